@@ -1,0 +1,103 @@
+"""The application core shared by all tools: settings, sandbox, runner, audit, and job execution."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from gdal_mcp.config import Settings
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.runner import Runner
+from gdal_mcp.sandbox import OutputTarget, Sandbox
+
+log = logging.getLogger("gdal_mcp")
+M = TypeVar("M", bound=BaseModel)
+
+
+class AuditLog:
+    """One JSON line per tool call: time, tool, arguments (workspace-relative), outcome, duration, outputs."""
+
+    def __init__(self, path: Any, sandbox: Sandbox) -> None:
+        self.path = path
+        self.sandbox = sandbox
+        self._lock = threading.Lock()
+
+    def write(self, *, tool: str, arguments: dict[str, Any], outcome: str, duration_ms: float,
+              outputs: Iterable[str] = ()) -> None:
+        if self.path is None:
+            return
+        record = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
+            "tool": tool,
+            "arguments": self.sandbox.scrub_obj(arguments),
+            "outcome": outcome,
+            "duration_ms": round(duration_ms, 1),
+            "outputs": list(outputs),
+        }
+        line = json.dumps(record, default=str)
+        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+class App:
+    """Everything a tool needs; built once per server."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.sandbox = Sandbox(settings.workspaces, allow_network=settings.allow_network)
+        self.runner = Runner(
+            workers=settings.workers,
+            timeout=settings.timeout,
+            max_memory=settings.max_memory,
+            worker_config={
+                "roots": [str(r) for r in self.sandbox.roots],
+                "allow_network": settings.allow_network,
+                "gdal_cache": settings.gdal_cache,
+                "log_level": settings.log_level.upper(),
+            },
+        )
+        self.audit = AuditLog(settings.audit_log, self.sandbox)
+
+    def require_writable(self, tool: str) -> None:
+        if self.settings.read_only:
+            raise GdalMcpError("read-only", f"{tool} writes files, and this server runs with --read-only")
+
+    def scrub_model(self, model: M) -> M:
+        """Make every path in a result workspace-relative before it leaves the server."""
+        return type(model).model_validate(self.sandbox.scrub_obj(model.model_dump()))
+
+    def scrub_error(self, error: GdalMcpError) -> GdalMcpError:
+        return GdalMcpError(error.code, self.sandbox.scrub(error.message))
+
+    async def execute(self, func: str, kwargs: dict[str, Any], *, ctx: Any = None, quick: bool = False,
+                      output: OutputTarget | None = None) -> Any:
+        """Run an engine function in a worker, relaying progress; commit or discard its output."""
+
+        async def relay(fraction: float, message: str) -> None:
+            if ctx is not None:
+                try:
+                    await ctx.report_progress(progress=round(fraction * 100, 2), total=100,
+                                              message=self.sandbox.scrub(message))
+                except Exception:  # noqa: BLE001 - a client that cannot take progress must not fail the job
+                    log.debug("progress notification failed", exc_info=True)
+
+        committed = False
+        try:
+            result = await self.runner.run(func, kwargs, progress=relay, quick=quick)
+            if output is not None:
+                await asyncio.to_thread(output.commit)
+                committed = True
+            return result
+        except asyncio.CancelledError:
+            log.info("job %s cancelled by the client", func)
+            raise
+        finally:
+            if output is not None and not committed:
+                output.discard()

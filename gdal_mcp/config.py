@@ -1,0 +1,44 @@
+"""Server settings, shared by the command line, the server and the workers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+@dataclass(frozen=True)
+class Settings:
+    workspaces: tuple[Path, ...]
+    transport: str = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    read_only: bool = False
+    timeout: float = 600.0
+    max_memory: int | None = 4 * GiB
+    workers: int = 2
+    audit_log: Path | None = None
+    log_level: str = "WARNING"
+    allow_network: bool = False
+    allow_origins: tuple[str, ...] = ()
+    token: str | None = field(default=None, repr=False)
+    gdal_cache: int = 256 * MiB
+
+
+def parse_size(text: str) -> int:
+    """Parse '512M', '2G', '2GiB', '1073741824' into bytes."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    units = {"K": 1024, "M": MiB, "G": GiB, "T": 1024 * GiB}
+    mult = 1
+    if t and t[-1] in units:
+        mult = units[t[-1]]
+        t = t[:-1]
+    try:
+        value = float(t)
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} (examples: 512M, 2G, 4GiB)") from None
+    if value <= 0:
+        raise ValueError(f"size must be positive: {text!r}")
+    return int(value * mult)

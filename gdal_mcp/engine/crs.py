@@ -1,0 +1,34 @@
+"""CRS descriptions, shared by raster and vector engines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gdal_mcp.models import CRSInfo
+
+
+def describe_crs(crs: Any) -> CRSInfo | None:
+    """CRSInfo from anything pyproj accepts (rasterio CRS, WKT, 'EPSG:4326'); None if empty."""
+    if crs is None:
+        return None
+    from pyproj import CRS
+
+    wkt = crs.to_wkt() if hasattr(crs, "to_wkt") else str(crs)
+    if not wkt:
+        return None
+    try:
+        c = CRS.from_user_input(wkt)
+    except Exception:  # noqa: BLE001 - unusual WKT pyproj cannot parse: still report it
+        return CRSInfo(wkt=wkt)
+    try:
+        # 90, not pyproj's default 70: at 70 custom Albers grids (slope.tif) match unrelated codes.
+        epsg = c.to_epsg(min_confidence=90)
+    except Exception:  # noqa: BLE001
+        epsg = None
+    try:
+        proj4 = c.to_proj4()
+    except Exception:  # noqa: BLE001
+        proj4 = None
+    units = c.axis_info[0].unit_name if c.axis_info else None
+    return CRSInfo(epsg=epsg, name=c.name, wkt=c.to_wkt(), proj4=proj4, is_geographic=c.is_geographic,
+                   units=units)

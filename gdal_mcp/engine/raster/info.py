@@ -1,0 +1,114 @@
+"""Raster metadata (gdalinfo), with optional exact statistics computed from the pixels."""
+
+from __future__ import annotations
+
+import math
+import os
+
+from gdal_mcp.engine.crs import describe_crs
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.cog import cog_check
+from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.engine.raster.stats import band_statistics
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import BandInfo, Bounds, NoData, RasterInfo
+
+MAX_BANDS = 100
+MAX_SUBDATASETS = 50
+MAX_METADATA_ITEMS = 40
+MAX_METADATA_VALUE = 500
+
+
+def nodata_value(value: float | None) -> NoData:
+    if value is None:
+        return None
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return float(value)
+
+
+def wgs84_bounds(ds) -> tuple[Bounds | None, str | None]:
+    """Bounds in EPSG:4326, or a warning when the CRS cannot be transformed (e.g. off-disk corners)."""
+    if ds.crs is None:
+        return None, None
+    from rasterio.warp import transform_bounds
+
+    try:
+        b = transform_bounds(ds.crs, "EPSG:4326", *ds.bounds, densify_pts=21)
+    except Exception as e:  # noqa: BLE001 - e.g. geostationary corners outside the projection domain
+        return None, f"WGS84 bounds not computable: {e}"
+    if not all(math.isfinite(v) for v in b):
+        return None, "WGS84 bounds not computable: corners lie outside the projection's domain"
+    return Bounds(left=b[0], bottom=b[1], right=b[2], top=b[3]), None
+
+
+def raster_info(path: str, band: int | None = None, stats: bool = False,
+                progress: Progress = no_progress) -> RasterInfo:
+    """Describe a raster: structure, georeferencing, bands, COG validity; exact stats when asked."""
+    with open_raster(path) as ds:
+        warnings: list[str] = []
+        if band is not None and not 1 <= band <= ds.count:
+            raise GdalMcpError("invalid-argument", f"band {band} does not exist; the raster has {ds.count} band(s)")
+        indexes = [band] if band is not None else list(range(1, min(ds.count, MAX_BANDS) + 1))
+        statistics = band_statistics(ds, indexes, progress=progress) if stats and indexes else {}
+        bands = []
+        for b in indexes:
+            i = b - 1
+            bh, bw = ds.block_shapes[i]
+            bands.append(BandInfo(
+                index=b,
+                dtype=ds.dtypes[i],
+                nodata=nodata_value(ds.nodatavals[i]),
+                scale=ds.scales[i],
+                offset=ds.offsets[i],
+                unit=ds.units[i] or None,
+                description=ds.descriptions[i] or None,
+                color_interp=ds.colorinterp[i].name,
+                block_size=(bw, bh),
+                overviews=ds.overviews(b),
+                mask_flags=[f.name for f in ds.mask_flag_enums[i]],
+                statistics=statistics.get(b),
+            ))
+        if stats and not indexes:
+            warnings.append("no bands: statistics need pixels; open one of the subdatasets instead")
+        bounds84, warn = wgs84_bounds(ds)
+        if warn:
+            warnings.append(warn)
+        if ds.crs is None and ds.count:
+            warnings.append("no CRS: the raster is not georeferenced (or its .prj/.aux.xml is missing)")
+        errors, cog_warnings = cog_check(ds) if ds.count else (["no bands"], [])
+        tags = ds.tags()
+        metadata = {k: (v if len(v) <= MAX_METADATA_VALUE else v[:MAX_METADATA_VALUE] + "…")
+                    for k, v in list(tags.items())[:MAX_METADATA_ITEMS]}
+        if any(k.startswith("STATISTICS_") for b in range(1, ds.count + 1) for k in ds.tags(b)):
+            warnings.append("the file stores STATISTICS_* metadata, which may be stale; use stats=true for exact values")
+        subdatasets = list(ds.subdatasets)
+        main_file = ds.files[0] if ds.files else None
+        size = os.path.getsize(main_file) if main_file and os.path.isfile(main_file) else None
+        t = ds.transform
+        return RasterInfo(
+            path=path,
+            driver=ds.driver,
+            width=ds.width,
+            height=ds.height,
+            count=ds.count,
+            crs=describe_crs(ds.crs),
+            transform=list(t.to_gdal()),
+            bounds=Bounds(left=ds.bounds.left, bottom=ds.bounds.bottom, right=ds.bounds.right, top=ds.bounds.top),
+            bounds_wgs84=bounds84,
+            resolution=(abs(t.a) if t.b == 0 else math.hypot(t.a, t.d), abs(t.e) if t.d == 0 else math.hypot(t.b, t.e)),
+            bands=bands,
+            bands_truncated=band is None and ds.count > MAX_BANDS,
+            subdatasets=subdatasets[:MAX_SUBDATASETS],
+            subdatasets_remaining=max(0, len(subdatasets) - MAX_SUBDATASETS),
+            compression=ds.compression.name if ds.compression else None,
+            interleave=ds.interleaving.name if ds.interleaving else None,
+            tiled=bool(ds.profile.get("tiled", False)),
+            is_cog=not errors,
+            cog_issues=errors + cog_warnings,
+            file_size=size,
+            metadata=metadata,
+            warnings=warnings,
+        )

@@ -1,0 +1,122 @@
+"""Result models shared by the engine (which fills them) and the tools (which return them).
+
+Plain pydantic: no MCP imports, picklable across the worker pipe. Paths inside are real paths in the
+worker; the server makes them workspace-relative before they reach a client.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Number = float | int
+NoData = float | Literal["nan", "inf", "-inf"] | None
+
+
+class Bounds(BaseModel):
+    left: float
+    bottom: float
+    right: float
+    top: float
+
+
+class CRSInfo(BaseModel):
+    epsg: int | None = Field(None, description="EPSG code when the CRS matches one")
+    name: str | None = None
+    wkt: str
+    proj4: str | None = None
+    is_geographic: bool = False
+    units: str | None = Field(None, description="Linear or angular unit of the axes")
+
+
+class BandStatistics(BaseModel):
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None = Field(description="Population standard deviation of valid pixels")
+    sum: float | None = None
+    valid_count: int
+    nodata_count: int
+    valid_percent: float
+
+
+class BandInfo(BaseModel):
+    index: int = Field(description="1-based band number")
+    dtype: str
+    nodata: NoData = None
+    scale: float = 1.0
+    offset: float = 0.0
+    unit: str | None = None
+    description: str | None = None
+    color_interp: str
+    block_size: tuple[int, int] = Field(description="[width, height] of a block")
+    overviews: list[int] = Field(default_factory=list, description="Overview decimation factors")
+    mask_flags: list[str] = Field(default_factory=list)
+    statistics: BandStatistics | None = Field(None, description="Exact statistics (only with stats=true)")
+
+
+class RasterInfo(BaseModel):
+    path: str
+    driver: str
+    width: int
+    height: int
+    count: int = Field(description="Number of bands")
+    crs: CRSInfo | None = None
+    transform: list[float] = Field(description="GDAL geotransform (x0, dx, rx, y0, ry, dy)")
+    bounds: Bounds
+    bounds_wgs84: Bounds | None = Field(None, description="Bounds in EPSG:4326 (lon/lat) when computable")
+    resolution: tuple[float, float]
+    bands: list[BandInfo]
+    bands_truncated: bool = False
+    subdatasets: list[str] = Field(default_factory=list)
+    subdatasets_remaining: int = 0
+    compression: str | None = None
+    interleave: str | None = None
+    tiled: bool = False
+    is_cog: bool = False
+    cog_issues: list[str] = Field(default_factory=list, description="Why the file is not a valid COG")
+    file_size: int | None = Field(None, description="Bytes on disk of the main file")
+    metadata: dict[str, str] = Field(default_factory=dict, description="Dataset metadata (bounded)")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class FieldInfo(BaseModel):
+    name: str
+    type: str
+
+
+class LayerInfo(BaseModel):
+    name: str
+    geometry_type: str | None
+    feature_count: int | None = Field(description="Exact count; null when the driver cannot count")
+    crs: CRSInfo | None = None
+    extent: Bounds | None = None
+    fields: list[FieldInfo] = Field(default_factory=list)
+
+
+class VectorInfo(BaseModel):
+    path: str
+    driver: str | None
+    layer_count: int
+    layers: list[LayerInfo]
+    layers_truncated: bool = False
+    sample: dict[str, Any] | None = Field(
+        None, description="With `layer`: a GeoJSON FeatureCollection of the first few features"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
+class DatasetEntry(BaseModel):
+    path: str
+    kind: Literal["raster", "vector", "other"]
+    size: int = Field(description="Bytes")
+    driver: str | None = None
+    detail: str | None = Field(None, description="Size and bands, layers, or why it is 'other'")
+
+
+class DatasetList(BaseModel):
+    path: str
+    entries: list[DatasetEntry]
+    truncated: bool
+    remaining: int = Field(description="Matching entries not returned (raise limit or narrow pattern)")

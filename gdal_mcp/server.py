@@ -1,0 +1,111 @@
+"""Builds the FastMCP server: tools, middleware (envelope for protocol-level failures, audit)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any
+
+os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
+os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+
+from fastmcp import FastMCP  # noqa: E402
+from fastmcp.exceptions import NotFoundError, ValidationError  # noqa: E402
+from fastmcp.server.lifespan import lifespan  # noqa: E402
+from fastmcp.server.middleware import Middleware, MiddlewareContext  # noqa: E402
+
+from gdal_mcp import __version__  # noqa: E402
+from gdal_mcp.app import App  # noqa: E402
+from gdal_mcp.config import Settings  # noqa: E402
+from gdal_mcp.errors import GdalMcpError, envelope  # noqa: E402
+from gdal_mcp.tools import inspect as inspect_tools  # noqa: E402
+
+log = logging.getLogger("gdal_mcp")
+
+INSTRUCTIONS = """\
+GDAL MCP: inspect and process geospatial rasters and vectors with GDAL, inside a sandboxed workspace.
+- Paths are relative to the workspace (list_datasets shows what is there). Archives: /vsizip/a.zip/f.tif;
+  subdatasets: NETCDF:"f.nc":var, HDF5:"f.h5"://x. Paths outside the workspace are refused.
+- Inspect first: raster_info / vector_info before processing; multi-layer sources need layer=.
+- Write tools never overwrite unless overwrite=true, and never leave partial files behind.
+- Failures return {"success": false, "error": {"code", "message"}}. Codes: invalid-argument (fix the
+  argument), not-found (check list_datasets), out-of-root (stay in the workspace), already-exists (pass
+  overwrite=true or rename), unsupported, gdal-error (GDAL's own message), timeout, cancelled,
+  resource-limit (work on a smaller area), read-only (server started read-only), internal-error.
+"""
+
+
+def _validation_message(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    errors = getattr(cause, "errors", None)
+    if callable(errors):
+        parts = []
+        for err in errors():
+            loc = ".".join(str(x) for x in err.get("loc", ()) if x not in ("call",)) or "arguments"
+            parts.append(f"{loc}: {err.get('msg')}")
+        if parts:
+            return "invalid arguments: " + "; ".join(parts) + " (see the tool's input schema)"
+    return f"invalid arguments: {exc}"
+
+
+class EnvelopeAndAudit(Middleware):
+    """Protocol-level tool failures (bad arguments, unknown tool) get the envelope; every call is audited."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
+        params = context.message
+        name = params.name
+        arguments = dict(params.arguments or {})
+        t0 = time.perf_counter()
+        outcome = "internal-error"
+        outputs: list[str] = []
+        try:
+            try:
+                result = await call_next(context)
+            except ValidationError as e:
+                result = envelope(GdalMcpError("invalid-argument", _validation_message(e)))
+            except NotFoundError:
+                result = envelope(GdalMcpError("not-found", f"unknown tool '{name}'; tools/list shows the tools"))
+            except GdalMcpError as e:
+                result = envelope(self.app.scrub_error(e))
+            sc = result.structured_content or {}
+            if result.is_error:
+                outcome = (sc.get("error") or {}).get("code", "internal-error")
+            else:
+                outcome = "ok"
+                out = sc.get("output")
+                if isinstance(out, str):
+                    outputs.append(out)
+            return result
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            self.app.audit.write(tool=name, arguments=arguments, outcome=outcome,
+                                 duration_ms=1000 * (time.perf_counter() - t0), outputs=outputs)
+
+
+def build_server(settings: Settings, *, auth: Any = None) -> tuple[FastMCP, App]:
+    """The FastMCP server and its App (sandbox, runner, audit)."""
+    app = App(settings)
+
+    @lifespan
+    async def warm_workers(server: Any) -> Any:
+        app.runner.start()  # idempotent; workers import GDAL in the background
+        yield {"app": app}
+
+    mcp = FastMCP(
+        "gdal-mcp",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        middleware=[EnvelopeAndAudit(app)],
+        lifespan=warm_workers,
+        auth=auth,
+        mask_error_details=True,
+    )
+    inspect_tools.register(mcp, app)
+    return mcp, app

@@ -1,0 +1,81 @@
+"""Inspection tools: raster_info, vector_info, list_datasets."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastmcp import Context
+from pydantic import Field
+
+from gdal_mcp.app import App
+from gdal_mcp.models import DatasetList, RasterInfo, VectorInfo
+from gdal_mcp.tools._base import READ, gdal_tool
+
+DatasetPath = Annotated[
+    str,
+    Field(description="Dataset path relative to the workspace (e.g. 'dem.tif'); also /vsizip/a.zip/b.tif, "
+                      "NETCDF:\"f.nc\":var, HDF5:\"f.h5\"://x, GPKG:f.gpkg:layer"),
+]
+
+
+def register(mcp: Any, app: App) -> None:
+    @gdal_tool(mcp, app, title="Raster info", annotations=READ, tags={"raster"})
+    async def raster_info(
+        path: DatasetPath,
+        band: Annotated[int | None, Field(ge=1, description="Only this band (1-based); default all bands")] = None,
+        stats: Annotated[bool, Field(description="Compute exact statistics from the pixels (reads the whole "
+                                                 "band, streamed); never the values stored in the file")] = False,
+        ctx: Context | None = None,
+    ) -> RasterInfo:
+        """Describe a raster (like gdalinfo): driver, size, bands, CRS (EPSG code, name, WKT), geotransform,
+        bounds (native and WGS84), resolution, per band dtype/nodata/scale/offset/unit/colour/block
+        size/overviews, subdatasets, compression, tiling and whether it is a valid COG.
+
+        Use it first on any raster. stats=true scans every pixel (slower on large rasters) and returns exact
+        min, max, mean, std and valid percent honouring nodata and masks. For HDF/NetCDF containers, open
+        a listed subdataset to see its bands."""
+        src = app.sandbox.resolve_input(path)
+        result = await app.execute("gdal_mcp.engine.raster.info:raster_info",
+                                   {"path": src.gdal_path, "band": band, "stats": stats}, ctx=ctx, quick=not stats)
+        result = app.scrub_model(result)
+        result.path = src.display
+        return result
+
+    @gdal_tool(mcp, app, title="Vector info", annotations=READ, tags={"vector"})
+    async def vector_info(
+        path: DatasetPath,
+        layer: Annotated[str | None, Field(description="Describe only this layer and include a few sample "
+                                                       "features as GeoJSON")] = None,
+        ctx: Context | None = None,
+    ) -> VectorInfo:
+        """Describe a vector dataset (like ogrinfo -so): every layer with geometry type, exact feature count,
+        CRS, extent and fields with types. With layer=, also the first 5 features as a GeoJSON
+        FeatureCollection (large geometries are summarised). Use it before any vector work; multi-layer
+        sources (GPKG, GPX, OSM) list their layers here."""
+        src = app.sandbox.resolve_input(path)
+        result = await app.execute("gdal_mcp.engine.vector.info:vector_info",
+                                   {"path": src.gdal_path, "layer": layer}, ctx=ctx, quick=True)
+        result = app.scrub_model(result)
+        result.path = src.display
+        return result
+
+    @gdal_tool(mcp, app, title="List datasets", annotations=READ, tags={"workspace"})
+    async def list_datasets(
+        path: Annotated[str, Field(description="Directory to list, relative to the workspace")] = ".",
+        pattern: Annotated[str | None, Field(description="Glob on the file name or relative path, e.g. "
+                                                         "'*.tif' or 'dem/**'")] = None,
+        recursive: Annotated[bool, Field(description="Descend into subdirectories")] = True,
+        limit: Annotated[int, Field(ge=1, le=1000, description="Most entries to return")] = 200,
+        ctx: Context | None = None,
+    ) -> DatasetList:
+        """List the files in a workspace directory and whether GDAL reads each as raster, vector or other
+        (sidecars such as .prj/.aux.xml, archives and unreadable files are 'other', with a reason).
+        Bounded: `truncated` and `remaining` say what was left out. Use it to find inputs."""
+        directory, shown = app.sandbox.resolve_dir(path)
+        result = await app.execute("gdal_mcp.engine.catalog:list_datasets",
+                                   {"directory": str(directory), "pattern": pattern, "recursive": recursive,
+                                    "limit": limit}, ctx=ctx, quick=True)
+        for entry in result.entries:
+            entry.path = app.sandbox.display(entry.path)
+        result.path = shown
+        return result

@@ -1,0 +1,133 @@
+"""The worker process: imports GDAL once, then runs engine jobs sent over a pipe.
+
+Runs in a spawned process. Nothing here is imported by the server process except the entry point's
+name. Messages to the server: ("progress", fraction, message), ("result", value), ("error", code,
+message). stdout is pointed at stderr first, so nothing a library prints can reach the protocol.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import pickle
+import sys
+import time
+import traceback
+from typing import Any
+
+ENGINE_PREFIX = "gdal_mcp.engine."
+PROGRESS_INTERVAL = 0.2
+
+
+def _configure_environment(config: dict[str, Any]) -> None:
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    # GDAL reads these at first use; set before rasterio/pyogrio load their bundled GDALs.
+    os.environ["GDAL_VRT_ENABLE_PYTHON"] = "NO"
+    os.environ["GDAL_CACHEMAX"] = str(max(16, config.get("gdal_cache", 256 * 1024**2) // 1024**2))
+    os.environ.setdefault("GDAL_DISABLE_READDIR_ON_OPEN", "EMPTY_DIR")
+    os.environ["CPL_LOG_ERRORS"] = "OFF"
+    # Unsorted OSM extracts otherwise fail to count ("Non increasing node id").
+    os.environ.setdefault("OSM_USE_CUSTOM_INDEXING", "NO")
+    if not config.get("allow_network"):
+        # Belt and braces: even a path that slipped past the sandbox cannot fetch anything.
+        os.environ["GDAL_HTTP_TIMEOUT"] = "1"
+        os.environ["CPL_VSIL_CURL_ALLOWED_EXTENSIONS"] = ".__gdal_mcp_network_disabled__"
+    logging.basicConfig(level=config.get("log_level", "WARNING"), stream=sys.stderr,
+                        format="%(asctime)s gdal-mcp worker %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("rasterio").setLevel(logging.CRITICAL)
+    import warnings
+
+    # Library warnings (NotGeoreferencedWarning, pyproj's PROJ.4 notes) are reported in results instead.
+    warnings.simplefilter("ignore")
+
+
+def _set_memory_limit(limit: int | None) -> None:
+    if not limit:
+        return
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    from gdal_mcp.errors import GdalMcpError
+
+    if isinstance(exc, GdalMcpError):
+        return exc.code, exc.message
+    if isinstance(exc, MemoryError):
+        return "resource-limit", "the job ran out of memory (worker limit --max-memory); use a smaller area or raise the limit"
+    module = type(exc).__module__ or ""
+    # rasterio chains GDAL's own error as the cause ("Read failed. See previous exception"): keep both.
+    texts: list[str] = []
+    e: BaseException | None = exc
+    while e is not None and len(texts) < 4:
+        t = str(e).strip()
+        if t and t not in texts and not t.startswith("See previous"):
+            texts.append(t.replace(" See previous exception for details.", ""))
+        e = e.__cause__ or e.__context__
+    text = ": ".join(texts) or type(exc).__name__
+    if module.startswith(("rasterio", "pyogrio", "fiona", "pyproj")):
+        low = text.lower()
+        if "out of memory" in low or "cannot allocate" in low:
+            return "resource-limit", f"GDAL ran out of memory: {text}"
+        return "gdal-error", text
+    logging.getLogger("gdal_mcp.worker").error("unexpected error in job:\n%s", traceback.format_exc())
+    return "internal-error", f"unexpected {type(exc).__name__}: {text}"
+
+
+def main(conn: Any) -> None:
+    """Serve jobs on `conn` until the server closes it."""
+    config = pickle.loads(conn.recv_bytes())
+    _configure_environment(config)
+    # Warm the imports the jobs need, before the memory limit so they never fail on it.
+    import numpy  # noqa: F401
+    import pyogrio  # noqa: F401
+    import rasterio  # noqa: F401
+
+    from gdal_mcp.engine import guard
+    from gdal_mcp.sandbox import Sandbox
+
+    sandbox = Sandbox(config["roots"], allow_network=config.get("allow_network", False))
+    guard.install(sandbox.check_referenced)
+    _set_memory_limit(config.get("max_memory"))
+    conn.send(("ready", os.getpid()))
+
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # the server went away
+        if message is None:
+            return
+        func_name, kwargs = message
+        last = [0.0]
+
+        def progress(fraction: float, text: str = "") -> None:
+            now = time.monotonic()
+            if fraction >= 1.0 or now - last[0] >= PROGRESS_INTERVAL:
+                last[0] = now
+                conn.send(("progress", float(min(max(fraction, 0.0), 1.0)), str(text)))
+
+        try:
+            module_name, _, attr = func_name.partition(":")
+            if not module_name.startswith(ENGINE_PREFIX):
+                raise ValueError(f"refusing to run {func_name}: not an engine function")
+            func = getattr(importlib.import_module(module_name), attr)
+            result = func(**kwargs, progress=progress)
+            reply: tuple[Any, ...] = ("result", result)
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                return
+            reply = ("error", *_classify(exc))
+        try:
+            conn.send(reply)
+        except MemoryError:
+            conn.send(("error", "resource-limit", "the result was too large for the worker's memory limit"))
+
+
+if __name__ == "__main__":
+    from multiprocessing.connection import Connection
+
+    main(Connection(int(sys.argv[1])))
