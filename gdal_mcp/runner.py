@@ -94,6 +94,8 @@ class Runner:
         # its stdout is our stderr, so nothing it prints can reach the protocol stream.
         parent, child = socket.socketpair()
         env = dict(os.environ)
+        # glibc reserves 64 MiB of address space per thread arena; under RLIMIT_AS that is wasted limit.
+        env.setdefault("MALLOC_ARENA_MAX", "2")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(
             [sys.executable, "-m", "gdal_mcp.worker", str(child.fileno())],
@@ -204,17 +206,16 @@ class Runner:
         except subprocess.TimeoutExpired:
             w.kill()
             code = w.process.returncode
-        limit = self.worker_config.get("max_memory")
         if code is not None and code < 0:
             try:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            if name == "SIGKILL" and limit:
+            if name == "SIGKILL":
                 return GdalMcpError(
-                    "resource-limit",
-                    "the worker was killed (SIGKILL), most likely for exceeding memory; work on a smaller "
-                    "area or raise --max-memory",
+                    "internal-error",
+                    "the worker was killed (SIGKILL, e.g. by the system's out-of-memory killer); the server is "
+                    "still serving: retry, or work on a smaller area",
                 )
             return GdalMcpError("internal-error", f"the worker crashed ({name}); the server is still serving, "
                                 "retry or report the input that caused it")

@@ -263,7 +263,8 @@ class Sandbox:
             return False
         return self._contained(real) and real.exists()
 
-    def _resolve_archive(self, prefix: str, rest: str, *, base: Path | None, what: str, depth: int) -> tuple[str, list[Path], bool]:
+    def _resolve_archive(self, prefix: str, rest: str, *, base: Path | None, what: str,
+                         depth: int) -> tuple[str, list[Path], bool]:
         if rest.startswith("{"):
             end = rest.find("}")
             if end < 0:
@@ -345,6 +346,13 @@ class Sandbox:
                 head = fh.read(2048)
         except OSError:
             return []
+        name = real.name.lower()
+        if b"gdal_streamed_alg" in head or name.endswith((".gdalg.json", ".gti", ".gti.gpkg", ".gti.fgb")) or (
+            b"<GDALTileIndexDataset" in head
+        ):
+            # Pipelines and tile indexes name their inputs in ways we cannot check before GDAL runs them.
+            raise GdalMcpError("unsupported", f"{what}: {real.name} is a GDAL pipeline or tile index, which "
+                               "this server does not open; use the files it refers to directly")
         if b"<VRTDataset" not in head and b"<OGRVRTDataSource" not in head:
             return []
         try:

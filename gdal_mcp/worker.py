@@ -28,8 +28,6 @@ def _configure_environment(config: dict[str, Any]) -> None:
     os.environ["GDAL_CACHEMAX"] = str(max(16, config.get("gdal_cache", 256 * 1024**2) // 1024**2))
     os.environ.setdefault("GDAL_DISABLE_READDIR_ON_OPEN", "EMPTY_DIR")
     os.environ["CPL_LOG_ERRORS"] = "OFF"
-    # Unsorted OSM extracts otherwise fail to count ("Non increasing node id").
-    os.environ.setdefault("OSM_USE_CUSTOM_INDEXING", "NO")
     if not config.get("allow_network"):
         # Belt and braces: even a path that slipped past the sandbox cannot fetch anything.
         os.environ["GDAL_HTTP_TIMEOUT"] = "1"
@@ -52,29 +50,13 @@ def _set_memory_limit(limit: int | None) -> None:
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:
-    from gdal_mcp.errors import GdalMcpError
+    from gdal_mcp.engine.failures import translate
 
-    if isinstance(exc, GdalMcpError):
-        return exc.code, exc.message
-    if isinstance(exc, MemoryError):
-        return "resource-limit", "the job ran out of memory (worker limit --max-memory); use a smaller area or raise the limit"
-    module = type(exc).__module__ or ""
-    # rasterio chains GDAL's own error as the cause ("Read failed. See previous exception"): keep both.
-    texts: list[str] = []
-    e: BaseException | None = exc
-    while e is not None and len(texts) < 4:
-        t = str(e).strip()
-        if t and t not in texts and not t.startswith("See previous"):
-            texts.append(t.replace(" See previous exception for details.", ""))
-        e = e.__cause__ or e.__context__
-    text = ": ".join(texts) or type(exc).__name__
-    if module.startswith(("rasterio", "pyogrio", "fiona", "pyproj")):
-        low = text.lower()
-        if "out of memory" in low or "cannot allocate" in low:
-            return "resource-limit", f"GDAL ran out of memory: {text}"
-        return "gdal-error", text
+    mapped = translate(exc)
+    if mapped is not None:
+        return mapped.code, mapped.message
     logging.getLogger("gdal_mcp.worker").error("unexpected error in job:\n%s", traceback.format_exc())
-    return "internal-error", f"unexpected {type(exc).__name__}: {text}"
+    return "internal-error", f"unexpected {type(exc).__name__}: {str(exc).strip()}"
 
 
 def main(conn: Any) -> None:
@@ -104,7 +86,7 @@ def main(conn: Any) -> None:
         func_name, kwargs = message
         last = [0.0]
 
-        def progress(fraction: float, text: str = "") -> None:
+        def progress(fraction: float, text: str = "", last: list[float] = last) -> None:
             now = time.monotonic()
             if fraction >= 1.0 or now - last[0] >= PROGRESS_INTERVAL:
                 last[0] = now

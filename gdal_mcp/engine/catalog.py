@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 from gdal_mcp.engine import guard
+from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import DatasetEntry, DatasetList
@@ -69,6 +70,7 @@ def classify(path: Path) -> DatasetEntry:
     return DatasetEntry(path=rel, kind="other", size=size, detail="not a dataset GDAL can open")
 
 
+@wrap_gdal_errors
 def list_datasets(directory: str, pattern: str | None = None, recursive: bool = True,
                   limit: int = 200, progress: Progress = no_progress) -> DatasetList:
     """List files under `directory` (a real path) with their kind; entry paths are real paths."""

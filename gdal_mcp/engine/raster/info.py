@@ -6,6 +6,7 @@ import math
 import os
 
 from gdal_mcp.engine.crs import describe_crs
+from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.engine.raster.opening import open_raster
@@ -44,6 +45,7 @@ def wgs84_bounds(ds) -> tuple[Bounds | None, str | None]:
     return Bounds(left=b[0], bottom=b[1], right=b[2], top=b[3]), None
 
 
+@wrap_gdal_errors
 def raster_info(path: str, band: int | None = None, stats: bool = False,
                 progress: Progress = no_progress) -> RasterInfo:
     """Describe a raster: structure, georeferencing, bands, COG validity; exact stats when asked."""

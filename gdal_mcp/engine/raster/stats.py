@@ -8,7 +8,7 @@ import numpy as np
 from rasterio.windows import Window
 
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.raster.windows import count_windows, iter_windows
+from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, count_windows, iter_windows
 from gdal_mcp.models import BandStatistics
 
 
@@ -72,8 +72,10 @@ def band_statistics(ds, bands: list[int], *, window: Window | None = None,
     col0 = int(window.col_off) if window else 0
     row0 = int(window.row_off) if window else 0
     block = ds.block_shapes[0] if ds.block_shapes else (256, 256)
-    n_windows = max(1, count_windows(width, height, block))
-    for i, w in enumerate(iter_windows(width, height, block)):
+    # All bands are read together, so a window holds DEFAULT_WINDOW_PIXELS pixels summed over bands.
+    budget = max(1, DEFAULT_WINDOW_PIXELS // max(1, len(bands)))
+    n_windows = max(1, count_windows(width, height, block, budget))
+    for i, w in enumerate(iter_windows(width, height, block, budget)):
         w = Window(w.col_off + col0, w.row_off + row0, w.width, w.height)
         chunk = ds.read(bands, window=w, masked=True)
         for j, b in enumerate(bands):

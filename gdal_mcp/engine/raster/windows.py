@@ -17,6 +17,9 @@ def iter_windows(width: int, height: int, block: tuple[int, int] = (256, 256),
     that fits; very wide rasters are also cut into columns of whole blocks.
     """
     bh, bw = max(1, block[0]), max(1, block[1])
+    if bh * bw > 2 * max_pixels:
+        # Huge blocks (single-strip files): GDAL caches the block; our arrays stay small anyway.
+        bh, bw = 1, 1
     rows = max(bh, (max_pixels // max(1, width)) // bh * bh)
     cols = width
     if rows * width > 2 * max_pixels:

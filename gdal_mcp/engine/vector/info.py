@@ -13,6 +13,7 @@ import pyogrio
 import shapely
 
 from gdal_mcp.engine.crs import describe_crs
+from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.models import Bounds, FieldInfo, LayerInfo, VectorInfo
@@ -69,6 +70,7 @@ def sample_features(path: str, layer: str, n: int = SAMPLE_FEATURES) -> dict[str
     return {"type": "FeatureCollection", "features": features}
 
 
+@wrap_gdal_errors
 def vector_info(path: str, layer: str | None = None, progress: Progress = no_progress) -> VectorInfo:
     """Describe every layer (geometry type, exact feature count, CRS, extent, fields)."""
     layers = list_layers(path)

@@ -9,6 +9,9 @@ from pyogrio.errors import DataSourceError
 
 from gdal_mcp.errors import GdalMcpError
 
+# Unsorted OSM extracts otherwise fail to scan ("Non increasing node id").
+pyogrio.set_gdal_config_options({"OSM_USE_CUSTOM_INDEXING": "NO"})
+
 
 def list_layers(path: str) -> list[tuple[str, str | None]]:
     """(name, geometry type) of every layer; a clear error when GDAL cannot read the source."""

@@ -1,0 +1,180 @@
+"""Command line: `gdal-mcp [serve] [options]`, `gdal-mcp --version`.
+
+Every option can also be set with an environment variable GDAL_MCP_<OPTION>. Nothing but MCP
+protocol is written to stdout; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gdal_mcp import __version__
+from gdal_mcp.config import Settings, parse_size
+
+ENV_PREFIX = "GDAL_MCP_"
+log = logging.getLogger("gdal_mcp")
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(ENV_PREFIX + name, default)
+
+
+def _env_bool(name: str) -> bool:
+    return (_env(name) or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def versions() -> str:
+    """Version line of gdal-mcp and the geospatial libraries it bundles."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pyogrio
+        import pyproj
+        import rasterio
+    return (
+        f"gdal-mcp {__version__}\n"
+        f"GDAL {rasterio.__gdal_version__} (rasterio), GDAL {pyogrio.__gdal_version_string__} (pyogrio)\n"
+        f"PROJ {pyproj.proj_version_str}\n"
+        f"rasterio {rasterio.__version__}, pyogrio {pyogrio.__version__}, pyproj {pyproj.__version__}"
+    )
+
+
+class _Version(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print versions (gdal-mcp, GDAL, PROJ, rasterio, pyogrio) and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        sys.stdout.write(versions() + "\n")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gdal-mcp",
+        description="GDAL MCP server: sandboxed, crash-isolated geospatial tools for AI agents. "
+                    "Runs over stdio by default. Every option can also be set with an environment "
+                    "variable GDAL_MCP_<NAME> (e.g. GDAL_MCP_WORKSPACE, GDAL_MCP_READ_ONLY=1).",
+        epilog="HTTP: set GDAL_MCP_TOKEN to require 'Authorization: Bearer <token>' on every request; "
+               "a non-loopback --host is refused without it.",
+    )
+    p.add_argument("--version", action=_Version)
+    p.add_argument("command", nargs="?", default="serve", choices=["serve"], help="what to do (default: serve)")
+    p.add_argument("--transport", choices=["stdio", "http"], default=_env("TRANSPORT", "stdio"),
+                   help="stdio (default) or streamable HTTP at /mcp [GDAL_MCP_TRANSPORT]")
+    p.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="HTTP bind address (default 127.0.0.1) [GDAL_MCP_HOST]")
+    p.add_argument("--port", type=int, default=int(_env("PORT", "8000") or 8000), help="HTTP port (default 8000) [GDAL_MCP_PORT]")
+    env_ws = [w for w in (_env("WORKSPACE") or "").split(os.pathsep) if w]
+    p.add_argument("--workspace", action="append", default=None, metavar="DIR",
+                   help="directory the tools may read and write; repeatable; relative paths resolve against "
+                        "the first (default: the current directory) [GDAL_MCP_WORKSPACE, ':'-separated]")
+    p.set_defaults(env_workspaces=env_ws)
+    p.add_argument("--read-only", action="store_true", default=_env_bool("READ_ONLY"),
+                   help="refuse every tool that writes [GDAL_MCP_READ_ONLY=1]")
+    p.add_argument("--timeout", type=float, default=float(_env("TIMEOUT", "600") or 600),
+                   help="seconds a job may run before it is stopped (default 600) [GDAL_MCP_TIMEOUT]")
+    p.add_argument("--max-memory", default=_env("MAX_MEMORY", "4G"),
+                   help="address-space limit per worker, e.g. 2G; 0 for none (default 4G) [GDAL_MCP_MAX_MEMORY]")
+    p.add_argument("--workers", type=int, default=int(_env("WORKERS", "2") or 2),
+                   help="worker processes for jobs (default 2; one more is kept for quick metadata calls) "
+                        "[GDAL_MCP_WORKERS]")
+    p.add_argument("--audit-log", default=_env("AUDIT_LOG"), metavar="PATH",
+                   help="append one JSON line per tool call to this file [GDAL_MCP_AUDIT_LOG]")
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "WARNING"),
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"],
+                   help="stderr log level (default WARNING) [GDAL_MCP_LOG_LEVEL]")
+    p.add_argument("--allow-network", action="store_true", default=_env_bool("ALLOW_NETWORK"),
+                   help="allow remote data (/vsicurl/, /vsis3/, http://…); off by default [GDAL_MCP_ALLOW_NETWORK=1]")
+    p.add_argument("--allow-origin", action="append", default=None, metavar="ORIGIN",
+                   help="extra browser Origin allowed over HTTP besides loopback; repeatable "
+                        "[GDAL_MCP_ALLOW_ORIGIN, comma-separated]")
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    workspaces = args.workspace or args.env_workspaces
+    if not workspaces:
+        workspaces = [os.getcwd()]
+        log.warning("no --workspace given: using the current directory %s", workspaces[0])
+    max_memory = None if str(args.max_memory).strip() in ("0", "", "none") else parse_size(str(args.max_memory))
+    origins = args.allow_origin or [o for o in (_env("ALLOW_ORIGIN") or "").split(",") if o.strip()]
+    if args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    if args.timeout <= 0:
+        raise ValueError("--timeout must be positive")
+    return Settings(
+        workspaces=tuple(Path(w) for w in workspaces),
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        read_only=args.read_only,
+        timeout=args.timeout,
+        max_memory=max_memory,
+        workers=args.workers,
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+        log_level=args.log_level.upper(),
+        allow_network=args.allow_network,
+        allow_origins=tuple(origins),
+        token=_env("TOKEN") or None,
+    )
+
+
+def serve(settings: Settings) -> None:
+    import anyio
+
+    from gdal_mcp.http import OriginGuard, StaticBearerToken, is_loopback_host
+    from gdal_mcp.server import build_server
+
+    if settings.transport == "http" and not settings.token and not is_loopback_host(settings.host):
+        raise SystemExit(
+            f"gdal-mcp: refusing to listen on {settings.host} without a token: anyone on the network could "
+            "use the tools. Set GDAL_MCP_TOKEN, or bind to 127.0.0.1."
+        )
+    auth = StaticBearerToken(settings.token) if settings.transport == "http" and settings.token else None
+    mcp, app = build_server(settings, auth=auth)
+    log.info("workspaces: %s", ", ".join(str(r) for r in app.sandbox.roots))
+    try:
+        if settings.transport == "stdio":
+            anyio.run(lambda: mcp.run_stdio_async(show_banner=False, log_level=settings.log_level))
+        else:
+            from starlette.middleware import Middleware
+
+            log_config = {
+                "version": 1,
+                "disable_existing_loggers": False,
+                "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
+                "loggers": {"uvicorn": {"handlers": ["stderr"], "level": settings.log_level},
+                            "uvicorn.access": {"handlers": ["stderr"], "level": settings.log_level,
+                                               "propagate": False}},
+            }
+            anyio.run(lambda: mcp.run_http_async(
+                show_banner=False, transport="http", host=settings.host, port=settings.port, path="/mcp",
+                log_level=settings.log_level.lower(),
+                middleware=[Middleware(OriginGuard, allowed_origins=settings.allow_origins)],
+                uvicorn_config={"log_config": log_config},
+            ))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        app.runner.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s gdal-mcp %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = settings_from_args(args)
+    except ValueError as e:
+        parser.error(str(e))
+    serve(settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""raster_info engine against the verified facts of tests/data/MANIFEST.md."""
+
+from __future__ import annotations
+
+import pytest
+import rasterio
+
+from gdal_mcp.engine.raster.info import raster_info
+from gdal_mcp.errors import GdalMcpError
+from tests.conftest import DATA
+
+R = DATA / "raster"
+
+
+def test_rgb_byte_structure() -> None:
+    info = raster_info(str(R / "RGB.byte.tif"))
+    assert (info.driver, info.width, info.height, info.count) == ("GTiff", 791, 718, 3)
+    assert info.crs.epsg == 32618
+    assert info.transform == pytest.approx([101985.0, 300.0379266750948, 0, 2826915.0, 0, -300.041782729805])
+    assert [b.nodata for b in info.bands] == [0.0, 0.0, 0.0]
+    assert [b.color_interp for b in info.bands] == ["red", "green", "blue"]
+    assert info.bounds_wgs84 is not None and -79 < info.bounds_wgs84.left < -78.9
+    assert not info.is_cog and any("IFD" in i for i in info.cog_issues)
+    assert any("STATISTICS_" in w for w in info.warnings)
+
+
+def test_exact_stats_not_the_stale_stored_ones() -> None:
+    info = raster_info(str(R / "RGB.byte.tif"), stats=True)
+    s = [b.statistics for b in info.bands]
+    assert [x.min for x in s] == [1, 1, 1] and [x.max for x in s] == [255, 255, 255]
+    assert [round(x.mean, 4) for x in s] == [44.4345, 66.0220, 71.3932]
+    assert [round(x.valid_percent, 2) for x in s] == [67.40, 67.43, 67.39]
+    # The file embeds STATISTICS_MEAN=29.948 for band 1; we must not report it.
+    with rasterio.open(R / "RGB.byte.tif") as ds:
+        assert float(ds.tags(1)["STATISTICS_MEAN"]) != pytest.approx(s[0].mean, abs=1)
+    assert s[0].valid_count + s[0].nodata_count == 791 * 718
+
+
+def test_stats_match_numpy_on_the_whole_array() -> None:
+    info = raster_info(str(R / "slope.tif"), stats=True)
+    with rasterio.open(R / "slope.tif") as ds:
+        a = ds.read(1, masked=True).compressed().astype("float64")
+    st = info.bands[0].statistics
+    assert st.mean == pytest.approx(a.mean()) and st.std == pytest.approx(a.std())
+    assert st.sum == pytest.approx(a.sum()) and st.valid_count == a.size
+    assert round(st.mean, 3) == 56.813 and round(st.valid_percent, 2) == 95.12
+    assert info.crs.epsg is None, "custom Albers must not be matched to an unrelated EPSG code"
+
+
+def test_float_nan_nodata_south_up() -> None:
+    info = raster_info(str(R / "float_nan.tif"), stats=True)
+    b = info.bands[0]
+    assert b.nodata == "nan" and info.crs is None
+    assert info.transform == [0, 100, 0, 0, 0, 100]
+    assert (round(b.statistics.min, 2), round(b.statistics.max, 2)) == (-1.88, 1.41)
+    assert round(b.statistics.valid_percent, 2) == 83.33
+    assert any("no CRS" in w for w in info.warnings)
+
+
+def test_zipped_srtm() -> None:
+    info = raster_info(f"/vsizip/{R}/N10W110.hgt.zip/N10W110.hgt", stats=True)
+    assert (info.driver, info.width, info.height, info.crs.epsg) == ("SRTMHGT", 1201, 1201, 4326)
+    assert info.bands[0].nodata == -32768 and info.bands[0].statistics.max == 9
+
+
+def test_hdf5_subdatasets() -> None:
+    info = raster_info(str(R / "two-subs.h5"))
+    assert info.count == 0 and len(info.subdatasets) == 2
+    assert info.subdatasets[0].endswith("://data") and info.subdatasets[1].endswith("://data2")
+    sub = raster_info(f'HDF5:"{R}/two-subs.h5"://data')
+    assert (sub.width, sub.height, sub.bands[0].dtype) == (3, 3, "float64")
+
+
+def test_png_and_jpeg_georeferenced_by_sidecars() -> None:
+    png = raster_info(str(R / "gadas-export.png"))
+    assert (png.width, png.height, png.count) == (968, 475, 4)
+    assert png.transform[0] == pytest.approx(7698736.858, abs=1e-3)
+    assert png.transform[3] == pytest.approx(1325082.668, abs=1e-3)
+    jpg = raster_info(str(R / "demo.jpg"))
+    assert (jpg.width, jpg.height, jpg.crs.epsg) == (970, 472, 4326)
+    assert jpg.transform == pytest.approx([69.1589, 0.021938, 0, 11.8187, 0, -0.021938], abs=1e-4)
+
+
+def test_geostationary_has_no_wgs84_bounds_but_a_warning() -> None:
+    info = raster_info(str(R / "goes.tif"))
+    assert info.crs.proj4 and "+proj=geos" in info.crs.proj4
+    assert info.bounds_wgs84 is None and any("WGS84" in w for w in info.warnings)
+
+
+def test_esri_wkt_and_tiles_without_epsg() -> None:
+    esri = raster_info(str(R / "test_esri_wkt.tif"), stats=True)
+    assert esri.crs.epsg is None and "Albers" in esri.crs.name
+    assert (esri.bands[0].statistics.min, esri.bands[0].statistics.max) == (1, 4)
+    tile = raster_info(str(R / "rgb1.tif"))
+    assert (tile.width, tile.height, tile.crs.epsg) == (400, 400, None)
+
+
+def test_band_selection_and_errors() -> None:
+    info = raster_info(str(R / "RGB.byte.tif"), band=2)
+    assert [b.index for b in info.bands] == [2]
+    with pytest.raises(GdalMcpError) as e:
+        raster_info(str(R / "RGB.byte.tif"), band=4)
+    assert e.value.code == "invalid-argument"
+
+
+def test_bad_inputs_have_clear_codes(tmp_path) -> None:
+    with pytest.raises(GdalMcpError) as e:
+        raster_info(str(DATA / "bad" / "corrupt.tif"), stats=True)
+    assert e.value.code == "gdal-error"
+    truncated = tmp_path / "t.tif"
+    truncated.write_bytes((R / "RGB.byte.tif").read_bytes()[:500000])
+    with pytest.raises(GdalMcpError) as e:
+        raster_info(str(truncated))
+    assert e.value.code == "gdal-error" and "TIFFReadDirectory" in e.value.message
+    with pytest.raises(GdalMcpError) as e:
+        raster_info(str(DATA / "vector" / "trio.geojson"))
+    assert e.value.code == "unsupported" and "vector_info" in e.value.message
+
+
+def test_corrupt_file_metadata_still_reads() -> None:
+    info = raster_info(str(DATA / "bad" / "corrupt.tif"))
+    assert (info.width, info.height, info.count, info.crs.epsg) == (1024, 1024, 3, 3857)
