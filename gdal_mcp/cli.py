@@ -136,7 +136,10 @@ def serve(settings: Settings) -> None:
             "use the tools. Set GDAL_MCP_TOKEN, or bind to 127.0.0.1."
         )
     auth = StaticBearerToken(settings.token) if settings.transport == "http" and settings.token else None
-    mcp, app = build_server(settings, auth=auth)
+    try:
+        mcp, app = build_server(settings, auth=auth)
+    except ValueError as e:
+        raise SystemExit(f"gdal-mcp: {e}") from None
     log.info("workspaces: %s", ", ".join(str(r) for r in app.sandbox.roots))
     try:
         if settings.transport == "stdio":
