@@ -120,3 +120,85 @@ class DatasetList(BaseModel):
     entries: list[DatasetEntry]
     truncated: bool
     remaining: int = Field(description="Matching entries not returned (raise limit or narrow pattern)")
+
+
+Resampling = Literal[
+    "nearest", "bilinear", "cubic", "cubic_spline", "lanczos", "average", "mode", "gauss", "max", "min",
+    "med", "q1", "q3", "sum", "rms",
+]
+BBox = tuple[float, float, float, float]
+
+
+class RasterSummary(BaseModel):
+    """A short description of a raster a tool wrote."""
+
+    driver: str
+    width: int
+    height: int
+    count: int
+    dtype: str
+    crs: str | None = Field(None, description="EPSG:n when there is a code, else the CRS name")
+    bounds: Bounds
+    resolution: tuple[float, float]
+    nodata: NoData = None
+    compression: str | None = None
+    file_size: int = Field(description="Bytes on disk, sidecars included")
+
+
+class RasterWriteResult(BaseModel):
+    output: str = Field(description="Workspace-relative path of the file written")
+    uri: str = Field(description="Resource URI to read the file through MCP")
+    summary: RasterSummary
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Histogram(BaseModel):
+    edges: list[float] = Field(description="bins + 1 bin edges")
+    counts: list[int]
+
+
+class BandStatsDetail(BandStatistics):
+    index: int
+    percentiles: dict[str, float | None] = Field(default_factory=dict, description="Exact, keyed by percent")
+    histogram: Histogram | None = None
+
+
+class RasterStatsResult(BaseModel):
+    path: str
+    window: tuple[int, int, int, int] | None = Field(None, description="col_off, row_off, width, height read")
+    bands: list[BandStatsDetail]
+    warnings: list[str] = Field(default_factory=list)
+
+
+class PointSample(BaseModel):
+    x: float
+    y: float
+    row: int | None = None
+    col: int | None = None
+    inside: bool
+    values: list[float | None] = Field(description="One per band; null for nodata/masked or outside")
+
+
+class SampleResult(BaseModel):
+    path: str
+    crs: str | None
+    bands: list[int]
+    points: list[PointSample]
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TableWriteResult(BaseModel):
+    output: str
+    uri: str
+    rows: int
+    columns: list[str]
+    file_size: int
+    warnings: list[str] = Field(default_factory=list)
+
+
+class OverviewsResult(BaseModel):
+    path: str
+    action: Literal["add", "delete", "list"]
+    levels: list[int] = Field(description="Overview factors present after the action (band 1)")
+    resampling: str | None = None
+    warnings: list[str] = Field(default_factory=list)

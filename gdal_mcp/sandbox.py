@@ -27,6 +27,7 @@ MAX_PATH_LENGTH = 4096
 MAX_COMPONENT_LENGTH = 255
 MAX_REFERENCE_DEPTH = 8
 TMP_PREFIX = ".gdal-mcp-tmp-"
+RESOURCE_PREFIX = "gdal-mcp://files/"
 
 # Kernel pseudo-filesystems: never a dataset, whatever the workspace.
 FORBIDDEN_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
@@ -135,6 +136,12 @@ class Sandbox:
                     return rel if rel != "." else "."
                 return str(p)
         return p.name or str(p)
+
+    def uri(self, display: str) -> str:
+        """The resource URI of a workspace file (see tools/resources.py)."""
+        from urllib.parse import quote
+
+        return RESOURCE_PREFIX + quote(display.lstrip("/"))
 
     def scrub(self, text: str) -> str:
         """Remove the server's absolute layout from a message (GDAL errors quote full paths)."""

@@ -32,3 +32,26 @@ def describe_crs(crs: Any) -> CRSInfo | None:
     units = c.axis_info[0].unit_name if c.axis_info else None
     return CRSInfo(epsg=epsg, name=c.name, wkt=c.to_wkt(), proj4=proj4, is_geographic=c.is_geographic,
                    units=units)
+
+
+def parse_crs(text: str | int, what: str = "crs") -> Any:
+    """A rasterio CRS from what GIS users type: EPSG:4326, epsg:4326, 4326, OGC:CRS84, PROJ string, WKT."""
+    from rasterio.crs import CRS
+    from rasterio.errors import CRSError
+
+    from gdal_mcp.errors import GdalMcpError
+
+    value = str(text).strip()
+    if value.isdigit():
+        value = f"EPSG:{value}"
+    try:
+        crs = CRS.from_user_input(value)
+    except (CRSError, ValueError) as e:
+        raise GdalMcpError(
+            "invalid-argument",
+            f"{what} {str(text)[:80]!r} is not a CRS GDAL understands ({e}); use e.g. EPSG:4326, 32618, "
+            "OGC:CRS84, a PROJ string or WKT",
+        ) from None
+    if not crs.to_wkt():
+        raise GdalMcpError("invalid-argument", f"{what} {str(text)[:80]!r} is empty")
+    return crs

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
+from fastmcp.exceptions import McpError
 
 from tests.conftest import call
 
@@ -130,7 +131,7 @@ async def test_audit_log_records_calls(client: Client, audit_path: Path, ws: Pat
 async def test_client_timeout_cancels_the_job_and_server_keeps_serving(client: Client, server) -> None:
     _, app = server
     before = set(app.runner.pids())
-    with pytest.raises(Exception):
+    with pytest.raises(McpError, match="timed out"):
         await client.call_tool("raster_info", {"path": "huge.vrt", "stats": True}, timeout=1.5)
     for _ in range(30):
         if set(app.runner.pids()) != before:
