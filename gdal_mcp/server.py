@@ -21,6 +21,7 @@ from gdal_mcp.app import App  # noqa: E402
 from gdal_mcp.config import Settings  # noqa: E402
 from gdal_mcp.errors import GdalMcpError, envelope  # noqa: E402
 from gdal_mcp.tools import inspect as inspect_tools  # noqa: E402
+from gdal_mcp.tools import raster as raster_tools  # noqa: E402
 
 log = logging.getLogger("gdal_mcp")
 
@@ -108,4 +109,5 @@ def build_server(settings: Settings, *, auth: Any = None) -> tuple[FastMCP, App]
         mask_error_details=True,
     )
     inspect_tools.register(mcp, app)
+    raster_tools.register(mcp, app)
     return mcp, app

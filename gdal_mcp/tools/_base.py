@@ -42,3 +42,27 @@ def gdal_tool(mcp: Any, app: App, *, title: str, annotations: ToolAnnotations, t
         return fn
 
     return decorate
+
+
+async def write_output(app: App, ctx: Any, func: str, kwargs: dict[str, Any], *, inputs: list[Any], output: str,
+                       overwrite: bool, final_dir_arg: str | None = None) -> tuple[Any, Any, list[str]]:
+    """Run an engine function that writes `dst`: atomic output, scrubbed result, clients told of the new file.
+
+    `final_dir_arg` names an engine argument that receives the output's final directory (a VRT's sources
+    are written relative to where it will live, not to the temporary directory).
+    Returns (output target, engine result, warnings) for the tool to shape into its result model.
+    """
+    import mcp.types as mt
+
+    target = app.sandbox.resolve_output(output, overwrite=overwrite, inputs=inputs)
+    kwargs = {**kwargs, "dst": str(target.tmp_path)}
+    if final_dir_arg:
+        kwargs[final_dir_arg] = str(target.final.parent)
+    result, warnings = await app.execute(func, kwargs, ctx=ctx, output=target)
+    if ctx is not None:
+        try:
+            await ctx.send_notification(mt.ResourceListChangedNotification())
+        except Exception:  # noqa: BLE001 - a client without notifications still gets its result
+            log.debug("resource list notification failed", exc_info=True)
+    scrubbed = app.scrub_model(result) if hasattr(result, "model_dump") else app.sandbox.scrub_obj(result)
+    return target, scrubbed, [app.sandbox.scrub(w) for w in warnings]

@@ -60,9 +60,10 @@ def crs_label(crs: Any) -> str | None:
 
 
 def summarize(path: str | os.PathLike[str]) -> RasterSummary:
-    """Describe a raster just written (size counts every file GDAL lists, e.g. .ovr, .aux.xml)."""
+    """Describe a raster just written (size counts its own files: .ovr, .aux.xml, not VRT sources)."""
+    name = Path(path).name
     with rasterio.open(path) as ds:
-        size = sum(os.path.getsize(f) for f in ds.files if os.path.isfile(f))
+        size = sum(os.path.getsize(f) for f in ds.files if os.path.isfile(f) and Path(f).name.startswith(name))
         return RasterSummary(
             driver=ds.driver, width=ds.width, height=ds.height, count=ds.count,
             dtype=ds.dtypes[0] if ds.count else "none",
@@ -73,3 +74,81 @@ def summarize(path: str | os.PathLike[str]) -> RasterSummary:
             compression=ds.compression.name if ds.compression else None,
             file_size=size,
         )
+
+
+GDAL_TYPES = {
+    "byte": "uint8", "int8": "int8", "uint16": "uint16", "int16": "int16", "uint32": "uint32", "int32": "int32",
+    "uint64": "uint64", "int64": "int64", "float32": "float32", "float64": "float64", "uint8": "uint8",
+}
+
+
+def parse_dtype(name: str | None) -> str | None:
+    """numpy dtype name for a GDAL (Byte, Float32) or numpy (uint8, float32) type name."""
+    if name is None:
+        return None
+    dtype = GDAL_TYPES.get(name.strip().lower())
+    if dtype is None:
+        raise GdalMcpError("invalid-argument", f"output_type {name!r} is not supported; use one of Byte, Int8, UInt16, "
+                           "Int16, UInt32, Int32, UInt64, Int64, Float32, Float64")
+    return dtype
+
+
+def fits(value: float, dtype: str) -> bool:
+    """Whether a nodata value is representable in dtype."""
+    import numpy as np
+
+    if np.issubdtype(np.dtype(dtype), np.floating):
+        return True
+    if value != value or value in (float("inf"), float("-inf")):
+        return False
+    info = np.iinfo(np.dtype(dtype))
+    return info.min <= value <= info.max and float(value).is_integer()
+
+
+def cast(values: Any, dtype: str) -> Any:
+    """Convert pixel values as GDAL does: round to nearest and clamp to the type's range for integers."""
+    import numpy as np
+
+    target = np.dtype(dtype)
+    if values.dtype == target:
+        return values
+    if np.issubdtype(target, np.integer):
+        info = np.iinfo(target)
+        v = values.astype("float64", copy=False)
+        if not np.issubdtype(values.dtype, np.integer):
+            v = np.where(np.isnan(v), 0, np.round(v))
+        return np.clip(v, info.min, info.max).astype(target)
+    return values.astype(target)
+
+
+def writable_driver(driver: str) -> bool:
+    """Whether GDAL can write this driver window by window (Create), not only by CreateCopy."""
+    return driver not in COPY_ONLY
+
+
+def output_profile(driver: str, *, width: int, height: int, count: int, dtype: str, crs: Any, transform: Any,
+                   nodata: float | None, options: dict[str, str]) -> dict[str, Any]:
+    """A rasterio write profile; GTiffs get BIGTIFF=IF_SAFER so large outputs never fail at 4 GB."""
+    profile: dict[str, Any] = {"driver": driver, "width": width, "height": height, "count": count, "dtype": dtype,
+                               "crs": crs, "transform": transform}
+    if nodata is not None:
+        profile["nodata"] = nodata
+    if driver == "GTiff":
+        profile.setdefault("BIGTIFF", "IF_SAFER")
+    profile.update(options)
+    return profile
+
+
+def staging_options(driver: str) -> dict[str, str]:
+    """Options of the intermediate GTiff written before a CreateCopy-only driver (COG, PNG …)."""
+    return {"TILED": "YES", "BLOCKXSIZE": "512", "BLOCKYSIZE": "512", "COMPRESS": "ZSTD", "ZSTD_LEVEL": "1",
+            "BIGTIFF": "IF_SAFER"}
+
+
+def bounded_threads(options: dict[str, str], threads: int) -> dict[str, str]:
+    """Let compression use up to `threads` threads; ALL_CPUS is capped to it (--workers)."""
+    out = dict(options)
+    value = out.get("NUM_THREADS")
+    if value is None or value.upper() == "ALL_CPUS":
+        out["NUM_THREADS"] = str(max(1, threads))
+    return out

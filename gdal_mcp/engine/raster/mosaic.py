@@ -1,0 +1,213 @@
+"""Mosaics, like gdalbuildvrt (+ gdal_translate) / gdal_merge: later inputs win where they overlap.
+
+rasterio has no VRT builder, so the mosaic is described as VRT XML (the one place we write it), then
+either saved (format="VRT") or streamed window by window into the output format.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+import rasterio
+import rasterio.shutil
+from rasterio.warp import calculate_default_transform, transform_bounds
+
+from gdal_mcp.engine.crs import parse_crs
+from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.engine.raster.output import (
+    bounded_threads,
+    creation_options,
+    infer_driver,
+    output_profile,
+    summarize,
+    writable_driver,
+)
+from gdal_mcp.engine.raster.warp import reproject, resampling_method
+from gdal_mcp.engine.raster.windows import iter_windows
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import RasterSummary
+
+WINDOW_PIXELS = 12 * 1024 * 1024
+GDAL_TYPE = {"uint8": "Byte", "int8": "Int8", "uint16": "UInt16", "int16": "Int16", "uint32": "UInt32", "int32": "Int32",
+             "uint64": "UInt64", "int64": "Int64", "float32": "Float32", "float64": "Float64"}
+
+
+@dataclass
+class Source:
+    path: str
+    width: int
+    height: int
+    count: int
+    dtype: str
+    nodata: float | None
+    bounds: tuple[float, float, float, float]
+    res: tuple[float, float]
+    crs: Any
+    colorinterp: list[str]
+    block: tuple[int, int]
+
+
+def describe(path: str) -> Source:
+    with open_raster(path) as ds:
+        if ds.count == 0:
+            raise GdalMcpError("invalid-argument", f"{path} has no bands (a container?); use one of its subdatasets")
+        if ds.transform.b or ds.transform.d:
+            raise GdalMcpError("unsupported", f"{path} is rotated; reproject it first")
+        return Source(path, ds.width, ds.height, ds.count, ds.dtypes[0], ds.nodata, tuple(ds.bounds),
+                      (abs(ds.transform.a), abs(ds.transform.e)), ds.crs, [c.name for c in ds.colorinterp],
+                      ds.block_shapes[0])
+
+
+def choose_resolution(resolution: str | list[float], sources: list[Source]) -> tuple[float, float]:
+    if isinstance(resolution, list | tuple):
+        if len(resolution) != 2 or min(resolution) <= 0:
+            raise GdalMcpError("invalid-argument", "resolution must be highest, lowest, average or [xres, yres] > 0")
+        return float(resolution[0]), float(resolution[1])
+    xs, ys = [s.res[0] for s in sources], [s.res[1] for s in sources]
+    if resolution == "highest":
+        return min(xs), min(ys)
+    if resolution == "lowest":
+        return max(xs), max(ys)
+    if resolution == "average":
+        return sum(xs) / len(xs), sum(ys) / len(ys)
+    raise GdalMcpError("invalid-argument", f"resolution {resolution!r}: use highest, lowest, average or [xres, yres]")
+
+
+def vrt_xml(sources: list[Source], *, width: int, height: int, minx: float, maxy: float, res: tuple[float, float],
+            crs: Any, separate: bool, nodata: float | None, resampling: str, relative_to: str | None = None) -> str:
+    """gdalbuildvrt's XML: ComplexSources honour each input's nodata; later sources are drawn on top."""
+
+    def name(path: str) -> tuple[str, int]:
+        if relative_to and not path.startswith("/vsi"):
+            return os.path.relpath(path, relative_to), 1
+        return path, 0
+
+    def source(s: Source, band: int) -> str:
+        fn, rel = name(s.path)
+        x_off = (s.bounds[0] - minx) / res[0]
+        y_off = (maxy - s.bounds[3]) / res[1]
+        x_size = (s.bounds[2] - s.bounds[0]) / res[0]
+        y_size = (s.bounds[3] - s.bounds[1]) / res[1]
+        kind = "ComplexSource" if s.nodata is not None else "SimpleSource"
+        attr = f' resampling="{resampling}"' if resampling != "nearest" else ""
+        nd = f"<NODATA>{_num(s.nodata)}</NODATA>" if s.nodata is not None else ""
+        return (f'<{kind}{attr}><SourceFilename relativeToVRT="{rel}">{escape(fn)}</SourceFilename>'
+                f"<SourceBand>{band}</SourceBand>"
+                f'<SrcRect xOff="0" yOff="0" xSize="{s.width}" ySize="{s.height}"/>'
+                f'<DstRect xOff="{x_off!r}" yOff="{y_off!r}" xSize="{x_size!r}" ySize="{y_size!r}"/>{nd}</{kind}>')
+
+    dtype = GDAL_TYPE[sources[0].dtype]
+    bands: list[str] = []
+    if separate:
+        layout = [[(s, b)] for s in sources for b in range(1, s.count + 1)]
+    else:
+        layout = [[(s, b) for s in sources] for b in range(1, sources[0].count + 1)]
+    for i, members in enumerate(layout, start=1):
+        nd = f"<NoDataValue>{_num(nodata)}</NoDataValue>" if nodata is not None else ""
+        ci = members[0][0].colorinterp[members[0][1] - 1] if not separate else "gray"
+        ci_xml = f"<ColorInterp>{ci.capitalize()}</ColorInterp>" if ci not in ("undefined",) else ""
+        bands.append(f'<VRTRasterBand dataType="{dtype}" band="{i}">{nd}{ci_xml}'
+                     + "".join(source(s, b) for s, b in members) + "</VRTRasterBand>")
+    srs = f"<SRS>{escape(crs.to_wkt())}</SRS>" if crs is not None else ""
+    gt = f"<GeoTransform>{minx!r}, {res[0]!r}, 0.0, {maxy!r}, 0.0, {-res[1]!r}</GeoTransform>"
+    return f'<VRTDataset rasterXSize="{width}" rasterYSize="{height}">{srs}{gt}' + "".join(bands) + "</VRTDataset>"
+
+
+def _num(v: float) -> str:
+    return "nan" if v != v else repr(float(v)) if not float(v).is_integer() else str(int(v))
+
+
+@wrap_gdal_errors
+def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolution: str | list[float] = "highest",
+           separate: bool = False, dst_crs: str | None = None, resampling: str = "nearest", nodata: float | None = None,
+           format: str | None = None, options: dict[str, Any] | None = None, threads: int = 1,
+           progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+    """Mosaic `inputs` (in order; later ones on top) into `dst`. `vrt_dir`: where a VRT output will live."""
+    warnings: list[str] = []
+    if len(inputs) < 1:
+        raise GdalMcpError("invalid-argument", "inputs is empty; give at least one raster")
+    resampling_method(resampling)
+    driver = infer_driver(dst, format)
+    opts = creation_options(options)
+    if driver in ("GTiff", "COG"):
+        opts = bounded_threads(opts, threads)
+    sources = [describe(p) for p in inputs]
+    if not separate and len({s.count for s in sources}) > 1:
+        raise GdalMcpError("invalid-argument", "inputs have different band counts "
+                           f"({', '.join(str(s.count) for s in sources)}); use separate=true or select bands first")
+    if len({s.dtype for s in sources}) > 1:
+        warnings.append(f"inputs have different data types; the output uses the first one ({sources[0].dtype})")
+    with_crs = [s for s in sources if s.crs is not None]
+    if with_crs and len(with_crs) != len(sources):
+        raise GdalMcpError("invalid-argument", "some inputs have no CRS; give every input a CRS (or none)")
+    target = parse_crs(dst_crs, "dst_crs") if dst_crs else sources[0].crs
+    foreign = [s for s in sources if s.crs is not None and s.crs != target]
+    if foreign and driver == "VRT":
+        raise GdalMcpError("unsupported", "a VRT mosaic cannot reproject inputs; write GTiff/COG, or reproject "
+                           f"{len(foreign)} input(s) to the target CRS first")
+    # Native resolution and bounds of every input in the target CRS.
+    for s in foreign:
+        t, w, h = calculate_default_transform(s.crs, target, s.width, s.height, *s.bounds)
+        s.res = (t.a, -t.e)
+        s.bounds = transform_bounds(s.crs, target, *s.bounds, densify_pts=21)
+    res = choose_resolution(resolution, sources)
+    minx = min(s.bounds[0] for s in sources)
+    miny = min(s.bounds[1] for s in sources)
+    maxx = max(s.bounds[2] for s in sources)
+    maxy = max(s.bounds[3] for s in sources)
+    width = max(1, int(0.5 + (maxx - minx) / res[0]))
+    height = max(1, int(0.5 + (maxy - miny) / res[1]))
+    out_nodata = nodata if nodata is not None else sources[0].nodata
+    staged: list[str] = []
+    try:
+        for k, s in enumerate(foreign):
+            # Warp onto the mosaic grid itself, so the VRT places it without resampling twice.
+            left = minx + math.floor((s.bounds[0] - minx) / res[0]) * res[0]
+            top = maxy - math.floor((maxy - s.bounds[3]) / res[1]) * res[1]
+            right = minx + math.ceil((s.bounds[2] - minx) / res[0]) * res[0]
+            bottom = maxy - math.ceil((maxy - s.bounds[1]) / res[1]) * res[1]
+            tmp = str(Path(dst).with_name(f"{Path(dst).name}.warp{k}.tif"))
+            staged.append(tmp)
+            progress(0.3 * k / len(foreign), f"warping input {k + 1}/{len(foreign)} to the mosaic CRS")
+            reproject(s.path, tmp, dst_crs=target.to_wkt(), resampling=resampling, resolution=list(res),
+                      bbox=(left, bottom, right, top), threads=threads,
+                      options={"TILED": "YES", "COMPRESS": "ZSTD", "ZSTD_LEVEL": "1", "BIGTIFF": "IF_SAFER"})
+            warped = describe(tmp)
+            s.path, s.width, s.height, s.bounds, s.res, s.crs = tmp, warped.width, warped.height, warped.bounds, \
+                warped.res, warped.crs
+        if driver == "VRT":
+            xml = vrt_xml(sources, width=width, height=height, minx=minx, maxy=maxy, res=res, crs=target,
+                          separate=separate, nodata=out_nodata, resampling=resampling, relative_to=vrt_dir)
+            Path(dst).write_text(xml)
+            progress(1.0, "wrote the VRT")
+            return summarize(dst), warnings
+        xml = vrt_xml(sources, width=width, height=height, minx=minx, maxy=maxy, res=res, crs=target,
+                      separate=separate, nodata=out_nodata, resampling=resampling)
+        start = 0.3 if foreign else 0.0
+        with rasterio.open(xml) as vrt:
+            if not writable_driver(driver):
+                progress(start, f"writing {driver} with GDAL CreateCopy")
+                rasterio.shutil.copy(vrt, dst, driver=driver, **opts)
+            else:
+                profile = output_profile(driver, width=width, height=height, count=vrt.count, dtype=vrt.dtypes[0],
+                                         crs=target, transform=vrt.transform, nodata=out_nodata, options=opts)
+                budget = max(1, WINDOW_PIXELS // vrt.count)
+                wins = list(iter_windows(width, height, (256, width), budget))
+                with rasterio.open(dst, "w", **profile) as out:
+                    out.colorinterp = vrt.colorinterp
+                    for i, w in enumerate(wins):
+                        out.write(vrt.read(window=w), window=w)
+                        progress(start + (1 - start) * (i + 1) / len(wins), f"mosaicked window {i + 1}/{len(wins)}")
+        progress(1.0, f"wrote {driver}")
+    finally:
+        for tmp in staged:
+            if os.path.exists(tmp):
+                rasterio.shutil.delete(tmp)
+    return summarize(dst), warnings

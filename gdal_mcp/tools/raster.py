@@ -1,0 +1,127 @@
+"""Raster processing tools: the classic GDAL utilities (gdal_translate, gdalwarp, gdalbuildvrt …)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastmcp import Context
+from pydantic import Field
+
+from gdal_mcp.app import App
+from gdal_mcp.models import RasterWriteResult, Resampling
+from gdal_mcp.tools._base import WRITE, gdal_tool, write_output
+
+Input = Annotated[str, Field(description="Raster to read: workspace path, or /vsizip/a.zip/f.tif, NETCDF:\"f.nc\":var …")]
+Output = Annotated[str, Field(description="File to write, relative to the workspace; the extension picks the format "
+                                          "unless format= is given (.tif GTiff, .png, .jpg, .nc, .gpkg, .vrt)")]
+Overwrite = Annotated[bool, Field(description="Replace the output if it exists (default false: refuse)")]
+Format = Annotated[str | None, Field(description="GDAL driver short name: GTiff, COG, PNG, JPEG, netCDF, GPKG, VRT …; "
+                                                 "default from the output extension")]
+CreationOptions = Annotated[dict[str, str | int | float | bool] | None,
+                            Field(description='GDAL creation options, e.g. {"COMPRESS": "DEFLATE", "TILED": "YES"}')]
+CRS = Annotated[str, Field(description="EPSG:4326, 4326, OGC:CRS84, a PROJ string or WKT")]
+OptionalCRS = Annotated[str | None, Field(description="EPSG:4326, 4326, OGC:CRS84, a PROJ string or WKT")]
+BBox = Annotated[list[float] | None, Field(min_length=4, max_length=4, description="[minx, miny, maxx, maxy]")]
+Nodata = Annotated[float | None, Field(description="Nodata value to set on the output")]
+ResamplingArg = Annotated[Resampling, Field(description="nearest for categorical data; bilinear/cubic/lanczos for "
+                                                        "continuous data; average/mode when shrinking a lot")]
+
+
+def register(mcp: Any, app: App) -> None:
+    threads = app.settings.workers
+
+    async def finish(ctx: Any, func: str, kwargs: dict[str, Any], *, inputs: list[Any], output: str,
+                     overwrite: bool, final_dir_arg: str | None = None) -> RasterWriteResult:
+        target, summary, warnings = await write_output(app, ctx, func, kwargs, inputs=inputs, output=output,
+                                                       overwrite=overwrite, final_dir_arg=final_dir_arg)
+        return RasterWriteResult(output=target.display, uri=app.sandbox.uri(target.display), summary=summary,
+                                 warnings=warnings)
+
+    @gdal_tool(mcp, app, title="Convert raster", annotations=WRITE, tags={"raster"}, writes=True)
+    async def raster_convert(
+        input: Input,
+        output: Output,
+        format: Format = None,
+        creation_options: CreationOptions = None,
+        bands: Annotated[list[int] | None, Field(description="Bands to keep, in this order (1-based); default all")] = None,
+        projwin: Annotated[list[float] | None, Field(min_length=4, max_length=4,
+                                                     description="Subset [minx, miny, maxx, maxy] (whole pixels)")] = None,
+        projwin_crs: Annotated[str | None, Field(description="CRS of projwin; default the raster's")] = None,
+        output_type: Annotated[str | None, Field(description="Byte, Int16, UInt16, Int32, Float32, Float64 …; "
+                                                             "values are rounded and clamped as GDAL does")] = None,
+        nodata: Nodata = None,
+        scale: Annotated[bool | list[float] | None, Field(
+            description="Rescale values linearly: true (source min/max to 0-255), [src_min, src_max] (to 0-255) "
+                        "or [src_min, src_max, dst_min, dst_max]")] = None,
+        overwrite: Overwrite = False,
+        ctx: Context | None = None,
+    ) -> RasterWriteResult:
+        """Convert a raster to another format or subset it (like gdal_translate). format="COG" writes a Cloud
+        Optimized GeoTIFF with overviews (add creation_options such as COMPRESS=DEFLATE,
+        OVERVIEW_RESAMPLING=AVERAGE). Also selects/reorders bands, cuts a projwin, changes the data type,
+        sets nodata and rescales values. Does not reproject: use raster_reproject for that."""
+        src = app.sandbox.resolve_input(input)
+        return await finish(ctx, "gdal_mcp.engine.raster.convert:convert", {
+            "src": src.gdal_path, "format": format, "options": creation_options, "bands": bands,
+            "projwin": tuple(projwin) if projwin else None, "projwin_crs": projwin_crs, "output_type": output_type,
+            "nodata": nodata, "scale": scale, "threads": threads,
+        }, inputs=[src], output=output, overwrite=overwrite)
+
+    @gdal_tool(mcp, app, title="Reproject raster", annotations=WRITE, tags={"raster"}, writes=True)
+    async def raster_reproject(
+        input: Input,
+        output: Output,
+        dst_crs: CRS,
+        src_crs: Annotated[str | None, Field(description="Override the input's CRS (or give one it lacks)")] = None,
+        resampling: ResamplingArg = "nearest",
+        resolution: Annotated[float | list[float] | None, Field(
+            description="Output pixel size in target CRS units: one number or [xres, yres]; not with size")] = None,
+        size: Annotated[list[int] | None, Field(min_length=2, max_length=2,
+                                                description="Output [width, height] in pixels; not with resolution")] = None,
+        bbox: BBox = None,
+        bbox_crs: Annotated[str | None, Field(description="CRS of bbox; default dst_crs")] = None,
+        nodata: Nodata = None,
+        target_aligned_pixels: Annotated[bool, Field(description="Align the extent to multiples of resolution "
+                                                                 "(gdalwarp -tap); needs resolution")] = False,
+        format: Format = None,
+        creation_options: CreationOptions = None,
+        overwrite: Overwrite = False,
+        ctx: Context | None = None,
+    ) -> RasterWriteResult:
+        """Reproject a raster to another CRS (like gdalwarp). Keeps the whole source extent unless bbox is given;
+        the resolution defaults to GDAL's suggestion. Use nearest (default) for categorical data (land cover,
+        classes), bilinear or cubic for continuous data (elevation, reflectance). Streamed and multi-threaded."""
+        src = app.sandbox.resolve_input(input)
+        return await finish(ctx, "gdal_mcp.engine.raster.warp:reproject", {
+            "src": src.gdal_path, "dst_crs": dst_crs, "src_crs": src_crs, "resampling": resampling,
+            "resolution": resolution, "size": size, "bbox": tuple(bbox) if bbox else None, "bbox_crs": bbox_crs,
+            "nodata": nodata, "target_aligned_pixels": target_aligned_pixels, "format": format,
+            "options": creation_options, "threads": threads,
+        }, inputs=[src], output=output, overwrite=overwrite)
+
+    @gdal_tool(mcp, app, title="Mosaic rasters", annotations=WRITE, tags={"raster"}, writes=True)
+    async def raster_mosaic(
+        inputs: Annotated[list[str], Field(min_length=1, max_length=10000,
+                                           description="Rasters to combine, in order: later ones win where they overlap")],
+        output: Output,
+        resolution: Annotated[Literal["highest", "lowest", "average"] | list[float], Field(
+            description="Output pixel size: highest, lowest, average of the inputs, or [xres, yres]")] = "highest",
+        separate: Annotated[bool, Field(description="Stack the inputs' bands instead of mosaicking them")] = False,
+        dst_crs: Annotated[str | None, Field(description="Output CRS; default the first input's. Inputs in other "
+                                                         "CRSs are warped to it")] = None,
+        resampling: ResamplingArg = "nearest",
+        nodata: Nodata = None,
+        format: Format = None,
+        creation_options: CreationOptions = None,
+        overwrite: Overwrite = False,
+        ctx: Context | None = None,
+    ) -> RasterWriteResult:
+        """Combine many rasters into one (like gdalbuildvrt + gdal_translate, or gdal_merge). format="VRT" (or a
+        .vrt output) writes a virtual mosaic that references the inputs instead of copying pixels. Inputs'
+        nodata pixels never cover data from earlier inputs."""
+        srcs = [app.sandbox.resolve_input(p, what=f"inputs[{i}]") for i, p in enumerate(inputs)]
+        return await finish(ctx, "gdal_mcp.engine.raster.mosaic:mosaic", {
+            "inputs": [s.gdal_path for s in srcs], "resolution": resolution,
+            "separate": separate, "dst_crs": dst_crs, "resampling": resampling, "nodata": nodata, "format": format,
+            "options": creation_options, "threads": threads,
+        }, inputs=srcs, output=output, overwrite=overwrite, final_dir_arg="vrt_dir")
