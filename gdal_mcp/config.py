@@ -25,6 +25,7 @@ class Settings:
     allow_origins: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
     gdal_cache: int = 256 * MiB
+    max_resource_bytes: int = 16 * MiB
 
 
 def parse_size(text: str) -> int:

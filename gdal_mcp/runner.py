@@ -86,6 +86,7 @@ class Runner:
         self._idle: asyncio.Queue[_Worker] | None = None
         self._general: asyncio.Semaphore | None = None
         self._all: set[_Worker] = set()
+        self._busy: set[_Worker] = set()
         self._closed = False
 
     # ----- lifecycle ---------------------------------------------------------------------
@@ -138,6 +139,10 @@ class Runner:
     def pids(self) -> list[int]:
         return [w.pid for w in self._all if w.pid is not None and w.alive()]
 
+    def busy_pids(self) -> list[int]:
+        """Workers running a job right now."""
+        return [w.pid for w in self._busy if w.pid is not None]
+
     def _replace(self, dead: _Worker) -> None:
         dead.kill()
         self._all.discard(dead)
@@ -170,6 +175,7 @@ class Runner:
         assert self._idle is not None
         w = await self._idle.get()
         healthy = False
+        self._busy.add(w)
         try:
             async with asyncio.timeout(limit):
                 await self._wait_ready(w)
@@ -194,6 +200,7 @@ class Runner:
         except (EOFError, OSError, BrokenPipeError):
             raise self._death_error(w) from None
         finally:
+            self._busy.discard(w)
             if healthy:
                 self._idle.put_nowait(w)
             else:

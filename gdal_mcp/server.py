@@ -22,6 +22,7 @@ from gdal_mcp.config import Settings  # noqa: E402
 from gdal_mcp.errors import GdalMcpError, envelope  # noqa: E402
 from gdal_mcp.tools import inspect as inspect_tools  # noqa: E402
 from gdal_mcp.tools import raster as raster_tools  # noqa: E402
+from gdal_mcp.tools import resources as resource_tools  # noqa: E402
 
 log = logging.getLogger("gdal_mcp")
 
@@ -110,4 +111,5 @@ def build_server(settings: Settings, *, auth: Any = None) -> tuple[FastMCP, App]
     )
     inspect_tools.register(mcp, app)
     raster_tools.register(mcp, app)
+    resource_tools.register(mcp, app)
     return mcp, app

@@ -46,15 +46,14 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-async def busy_pid(runner: Runner, before: set[int]) -> int:
-    """The worker that took the long job: the one not answering a status call."""
+async def busy_pid(runner: Runner) -> int:
+    """The worker that took the long job."""
     for _ in range(50):
-        await asyncio.sleep(0.1)
-        free = (await runner.run(STATUS, {}, quick=True))["pid"]
-        candidates = set(runner.pids()) - {free}
-        if len(candidates) == 1:
-            return candidates.pop()
-    raise AssertionError("could not tell which worker is busy")
+        await asyncio.sleep(0.05)
+        busy = runner.busy_pids()
+        if len(busy) == 1:
+            return busy[0]
+    raise AssertionError("no worker became busy")
 
 
 async def test_result_and_limits_of_a_warm_worker(runner: Runner) -> None:
@@ -82,7 +81,7 @@ async def test_only_engine_functions_run(runner: Runner) -> None:
 
 async def test_cancel_kills_the_worker_within_a_second(runner: Runner, big: Path) -> None:
     task = asyncio.create_task(runner.run(INFO, {"path": str(big), "stats": True}))
-    pid = await busy_pid(runner, set())
+    pid = await busy_pid(runner)
     t0 = time.monotonic()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -106,7 +105,7 @@ async def test_timeout_stops_the_job(runner: Runner, big: Path) -> None:
 
 async def test_killed_worker_gives_internal_error_and_pool_recovers(runner: Runner, big: Path) -> None:
     task = asyncio.create_task(runner.run(INFO, {"path": str(big), "stats": True}))
-    pid = await busy_pid(runner, set())
+    pid = await busy_pid(runner)
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(GdalMcpError) as e:
         await task
@@ -117,7 +116,7 @@ async def test_killed_worker_gives_internal_error_and_pool_recovers(runner: Runn
 
 async def test_segfaulting_worker_is_reported(runner: Runner, big: Path) -> None:
     task = asyncio.create_task(runner.run(INFO, {"path": str(big), "stats": True}))
-    pid = await busy_pid(runner, set())
+    pid = await busy_pid(runner)
     os.kill(pid, signal.SIGSEGV)
     with pytest.raises(GdalMcpError) as e:
         await task
