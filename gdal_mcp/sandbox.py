@@ -369,9 +369,9 @@ class Sandbox:
         files: list[Path] = []
         for el in tree.iter():
             tag = el.tag.split("}")[-1] if isinstance(el.tag, str) else ""
-            if tag not in VRT_REFERENCE_TAGS or not (el.text or "").strip():
+            ref = (el.text or "").strip()
+            if tag not in VRT_REFERENCE_TAGS or not ref:
                 continue
-            ref = el.text.strip()
             relative = el.get("relativeToVRT", el.get("relativetoVRT", "0")) == "1"
             # OGR VRTs resolve SrcDataSource against the VRT's directory when relativeToVRT="1".
             ref_base = real.parent if relative or not ref.startswith("/") else None

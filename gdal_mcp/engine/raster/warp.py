@@ -119,7 +119,7 @@ def reproject(src: str, dst: str, *, dst_crs: str, src_crs: str | None = None, r
         if src_crs and ds.crs:
             warnings.append("src_crs overrides the CRS stored in the input")
         transform, width, height = target_grid(
-            ds, source_crs, target, resolution=res, size=tuple(size) if size else None, bbox=bbox,
+            ds, source_crs, target, resolution=res, size=(size[0], size[1]) if size else None, bbox=bbox,
             bbox_crs=parse_crs(bbox_crs, "bbox_crs") if bbox_crs else (target if bbox else None),
             tap=target_aligned_pixels,
         )
