@@ -8,8 +8,9 @@ from fastmcp import Context
 from pydantic import Field
 
 from gdal_mcp.app import App
-from gdal_mcp.models import RasterWriteResult, Resampling
-from gdal_mcp.tools._base import WRITE, gdal_tool, write_output
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import OverviewsResult, RasterWriteResult, Resampling
+from gdal_mcp.tools._base import MODIFY, WRITE, gdal_tool, write_output
 
 Input = Annotated[str, Field(description="Raster to read: workspace path, or /vsizip/a.zip/f.tif, NETCDF:\"f.nc\":var …")]
 Output = Annotated[str, Field(description="File to write, relative to the workspace; the extension picks the format "
@@ -125,3 +126,80 @@ def register(mcp: Any, app: App) -> None:
             "separate": separate, "dst_crs": dst_crs, "resampling": resampling, "nodata": nodata, "format": format,
             "options": creation_options, "threads": threads,
         }, inputs=srcs, output=output, overwrite=overwrite, final_dir_arg="vrt_dir")
+
+    @gdal_tool(mcp, app, title="Clip raster", annotations=WRITE, tags={"raster"}, writes=True)
+    async def raster_clip(
+        input: Input,
+        output: Output,
+        bbox: Annotated[list[float] | None, Field(min_length=4, max_length=4,
+                                                  description="Clip to [minx, miny, maxx, maxy] (whole pixels)")] = None,
+        bbox_crs: Annotated[str | None, Field(description="CRS of bbox; default the raster's")] = None,
+        geometry: Annotated[dict[str, Any] | None, Field(
+            description="Clip to a GeoJSON geometry, Feature or FeatureCollection (polygons)")] = None,
+        geometry_crs: Annotated[str | None, Field(description="CRS of geometry; default EPSG:4326 as GeoJSON says")] = None,
+        mask: Annotated[str | None, Field(description="Clip to the polygons of a vector file in the workspace; "
+                                                      "reprojected to the raster's CRS")] = None,
+        mask_layer: Annotated[str | None, Field(description="Layer of mask (required when it has several)")] = None,
+        mask_where: Annotated[str | None, Field(description="Attribute filter on mask, e.g. \"name = 'Bahamas'\"")] = None,
+        crop: Annotated[bool, Field(description="Shrink the output to the clip extent (false keeps the full grid)")] = True,
+        all_touched: Annotated[bool, Field(description="Keep every pixel the shape touches, not only those whose "
+                                                       "centre is inside")] = False,
+        nodata: Annotated[float | None, Field(description="Value for pixels outside the shape; default the "
+                                                          "input's nodata, else 0 (integers) or NaN (floats)")] = None,
+        format: Format = None,
+        creation_options: CreationOptions = None,
+        overwrite: Overwrite = False,
+        ctx: Context | None = None,
+    ) -> RasterWriteResult:
+        """Clip a raster by a bbox, a GeoJSON geometry or a vector mask file (like gdalwarp -cutline
+        -crop_to_cutline or rasterio.mask). Give exactly one of bbox, geometry, mask. Pixels keep their values and
+        grid (no resampling); pixels outside the shape become nodata. Streamed window by window."""
+        src = app.sandbox.resolve_input(input)
+        inputs = [src]
+        mask_path = None
+        if mask is not None:
+            m = app.sandbox.resolve_input(mask, what="mask")
+            inputs.append(m)
+            mask_path = m.gdal_path
+        return await finish(ctx, "gdal_mcp.engine.raster.clip:clip", {
+            "src": src.gdal_path, "bbox": tuple(bbox) if bbox else None, "bbox_crs": bbox_crs, "geometry": geometry,
+            "geometry_crs": geometry_crs, "mask": mask_path, "mask_layer": mask_layer, "mask_where": mask_where,
+            "crop": crop, "all_touched": all_touched, "nodata": nodata, "format": format,
+            "creation_options": creation_options,
+        }, inputs=inputs, output=output, overwrite=overwrite)
+
+    @gdal_tool(mcp, app, title="Raster overviews", annotations=MODIFY, tags={"raster"})
+    async def raster_overviews(
+        input: Annotated[str, Field(description="GeoTIFF (or other updatable raster) in the workspace")],
+        action: Annotated[Literal["add", "delete", "list"], Field(
+            description="list (read only), add or delete overviews; add/delete modify the input in place")] = "list",
+        levels: Annotated[Literal["auto"] | list[int], Field(
+            description='"auto" (halve until <= 256 px, like gdaladdo) or factors such as [2, 4, 8, 16]')] = "auto",
+        resampling: Annotated[str, Field(description="nearest (categorical), average, bilinear, cubic, lanczos, "
+                                                     "mode, gauss, rms …")] = "nearest",
+        ctx: Context | None = None,
+    ) -> OverviewsResult:
+        """List, build or remove the internal overviews (pyramids) of a raster, like gdaladdo. Overviews make
+        zoomed-out display and previews fast. add/delete rewrite the input in place (atomically: a failed or
+        cancelled job leaves it untouched) and are refused on a read-only server. A COG cannot be changed in
+        place: make a new one with raster_convert format=COG."""
+        src = app.sandbox.resolve_input(input)
+        if action == "list":
+            result = await app.execute("gdal_mcp.engine.raster.overviews:overviews",
+                                       {"path": src.gdal_path, "action": "list"}, ctx=ctx, quick=True)
+            result = app.scrub_model(result)
+            result.path = src.display
+            return result
+        app.require_writable("raster_overviews")
+        if src.network or len(src.files) != 1 or src.gdal_path != str(src.files[0]):
+            raise GdalMcpError("unsupported", f"{input} is not a plain workspace file; overviews can only be "
+                               "changed on files (convert it to GTiff first)")
+        target, result, _ = await write_output(app, ctx, "gdal_mcp.engine.raster.overviews:overviews_on_copy", {
+            "src": src.gdal_path, "action": action, "levels": levels, "resampling": resampling,
+        }, inputs=[], output=src.display, overwrite=True)
+        if action == "delete":
+            stale = target.final.with_name(target.final.name + ".ovr")
+            if stale.exists() and not result.levels:
+                stale.unlink()  # external overviews removed on the copy must not come back from the old .ovr
+        result.path = target.display
+        return result

@@ -19,6 +19,7 @@ from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     bounded_threads,
     cast,
+    copy_metadata,
     creation_options,
     fits,
     infer_driver,
@@ -139,7 +140,7 @@ def convert(src: str, dst: str, *, format: str | None = None, options: dict[str,
         wins = list(iter_windows(int(window.width), int(window.height), block, budget))
         try:
             with rasterio.open(staged, "w", **profile) as out:
-                copy_band_metadata(ds, out, indexes, dtype_changed=dtype != ds.dtypes[indexes[0] - 1] or bool(scaling))
+                copy_metadata(ds, out, indexes, dtype_changed=dtype != ds.dtypes[indexes[0] - 1] or bool(scaling))
                 for i, w in enumerate(wins):
                     src_win = Window(w.col_off + window.col_off, w.row_off + window.row_off, w.width, w.height)
                     data = ds.read(indexes, window=src_win, masked=bool(scaling) or out_nodata != src_nodata)
@@ -171,28 +172,3 @@ def transform_values(data: Any, indexes: list[int], scaling: dict[int, tuple[flo
     if mask is not None and out_nodata is not None and mask.any():
         out = np.where(mask, np.array(out_nodata, dtype=out.dtype), out)
     return out
-
-
-def copy_band_metadata(ds: Any, out: Any, indexes: list[int], *, dtype_changed: bool) -> None:
-    """Carry over what gdal_translate keeps: colour interpretation, descriptions, units, scale/offset, tags."""
-    try:
-        out.colorinterp = [ds.colorinterp[b - 1] for b in indexes]
-    except Exception:  # noqa: BLE001 - some drivers/band counts refuse a given interpretation
-        pass
-    out.update_tags(**ds.tags())
-    for j, b in enumerate(indexes, start=1):
-        if ds.descriptions[b - 1]:
-            out.set_band_description(j, ds.descriptions[b - 1])
-        if ds.units[b - 1]:
-            out.set_band_unit(j, ds.units[b - 1])
-        tags = {k: v for k, v in ds.tags(b).items() if not k.startswith("STATISTICS_")}
-        if tags:
-            out.update_tags(j, **tags)
-        if not dtype_changed:
-            try:
-                out.write_colormap(j, ds.colormap(b))
-            except ValueError:
-                pass  # no colour table
-    if not dtype_changed:
-        out.scales = [ds.scales[b - 1] for b in indexes]
-        out.offsets = [ds.offsets[b - 1] for b in indexes]

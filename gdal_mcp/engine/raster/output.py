@@ -95,11 +95,13 @@ def parse_dtype(name: str | None) -> str | None:
 
 def fits(value: float, dtype: str) -> bool:
     """Whether a nodata value is representable in dtype."""
+    import math
+
     import numpy as np
 
     if np.issubdtype(np.dtype(dtype), np.floating):
-        return True
-    if value != value or value in (float("inf"), float("-inf")):
+        return math.isnan(value) or math.isinf(value) or abs(value) <= float(np.finfo(np.dtype(dtype)).max)
+    if not math.isfinite(value):
         return False
     info = np.iinfo(np.dtype(dtype))
     return info.min <= value <= info.max and float(value).is_integer()
@@ -152,3 +154,30 @@ def bounded_threads(options: dict[str, str], threads: int) -> dict[str, str]:
     if value is None or value.upper() == "ALL_CPUS":
         out["NUM_THREADS"] = str(max(1, threads))
     return out
+
+
+def copy_metadata(ds: Any, out: Any, indexes: list[int] | None = None, *, dtype_changed: bool = False) -> None:
+    """Carry over what gdal_translate keeps: colour interpretation, descriptions, units, scale/offset, tags,
+    palette (unless the type changed). Never STATISTICS_*: they would be stale."""
+    indexes = indexes or list(range(1, ds.count + 1))
+    try:
+        out.colorinterp = [ds.colorinterp[b - 1] for b in indexes]
+    except Exception:  # noqa: BLE001 - some drivers/band counts refuse a given interpretation
+        pass
+    out.update_tags(**ds.tags())
+    for j, b in enumerate(indexes, start=1):
+        if ds.descriptions[b - 1]:
+            out.set_band_description(j, ds.descriptions[b - 1])
+        if ds.units[b - 1]:
+            out.set_band_unit(j, ds.units[b - 1])
+        tags = {k: v for k, v in ds.tags(b).items() if not k.startswith("STATISTICS_")}
+        if tags:
+            out.update_tags(j, **tags)
+        if not dtype_changed:
+            try:
+                out.write_colormap(j, ds.colormap(b))
+            except ValueError:
+                pass  # no colour table
+    if not dtype_changed:
+        out.scales = [ds.scales[b - 1] for b in indexes]
+        out.offsets = [ds.offsets[b - 1] for b in indexes]

@@ -1,0 +1,417 @@
+"""Clipping a raster by a box, a GeoJSON geometry or a vector mask, streamed window by window.
+
+Semantics follow `gdalwarp -cutline … -crop_to_cutline` / `rasterio.mask.mask`: the output keeps the
+source grid (same resolution and alignment, no resampling); with crop the extent is the geometry's bounds
+snapped outward to whole source pixels (and limited to the raster); pixels outside the geometry become
+nodata. A bbox is a pure window subset (whole pixels, like `gdal_translate -projwin`, snapped outward).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import rasterio
+import rasterio.shutil
+from rasterio.io import driver_can_create
+from rasterio.windows import Window
+
+from gdal_mcp.engine.crs import parse_crs
+from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.engine.raster.output import (
+    COPY_ONLY,
+    copy_metadata,
+    crs_label,
+    fits,
+    infer_driver,
+    output_profile,
+    staging_options,
+    summarize,
+)
+from gdal_mcp.engine.raster.output import creation_options as normalize_options
+from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, count_windows, iter_windows
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import RasterSummary
+
+# Pixels per window summed over bands (tests lower it to exercise many windows).
+WINDOW_PIXELS = DEFAULT_WINDOW_PIXELS
+# Tolerance (in pixels) when snapping bounds to the grid, so float noise does not add a row or column.
+SNAP_EPS = 1e-6
+OUTPUT_BLOCK = (256, 256)
+
+# A per-window mask: True where the output pixel lies outside the clip region; None when all inside.
+OutsideFn = Callable[[Window], "np.ndarray | None"]
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+
+def _check_choice(bbox: Any, geometry: Any, mask: Any) -> str:
+    given = [name for name, value in (("bbox", bbox), ("geometry", geometry), ("mask", mask)) if value is not None]
+    if len(given) != 1:
+        what = "none" if not given else " and ".join(given)
+        raise GdalMcpError("invalid-argument", f"pass exactly one of bbox, geometry or mask (got {what}): bbox for a "
+                           "[minx, miny, maxx, maxy] box, geometry for a GeoJSON polygon, mask for a vector file")
+    return given[0]
+
+
+def _check_bbox(bbox: Any) -> tuple[float, float, float, float]:
+    try:
+        values = tuple(float(v) for v in bbox)
+    except (TypeError, ValueError):
+        values = ()
+    if len(values) != 4 or not all(math.isfinite(v) for v in values):
+        raise GdalMcpError("invalid-argument", "bbox must be four finite numbers [minx, miny, maxx, maxy]")
+    minx, miny, maxx, maxy = values
+    if not (minx < maxx and miny < maxy):
+        raise GdalMcpError("invalid-argument", "bbox must be [minx, miny, maxx, maxy] with minx < maxx and miny < maxy"
+                           " (a box crossing the antimeridian must be split)")
+    return minx, miny, maxx, maxy
+
+
+def _geojson_geometries(obj: Any) -> list[Any]:
+    """Shapely geometries from a GeoJSON geometry, Feature or FeatureCollection dict."""
+    import shapely.geometry
+
+    if not isinstance(obj, dict) or "type" not in obj:
+        raise GdalMcpError("invalid-argument", "geometry must be a GeoJSON geometry object such as "
+                           '{"type": "Polygon", "coordinates": [[[x, y], ...]]}')
+    kind = obj["type"]
+    try:
+        if kind == "FeatureCollection":
+            return [g for f in obj.get("features") or [] for g in _geojson_geometries(f)]
+        if kind == "Feature":
+            return [] if obj.get("geometry") is None else _geojson_geometries(obj["geometry"])
+        return [shapely.geometry.shape(obj)]
+    except GdalMcpError:
+        raise
+    except Exception as e:  # noqa: BLE001 - shapely raises many types for malformed GeoJSON
+        raise GdalMcpError("invalid-argument", f"geometry is not valid GeoJSON ({type(e).__name__}: {e}); give "
+                           "a Polygon or MultiPolygon with closed rings of [x, y] positions") from None
+
+
+def _read_mask(path: str, layer: str | None, where: str | None) -> tuple[list[Any], Any]:
+    """Geometries of the chosen layer (filtered by `where`) and the layer's CRS (None when it has none)."""
+    import pyogrio.raw
+    import shapely
+
+    from gdal_mcp.engine.vector.opening import choose_layer
+
+    try:
+        name = choose_layer(path, layer)
+    except GdalMcpError as e:
+        raise GdalMcpError(e.code, e.message.replace("pass layer=", "pass mask_layer=")) from None
+    try:
+        # Fields GDAL is told to ignore read as null in the where filter: keep them all when filtering.
+        meta, _, wkb, _ = pyogrio.raw.read(path, layer=name, columns=None if where else [], where=where)
+    except Exception as e:
+        if where and (isinstance(e, ValueError) or (type(e).__module__ or "").startswith("pyogrio")):
+            raise GdalMcpError("invalid-argument", f"mask_where {where!r} was refused by GDAL ({e}); use an OGR SQL "
+                               "condition on the layer's fields, e.g. \"name = 'Fiji'\" (vector_info lists them)") from None
+        raise
+    geoms = [g for g in shapely.from_wkb(wkb) if g is not None and not g.is_empty] if wkb is not None else []
+    if not geoms:
+        detail = f" matching {where!r}" if where else ""
+        raise GdalMcpError("invalid-argument", f"the mask layer '{name}' has no features with a geometry{detail}; "
+                           "check mask_where or choose another mask_layer")
+    crs_text = meta.get("crs")
+    return geoms, (parse_crs(crs_text, "mask CRS") if crs_text else None)
+
+
+def _flatten(geom: Any) -> Iterable[Any]:
+    import shapely
+
+    if geom.geom_type.startswith("Multi") or geom.geom_type == "GeometryCollection":
+        for part in shapely.get_parts(geom):
+            yield from _flatten(part)
+    elif not geom.is_empty:
+        yield geom
+
+
+def _polygons(geoms: Iterable[Any]) -> list[Any]:
+    """The polygons (made valid) among the geometries; clipping needs an area."""
+    import shapely
+
+    parts: list[Any] = []
+    kinds: set[str] = set()
+    for g in geoms:
+        for part in _flatten(shapely.force_2d(g)):
+            kinds.add(part.geom_type)
+            if part.geom_type != "Polygon":
+                continue
+            if part.is_valid:
+                parts.append(part)
+            else:
+                parts.extend(p for p in _flatten(shapely.make_valid(part)) if p.geom_type == "Polygon")
+    if not parts and kinds:
+        raise GdalMcpError("invalid-argument", f"clip needs polygons but got {', '.join(sorted(kinds))}; buffer points "
+                           "or lines first (vector tools) or pass a bbox")
+    return parts
+
+
+def _reproject(geoms: list[Any], src_crs: Any, dst_crs: Any) -> list[Any]:
+    """Geometries from src_crs to dst_crs (x/y order), edges densified so they follow the projection."""
+    import shapely
+    from pyproj import Transformer
+
+    if src_crs is None or dst_crs is None or src_crs == dst_crs:
+        return geoms
+    transformer = Transformer.from_crs(src_crs.to_wkt(), dst_crs.to_wkt(), always_xy=True)
+    xmin, ymin, xmax, ymax = shapely.total_bounds(geoms)
+    span = max(xmax - xmin, ymax - ymin)
+    if span > 0:
+        geoms = list(shapely.segmentize(geoms, span / 100.0))
+
+    def project(xy: np.ndarray) -> np.ndarray:
+        x, y = transformer.transform(xy[:, 0], xy[:, 1])
+        return np.column_stack([x, y])
+
+    out = list(shapely.transform(geoms, project))
+    coords = shapely.get_coordinates(out)
+    if coords.size and not np.isfinite(coords).all():
+        raise GdalMcpError("invalid-argument", "part of the geometry cannot be projected to the raster's CRS (it lies "
+                           "outside that projection's valid area); use a geometry that stays near the raster")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- grid
+
+def _snapped_window(ds: Any, inverse_bounds: tuple[float, float, float, float]) -> Window | None:
+    """Whole-pixel window covering (col_min, row_min, col_max, row_max) pixel coordinates, limited to the raster."""
+    c0, r0, c1, r1 = inverse_bounds
+    col0 = max(0, math.floor(c0 + SNAP_EPS))
+    row0 = max(0, math.floor(r0 + SNAP_EPS))
+    col1 = min(ds.width, math.ceil(c1 - SNAP_EPS))
+    row1 = min(ds.height, math.ceil(r1 - SNAP_EPS))
+    if col1 <= col0 or row1 <= row0:
+        return None
+    return Window(col0, row0, col1 - col0, row1 - row0)
+
+
+def _pixel_bounds(ds: Any, xs: Iterable[float], ys: Iterable[float]) -> tuple[float, float, float, float]:
+    inv = ~ds.transform
+    cols, rows = zip(*(inv @ (x, y) for x, y in zip(xs, ys, strict=True)), strict=True)
+    return min(cols), min(rows), max(cols), max(rows)
+
+
+def _outside_error(ds: Any, what: str, crs: Any) -> GdalMcpError:
+    """'does not overlap' with the raster's bounds in the caller's CRS when they can be computed."""
+    b = tuple(ds.bounds)
+    label = "the raster's own CRS"
+    if crs is not None and ds.crs is not None and crs != ds.crs:
+        try:
+            from rasterio.warp import transform_bounds
+
+            t = transform_bounds(ds.crs, crs, *b, densify_pts=21)
+            if all(math.isfinite(v) for v in t):
+                b, label = t, crs_label(crs) or "the given CRS"
+        except Exception:  # noqa: BLE001 - fall back to the native bounds
+            pass
+    elif ds.crs is not None:
+        label = crs_label(ds.crs) or label
+    text = ", ".join(f"{v:.6g}" if abs(v) < 1e5 else f"{v:.1f}" for v in b)
+    return GdalMcpError("invalid-argument", f"the {what} does not overlap the raster, which covers [{text}] "
+                        f"(minx, miny, maxx, maxy) in {label}; check the coordinates and their CRS")
+
+
+def _bbox_region(ds: Any, bbox: Any, bbox_crs: str | None, crop: bool) -> tuple[Window, OutsideFn]:
+    minx, miny, maxx, maxy = _check_bbox(bbox)
+    crs = None
+    if bbox_crs is not None:
+        crs = parse_crs(bbox_crs, "bbox_crs")
+        if ds.crs is None:
+            raise GdalMcpError("invalid-argument", "bbox_crs was given but the raster has no CRS; omit bbox_crs and "
+                               "give the bbox in the raster's own coordinates")
+        if crs != ds.crs:
+            from rasterio.warp import transform_bounds
+
+            minx, miny, maxx, maxy = transform_bounds(crs, ds.crs, minx, miny, maxx, maxy, densify_pts=21)
+            if not all(math.isfinite(v) for v in (minx, miny, maxx, maxy)):
+                raise _outside_error(ds, "bbox", crs)
+    xs, ys = (minx, maxx, maxx, minx), (maxy, maxy, miny, miny)
+    win = _snapped_window(ds, _pixel_bounds(ds, xs, ys))
+    if win is None:
+        raise _outside_error(ds, "bbox", crs)
+    if crop:
+        return win, lambda w: None
+
+    def outside(w: Window) -> np.ndarray | None:
+        rows = np.arange(w.row_off, w.row_off + w.height)
+        cols = np.arange(w.col_off, w.col_off + w.width)
+        in_r = (rows >= win.row_off) & (rows < win.row_off + win.height)
+        in_c = (cols >= win.col_off) & (cols < win.col_off + win.width)
+        if in_r.all() and in_c.all():
+            return None
+        return ~(in_r[:, None] & in_c[None, :])
+
+    return Window(0, 0, ds.width, ds.height), outside
+
+
+def _shape_region(ds: Any, geoms: list[Any], geoms_crs: Any, what: str, crop: bool,
+                  all_touched: bool) -> tuple[Window, OutsideFn]:
+    import shapely
+    import shapely.affinity
+    from rasterio.features import geometry_mask
+
+    if geoms_crs is not None and ds.crs is None:
+        geoms_crs = None  # nothing to reproject to: the coordinates are taken as the raster's own
+    polygons = _polygons(_reproject(geoms, geoms_crs, ds.crs))
+    if not polygons:
+        raise GdalMcpError("invalid-argument", f"the {what} is empty")
+    t = ds.transform
+    footprint = shapely.Polygon([t @ (0, 0), t @ (ds.width, 0), t @ (ds.width, ds.height), t @ (0, ds.height)])
+    a, b, c, d, e, f = tuple(~t)[:6]
+    in_pixels = shapely.affinity.affine_transform(shapely.GeometryCollection(polygons), [a, b, d, e, c, f])
+    win = None
+    if any(footprint.intersects(p) for p in polygons):
+        c0, r0, c1, r1 = in_pixels.bounds
+        win = _snapped_window(ds, (c0, r0, c1, r1))
+    if win is None:
+        raise _outside_error(ds, what, geoms_crs if geoms_crs is not None else ds.crs)
+    out_win = win if crop else Window(0, 0, ds.width, ds.height)
+    tree = shapely.STRtree(polygons)
+    res_x, res_y = math.hypot(t.a, t.d), math.hypot(t.b, t.e)
+
+    def outside(w: Window) -> np.ndarray | None:
+        src_w = Window(w.col_off + out_win.col_off, w.row_off + out_win.row_off, w.width, w.height)
+        wt = ds.window_transform(src_w)
+        corners = [wt @ (0, 0), wt @ (w.width, 0), wt @ (w.width, w.height), wt @ (0, w.height)]
+        xs, ys = zip(*corners, strict=True)
+        probe = shapely.box(min(xs) - res_x, min(ys) - res_y, max(xs) + res_x, max(ys) + res_y)
+        hits = tree.query(probe)
+        shape = (int(w.height), int(w.width))
+        if len(hits) == 0:
+            return np.ones(shape, dtype=bool)
+        return geometry_mask([polygons[i] for i in hits], out_shape=shape, transform=wt, all_touched=all_touched)
+
+    return out_win, outside
+
+
+# ---------------------------------------------------------------------------------------------- values
+
+def _same_nodata(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def _output_nodata(ds: Any, nodata: float | None, masking: bool) -> float | None:
+    dtype = ds.dtypes[0]
+    if nodata is not None:
+        value = float(nodata)
+        if not fits(value, dtype):
+            raise GdalMcpError("invalid-argument", f"nodata {nodata} cannot be stored in {dtype}; choose a value the "
+                               "type can hold (e.g. 0 or 255 for Byte, -9999 for Int16/Float32)")
+        return value
+    if ds.nodata is not None and fits(ds.nodata, dtype):
+        return ds.nodata
+    if masking:
+        return float("nan") if np.issubdtype(np.dtype(dtype), np.floating) else 0.0
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- clip
+
+@wrap_gdal_errors
+def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None = None, bbox_crs: str | None = None,
+         geometry: dict | None = None, geometry_crs: str | None = None, mask: str | None = None,
+         mask_layer: str | None = None, mask_where: str | None = None, crop: bool = True, all_touched: bool = False,
+         nodata: float | None = None, format: str | None = None, creation_options: dict | None = None,
+         progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+    """Clip `src` to a bbox, a GeoJSON geometry or the polygons of a vector file, writing `dst`."""
+    kind = _check_choice(bbox, geometry, mask)
+    for name, value, owner in (("bbox_crs", bbox_crs, "bbox"), ("geometry_crs", geometry_crs, "geometry"),
+                               ("mask_layer", mask_layer, "mask"), ("mask_where", mask_where, "mask")):
+        if value is not None and owner != kind:
+            raise GdalMcpError("invalid-argument", f"{name} only applies with {owner}; remove it or pass {owner}")
+    if os.path.abspath(src) == os.path.abspath(dst):
+        raise GdalMcpError("invalid-argument", "dst is the input file; write the clip to a new file")
+    driver = infer_driver(dst, format)
+    if driver in ("VRT", "MEM"):
+        raise GdalMcpError("unsupported", f"clip cannot write {driver}; write GTiff or COG instead")
+    options = normalize_options(creation_options)
+
+    with open_raster(src) as ds:
+        if ds.count == 0:
+            raise GdalMcpError("invalid-argument", "the input has no bands (a container?); clip one of its "
+                               "subdatasets (raster_info lists them)")
+        if ds.transform.is_identity and ds.gcps[0]:
+            raise GdalMcpError("unsupported", "the raster is georeferenced by GCPs only; warp it to a CRS first "
+                               "(raster_reproject), then clip")
+        if kind == "bbox":
+            out_win, outside = _bbox_region(ds, bbox, bbox_crs, crop)
+            masking = not crop
+        else:
+            if kind == "geometry":
+                geoms = _geojson_geometries(geometry)
+                if not geoms:
+                    raise GdalMcpError("invalid-argument", "geometry has no features with a geometry")
+                gcrs = parse_crs(geometry_crs or "EPSG:4326", "geometry_crs")
+                if geometry_crs is not None and ds.crs is None:
+                    raise GdalMcpError("invalid-argument", "geometry_crs was given but the raster has no CRS; omit it "
+                                       "and give the geometry in the raster's own coordinates")
+                out_win, outside = _shape_region(ds, geoms, gcrs, "geometry", crop, all_touched)
+            else:
+                geoms, mcrs = _read_mask(str(mask), mask_layer, mask_where)
+                out_win, outside = _shape_region(ds, geoms, mcrs, "mask", crop, all_touched)
+            masking = True
+        out_nodata = _output_nodata(ds, nodata, masking)
+        remap = [i for i, v in enumerate(ds.nodatavals) if out_nodata is not None and v is not None
+                 and fits(v, ds.dtypes[i]) and not _same_nodata(v, out_nodata)]
+
+        staged = driver in COPY_ONLY or not driver_can_create(driver)
+        write_path = dst
+        if staged:
+            fd, write_path = tempfile.mkstemp(prefix=os.path.basename(dst) + ".", suffix=".tmp.tif",
+                                              dir=os.path.dirname(os.path.abspath(dst)))
+            os.close(fd)
+        profile = output_profile("GTiff" if staged else driver, width=int(out_win.width), height=int(out_win.height),
+                                 count=ds.count, dtype=ds.dtypes[0], crs=ds.crs, transform=ds.window_transform(out_win),
+                                 nodata=out_nodata, options=staging_options(driver) if staged else options)
+        budget = max(1, WINDOW_PIXELS // ds.count)
+        width, height = int(out_win.width), int(out_win.height)
+        total = max(1, count_windows(width, height, OUTPUT_BLOCK, budget))
+        share = 0.8 if staged else 1.0
+        existed = os.path.exists(dst)
+        try:
+            with rasterio.open(write_path, "w", **profile) as out:
+                copy_metadata(ds, out)
+                for i, w in enumerate(iter_windows(width, height, OUTPUT_BLOCK, budget), start=1):
+                    off = outside(w)
+                    shape = (ds.count, int(w.height), int(w.width))
+                    if off is not None and off.all():
+                        data = np.full(shape, out_nodata, dtype=ds.dtypes[0])
+                    else:
+                        src_w = Window(w.col_off + out_win.col_off, w.row_off + out_win.row_off, w.width, w.height)
+                        data = ds.read(window=src_w)
+                        for b in remap:
+                            v = ds.nodatavals[b]
+                            hit = np.isnan(data[b]) if math.isnan(v) else data[b] == v
+                            data[b][hit] = out_nodata
+                        if off is not None:
+                            data[:, off] = out_nodata
+                    out.write(data, window=w)
+                    progress(share * i / total, f"clipped window {i}/{total}")
+            if staged:
+                progress(share, f"writing {driver} with GDAL CreateCopy")
+                rasterio.shutil.copy(write_path, dst, driver=driver, **options)
+                progress(1.0, f"wrote {driver}")
+        except BaseException:
+            if not existed and os.path.exists(dst):
+                try:
+                    rasterio.shutil.delete(dst)
+                except Exception:  # noqa: BLE001 - a partial file GDAL cannot open: remove it directly
+                    os.remove(dst)
+            raise
+        finally:
+            if staged and os.path.exists(write_path):
+                try:
+                    rasterio.shutil.delete(write_path)
+                except Exception:  # noqa: BLE001
+                    os.remove(write_path)
+    return summarize(dst), []

@@ -1,0 +1,245 @@
+"""Overviews, like gdaladdo: list them, build them in place, or remove them (gdaladdo -clean).
+
+"add" and "delete" modify the file in place; the caller decides whether writing is allowed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import glob
+import math
+import os
+from typing import Any, Literal
+
+import rasterio
+from rasterio.enums import OverviewResampling, Resampling
+from rasterio.errors import RasterioIOError
+from rasterio.io import driver_can_create
+
+from gdal_mcp.engine import guard
+from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.cog import cog_check
+from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import OverviewsResult
+
+# gdaladdo's default since GDAL 3.2: halve until the smallest overview fits in this many pixels.
+AUTO_MIN_SIZE = 256
+MAX_LEVELS = 32
+RESAMPLINGS = tuple(r.name for r in OverviewResampling)
+COG_REFUSAL = ("{path} is a Cloud Optimized GeoTIFF: changing its overviews in place would break the COG layout, so "
+               "GDAL refuses. Write a new COG instead (raster_convert with format=COG builds overviews; creation "
+               "options OVERVIEW_RESAMPLING, OVERVIEW_COUNT), or convert it to a plain GTiff first")
+
+
+def auto_levels(width: int, height: int, min_size: int = AUTO_MIN_SIZE) -> list[int]:
+    """Powers of 2 until the overview is at most `min_size` pixels on its longest side (gdaladdo's loop)."""
+    levels: list[int] = []
+    factor = 1
+    while math.ceil(width / factor) > min_size or math.ceil(height / factor) > min_size:
+        factor *= 2
+        levels.append(factor)
+    return levels
+
+
+def check_levels(levels: Any, width: int, height: int) -> list[int]:
+    if isinstance(levels, str | bytes) or not isinstance(levels, list | tuple) or not levels:
+        raise GdalMcpError("invalid-argument", 'levels must be "auto" or a non-empty list of integers >= 2, '
+                           "e.g. [2, 4, 8, 16]")
+    bad = [v for v in levels if isinstance(v, bool) or not isinstance(v, int) or v < 2]
+    if bad:
+        raise GdalMcpError("invalid-argument", f"overview levels must be integers >= 2 (got {bad}); e.g. [2, 4, 8, 16]")
+    out = sorted(set(levels))
+    if len(out) > MAX_LEVELS:
+        raise GdalMcpError("invalid-argument", f"at most {MAX_LEVELS} overview levels can be built")
+    too_big = [v for v in out if v > max(width, height)]
+    if too_big:
+        raise GdalMcpError("invalid-argument", f"levels {too_big} would make overviews smaller than one pixel "
+                           f"(the raster is {width}x{height}); use levels up to {max(width, height)}")
+    return out
+
+
+def _reported(factor: int, width: int) -> int:
+    """The factor rasterio reports for an overview built at `factor` (from the overview's width)."""
+    return int(round(width / math.ceil(width / factor)))
+
+
+def check_resampling(name: str) -> Resampling:
+    key = str(name).strip().lower().replace("-", "_").replace("cubicspline", "cubic_spline")
+    if key not in RESAMPLINGS:
+        raise GdalMcpError("invalid-argument", f"resampling {name!r} is not available for overviews; use one of: "
+                           f"{', '.join(RESAMPLINGS)}")
+    return Resampling[key]
+
+
+@functools.lru_cache(maxsize=1)
+def _libgdal() -> Any:
+    """The GDAL library rasterio is linked to, through ctypes (rasterio has no way to clear overviews)."""
+    root = os.path.dirname(rasterio.__file__)
+    patterns = [os.path.join(root + ".libs", "libgdal*"), os.path.join(root, ".dylibs", "libgdal*"),
+                os.path.join(root + ".libs", "gdal*.dll"), os.path.join(root, "gdal*.dll")]
+    candidates = [p for pat in patterns for p in sorted(glob.glob(pat))]
+    if not candidates and (found := ctypes.util.find_library("gdal")):
+        candidates = [found]
+    for path in candidates:
+        try:
+            lib = ctypes.CDLL(path)
+            lib.GDALVersionInfo.restype = ctypes.c_char_p
+            lib.GDALVersionInfo.argtypes = [ctypes.c_char_p]
+            if lib.GDALVersionInfo(b"RELEASE_NAME").decode() != rasterio.__gdal_version__:
+                continue
+        except (OSError, AttributeError):
+            continue
+        lib.GDALOpenEx.restype = ctypes.c_void_p
+        lib.GDALOpenEx.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        lib.GDALBuildOverviews.restype = ctypes.c_int
+        lib.GDALBuildOverviews.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p,
+                                           ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        lib.GDALClose.restype = ctypes.c_int
+        lib.GDALClose.argtypes = [ctypes.c_void_p]
+        lib.CPLGetLastErrorMsg.restype = ctypes.c_char_p
+        lib.CPLGetLastErrorMsg.argtypes = []
+        return lib
+    return None
+
+
+def _clear_overviews(path: str) -> None:
+    """GDALBuildOverviews with no levels: what `gdaladdo -clean` does."""
+    lib = _libgdal()
+    if lib is None:
+        raise GdalMcpError("unsupported", "cannot reach this rasterio's GDAL library to remove overviews; rewrite the "
+                           "file without them instead (convert it to GTiff)")
+    gdal_of_update, gdal_of_raster = 0x01, 0x02
+    with rasterio.Env():  # registers the drivers
+        handle = lib.GDALOpenEx(os.fsencode(path), gdal_of_update | gdal_of_raster, None, None, None)
+        if not handle:
+            raise GdalMcpError("gdal-error", f"GDAL cannot open {path} for update: "
+                               f"{(lib.CPLGetLastErrorMsg() or b'').decode(errors='replace')}")
+        try:
+            err = lib.GDALBuildOverviews(handle, b"NONE", 0, None, 0, None, None, None)
+            message = (lib.CPLGetLastErrorMsg() or b"").decode(errors="replace")
+        finally:
+            closed = lib.GDALClose(handle)
+        if err != 0 or closed not in (0, None):
+            raise GdalMcpError("gdal-error", f"GDAL could not remove the overviews of {path}: {message or 'failure'}")
+
+
+def _open_for_update(path: str, driver: str) -> Any:
+    hint = "convert it to GTiff or COG first (raster_convert), then add overviews to the copy"
+    if path.startswith("/vsi") or not os.path.isfile(path):
+        raise GdalMcpError("unsupported", f"{path} is not a plain file GDAL can update in place; {hint}")
+    if not driver_can_create(driver):
+        # rasterio would rewrite the whole file through memory for these: refuse instead.
+        raise GdalMcpError("unsupported", f"the {driver} format cannot be updated in place; {hint}")
+    try:
+        ds = rasterio.open(path, "r+")
+    except RasterioIOError as e:
+        raise GdalMcpError("unsupported", f"GDAL cannot open {path} for update ({e}); {hint}") from None
+    except Exception as e:
+        if "IGNORE_COG_LAYOUT_BREAK" in str(e):
+            raise GdalMcpError("unsupported", COG_REFUSAL.format(path=path)) from None
+        raise
+    try:
+        guard.check_files(ds.files)
+    except BaseException:
+        ds.close()
+        raise
+    return ds
+
+
+@wrap_gdal_errors
+def overviews(path: str, action: Literal["add", "delete", "list"] = "list",
+              levels: Literal["auto"] | list[int] = "auto", resampling: str = "nearest",
+              progress: Progress = no_progress) -> OverviewsResult:
+    """List, add (internal, like gdaladdo) or delete the overviews of a raster; levels are those of band 1."""
+    if action not in ("add", "delete", "list"):
+        raise GdalMcpError("invalid-argument", f"action must be add, delete or list (got {action!r})")
+    warnings: list[str] = []
+    with open_raster(path) as ds:
+        if ds.count == 0:
+            raise GdalMcpError("invalid-argument", "the raster has no bands (a container?); use one of its "
+                               "subdatasets (raster_info lists them)")
+        existing = sorted(ds.overviews(1))
+        driver, width, height = ds.driver, ds.width, ds.height
+        had_external = any(f.lower().endswith(".ovr") for f in ds.files)
+        cog_layout = driver == "GTiff" and ds.tags(ns="IMAGE_STRUCTURE").get("LAYOUT") == "COG"
+        # A COG written without GDAL's layout marker: GDAL lets us update it, so warn afterwards.
+        was_cog = driver == "GTiff" and bool(existing) and not had_external and not cog_check(ds)[0]
+    if cog_layout and action != "list":
+        raise GdalMcpError("unsupported", COG_REFUSAL.format(path=path))
+    if action == "list":
+        return OverviewsResult(path=path, action="list", levels=existing)
+
+    if action == "delete":
+        if not existing:
+            return OverviewsResult(path=path, action="delete", levels=[], warnings=["the raster had no overviews"])
+        _open_for_update(path, driver).close()  # same checks as "add" before touching the file
+        progress(0.0, f"removing overviews {existing}")
+        size = os.path.getsize(path)
+        _clear_overviews(path)
+        with open_raster(path) as ds:
+            after = sorted(ds.overviews(1))
+        if driver == "GTiff" and not had_external and os.path.getsize(path) >= size:
+            warnings.append("the file does not shrink: GDAL leaves the freed space unused; rewrite it (raster_convert) "
+                            "to reclaim the space")
+        progress(1.0, "removed overviews")
+        return OverviewsResult(path=path, action="delete", levels=after, warnings=warnings)
+
+    method = check_resampling(resampling)
+    factors = auto_levels(width, height) if levels == "auto" else check_levels(levels, width, height)
+    if not factors:
+        return OverviewsResult(path=path, action="add", levels=existing, resampling=method.name,
+                               warnings=[f"the raster ({width}x{height}) is already at most {AUTO_MIN_SIZE} pixels on "
+                                         "each side; no overview level is needed (pass levels to force some)"])
+    progress(0.0, f"building overviews {factors} ({method.name})")
+    with _open_for_update(path, driver) as ds:
+        ds.build_overviews(factors, method)
+    with open_raster(path) as ds:
+        after = sorted(ds.overviews(1))
+    missing = [f for f in factors if _reported(f, width) not in after]
+    if missing:
+        # GDAL 3.10 can drop a new level when existing ones are rebuilt with another method: add it again.
+        with _open_for_update(path, driver) as ds:
+            ds.build_overviews(missing, method)
+    with open_raster(path) as ds:
+        after = sorted(ds.overviews(1))
+        missing = [f for f in factors if _reported(f, width) not in after]
+        if missing:
+            raise GdalMcpError("gdal-error", f"GDAL did not keep overview level(s) {missing} (present: {after}); "
+                               "convert the file to a fresh GTiff or COG and add overviews to that")
+        external = any(f.lower().endswith(".ovr") for f in ds.files)
+        broken_cog = was_cog and bool(cog_check(ds)[0])
+    if external:
+        warnings.append("the overviews are in an external .ovr file next to the raster; keep it with the raster")
+    if broken_cog:
+        warnings.append("the file was a valid COG; overviews added in place break its layout: convert it again with "
+                        "format=COG to get a valid COG")
+    progress(1.0, f"built overviews {factors}")
+    return OverviewsResult(path=path, action="add", levels=after, resampling=method.name, warnings=warnings)
+
+
+@wrap_gdal_errors
+def overviews_on_copy(src: str, dst: str, *, action: Literal["add", "delete"], levels: Literal["auto"] | list[int] = "auto",
+                      resampling: str = "nearest", progress: Progress = no_progress) -> tuple[OverviewsResult, list[str]]:
+    """Copy `src` (with its sidecars) to `dst`, then add or delete overviews there.
+
+    The caller renames `dst` over `src` on success, so a killed or failed job never leaves a half-written input.
+    """
+    import shutil
+
+    with open_raster(src) as ds:
+        name = os.path.basename(src)
+        files = [f for f in ds.files if os.path.isfile(f) and os.path.basename(f).startswith(name)]
+    target = os.path.basename(dst)
+    for i, f in enumerate(files):
+        shutil.copy2(f, os.path.join(os.path.dirname(dst), target + os.path.basename(f)[len(name):]))
+        progress(0.2 * (i + 1) / len(files), f"copied {os.path.basename(f)}")
+
+    def rest(fraction: float, message: str = "") -> None:
+        progress(0.2 + 0.8 * fraction, message)
+
+    result = overviews(dst, action=action, levels=levels, resampling=resampling, progress=rest)
+    return result, list(result.warnings)

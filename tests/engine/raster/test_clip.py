@@ -1,0 +1,314 @@
+"""Clipping by box, GeoJSON geometry and vector mask, checked against rasterio.mask and MANIFEST facts."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import rasterio
+import rasterio.mask
+import shapely
+import shapely.geometry
+from rasterio.features import geometry_mask
+from rasterio.warp import transform_bounds, transform_geom
+from rasterio.windows import Window
+
+import gdal_mcp.engine.raster.clip as clip_module
+from gdal_mcp.engine.raster.clip import clip
+from gdal_mcp.engine.raster.cog import cog_check
+from gdal_mcp.errors import GdalMcpError
+from tests.conftest import DATA
+
+RGB = str(DATA / "raster" / "RGB.byte.tif")
+BOX = str(DATA / "vector" / "box.shp")
+# MANIFEST: box.shp extent (175000, 2700000)-(250000, 2750000) in EPSG:32618; RGB.byte.tif GT below.
+BOX_EXTENT = (175000.0, 2700000.0, 250000.0, 2750000.0)
+X0, DX, Y0, DY = 101985.0, 300.0379266750948, 2826915.0, -300.041782729805
+BOX_POLYGON = shapely.box(*BOX_EXTENT)
+# A quadrilateral over the Bahamas part of RGB.byte.tif, in lon/lat.
+LONLAT = {"type": "Polygon", "coordinates": [[[-77.9, 24.0], [-77.2, 23.9], [-76.9, 24.9], [-77.6, 25.1], [-77.9, 24.0]]]}
+
+
+def read(path):
+    with rasterio.open(path) as ds:
+        return ds.read(), ds.transform, ds.nodata, ds.profile, ds.colorinterp
+
+
+def box_window() -> Window:
+    """box.shp snapped outward to the pixel grid of RGB.byte.tif, computed from the MANIFEST numbers."""
+    minx, miny, maxx, maxy = BOX_EXTENT
+    col0, col1 = math.floor((minx - X0) / DX), math.ceil((maxx - X0) / DX)
+    row0, row1 = math.floor((maxy - Y0) / DY), math.ceil((miny - Y0) / DY)
+    return Window(col0, row0, col1 - col0, row1 - row0)
+
+
+def test_mask_file_crops_to_the_box_snapped_to_the_grid(tmp_path) -> None:
+    out = tmp_path / "box.tif"
+    summary, _ = clip(RGB, str(out), mask=BOX)
+    win = box_window()
+    assert (summary.width, summary.height) == (win.width, win.height) == (251, 167)
+    b = summary.bounds
+    assert b.left == pytest.approx(X0 + win.col_off * DX) and b.right == pytest.approx(X0 + (win.col_off + win.width) * DX)
+    assert b.top == pytest.approx(Y0 + win.row_off * DY) and b.bottom == pytest.approx(Y0 + (win.row_off + win.height) * DY)
+    assert b.left <= BOX_EXTENT[0] < b.left + DX and b.right - DX < BOX_EXTENT[2] <= b.right
+    assert summary.resolution == pytest.approx((DX, -DY))
+    assert (summary.driver, summary.count, summary.dtype, summary.crs, summary.nodata) == ("GTiff", 3, "uint8",
+                                                                                           "EPSG:32618", 0.0)
+    data, transform, _, _, colorinterp = read(out)
+    with rasterio.open(RGB) as ds:
+        source = ds.read(window=win)
+        assert transform == ds.window_transform(win)
+        assert colorinterp == ds.colorinterp
+    outside = geometry_mask([BOX_POLYGON], out_shape=data.shape[1:], transform=transform)
+    assert outside.any() and (~outside).sum() > 0.9 * outside.size
+    assert np.array_equal(data[:, ~outside], source[:, ~outside])
+    assert (data[:, outside] == 0).all()
+
+
+def test_mask_file_matches_rasterio_mask(tmp_path) -> None:
+    out = tmp_path / "m.tif"
+    clip(RGB, str(out), mask=BOX)
+    with rasterio.open(RGB) as ds:
+        expected, transform = rasterio.mask.mask(ds, [BOX_POLYGON], crop=True)
+    data, got_transform, *_ = read(out)
+    assert got_transform == transform
+    assert np.array_equal(data, expected)
+
+
+def test_many_windows_give_the_same_pixels_and_report_progress(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(clip_module, "WINDOW_PIXELS", 3 * 256 * 16)
+    reports: list[tuple[float, str]] = []
+    out = tmp_path / "w.tif"
+    clip(RGB, str(out), mask=BOX, crop=False, progress=lambda f, m="": reports.append((f, m)))
+    with rasterio.open(RGB) as ds:
+        expected, _ = rasterio.mask.mask(ds, [BOX_POLYGON], crop=False)
+    assert np.array_equal(read(out)[0], expected)
+    n = len(reports)
+    assert n > 10 and reports[-1] == (1.0, f"clipped window {n}/{n}") and reports[2][1] == f"clipped window 3/{n}"
+    assert [f for f, _ in reports] == sorted(f for f, _ in reports)
+
+
+def test_geojson_in_lonlat_is_reprojected(tmp_path) -> None:
+    out = tmp_path / "g.tif"
+    summary, _ = clip(RGB, str(out), geometry=LONLAT)
+    # GeoJSON edges are straight in lon/lat: densify them before projecting, as the clip does.
+    dense = shapely.segmentize(shapely.geometry.shape(LONLAT), 0.01)
+    utm = transform_geom("EPSG:4326", "EPSG:32618", shapely.geometry.mapping(dense))
+    with rasterio.open(RGB) as ds:
+        expected, transform = rasterio.mask.mask(ds, [utm], crop=True)
+    data, got_transform, nodata, *_ = read(out)
+    assert got_transform == transform and (summary.width, summary.height) == (expected.shape[2], expected.shape[1])
+    assert nodata == 0 and np.array_equal(data, expected)
+    # The extent is the polygon's projected bounds, snapped outward.
+    left, bottom, right, top = shapely.geometry.shape(utm).bounds
+    assert summary.bounds.left <= left < summary.bounds.left + DX
+    assert summary.bounds.top >= top > summary.bounds.top + DY
+
+
+def test_geometry_crs_and_feature_wrappers(tmp_path) -> None:
+    feature = {"type": "Feature", "properties": {}, "geometry": shapely.geometry.mapping(BOX_POLYGON)}
+    a, _ = clip(RGB, str(tmp_path / "a.tif"), geometry={"type": "FeatureCollection", "features": [feature]},
+             geometry_crs="32618")
+    b, _ = clip(RGB, str(tmp_path / "b.tif"), mask=BOX)
+    assert a.bounds == b.bounds and np.array_equal(read(tmp_path / "a.tif")[0], read(tmp_path / "b.tif")[0])
+
+
+def test_bbox_in_another_crs_is_a_pure_window(tmp_path) -> None:
+    bbox = (-77.8, 24.1, -77.1, 24.8)
+    out = tmp_path / "bb.tif"
+    summary, _ = clip(RGB, str(out), bbox=bbox, bbox_crs="EPSG:4326")
+    with rasterio.open(RGB) as ds:
+        minx, miny, maxx, maxy = transform_bounds("EPSG:4326", ds.crs, *bbox, densify_pts=21)
+        col0, col1 = math.floor((minx - X0) / DX), math.ceil((maxx - X0) / DX)
+        row0, row1 = math.floor((maxy - Y0) / DY), math.ceil((miny - Y0) / DY)
+        win = Window(col0, row0, col1 - col0, row1 - row0)
+        source = ds.read(window=win)
+        expected_transform = ds.window_transform(win)
+    data, transform, nodata, *_ = read(out)
+    assert transform == expected_transform and data.shape == source.shape
+    assert np.array_equal(data, source)  # no masking: source zeros stay, nothing else set to nodata
+    assert nodata == 0 and summary.crs == "EPSG:32618"
+
+
+def test_bbox_in_the_raster_crs_by_default(tmp_path) -> None:
+    summary, _ = clip(RGB, str(tmp_path / "b.tif"), bbox=BOX_EXTENT)
+    win = box_window()
+    with rasterio.open(RGB) as ds:
+        source = ds.read(window=win)
+    assert (summary.width, summary.height) == (win.width, win.height)
+    assert np.array_equal(read(tmp_path / "b.tif")[0], source)
+
+
+def test_bbox_without_crop_blanks_outside_the_window(tmp_path) -> None:
+    clip(RGB, str(tmp_path / "b.tif"), bbox=BOX_EXTENT, crop=False)
+    data = read(tmp_path / "b.tif")[0]
+    win = box_window()
+    with rasterio.open(RGB) as ds:
+        source = ds.read()
+    rows = slice(win.row_off, win.row_off + win.height)
+    cols = slice(win.col_off, win.col_off + win.width)
+    assert data.shape == (3, 718, 791)
+    assert np.array_equal(data[:, rows, cols], source[:, rows, cols])
+    data[:, rows, cols] = 0
+    assert not data.any()
+
+
+def test_all_touched_keeps_more_pixels(tmp_path) -> None:
+    normal, _ = clip(RGB, str(tmp_path / "n.tif"), geometry=LONLAT, crop=False)
+    touched, _ = clip(RGB, str(tmp_path / "t.tif"), geometry=LONLAT, crop=False, all_touched=True)
+    assert (normal.width, normal.height) == (touched.width, touched.height) == (791, 718)
+    n, t = read(tmp_path / "n.tif")[0], read(tmp_path / "t.tif")[0]
+    assert (t[0] != 0).sum() > (n[0] != 0).sum()
+    assert np.array_equal(t[:, n[0] != 0], n[:, n[0] != 0])  # a superset with the same values
+
+
+def test_crop_false_keeps_the_full_grid(tmp_path) -> None:
+    summary, _ = clip(RGB, str(tmp_path / "f.tif"), mask=BOX, crop=False)
+    assert (summary.width, summary.height) == (791, 718)
+    data, transform, *_ = read(tmp_path / "f.tif")
+    with rasterio.open(RGB) as ds:
+        assert transform == ds.transform
+        expected, _ = rasterio.mask.mask(ds, [BOX_POLYGON], crop=False)
+    assert np.array_equal(data, expected)
+
+
+def test_mask_where_selects_features_and_reprojects(tmp_path) -> None:
+    world = str(DATA / "vector" / "naturalearth_lowres.shp")
+    summary, _ = clip(RGB, str(tmp_path / "bs.tif"), mask=world, mask_where="name = 'Bahamas'")
+    assert summary.width < 791 and summary.height < 718
+    data = read(tmp_path / "bs.tif")[0]
+    assert 0 < (data[0] != 0).sum() < data[0].size
+    with pytest.raises(GdalMcpError) as e:
+        clip(RGB, str(tmp_path / "x.tif"), mask=world, mask_where="name = 'Fiji'")
+    assert e.value.code == "invalid-argument" and "does not overlap" in e.value.message
+    with pytest.raises(GdalMcpError) as e:
+        clip(RGB, str(tmp_path / "x.tif"), mask=world, mask_where="no_such_field = 1")
+    assert e.value.code == "invalid-argument" and "mask_where" in e.value.message
+
+
+def test_cog_output_is_a_valid_cog_and_leaves_no_temporary(tmp_path) -> None:
+    out = tmp_path / "c.tif"
+    summary, _ = clip(RGB, str(out), geometry=LONLAT, crop=False, format="COG")
+    assert summary.driver == "GTiff"
+    with rasterio.open(out) as ds:
+        assert cog_check(ds) == ([], [])
+        assert ds.overviews(1) and ds.colorinterp[:3] == (rasterio.enums.ColorInterp.red,
+                                                          rasterio.enums.ColorInterp.green,
+                                                          rasterio.enums.ColorInterp.blue)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tif"]
+    clip(RGB, str(tmp_path / "g.tif"), geometry=LONLAT, crop=False)
+    assert np.array_equal(read(out)[0], read(tmp_path / "g.tif")[0])
+
+
+def test_nodata_parameter_replaces_source_nodata(tmp_path) -> None:
+    summary, _ = clip(RGB, str(tmp_path / "n.tif"), mask=BOX, nodata=255)
+    data = read(tmp_path / "n.tif")[0]
+    with rasterio.open(RGB) as ds:
+        source = ds.read(window=box_window())
+    outside = geometry_mask([BOX_POLYGON], out_shape=data.shape[1:], transform=read(tmp_path / "n.tif")[1])
+    assert summary.nodata == 255.0
+    assert (data[:, outside] == 255).all()
+    inside_src, inside_out = source[:, ~outside], data[:, ~outside]
+    assert np.array_equal(inside_out[inside_src != 0], inside_src[inside_src != 0])
+    assert (inside_out[inside_src == 0] == 255).all()
+
+
+def test_float_without_nodata_gets_nan(tmp_path) -> None:
+    src = tmp_path / "f.tif"
+    transform = rasterio.transform.from_origin(0, 10, 1, 1)
+    with rasterio.open(src, "w", driver="GTiff", width=10, height=10, count=1, dtype="float32", crs="EPSG:32618",
+                       transform=transform) as ds:
+        ds.write(np.arange(100, dtype="float32").reshape(1, 10, 10) + 1)
+    tri = {"type": "Polygon", "coordinates": [[[0, 0], [10.2, 0], [0, 10.2], [0, 0]]]}
+    summary, _ = clip(str(src), str(tmp_path / "o.tif"), geometry=tri, geometry_crs="EPSG:32618")
+    assert summary.nodata == "nan" and (summary.width, summary.height) == (10, 10)
+    data = read(tmp_path / "o.tif")[0][0]
+    rows, cols = np.indices((10, 10))
+    inside = cols <= rows  # centre (col + 0.5, 9.5 - row) is inside when x + y < 10.2
+    assert np.isnan(data[~inside]).all()
+    assert np.array_equal(data[inside], (rows * 10 + cols + 1)[inside].astype("float32"))
+
+
+def test_south_up_raster_bbox(tmp_path) -> None:
+    # float_nan.tif: 3x2, GT (0, 100, 0, 0, 0, +100), no CRS, nodata NaN.
+    summary, _ = clip(str(DATA / "raster" / "float_nan.tif"), str(tmp_path / "s.tif"), bbox=(50, 50, 150, 150))
+    assert (summary.width, summary.height) == (2, 2) and summary.nodata == "nan"
+    with rasterio.open(DATA / "raster" / "float_nan.tif") as ds:
+        expected = ds.read(window=Window(0, 0, 2, 2))
+    assert np.array_equal(read(tmp_path / "s.tif")[0], expected, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "text"),
+    [
+        ({}, "got none"),
+        ({"bbox": BOX_EXTENT, "mask": BOX}, "got bbox and mask"),
+        ({"bbox": BOX_EXTENT, "geometry": LONLAT, "mask": BOX}, "got bbox and geometry and mask"),
+        ({"geometry": {"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 0]]]}},
+         "[-78.9586, 23.565, -76.5749, 25.5509] (minx, miny, maxx, maxy) in EPSG:4326"),
+        ({"mask": str(DATA / "vector" / "test_gpx.gpx")}, "5 layers; pass mask_layer= one of"),
+        ({"mask": str(DATA / "vector" / "test_gpx.gpx"), "mask_layer": "tracks"}, "needs polygons"),
+        ({"bbox": (3, 0, 1, 1)}, "minx < maxx"),
+        ({"bbox": BOX_EXTENT, "mask_where": "x = 1"}, "mask_where only applies with mask"),
+        ({"mask": BOX, "nodata": 300}, "cannot be stored in uint8"),
+        ({"geometry": {"type": "Polygon"}}, "not valid GeoJSON"),
+    ],
+)
+def test_invalid_arguments(tmp_path, kwargs, text) -> None:
+    with pytest.raises(GdalMcpError) as e:
+        clip(RGB, str(tmp_path / "x.tif"), **kwargs)
+    assert e.value.code == "invalid-argument"
+    assert text in e.value.message
+    assert not (tmp_path / "x.tif").exists()
+
+
+def test_matches_gdalwarp_crop_to_cutline(tmp_path) -> None:
+    gdalwarp = shutil.which("gdalwarp")
+    if gdalwarp is None:
+        pytest.skip("gdalwarp not on PATH (install Debian gdal-bin)")
+    ref = tmp_path / "ref.tif"
+    subprocess.run([gdalwarp, "-q", "-cutline", BOX, "-crop_to_cutline", RGB, str(ref)], check=True,
+                   capture_output=True, timeout=60)
+    clip(RGB, str(tmp_path / "ours.tif"), mask=BOX)
+    ours, ours_t, ours_nodata, *_ = read(tmp_path / "ours.tif")
+    theirs, theirs_t, theirs_nodata, *_ = read(ref)
+    assert ours_nodata == theirs_nodata == 0
+    # Same grid: same resolution, origins a whole number of pixels apart.
+    assert ours_t.a == pytest.approx(theirs_t.a) and ours_t.e == pytest.approx(theirs_t.e)
+    dc, dr = (theirs_t.c - ours_t.c) / ours_t.a, (theirs_t.f - ours_t.f) / ours_t.e
+    assert dc == pytest.approx(round(dc), abs=1e-6) and dr == pytest.approx(round(dr), abs=1e-6)
+    # gdalwarp snaps the cutline envelope inward without CUTLINE_ALL_TOUCHED (GDAL's CropToCutline), we snap
+    # outward like rasterio.mask: box.shp starts at column 243.35, so gdalwarp starts at 244 and we at 243.
+    dc, dr = round(dc), round(dr)
+    assert (dc, dr) == (1, 1) and ours.shape[1:] == (theirs.shape[1] + 2, theirs.shape[2] + 2)
+    # Over gdalwarp's extent the pixels are identical; our extra ring keeps pixels whose centres lie in the box
+    # (column 243, row 422), which gdalwarp drops, and is nodata elsewhere.
+    assert np.array_equal(ours[:, dr:dr + theirs.shape[1], dc:dc + theirs.shape[2]], theirs)
+    ring = np.ones(ours.shape[1:], dtype=bool)
+    ring[dr:dr + theirs.shape[1], dc:dc + theirs.shape[2]] = False
+    outside = geometry_mask([BOX_POLYGON], out_shape=ours.shape[1:], transform=ours_t)
+    assert (ring & ~outside)[:, 0].all() and (ring & ~outside)[-1, :-1].all() and outside[:, -1].all()
+    assert (ours[:, ring & outside] == 0).all() and (ours[:, ring & ~outside] != 0).any()
+
+
+def test_slope_zones_match_the_rasterstats_reference(tmp_path) -> None:
+    # MANIFEST: slope.tif with vector/polygons.shp gives counts 75 and 50, mean(zone 1) 14.66, mean(zone 2) 56.6058.
+    import pyogrio.raw
+
+    slope, polygons = str(DATA / "raster" / "slope.tif"), str(DATA / "vector" / "polygons.shp")
+    summary, _ = clip(slope, str(tmp_path / "all.tif"), mask=polygons, crop=False)
+    assert (summary.width, summary.height, summary.dtype, summary.nodata) == (84, 78, "float32", -9999.0)
+    with rasterio.open(tmp_path / "all.tif") as ds:
+        assert ds.read(1, masked=True).count() == 125
+    meta, _, wkb, _ = pyogrio.raw.read(polygons, columns=[])
+    results = []
+    for i, geom in enumerate(shapely.from_wkb(wkb)):
+        clip(slope, str(tmp_path / f"z{i}.tif"), geometry=shapely.geometry.mapping(geom), geometry_crs=meta["crs"])
+        with rasterio.open(tmp_path / f"z{i}.tif") as ds:
+            values = ds.read(1, masked=True)
+        results.append((values.count(), float(values.mean())))
+    assert [n for n, _ in results] == [75, 50]
+    assert results[0][1] == pytest.approx(14.66, abs=0.005) and results[1][1] == pytest.approx(56.6058, abs=1e-4)
