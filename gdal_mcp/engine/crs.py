@@ -55,3 +55,13 @@ def parse_crs(text: str | int, what: str = "crs") -> Any:
     if not crs.to_wkt():
         raise GdalMcpError("invalid-argument", f"{what} {str(text)[:80]!r} is empty")
     return crs
+
+
+def crs_label(crs: Any) -> str | None:
+    """EPSG:n when the CRS has a code, else its name; None without a CRS."""
+    if crs is None or not crs.to_wkt():
+        return None
+    info = describe_crs(crs)
+    if info is None:
+        return None
+    return f"EPSG:{info.epsg}" if info.epsg else info.name

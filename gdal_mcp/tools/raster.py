@@ -9,8 +9,8 @@ from pydantic import Field
 
 from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.models import OverviewsResult, RasterWriteResult, Resampling
-from gdal_mcp.tools._base import MODIFY, WRITE, gdal_tool, write_output
+from gdal_mcp.models import OverviewsResult, RasterStatsResult, RasterWriteResult, Resampling, SampleResult, TableWriteResult
+from gdal_mcp.tools._base import MODIFY, READ, WRITE, gdal_tool, write_output
 
 Input = Annotated[str, Field(description="Raster to read: workspace path, or /vsizip/a.zip/f.tif, NETCDF:\"f.nc\":var …")]
 Output = Annotated[str, Field(description="File to write, relative to the workspace; the extension picks the format "
@@ -203,3 +203,70 @@ def register(mcp: Any, app: App) -> None:
                 stale.unlink()  # external overviews removed on the copy must not come back from the old .ovr
         result.path = target.display
         return result
+
+    @gdal_tool(mcp, app, title="Raster statistics", annotations=READ, tags={"raster"})
+    async def raster_stats(
+        input: Input,
+        bands: Annotated[list[int] | None, Field(description="Bands (1-based); default all")] = None,
+        percentiles: Annotated[list[float] | None, Field(
+            max_length=100, description="Exact percentiles to compute, 0-100; default [2, 25, 50, 75, 98]")] = None,
+        histogram_bins: Annotated[int | None, Field(ge=1, le=10000, description="Also return an equal-width histogram "
+                                                                              "over [min, max] with this many bins")] = None,
+        bbox: Annotated[list[float] | None, Field(min_length=4, max_length=4,
+                                                  description="Only pixels in [minx, miny, maxx, maxy]")] = None,
+        bbox_crs: Annotated[str | None, Field(description="CRS of bbox; default the raster's")] = None,
+        ctx: Context | None = None,
+    ) -> RasterStatsResult:
+        """Exact statistics of a raster's pixels per band: min, max, mean, std, sum, valid and nodata counts,
+        exact percentiles (numpy's linear definition) and an optional histogram; honours nodata, NaN and masks.
+        Computed from the pixels, streamed (never the possibly stale values stored in the file)."""
+        src = app.sandbox.resolve_input(input)
+        result = await app.execute("gdal_mcp.engine.raster.stats:raster_stats", {
+            "path": src.gdal_path, "bands": bands, "percentiles": percentiles, "histogram_bins": histogram_bins,
+            "bbox": tuple(bbox) if bbox else None, "bbox_crs": bbox_crs,
+        }, ctx=ctx)
+        result = app.scrub_model(result)
+        result.path = src.display
+        return result
+
+    @gdal_tool(mcp, app, title="Sample raster at points", annotations=READ, tags={"raster"})
+    async def raster_sample(
+        input: Input,
+        points: Annotated[list[Annotated[list[float], Field(min_length=2, max_length=2)]], Field(
+            min_length=1, max_length=10000, description="Points as [[x, y], …] (lon/lat order for geographic CRSs)")],
+        points_crs: Annotated[str | None, Field(description="CRS of points; default the raster's "
+                                                            "(use EPSG:4326 for lon/lat)")] = None,
+        bands: Annotated[list[int] | None, Field(description="Bands (1-based); default all")] = None,
+        ctx: Context | None = None,
+    ) -> SampleResult:
+        """Pixel values at coordinates (like gdallocationinfo): row/col and one value per band for each point;
+        nodata is null and points outside the raster say inside=false. At most 10000 points."""
+        src = app.sandbox.resolve_input(input)
+        result = await app.execute("gdal_mcp.engine.raster.sample:sample", {
+            "path": src.gdal_path, "points": [tuple(p) for p in points], "points_crs": points_crs, "bands": bands,
+        }, ctx=ctx, quick=len(points) <= 100)
+        result = app.scrub_model(result)
+        result.path = src.display
+        return result
+
+    @gdal_tool(mcp, app, title="Raster to XYZ", annotations=WRITE, tags={"raster"}, writes=True)
+    async def raster_to_xyz(
+        input: Input,
+        output: Annotated[str, Field(description="CSV file to write, relative to the workspace")],
+        bands: Annotated[list[int] | None, Field(description="Bands as value columns (1-based); default all")] = None,
+        skip_nodata: Annotated[bool, Field(description="Leave out pixels that are nodata in every band")] = True,
+        bbox: Annotated[list[float] | None, Field(min_length=4, max_length=4,
+                                                  description="Only pixels in [minx, miny, maxx, maxy]")] = None,
+        bbox_crs: Annotated[str | None, Field(description="CRS of bbox; default the raster's")] = None,
+        overwrite: Overwrite = False,
+        ctx: Context | None = None,
+    ) -> TableWriteResult:
+        """Write pixel centres and values as CSV (like gdal2xyz -csv): header x,y,band_1,…, one row per pixel.
+        Streamed; large rasters give very large files, so prefer a bbox."""
+        src = app.sandbox.resolve_input(input)
+        target, table, warnings = await write_output(app, ctx, "gdal_mcp.engine.raster.xyz:to_xyz", {
+            "src": src.gdal_path, "bands": bands, "skip_nodata": skip_nodata, "bbox": tuple(bbox) if bbox else None,
+            "bbox_crs": bbox_crs,
+        }, inputs=[src], output=output, overwrite=overwrite)
+        return TableWriteResult(output=target.display, uri=app.sandbox.uri(target.display), rows=table["rows"],
+                                columns=table["columns"], file_size=target.final.stat().st_size, warnings=warnings)

@@ -120,12 +120,17 @@ async def test_read_only_refuses_writes(ws: Path) -> None:
         async with Client(mcp) as c:
             for tool, args in [("raster_convert", {"input": "raster/slope.tif", "output": "ro.tif"}),
                                ("raster_reproject", {"input": "raster/slope.tif", "output": "ro.tif", "dst_crs": "4326"}),
-                               ("raster_mosaic", {"inputs": ["raster/rgb1.tif"], "output": "ro.tif"})]:
+                               ("raster_mosaic", {"inputs": ["raster/rgb1.tif"], "output": "ro.tif"}),
+                               ("raster_clip", {"input": "raster/RGB.byte.tif", "output": "ro.tif", "mask": "vector/box.shp"}),
+                               ("raster_to_xyz", {"input": "raster/slope.tif", "output": "ro.tif"}),
+                               ("raster_overviews", {"input": "raster/slope.tif", "action": "add"})]:
                 err, res = await call(c, tool, **args)
                 assert err and res["error"]["code"] == "read-only", res
             assert not (ws / "ro.tif").exists()
             err, info = await call(c, "raster_info", path="raster/slope.tif")
             assert not err
+            err, res = await call(c, "raster_overviews", input="raster/slope.tif")
+            assert not err and res["levels"] == []
     finally:
         app.runner.close()
 

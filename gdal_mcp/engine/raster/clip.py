@@ -20,14 +20,13 @@ import rasterio.shutil
 from rasterio.io import driver_can_create
 from rasterio.windows import Window
 
-from gdal_mcp.engine.crs import parse_crs
+from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     COPY_ONLY,
     copy_metadata,
-    crs_label,
     fits,
     infer_driver,
     output_profile,
@@ -35,6 +34,7 @@ from gdal_mcp.engine.raster.output import (
     summarize,
 )
 from gdal_mcp.engine.raster.output import creation_options as normalize_options
+from gdal_mcp.engine.raster.region import bbox_window
 from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, count_windows, iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
@@ -220,23 +220,7 @@ def _outside_error(ds: Any, what: str, crs: Any) -> GdalMcpError:
 
 
 def _bbox_region(ds: Any, bbox: Any, bbox_crs: str | None, crop: bool) -> tuple[Window, OutsideFn]:
-    minx, miny, maxx, maxy = _check_bbox(bbox)
-    crs = None
-    if bbox_crs is not None:
-        crs = parse_crs(bbox_crs, "bbox_crs")
-        if ds.crs is None:
-            raise GdalMcpError("invalid-argument", "bbox_crs was given but the raster has no CRS; omit bbox_crs and "
-                               "give the bbox in the raster's own coordinates")
-        if crs != ds.crs:
-            from rasterio.warp import transform_bounds
-
-            minx, miny, maxx, maxy = transform_bounds(crs, ds.crs, minx, miny, maxx, maxy, densify_pts=21)
-            if not all(math.isfinite(v) for v in (minx, miny, maxx, maxy)):
-                raise _outside_error(ds, "bbox", crs)
-    xs, ys = (minx, maxx, maxx, minx), (maxy, maxy, miny, miny)
-    win = _snapped_window(ds, _pixel_bounds(ds, xs, ys))
-    if win is None:
-        raise _outside_error(ds, "bbox", crs)
+    win = bbox_window(ds, _check_bbox(bbox), bbox_crs)
     if crop:
         return win, lambda w: None
 

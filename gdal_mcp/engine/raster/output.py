@@ -9,6 +9,7 @@ from typing import Any
 import rasterio
 from rasterio.drivers import raster_driver_extensions
 
+from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.raster.info import nodata_value
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import Bounds, RasterSummary
@@ -46,17 +47,6 @@ def creation_options(options: dict[str, Any] | None) -> dict[str, str]:
             raise GdalMcpError("invalid-argument", f"creation option name {k!r} is not valid")
         out[k.upper()] = ("YES" if v else "NO") if isinstance(v, bool) else str(v)
     return out
-
-
-def crs_label(crs: Any) -> str | None:
-    if crs is None or not crs.to_wkt():
-        return None
-    from gdal_mcp.engine.crs import describe_crs
-
-    info = describe_crs(crs)
-    if info is None:
-        return None
-    return f"EPSG:{info.epsg}" if info.epsg else info.name
 
 
 def summarize(path: str | os.PathLike[str]) -> RasterSummary:

@@ -1,15 +1,28 @@
-"""Exact band statistics, streamed window by window (never the values stored in the file)."""
+"""Exact band statistics, streamed window by window (never the values stored in the file).
+
+`band_statistics` gives min/max/mean/std/sum in one pass (raster_info uses it). `raster_stats` adds exact
+percentiles and histograms without holding the pixels: each valid value is mapped to an unsigned key that
+sorts like the value (its bits, with the sign handled), and the order statistics the percentiles need are
+found by radix selection, 16 bits per pass. 8- and 16-bit bands are done in one pass (a full bincount);
+32-bit bands in two; 64-bit bands in at most four, usually fewer (once a candidate range holds few enough
+values, they are collected and sorted).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 from rasterio.windows import Window
 
+from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.engine.raster.region import bbox_window, iter_chunks, select_bands
 from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, count_windows, iter_windows
-from gdal_mcp.models import BandStatistics
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import BandStatistics, BandStatsDetail, Histogram, RasterStatsResult
 
 
 @dataclass
@@ -56,10 +69,14 @@ class _Accumulator:
 def valid_values(chunk: np.ma.MaskedArray) -> tuple[np.ndarray, int]:
     """Valid pixels of a masked band chunk (mask and NaN excluded) and how many were invalid."""
     data = np.ma.getdata(chunk)
-    valid = ~np.ma.getmaskarray(chunk)
+    mask = np.ma.getmask(chunk)
+    invalid = None if mask is np.ma.nomask else mask
     if np.issubdtype(data.dtype, np.floating):
-        valid &= ~np.isnan(data)
-    values = data[valid]
+        nan = np.isnan(data)
+        invalid = nan if invalid is None else invalid | nan
+    if invalid is None or not invalid.any():
+        return np.ascontiguousarray(data).ravel(), 0
+    values = data[~invalid]
     return values, int(data.size - values.size)
 
 
@@ -83,3 +100,322 @@ def band_statistics(ds, bands: list[int], *, window: Window | None = None,
             acc[b].add(values, invalid)
         progress((i + 1) / n_windows, f"statistics: window {i + 1}/{n_windows}")
     return {b: a.result() for b, a in acc.items()}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Shared argument handling (also used by sample and xyz)
+
+DEFAULT_PERCENTILES = [2.0, 25.0, 50.0, 75.0, 98.0]
+MAX_PERCENTILES = 100
+MAX_HISTOGRAM_BINS = 10_000
+DIGIT_BITS = 16
+COLLECT_LIMIT = 1 << 16  # candidate values kept in memory per order statistic
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Order-preserving keys: value a < value b  <=>  key(a) < key(b) (unsigned), for ints and non-NaN floats.
+
+def _check_real(dtype: np.dtype, band: int) -> None:
+    if dtype.kind not in "uifb":
+        raise GdalMcpError("unsupported", f"band {band} is {dtype.name}; statistics need real-valued bands "
+                           "(convert complex data to its amplitude or real part first)")
+
+
+def _to_keys(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    values = np.ascontiguousarray(values, dtype=dtype)
+    udt = np.dtype(f"u{dtype.itemsize}")
+    bits = values.view(udt)
+    if dtype.kind in "ub":
+        return bits
+    sign = udt.type(1 << (8 * dtype.itemsize - 1))
+    if dtype.kind == "i":
+        return bits ^ sign
+    # Floats: negative values get all bits flipped, positive ones just the sign bit.
+    return bits ^ ((values.view(f"i{dtype.itemsize}") >> (8 * dtype.itemsize - 1)).view(udt) | sign)
+
+
+def _from_keys(keys: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    udt = np.dtype(f"u{dtype.itemsize}")
+    keys = np.asarray(keys).astype(udt)
+    if dtype.kind in "ub":
+        return keys.view(dtype)
+    sign = udt.type(1 << (8 * dtype.itemsize - 1))
+    if dtype.kind == "i":
+        return (keys ^ sign).view(dtype)
+    return np.where((keys & sign) != 0, keys ^ sign, ~keys).view(dtype)
+
+
+def _bincount(digits: np.ndarray, size: int) -> np.ndarray:
+    """Counts of small unsigned ints (bincount casts up to 32-bit unsigned itself; 64-bit ones need a copy)."""
+    if digits.dtype.itemsize == 8:
+        digits = digits.astype(np.uint32)
+    return np.bincount(digits, minlength=size)
+
+
+def _lerp_percentile(q: float, n: int, at: dict[int, np.generic], dtype: np.dtype) -> float:
+    """numpy's default (linear) percentile from the order statistics `at` (rank -> value), as np.percentile
+    computes it for a scalar q: in the band's float type for float bands, in float64 for integer bands."""
+    vi = (n - 1) * (q / 100.0)
+    prev = math.floor(vi)
+    if vi >= n - 1:
+        return float(at[n - 1])
+    t = vi - prev
+    if dtype.kind == "f":
+        a, b = at[prev], at[prev + 1]
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = b - a
+    else:
+        # The difference is exact (Python ints; numpy's own would wrap around for wide int16 ranges).
+        diff = float(int(at[prev + 1]) - int(at[prev]))
+        a, b = float(at[prev]), float(at[prev + 1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        result = b - diff * (1 - t) if t >= 0.5 else a + diff * t
+    return float(result)
+
+
+def _needed_ranks(n: int, percentiles: list[float]) -> list[int]:
+    ranks: set[int] = set()
+    for q in percentiles:
+        vi = (n - 1) * (q / 100.0)
+        prev = math.floor(vi)
+        ranks.update([n - 1] if vi >= n - 1 else [prev, prev + 1])
+    return sorted(ranks)
+
+
+@dataclass
+class _Group:
+    """Values whose key starts with `prefix` (the top `known` bits): the candidates for some ranks."""
+
+    prefix: int
+    below: int  # valid values with a smaller key
+    count: int
+    ranks: list[int]
+    counts: np.ndarray | None = None  # histogram of the next 16 key bits, when refining
+    chunks: list[np.ndarray] = field(default_factory=list)  # the keys themselves, when collecting
+
+
+class _BandWork:
+    """Everything raster_stats accumulates for one band across passes."""
+
+    def __init__(self, index: int, dtype: np.dtype, percentiles: list[float], bins: int | None) -> None:
+        self.index = index
+        self.dtype = dtype
+        self.bits = 8 * dtype.itemsize
+        self.small = self.bits <= DIGIT_BITS  # one bincount holds the whole distribution
+        self.first_bits = min(self.bits, DIGIT_BITS)
+        self.percentiles = percentiles
+        self.bins = bins
+        self.acc = _Accumulator()
+        self.first = np.zeros(1 << self.first_bits, dtype=np.int64) if self.small or percentiles else None
+        self.known = 0
+        self.groups: list[_Group] = []
+        self.at: dict[int, np.generic] = {}
+        self.hist_pending = False
+        self.hist_counts: np.ndarray | None = None
+        self.hist_edges: np.ndarray | None = None
+
+    def extra_passes(self) -> int:
+        """Passes after the first this band needs at most."""
+        if self.small:
+            return 0
+        return max((self.bits - DIGIT_BITS) // DIGIT_BITS if self.percentiles else 0, 1 if self.bins else 0)
+
+    # -- pass 1: moments and the first 16 key bits
+    def first_pass(self, chunk: np.ndarray) -> None:
+        values, invalid = valid_values(chunk)
+        if self.small:
+            self.acc.invalid += invalid
+            self.first += _bincount(_to_keys(values, self.dtype), self.first.size)
+            return
+        values = values.astype(self.dtype, copy=False)
+        with np.errstate(invalid="ignore", over="ignore"):  # infinite values: mean/std become inf/nan
+            self.acc.add(values, invalid)
+        if self.first is not None and values.size:
+            self.first += _bincount(_to_keys(values, self.dtype) >> (self.bits - self.first_bits), self.first.size)
+
+    def finish_first(self) -> None:
+        if self.small:
+            nz = np.flatnonzero(self.first)
+            if nz.size:
+                values = _from_keys(nz, self.dtype)
+                counts = self.first[nz]
+                v = values.astype(np.float64)
+                n = int(counts.sum())
+                total = float((v * counts).sum())
+                mean = total / n
+                acc = self.acc
+                acc.n, acc.total, acc.mean = n, total, mean
+                acc.m2 = float((counts * (v - mean) ** 2).sum())
+                acc.lo, acc.hi = float(values[0]), float(values[-1])
+                if self.bins:
+                    self.hist_counts, self.hist_edges = np.histogram(
+                        values, self.bins, range=(float(values[0]), float(values[-1])), weights=counts)
+        elif self.bins and self.acc.n and math.isfinite(self.acc.lo) and math.isfinite(self.acc.hi):
+            self.hist_pending = True
+            self.hist_counts = np.zeros(self.bins, dtype=np.int64)
+        n = self.acc.n
+        if n and self.percentiles:
+            self._descend(self.first, _needed_ranks(n, self.percentiles), 0, 0, self.first_bits)
+        self.known = self.first_bits
+        self.first = None
+
+    def _descend(self, counts: np.ndarray, ranks: list[int], below: int, prefix: int, digit_bits: int) -> None:
+        """Place each rank in its digit: resolved when the key is complete, else a group for the next pass."""
+        cum = np.cumsum(counts)
+        groups: dict[int, _Group] = {}
+        for r in ranks:
+            d = int(np.searchsorted(cum, r - below, side="right"))
+            before = int(cum[d - 1]) if d else 0
+            key = (prefix << digit_bits) | d
+            if self.known + digit_bits == self.bits:
+                self.at[r] = _from_keys(np.array([key], dtype=np.uint64), self.dtype)[0]
+                continue
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = _Group(prefix=key, below=below + before, count=int(counts[d]), ranks=[])
+                if g.count > COLLECT_LIMIT:
+                    g.counts = np.zeros(1 << DIGIT_BITS, dtype=np.int64)
+            g.ranks.append(r)
+        self.groups.extend(groups.values())
+
+    # -- later passes: the histogram, and the next 16 key bits of each candidate group
+    def needs_pass(self) -> bool:
+        return bool(self.groups) or self.hist_pending
+
+    def refine_pass(self, chunk: np.ndarray) -> None:
+        values, _ = valid_values(chunk)
+        values = values.astype(self.dtype, copy=False)
+        if self.hist_pending:
+            self.hist_counts += np.histogram(values, self.bins, range=(self.acc.lo, self.acc.hi))[0]
+        if not self.groups or not values.size:
+            return
+        keys = _to_keys(values, self.dtype)
+        top = keys >> (self.bits - self.known)
+        shift = self.bits - self.known - DIGIT_BITS
+        for g in self.groups:
+            sel = keys[top == g.prefix]
+            if g.counts is None:
+                g.chunks.append(sel)
+            else:
+                g.counts += _bincount((sel >> shift) & 0xFFFF, g.counts.size)
+
+    def finish_refine(self) -> None:
+        if self.hist_pending:
+            self.hist_pending = False
+            self.hist_edges = np.histogram_bin_edges(np.empty(0, self.dtype), self.bins, range=(self.acc.lo, self.acc.hi))
+        groups, self.groups = self.groups, []
+        for g in groups:
+            if g.counts is None:
+                keys = np.sort(np.concatenate(g.chunks)) if g.chunks else np.empty(0, np.uint64)
+                if keys.size != g.count:
+                    raise GdalMcpError("gdal-error", f"band {self.index} gave different pixels on a second read "
+                                       "(was the file being written?); try again once it is complete")
+                values = _from_keys(keys, self.dtype)
+                for r in g.ranks:
+                    self.at[r] = values[r - g.below]
+            else:
+                self._descend(g.counts, g.ranks, g.below, g.prefix, DIGIT_BITS)
+        self.known += DIGIT_BITS
+
+    def result(self) -> BandStatsDetail:
+        st = self.acc.result()
+        n = self.acc.n
+        pct = {_percent_key(q): (_lerp_percentile(q, n, self.at, self.dtype) if n else None) for q in self.percentiles}
+        hist = None
+        if self.hist_counts is not None and self.hist_edges is not None:
+            hist = Histogram(edges=[float(e) for e in self.hist_edges],
+                             counts=[int(round(c)) for c in self.hist_counts])
+        return BandStatsDetail(index=self.index, **st.model_dump(), percentiles=pct, histogram=hist)
+
+
+def _percent_key(q: float) -> str:
+    q = float(q)
+    return str(int(q)) if q.is_integer() else repr(q)
+
+
+def _check_percentiles(percentiles: list[float] | None) -> list[float]:
+    if percentiles is None:
+        return list(DEFAULT_PERCENTILES)
+    if not isinstance(percentiles, list | tuple):
+        raise GdalMcpError("invalid-argument", "percentiles must be a list of numbers between 0 and 100")
+    if len(percentiles) > MAX_PERCENTILES:
+        raise GdalMcpError("invalid-argument", f"at most {MAX_PERCENTILES} percentiles at once; "
+                           f"got {len(percentiles)}")
+    out: list[float] = []
+    for q in percentiles:
+        if isinstance(q, bool) or not isinstance(q, int | float | np.number) or not 0 <= float(q) <= 100:
+            raise GdalMcpError("invalid-argument", f"percentile {q!r} is not a number between 0 and 100 "
+                               "(e.g. percentiles=[2, 50, 98])")
+        if float(q) not in out:
+            out.append(float(q))
+    return out
+
+
+def _check_bins(histogram_bins: int | None) -> int | None:
+    if histogram_bins is None:
+        return None
+    if isinstance(histogram_bins, bool) or not isinstance(histogram_bins, int | np.integer) \
+            or not 1 <= histogram_bins <= MAX_HISTOGRAM_BINS:
+        raise GdalMcpError("invalid-argument", f"histogram_bins must be an integer from 1 to {MAX_HISTOGRAM_BINS}, "
+                           f"got {histogram_bins!r}")
+    return int(histogram_bins)
+
+
+@wrap_gdal_errors
+def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[float] | None = None,
+                 histogram_bins: int | None = None, bbox: tuple[float, float, float, float] | None = None,
+                 bbox_crs: str | None = None, progress: Progress = no_progress) -> RasterStatsResult:
+    """Exact per-band statistics, percentiles (numpy's linear definition) and histogram, streamed.
+
+    Nodata, masks and NaN are excluded. Values are the stored ones (scale/offset not applied).
+    """
+    qs = _check_percentiles(percentiles)
+    bins = _check_bins(histogram_bins)
+    with open_raster(path) as ds:
+        indexes = select_bands(ds, bands)
+        indexes = list(dict.fromkeys(indexes))
+        window = bbox_window(ds, bbox, bbox_crs)
+        work: list[_BandWork] = []
+        for b in indexes:
+            dtype = np.dtype(ds.dtypes[b - 1])
+            _check_real(dtype, b)
+            work.append(_BandWork(b, dtype, qs, bins))
+        warnings = [f"band {b}: scale {ds.scales[b - 1]} / offset {ds.offsets[b - 1]} are not applied; statistics "
+                    "are of the stored values" for b in indexes if (ds.scales[b - 1], ds.offsets[b - 1]) != (1.0, 0.0)]
+        total_passes = 1 + max(w.extra_passes() for w in work)
+        done = 0.0
+
+        def report(p: int, i: int, n: int) -> None:
+            nonlocal done
+            total = max(total_passes, p)
+            done = max(done, min(1.0, (p - 1 + (i + 1) / n) / total))
+            progress(done, f"statistics pass {p}/{total}: window {i + 1}/{n}")
+
+        for i, n, chunk in iter_chunks(ds, indexes, window):
+            for j, w in enumerate(work):
+                w.first_pass(chunk[j])
+            report(1, i, n)
+        for w in work:
+            w.finish_first()
+        p = 1
+        while active := [w for w in work if w.needs_pass()]:
+            p += 1
+            for i, n, chunk in iter_chunks(ds, [w.index for w in active], window):
+                for j, w in enumerate(active):
+                    w.refine_pass(chunk[j])
+                report(p, i, n)
+            for w in active:
+                w.finish_refine()
+        progress(1.0, f"statistics done in {p} pass(es)")
+        for w in work:
+            if w.acc.n == 0:
+                warnings.append(f"band {w.index} has no valid pixels in the area read (all nodata/masked)")
+            elif not (math.isfinite(w.acc.lo) and math.isfinite(w.acc.hi)):
+                warnings.append(f"band {w.index} holds infinite values: mean/std are not finite"
+                                + (" and no histogram was made" if bins else ""))
+        return RasterStatsResult(
+            path=path,
+            window=(int(window.col_off), int(window.row_off), int(window.width), int(window.height)),
+            bands=[w.result() for w in work],
+            warnings=warnings,
+        )

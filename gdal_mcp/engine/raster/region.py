@@ -1,0 +1,103 @@
+"""Which part of a raster a job reads: bands, a bbox as a pixel window, and the chunks to stream."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+from rasterio.windows import Window
+
+from gdal_mcp.engine.crs import crs_label, parse_crs
+from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, count_windows, iter_windows
+from gdal_mcp.errors import GdalMcpError
+
+
+def select_bands(ds, bands: list[int] | None) -> list[int]:
+    """1-based band numbers to work on (all when None), validated against the raster."""
+    if ds.count == 0:
+        raise GdalMcpError("invalid-argument", "the dataset has no raster bands; if it is a container "
+                           "(HDF5, netCDF), use one of its subdatasets listed by raster_info")
+    if bands is None:
+        return list(range(1, ds.count + 1))
+    if not isinstance(bands, list | tuple) or not bands:
+        raise GdalMcpError("invalid-argument", f"bands must be a non-empty list of 1-based band numbers "
+                           f"(1..{ds.count}); omit it for all bands")
+    bad = [b for b in bands if isinstance(b, bool) or not isinstance(b, int | np.integer) or not 1 <= b <= ds.count]
+    if bad:
+        raise GdalMcpError("invalid-argument", f"band(s) {bad} do not exist; the raster has {ds.count} band(s), "
+                           f"numbered 1..{ds.count}")
+    return [int(b) for b in bands]
+
+
+def crs_text(crs) -> str:
+    """A short name for a CRS in messages."""
+    if crs is None or not crs.to_wkt():
+        return "the raster's own coordinates (it has no CRS)"
+    return crs_label(crs) or "its CRS"
+
+
+def bbox_window(ds, bbox, bbox_crs: str | None = None) -> Window:
+    """The pixel window covering `bbox` (in `bbox_crs`, default the raster's CRS), rounded outward.
+
+    Without a bbox: the whole raster. A bbox that does not overlap the raster is an invalid-argument.
+    """
+    if bbox is None:
+        if bbox_crs is not None:
+            raise GdalMcpError("invalid-argument", "bbox_crs was given without bbox; give bbox too, or omit bbox_crs")
+        return Window(0, 0, ds.width, ds.height)
+    try:
+        left, bottom, right, top = (float(v) for v in bbox)
+    except (TypeError, ValueError):
+        raise GdalMcpError("invalid-argument", f"bbox must be four numbers [minx, miny, maxx, maxy], got {bbox!r}") \
+            from None
+    if not all(math.isfinite(v) for v in (left, bottom, right, top)) or left >= right or bottom >= top:
+        raise GdalMcpError("invalid-argument", f"bbox {list(bbox)} must be [minx, miny, maxx, maxy] with finite "
+                           "numbers, minx < maxx and miny < maxy")
+    if bbox_crs is not None:
+        crs = parse_crs(bbox_crs, "bbox_crs")
+        if ds.crs is None or not ds.crs.to_wkt():
+            raise GdalMcpError("invalid-argument", "the raster has no CRS, so a bbox in bbox_crs cannot be placed "
+                               "on it; omit bbox_crs and give the bbox in the raster's own coordinates")
+        if crs != ds.crs:
+            from rasterio.warp import transform_bounds
+
+            try:
+                left, bottom, right, top = transform_bounds(crs, ds.crs, left, bottom, right, top, densify_pts=21)
+            except Exception as e:  # noqa: BLE001 - PROJ refuses points outside the projection's domain
+                raise GdalMcpError("invalid-argument", f"bbox cannot be transformed from {bbox_crs} to the raster's "
+                                   f"CRS ({crs_text(ds.crs)}): {e}") from None
+            if not all(math.isfinite(v) for v in (left, bottom, right, top)):
+                raise GdalMcpError("invalid-argument", f"bbox lies outside the domain of the raster's CRS "
+                                   f"({crs_text(ds.crs)}); give a bbox over the raster")
+    try:
+        inverse = ~ds.transform
+    except Exception:  # noqa: BLE001 - a degenerate geotransform
+        raise GdalMcpError("invalid-argument", "the raster's geotransform cannot be inverted, so a bbox cannot "
+                           "be placed on it; omit bbox") from None
+    corners = [inverse @ (x, y) for x in (left, right) for y in (bottom, top)]
+    eps = 1e-6  # a bbox on a pixel edge must not pull in the neighbour through rounding noise
+    c0 = max(0, math.floor(min(c for c, _ in corners) + eps))
+    c1 = min(ds.width, math.ceil(max(c for c, _ in corners) - eps))
+    r0 = max(0, math.floor(min(r for _, r in corners) + eps))
+    r1 = min(ds.height, math.ceil(max(r for _, r in corners) - eps))
+    if c1 <= c0 or r1 <= r0:
+        b = ds.bounds
+        raise GdalMcpError(
+            "invalid-argument",
+            f"bbox {list(bbox)}{' in ' + str(bbox_crs) if bbox_crs else ''} does not intersect the raster, whose "
+            f"bounds are [{b.left}, {b.bottom}, {b.right}, {b.top}] in {crs_text(ds.crs)}; give a bbox that overlaps them",
+        )
+    return Window(c0, r0, c1 - c0, r1 - r0)
+
+
+def iter_chunks(ds, bands: list[int], window: Window) -> Iterator[tuple[int, int, np.ma.MaskedArray]]:
+    """(i, n, masked chunk of shape (len(bands), h, w)) over `window`, the pixel budget shared by the bands."""
+    block = ds.block_shapes[0] if ds.block_shapes else (256, 256)
+    width, height = int(window.width), int(window.height)
+    col0, row0 = int(window.col_off), int(window.row_off)
+    budget = max(1, DEFAULT_WINDOW_PIXELS // max(1, len(bands)))
+    n = max(1, count_windows(width, height, block, budget))
+    for i, w in enumerate(iter_windows(width, height, block, budget)):
+        w = Window(w.col_off + col0, w.row_off + row0, w.width, w.height)
+        yield i, n, ds.read(bands, window=w, masked=True)

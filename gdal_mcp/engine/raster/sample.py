@@ -1,0 +1,121 @@
+"""Pixel values at points (gdallocationinfo), reading one small window per group of nearby points."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from rasterio.windows import Window
+
+from gdal_mcp.engine.crs import crs_label, parse_crs
+from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.engine.raster.region import crs_text, select_bands
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import PointSample, SampleResult
+
+MAX_POINTS = 10_000
+GROUP_PIXELS = 256 * 256  # the largest window read for one group of points
+
+
+def _check_points(points) -> list[tuple[float, float]]:
+    if not isinstance(points, list | tuple) or not points:
+        raise GdalMcpError("invalid-argument", "points must be a non-empty list of [x, y] pairs")
+    if len(points) > MAX_POINTS:
+        raise GdalMcpError("invalid-argument", f"at most {MAX_POINTS} points per call; got {len(points)} "
+                           "(split them into several calls)")
+    out: list[tuple[float, float]] = []
+    for i, p in enumerate(points):
+        try:
+            x, y = (float(v) for v in p)
+        except (TypeError, ValueError):
+            raise GdalMcpError("invalid-argument", f"point {i} is {p!r}; each point must be [x, y]") from None
+        if not (math.isfinite(x) and math.isfinite(y)):
+            raise GdalMcpError("invalid-argument", f"point {i} ({x}, {y}) is not finite")
+        out.append((x, y))
+    return out
+
+
+@wrap_gdal_errors
+def sample(path: str, points: list[tuple[float, float]], points_crs: str | None = None,
+           bands: list[int] | None = None, progress: Progress = no_progress) -> SampleResult:
+    """Values of `bands` at each point, like gdallocationinfo -geoloc.
+
+    Points are in `points_crs` (default: the raster's CRS) and are echoed as given; row/col are those of
+    the pixel containing the point (floor of the inverse geotransform). Nodata, masked and NaN values are
+    null; points off the raster have inside=false and null row, col and values.
+    """
+    pts = _check_points(points)
+    with open_raster(path) as ds:
+        indexes = select_bands(ds, bands)
+        xs = [p[0] for p in pts]
+        ys = [p[1] for p in pts]
+        if points_crs is not None:
+            crs = parse_crs(points_crs, "points_crs")
+            if ds.crs is None or not ds.crs.to_wkt():
+                raise GdalMcpError("invalid-argument", "the raster has no CRS, so points in points_crs cannot be "
+                                   "placed on it; omit points_crs and give points in the raster's own coordinates")
+            if crs != ds.crs:
+                from rasterio.warp import transform
+
+                try:
+                    xs, ys = transform(crs, ds.crs, xs, ys)
+                except Exception as e:  # noqa: BLE001 - PROJ refuses points outside the projection's domain
+                    raise GdalMcpError("invalid-argument", f"points cannot be transformed from {points_crs} to the "
+                                       f"raster's CRS ({crs_text(ds.crs)}): {e}") from None
+        try:
+            inverse = ~ds.transform
+        except Exception:  # noqa: BLE001 - a degenerate geotransform
+            raise GdalMcpError("invalid-argument", "the raster's geotransform cannot be inverted, so points "
+                               "cannot be placed on it") from None
+
+        # Pixel of each point; points grouped by tile so that each group costs one small read.
+        bh, bw = ds.block_shapes[0] if ds.block_shapes else (256, 256)
+        if bh * bw > GROUP_PIXELS:
+            bh, bw = min(bh, 256), min(bw, 256)
+        pixels: list[tuple[int, int] | None] = []
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+            if not (math.isfinite(x) and math.isfinite(y)):
+                pixels.append(None)
+                continue
+            c, r = inverse @ (x, y)
+            col, row = math.floor(c), math.floor(r)
+            if 0 <= col < ds.width and 0 <= row < ds.height:
+                pixels.append((row, col))
+                groups.setdefault((row // bh, col // bw), []).append(i)
+            else:
+                pixels.append(None)
+
+        values: dict[int, list[float | None]] = {}
+        for gi, members in enumerate(groups.values()):
+            rows = [pixels[i][0] for i in members]  # type: ignore[index]
+            cols = [pixels[i][1] for i in members]  # type: ignore[index]
+            r0, c0 = min(rows), min(cols)
+            window = Window(c0, r0, max(cols) - c0 + 1, max(rows) - r0 + 1)
+            chunk = ds.read(indexes, window=window, masked=True)
+            data = np.ma.getdata(chunk)
+            mask = np.ma.getmaskarray(chunk)
+            for i, row, col in zip(members, rows, cols, strict=True):
+                px = data[:, row - r0, col - c0]
+                bad = mask[:, row - r0, col - c0]
+                values[i] = [None if m or (isinstance(v, np.floating) and np.isnan(v)) else float(v)
+                             for v, m in zip(px, bad, strict=True)]
+            progress((gi + 1) / len(groups), f"sample: window {gi + 1}/{len(groups)}")
+
+        samples = []
+        for i, (x, y) in enumerate(pts):
+            px = pixels[i]
+            if px is None:
+                samples.append(PointSample(x=x, y=y, inside=False, values=[None] * len(indexes)))
+            else:
+                samples.append(PointSample(x=x, y=y, row=px[0], col=px[1], inside=True, values=values[i]))
+        warnings = []
+        outside = sum(1 for p in pixels if p is None)
+        if outside:
+            b = ds.bounds
+            warnings.append(f"{outside} of {len(pts)} point(s) lie outside the raster, whose bounds are "
+                            f"[{b.left}, {b.bottom}, {b.right}, {b.top}] in {crs_text(ds.crs)}"
+                            + ("" if points_crs is None else f" (points were given in {points_crs})"))
+        return SampleResult(path=path, crs=crs_label(ds.crs), bands=indexes, points=samples, warnings=warnings)
