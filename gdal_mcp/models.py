@@ -202,3 +202,49 @@ class OverviewsResult(BaseModel):
     levels: list[int] = Field(description="Overview factors present after the action (band 1)")
     resampling: str | None = None
     warnings: list[str] = Field(default_factory=list)
+
+
+class VectorSummary(BaseModel):
+    """A short description of a vector layer a tool wrote."""
+
+    driver: str | None
+    layer: str
+    feature_count: int
+    geometry_type: str | None
+    crs: str | None = Field(None, description="EPSG:n when there is a code, else the CRS name")
+    extent: Bounds | None = None
+    fields: list[str] = Field(default_factory=list)
+    file_size: int = Field(description="Bytes on disk, sidecars (.shx, .dbf, .prj …) included")
+
+
+class VectorWriteResult(BaseModel):
+    output: str = Field(description="Workspace-relative path of the file written")
+    uri: str = Field(description="Resource URI to read the file through MCP")
+    summary: VectorSummary
+    warnings: list[str] = Field(default_factory=list)
+
+
+class FeaturePage(BaseModel):
+    """A bounded GeoJSON FeatureCollection for reading features."""
+
+    type: Literal["FeatureCollection"] = "FeatureCollection"
+    features: list[dict[str, Any]]
+    crs: str | None = Field(None, description="CRS of the coordinates")
+    layer: str
+    offset: int
+    truncated: bool = Field(description="More features match than were returned")
+    remaining: int | None = Field(None, description="Matching features after this page (null if unknown)")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ValidationReport(BaseModel):
+    path: str
+    layer: str
+    feature_count: int
+    invalid_count: int
+    empty_count: int = 0
+    reasons: dict[str, int] = Field(default_factory=dict, description="Reason (GEOS) -> number of features")
+    examples: list[dict[str, Any]] = Field(default_factory=list, description="First invalid features: fid and reason")
+    fixed_output: str | None = None
+    fixed_uri: str | None = None
+    warnings: list[str] = Field(default_factory=list)

@@ -1,0 +1,228 @@
+"""Streaming vector layers: Arrow record batches in, batches out, one batch in memory at a time.
+
+Every vector tool reads with `read_layer` and writes with `write_layer`; geometry work happens on the
+WKB column of each batch with shapely's vectorised functions. This is the one progress loop for vectors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyogrio
+from pyogrio.errors import DataLayerError, DataSourceError, FieldError, GeometryError
+
+from gdal_mcp.engine.crs import describe_crs
+from gdal_mcp.engine.progress import Progress
+from gdal_mcp.engine.vector.opening import choose_layer, list_layers
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import Bounds, VectorSummary
+
+BATCH_SIZE = 65_536
+OGR_ERRORS = (DataSourceError, DataLayerError, FieldError, GeometryError)
+# Extension -> OGR driver, for outputs (ogr2ogr infers the same way).
+VECTOR_DRIVERS = {
+    ".gpkg": "GPKG", ".shp": "ESRI Shapefile", ".geojson": "GeoJSON", ".json": "GeoJSON", ".fgb": "FlatGeobuf",
+    ".parquet": "Parquet", ".csv": "CSV", ".kml": "KML", ".gml": "GML", ".geojsonl": "GeoJSONSeq",
+    ".geojsons": "GeoJSONSeq", ".gpx": "GPX", ".sqlite": "SQLite", ".tab": "MapInfo File", ".dxf": "DXF",
+}
+
+
+@dataclass
+class LayerStream:
+    """An open layer: its metadata, the Arrow schema, a batch iterator and a feature count estimate."""
+
+    layer: str
+    meta: dict[str, Any]
+    schema: pa.Schema
+    batches: Iterator[pa.RecordBatch]
+    total: int | None
+
+    @property
+    def crs(self) -> str | None:
+        return self.meta.get("crs")
+
+    @property
+    def geometry_column(self) -> str | None:
+        return geometry_column(self.schema)
+
+    @property
+    def geometry_type(self) -> str:
+        return self.meta.get("geometry_type") or "Unknown"
+
+
+def geometry_column(schema: pa.Schema) -> str | None:
+    """Name of the WKB geometry column (pyogrio names it after the source: wkb_geometry, geometry, geom …)."""
+    for field in schema:
+        meta = field.metadata or {}
+        if meta.get(b"ARROW:extension:name") == b"geoarrow.wkb":
+            return field.name
+    return None
+
+
+def vector_driver(path: str, fmt: str | None) -> str:
+    """OGR driver short name: `fmt` (case-insensitive) or from the extension; errors list what is possible."""
+    drivers = pyogrio.list_drivers(write=True)
+    if fmt:
+        match = next((d for d in drivers if d.lower() == fmt.lower()), None)
+        if match is None:
+            raise GdalMcpError("invalid-argument", f"unknown or read-only vector format {fmt!r}; writable formats "
+                               "include GPKG, ESRI Shapefile, GeoJSON, FlatGeobuf, CSV, KML, GML")
+        return match
+    suffix = Path(path).suffix.lower()
+    driver = VECTOR_DRIVERS.get(suffix)
+    if driver is None or driver not in drivers:
+        raise GdalMcpError("invalid-argument", f"cannot tell the vector format from '{Path(path).name}'; pass "
+                           "format= (e.g. GPKG) or use .gpkg, .shp, .geojson, .fgb, .csv, .kml, .gml")
+    return driver
+
+
+def check_sql(sql: str) -> str:
+    """Only a single read-only SELECT is allowed (OGR SQL / SQLite dialect alike)."""
+    text = sql.strip().rstrip(";").strip()
+    words = text.split(None, 1)
+    if not words or words[0].upper() not in ("SELECT", "WITH"):
+        raise GdalMcpError("invalid-argument", "sql must be a single read-only SELECT statement")
+    if ";" in text:
+        raise GdalMcpError("invalid-argument", "sql must be one statement (no ';')")
+    lowered = f" {text.lower()} "
+    for word in (" insert ", " update ", " delete ", " drop ", " alter ", " create ", " attach ", " pragma ",
+                 " replace ", " vacuum ", "load_extension"):
+        if word in lowered:
+            raise GdalMcpError("invalid-argument", f"sql must be read-only; '{word.strip()}' is not allowed")
+    return text
+
+
+@contextlib.contextmanager
+def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
+               bbox: tuple[float, float, float, float] | None = None, columns: list[str] | None = None,
+               sql: str | None = None, batch_size: int = BATCH_SIZE, read_geometry: bool = True,
+               count: bool = True) -> Iterator[LayerStream]:
+    """Open one layer (or an SQL result) as a stream of Arrow batches.
+
+    The layer must be named when the source has several (never silently the first). `bbox` is in the
+    layer's CRS. `count` asks GDAL for the feature count (progress denominators); it may be None.
+    """
+    layers = list_layers(path)
+    name = choose_layer(path, layer, layers) if sql is None else (layer or "sql")
+    if columns is not None and sql is None:
+        info = pyogrio.read_info(path, layer=name)
+        missing = [c for c in columns if c not in list(info["fields"])]
+        if missing:
+            raise GdalMcpError("not-found", f"field(s) {missing} not found; fields are: {', '.join(info['fields'])}")
+    total = None
+    if count and sql is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                n = pyogrio.read_info(path, layer=name, force_feature_count=where is None and bbox is None)["features"]
+                total = int(n) if n >= 0 and where is None and bbox is None else None
+            except Exception:  # noqa: BLE001 - a count is only for progress
+                total = None
+    kwargs: dict[str, Any] = {"batch_size": batch_size, "use_pyarrow": True, "read_geometry": read_geometry}
+    if sql is not None:
+        kwargs["sql"] = check_sql(sql)
+    else:
+        kwargs["layer"] = name
+        if where:
+            kwargs["where"] = where
+        if bbox is not None:
+            kwargs["bbox"] = tuple(bbox)
+        if columns is not None:
+            kwargs["columns"] = columns
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pyogrio.raw.open_arrow(path, **kwargs) as (meta, reader):
+                yield LayerStream(name, meta, reader.schema, iter(reader), total)
+    except OGR_ERRORS as e:
+        text = str(e)
+        if where and ("where" in text.lower() or "attribute filter" in text.lower() or "sql" in text.lower()):
+            raise GdalMcpError("invalid-argument", f"where {where!r} is not a valid attribute filter: {text}") from None
+        if sql is not None:
+            raise GdalMcpError("invalid-argument", f"sql failed: {text}") from None
+        raise GdalMcpError("gdal-error", text) from None
+
+
+def geometries(batch: pa.RecordBatch) -> np.ndarray:
+    """The batch's geometries as a shapely array (None where a feature has none)."""
+    import shapely
+
+    column = geometry_column(batch.schema)
+    if column is None:
+        return np.full(batch.num_rows, None, dtype=object)
+    return shapely.from_wkb(batch.column(column).to_numpy(zero_copy_only=False))
+
+
+def with_geometries(batch: pa.RecordBatch, geoms: np.ndarray, *, output_dimension: int = 3) -> pa.RecordBatch:
+    """Replace the batch's WKB column (ISO WKB, Z kept when present)."""
+    import shapely
+
+    wkb = shapely.to_wkb(geoms, output_dimension=output_dimension, flavor="iso")
+    column = geometry_column(batch.schema)
+    if column is None:
+        raise GdalMcpError("invalid-argument", "the layer has no geometry column")
+    idx = batch.schema.get_field_index(column)
+    field = batch.schema.field(idx)
+    return batch.set_column(idx, field, pa.array(wkb, type=field.type))
+
+
+def write_layer(dst: str, stream_schema: pa.Schema, batches: Iterator[pa.RecordBatch], *, driver: str, layer: str,
+                crs: str | None, geometry_type: str, layer_options: dict[str, Any] | None = None) -> None:
+    """Write batches into one new layer of `dst` with a single OGR write (works for every driver)."""
+    reader = pa.RecordBatchReader.from_batches(stream_schema, batches)
+    column = geometry_column(stream_schema)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            pyogrio.raw.write_arrow(
+                reader, dst, layer=layer, driver=driver,
+                geometry_name=column,
+                geometry_type=geometry_type if column else None,
+                crs=crs if column else None, layer_options=layer_options or None,
+            )
+        except OGR_ERRORS as e:
+            raise GdalMcpError("gdal-error", f"GDAL could not write {driver}: {e}") from None
+
+
+def relay(batches: Iterator[pa.RecordBatch], total: int | None, progress: Progress, verb: str = "processed",
+          transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None) -> Iterator[pa.RecordBatch]:
+    """Yield (transformed) batches, reporting progress by features done."""
+    done = 0
+    for batch in batches:
+        out = transform(batch) if transform else batch
+        done += batch.num_rows
+        fraction = min(done / total, 0.99) if total else 0.5
+        progress(fraction, f"{verb} {done}" + (f"/{total}" if total else "") + " features")
+        yield out
+
+
+def summarize_vector(path: str, layer: str | None = None) -> VectorSummary:
+    """Feature count, geometry type, CRS and extent of a layer just written."""
+    name = layer or list_layers(path)[0][0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        info = pyogrio.read_info(path, layer=name, force_feature_count=True, force_total_bounds=True)
+    tb = info.get("total_bounds")
+    extent = None
+    if tb is not None and all(np.isfinite(tb)):
+        extent = Bounds(left=tb[0], bottom=tb[1], right=tb[2], top=tb[3])
+    crs = describe_crs(info.get("crs"))
+    size = 0
+    stem = Path(path).name.rsplit(".", 1)[0]
+    for f in Path(path).parent.iterdir():
+        if f.is_file() and (f.name == Path(path).name or f.name.rsplit(".", 1)[0] == stem):
+            size += os.path.getsize(f)
+    return VectorSummary(
+        driver=info.get("driver"), layer=name, feature_count=max(int(info["features"]), 0),
+        geometry_type=info.get("geometry_type"),
+        crs=(f"EPSG:{crs.epsg}" if crs and crs.epsg else (crs.name if crs else None)),
+        extent=extent, fields=list(info["fields"]), file_size=size,
+    )
