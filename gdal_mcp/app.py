@@ -56,6 +56,7 @@ class App:
             workers=settings.workers,
             timeout=settings.timeout,
             max_memory=settings.max_memory,
+            recycle_rss=settings.recycle_rss,
             worker_config={
                 "roots": [str(r) for r in self.sandbox.roots],
                 "allow_network": settings.allow_network,

@@ -24,7 +24,8 @@ class Settings:
     allow_network: bool = False
     allow_origins: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
-    gdal_cache: int = 256 * MiB
+    gdal_cache: int = 64 * MiB
+    recycle_rss: int = 320 * MiB
     max_resource_bytes: int = 16 * MiB
 
 

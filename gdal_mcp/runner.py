@@ -76,13 +76,14 @@ class Runner:
     """Pool of warm GDAL worker processes."""
 
     def __init__(self, *, workers: int = 2, timeout: float = 600.0, max_memory: int | None = None,
-                 worker_config: dict[str, Any] | None = None) -> None:
+                 worker_config: dict[str, Any] | None = None, recycle_rss: int | None = None) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.workers = workers
         self.timeout = timeout
         self.worker_config = dict(worker_config or {})
         self.worker_config["max_memory"] = max_memory
+        self.recycle_rss = recycle_rss
         self._idle: asyncio.Queue[_Worker] | None = None
         self._general: asyncio.Semaphore | None = None
         self._all: set[_Worker] = set()
@@ -201,11 +202,27 @@ class Runner:
             raise self._death_error(w) from None
         finally:
             self._busy.discard(w)
-            if healthy:
+            if healthy and not self._bloated(w):
                 self._idle.put_nowait(w)
+            elif healthy:
+                log.debug("recycling worker %s: resident memory stayed above %s bytes", w.pid, self.recycle_rss)
+                self._replace(w)
             else:
                 # Cancelled, timed out or crashed: kill it so nothing keeps running, start a fresh one.
                 self._replace(w)
+
+    def _bloated(self, w: _Worker) -> bool:
+        """Whether an idle worker still holds more resident memory than allowed (then it is replaced)."""
+        if not self.recycle_rss or w.pid is None:
+            return False
+        try:
+            with open(f"/proc/{w.pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024 > self.recycle_rss
+        except OSError:
+            return False
+        return False
 
     def _death_error(self, w: _Worker) -> GdalMcpError:
         try:

@@ -49,6 +49,18 @@ def _set_memory_limit(limit: int | None) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _release_memory() -> None:
+    """Give freed heap back to the OS after a job, so an idle worker does not hold its peak."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
+
+
 def _classify(exc: BaseException) -> tuple[str, str]:
     from gdal_mcp.engine.failures import translate
 
@@ -63,9 +75,9 @@ def main(conn: Any) -> None:
     """Serve jobs on `conn` until the server closes it."""
     config = pickle.loads(conn.recv_bytes())
     _configure_environment(config)
-    # Warm the imports the jobs need, before the memory limit so they never fail on it.
+    # Warm the raster stack before the memory limit so imports never fail on it. pyogrio (a second bundled GDAL,
+    # ~90 MB resident) loads on a worker's first vector job instead: most workers never need it.
     import numpy  # noqa: F401
-    import pyogrio  # noqa: F401
     import rasterio  # noqa: F401
 
     from gdal_mcp.engine import guard
@@ -103,6 +115,8 @@ def main(conn: Any) -> None:
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 return
             reply = ("error", *_classify(exc))
+        del func_name, kwargs
+        _release_memory()
         try:
             conn.send(reply)
         except MemoryError:

@@ -158,3 +158,20 @@ def test_memory_errors_are_resource_limits() -> None:
     assert code == "resource-limit" and "Cannot allocate" in message
     assert _classify(GdalMcpError("not-found", "x")) == ("not-found", "x")
     assert _classify(ValueError("boom"))[0] == "internal-error"
+
+
+async def test_worker_holding_too_much_memory_is_recycled(big: Path) -> None:
+    r = Runner(workers=1, timeout=60, recycle_rss=1, worker_config={"roots": [str(DATA)]})
+    try:
+        first = (await r.run(STATUS, {}, quick=True))["pid"]
+        second = (await r.run(STATUS, {}, quick=True))["pid"]
+        assert first != second and first not in r.pids()
+        assert len(r.pids()) == 2
+    finally:
+        r.close()
+    lean = Runner(workers=1, timeout=60, recycle_rss=2 * 1024**3, worker_config={"roots": [str(DATA)]})
+    try:
+        pids = {(await lean.run(STATUS, {}, quick=True))["pid"] for _ in range(4)}
+        assert pids <= set(lean.pids())
+    finally:
+        lean.close()

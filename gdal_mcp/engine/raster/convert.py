@@ -33,7 +33,7 @@ from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
-WINDOW_PIXELS = 16 * 1024 * 1024
+WINDOW_PIXELS = 8 * 1024 * 1024
 
 
 def projwin_window(ds: Any, projwin: tuple[float, float, float, float], projwin_crs: str | None,

@@ -34,7 +34,7 @@ from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
-WINDOW_PIXELS = 12 * 1024 * 1024
+WINDOW_PIXELS = 8 * 1024 * 1024
 GDAL_TYPE = {"uint8": "Byte", "int8": "Int8", "uint16": "UInt16", "int16": "Int16", "uint32": "UInt32", "int32": "Int32",
              "uint64": "UInt64", "int64": "Int64", "float32": "Float32", "float64": "Float64"}
 

@@ -32,8 +32,9 @@ from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
-WINDOW_PIXELS = 12 * 1024 * 1024
-WARP_MEM_LIMIT_MB = 256
+# Measured: larger windows or warp buffers do not make warping faster here, only the worker bigger.
+WINDOW_PIXELS = 4 * 1024 * 1024
+WARP_MEM_LIMIT_MB = 64
 
 
 def resampling_method(name: str) -> Resampling:

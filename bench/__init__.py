@@ -1,0 +1,1 @@
+"""Benchmark harness: the GDAL MCP server over stdio against the GDAL command line (`python -m bench`)."""

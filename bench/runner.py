@@ -1,0 +1,380 @@
+"""Runs each case through the MCP server (stdio, official SDK) and the GDAL CLI, alternately; prints a markdown report."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from bench.generate import Raster, make_source, make_tiles
+from bench.measure import MB, PeakRss, process_tree, rss_bytes, run_commands, tree_pss
+
+RSS_TARGET_MB = 600
+RATIO_TARGET = 1.10
+SERVER = [sys.executable, "-m", "gdal_mcp"]
+DEFLATE_TILED = {"COMPRESS": "DEFLATE", "TILED": "YES"}
+COG_OPTIONS = {"COMPRESS": "DEFLATE", "NUM_THREADS": "ALL_CPUS", "OVERVIEW_RESAMPLING": "NEAREST"}
+
+
+def _co(options: dict[str, str]) -> list[str]:
+    return [arg for k, v in options.items() for arg in ("-co", f"{k}={v}")]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One operation: the server's tool call and the equivalent CLI commands, for repetition `i`."""
+
+    name: str
+    tool: str
+    arguments: Callable[[int, list[str]], dict[str, Any]]  # (i, tile names) -> tool arguments
+    commands: Callable[[int, list[str]], list[list[str]]]  # (i, tile names) -> CLI commands, timed together
+    ratio_target: bool = False
+    writes: bool = True  # outputs are named out_<name>_<i>.tif (server) and cli_<name>_<i>.tif (CLI)
+    cli_env: dict[str, str] = field(default_factory=dict)
+
+
+def _reproject(i: int, _: list[str]) -> list[list[str]]:
+    return [["gdalwarp", "-overwrite", "-multi", "-wo", "NUM_THREADS=ALL_CPUS", "-t_srs", "EPSG:4326", "-r", "near",
+             *_co(DEFLATE_TILED), "src.tif", f"cli_reproject_{i}.tif"]]
+
+
+def _mosaic(i: int, tiles: list[str]) -> list[list[str]]:
+    return [["gdalbuildvrt", f"cli_mosaic_{i}.vrt", *tiles],
+            ["gdal_translate", *_co(DEFLATE_TILED), f"cli_mosaic_{i}.vrt", f"cli_mosaic_{i}.tif"]]
+
+
+CASES = {c.name: c for c in [
+    Case("reproject", "raster_reproject",
+         lambda i, _: {"input": "src.tif", "output": f"out_reproject_{i}.tif", "dst_crs": "EPSG:4326",
+                       "resampling": "nearest", "creation_options": DEFLATE_TILED, "overwrite": True},
+         _reproject, ratio_target=True),
+    Case("cog", "raster_convert",
+         lambda i, _: {"input": "src.tif", "output": f"out_cog_{i}.tif", "format": "COG",
+                       "creation_options": COG_OPTIONS, "overwrite": True},
+         lambda i, _: [["gdal_translate", "-of", "COG", *_co(COG_OPTIONS), "src.tif", f"cli_cog_{i}.tif"]],
+         ratio_target=True),
+    Case("mosaic", "raster_mosaic",
+         lambda i, tiles: {"inputs": tiles, "output": f"out_mosaic_{i}.tif", "creation_options": DEFLATE_TILED,
+                           "overwrite": True},
+         _mosaic),
+    Case("stats", "raster_stats", lambda i, _: {"input": "src.tif"},
+         lambda i, _: [["gdalinfo", "-stats", "src.tif"]], writes=False, cli_env={"GDAL_PAM_ENABLED": "NO"}),
+    # Hidden (--smoke): exercises the harness end to end with a tool that already exists.
+    Case("smoke", "raster_info", lambda i, _: {"path": "src.tif", "stats": True},
+         lambda i, _: [["gdalinfo", "-stats", "src.tif"]], writes=False, cli_env={"GDAL_PAM_ENABLED": "NO"}),
+]}
+DEFAULT_CASES = ["reproject", "cog", "mosaic", "stats"]
+
+
+@dataclass
+class Side:
+    """Measurements of one side (server or CLI) of one case."""
+
+    seconds: list[float] = field(default_factory=list)
+    peak_rss: list[int] = field(default_factory=list)
+    largest_process: list[int] = field(default_factory=list)  # peak RSS of any one process: sampled (server), wait4 (CLI)
+    peak_pss: list[int] = field(default_factory=list)  # server only: summed PSS of the tree
+    output_bytes: list[int] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.seconds) if self.seconds else None
+
+    @property
+    def peak_mb(self) -> float | None:
+        return max(self.peak_rss) / MB if self.peak_rss else None
+
+
+@dataclass
+class Result:
+    case: Case
+    server: Side = field(default_factory=Side)
+    cli: Side = field(default_factory=Side)
+
+
+# ----- the two sides ------------------------------------------------------------------------------------------
+
+def _clean(workdir: Path, *names: str) -> None:
+    """Remove outputs (and the source's PAM statistics) so every run starts alike."""
+    for name in (*names, "src.tif.aux.xml"):
+        (workdir / name).unlink(missing_ok=True)
+
+
+def _outputs(prefix: str, case: Case, i: int) -> tuple[str, str]:
+    """The output (and the CLI mosaic's VRT) of one run."""
+    return f"{prefix}_{case.name}_{i}.tif", f"{prefix}_{case.name}_{i}.vrt"
+
+
+def _output_size(workdir: Path, names: tuple[str, str], keep: bool) -> int:
+    path = workdir / names[0]
+    size = path.stat().st_size if path.exists() else -1
+    if not keep:
+        _clean(workdir, *names)
+    return size
+
+
+async def _server_run(side: Side, session: ClientSession, server_pid: int, case: Case, i: int, tiles: list[str],
+                      workdir: Path, keep: bool) -> None:
+    outputs = _outputs("out", case, i)
+    _clean(workdir, *outputs)
+    os.sync()
+    with PeakRss(server_pid) as rss:
+        t0 = time.perf_counter()
+        try:
+            r = await session.call_tool(case.tool, case.arguments(i, tiles), read_timeout_seconds=3700)
+        except Exception as e:  # noqa: BLE001 - a broken session fails the case, not the run
+            side.error = f"{type(e).__name__}: {e}"
+            return
+        seconds = time.perf_counter() - t0
+    if r.is_error:
+        payload = r.structured_content or [getattr(c, "text", c) for c in r.content]
+        side.error = f"{case.tool} returned an error: {payload}"
+        return
+    if case.writes:
+        size = _output_size(workdir, outputs, keep)
+        if size < 0:
+            side.error = f"{case.tool} reported success but {outputs[0]} does not exist"
+            return
+        side.output_bytes.append(size)
+    side.seconds.append(seconds)
+    side.peak_rss.append(rss.peak)
+    side.largest_process.append(rss.peak_single)
+    side.peak_pss.append(rss.peak_pss)
+
+
+async def _cli_run(side: Side, case: Case, i: int, tiles: list[str], workdir: Path, keep: bool) -> None:
+    outputs = _outputs("cli", case, i)
+    _clean(workdir, *outputs)
+    os.sync()
+    run = await asyncio.to_thread(run_commands, case.commands(i, tiles), cwd=workdir, env={**os.environ, **case.cli_env})
+    if run.error:
+        side.error = run.error
+        return
+    side.seconds.append(run.seconds)
+    side.peak_rss.append(run.peak_rss)
+    side.largest_process.append(run.maxrss)
+    if case.writes:
+        side.output_bytes.append(_output_size(workdir, outputs, keep))
+
+
+def _server_pid() -> int:
+    """The gdal_mcp server: our child whose command line runs the gdal_mcp module."""
+    for pid in process_tree(os.getpid())[1:]:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"gdal_mcp" in cmdline and b"--workspace" in cmdline:
+            return pid
+    raise RuntimeError("could not find the gdal_mcp server process")
+
+
+def _at_rest(pid: int, when: str) -> str:
+    sizes = sorted((rss_bytes(p) for p in process_tree(pid)), reverse=True)
+    return (f"server tree at rest {when}: {len(sizes)} processes, {sum(sizes) / MB:.0f} MB summed RSS "
+            f"(per process {', '.join(f'{b / MB:.0f}' for b in sizes)}), {tree_pss(pid) / MB:.0f} MB summed PSS "
+            "(shared pages counted once)")
+
+
+async def run_cases(results: list[Result], workdir: Path, tiles: list[str], repeat: int, cli: bool, keep: bool,
+                    notes: list[str]) -> None:
+    """Start the server once, warm it up, then run every case `repeat` times per side."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
+    params = StdioServerParameters(command=SERVER[0], args=[*SERVER[1:], "--workspace", str(workdir), "--timeout", "3600",
+                                                            "--workers", "2"], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        pid = _server_pid()
+        warm = await session.call_tool("raster_info", {"path": "src.tif"})  # waits for a warm worker
+        if warm.is_error:
+            notes.append(f"warm-up raster_info failed: {warm.structured_content}")
+        await asyncio.sleep(2.0)  # let the other workers finish importing GDAL
+        notes.append(_at_rest(pid, "after warm-up"))
+        for res in results:
+            case = res.case
+            for i in range(repeat):
+                log(f"{case.name}: repetition {i + 1}/{repeat}")
+                server_first = i % 2 == 0  # ABBA order: neither side always runs on the other's page cache
+                for who in ("server", "cli") if server_first else ("cli", "server"):
+                    if who == "server" and res.server.error is None:
+                        await _server_run(res.server, session, pid, case, i, tiles, workdir, keep)
+                    elif who == "cli" and cli and res.cli.error is None:
+                        await _cli_run(res.cli, case, i, tiles, workdir, keep)
+                if res.server.error and (res.cli.error or not cli):
+                    break
+            for who, side in (("server", res.server), ("CLI", res.cli)):
+                if side.error:
+                    log(f"{case.name}: {who} FAILED: {side.error}")
+        notes.append(_at_rest(pid, "after the last case"))
+
+
+# ----- report ---------------------------------------------------------------------------------------------------
+
+def _fmt(v: float | None, spec: str = ".2f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def _verdict(res: Result) -> tuple[str, bool]:
+    """Target column text and whether everything passed."""
+    s, c = res.server, res.cli
+    if s.error:
+        return "FAILED (server error)", False
+    parts, ok = [], True
+    if res.case.ratio_target:
+        if s.median is not None and c.median:
+            good = s.median / c.median <= RATIO_TARGET
+            parts.append(f"ratio <= {RATIO_TARGET:.2f} {'PASS' if good else 'FAIL'}")
+            ok &= good
+        else:
+            parts.append(f"ratio <= {RATIO_TARGET:.2f} n/a ({'CLI failed' if c.error else 'no CLI'})")
+    good = s.peak_mb is not None and s.peak_mb <= RSS_TARGET_MB
+    parts.append(f"RSS <= {RSS_TARGET_MB} MB {'PASS' if good else 'FAIL'}")
+    return "; ".join(parts), ok and good
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def _ram_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) / (1 << 20)
+    return 0.0
+
+
+def _version(cmd: Sequence[str]) -> str:
+    try:
+        out = subprocess.run(list(cmd), capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unavailable ({e})"
+    return "; ".join(out.splitlines())
+
+
+def report(results: list[Result], src: Raster, tiles: list[Raster], repeat: int, cli: str | None,
+           notes: list[str]) -> tuple[str, bool]:
+    """The markdown report and whether every case met its targets."""
+    lines = [
+        f"# gdal-mcp benchmark — {datetime.now().astimezone().isoformat(timespec='seconds')}",
+        "",
+        f"- machine: {os.cpu_count()} CPUs ({_cpu_model()}), {_ram_gib():.1f} GiB RAM, {platform.platform()}",
+        "- server: `python -m gdal_mcp --workers 2 --timeout 3600` over stdio "
+        f"(official `mcp` SDK client) — {_version([*SERVER, '--version'])}",
+        f"- CLI: {cli or 'not found on PATH: server side only (apt-get install gdal-bin)'}",
+        f"- input: `src.tif` {src.width} × {src.height} × 3 uint16, tiled 256, DEFLATE, EPSG:32618: "
+        f"{src.pixel_bytes / MB:.0f} MB of pixels, {src.path.stat().st_size / MB:.0f} MB on disk"
+        + (f"; mosaic: 4 overlapping tiles, {sum(t.pixel_bytes for t in tiles) / MB:.0f} MB of pixels" if tiles else ""),
+        f"- {repeat} repetition(s) per side, alternating server/CLI (ABBA); wall time is the median, peak RSS the maximum "
+        "over repetitions of the summed VmRSS of the process tree sampled every 50 ms (MB = MiB); PSS counts the "
+        "pages of shared libraries (GDAL is loaded in every worker) once instead of once per process",
+        "",
+        "| case | server median s | CLI median s | ratio server/CLI | server peak RSS MB | server peak PSS MB "
+        "| CLI peak RSS MB | target |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    all_ok = True
+    for res in results:
+        s, c = res.server, res.cli
+        ratio = s.median / c.median if s.median is not None and c.median else None
+        verdict, ok = _verdict(res)
+        all_ok &= ok
+        pss = max(s.peak_pss) / MB if s.peak_pss else None
+        lines.append(f"| {res.case.name} | {_fmt(s.median)} | {_fmt(c.median)} | {_fmt(ratio)} | {_fmt(s.peak_mb, '.0f')} "
+                     f"| {_fmt(pss, '.0f')} | {_fmt(c.peak_mb, '.0f')} | {verdict} |")
+    lines += ["", "## Details", ""]
+    for res in results:
+        s, c = res.server, res.cli
+        detail = [f"server s {[round(t, 2) for t in s.seconds]}", f"CLI s {[round(t, 2) for t in c.seconds]}"]
+        if s.largest_process:
+            detail.append(f"largest server process {max(s.largest_process) / MB:.0f} MB (sampled)")
+        if c.largest_process:
+            detail.append(f"CLI ru_maxrss {max(c.largest_process) / MB:.0f} MB (wait4)")
+        if s.output_bytes or c.output_bytes:
+            sizes = [[round(b / MB) for b in side.output_bytes] for side in (s, c)]
+            detail.append(f"output MB server {sizes[0]}, CLI {sizes[1]}")
+        lines.append(f"- **{res.case.name}** (`{res.case.tool}`): " + "; ".join(detail))
+        lines += [f"  - {who} error: `{side.error}`" for who, side in (("server", s), ("CLI", c)) if side.error]
+    lines += [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n", all_ok
+
+
+# ----- entry point ----------------------------------------------------------------------------------------------
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description="Benchmark gdal-mcp (over stdio) against the GDAL CLI.")
+    p.add_argument("--size-mb", type=float, default=1000, help="MiB of pixels in the source raster (default 1000)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per side and case (default 3)")
+    p.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"comma-separated subset of {','.join(DEFAULT_CASES)}")
+    p.add_argument("--workdir", type=Path, help="work directory (default: a fresh temporary directory)")
+    p.add_argument("--keep", action="store_true", help="keep the inputs and outputs instead of removing them")
+    p.add_argument("--markdown", type=Path, metavar="FILE", help="also write the report to FILE")
+    p.add_argument("--no-cli", action="store_true", help="skip the GDAL CLI side even if it is installed")
+    p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.cases = ["smoke"] if args.smoke else [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown or not args.cases:
+        p.error(f"unknown case(s) {unknown}; choose from {','.join(DEFAULT_CASES)}")
+    if args.repeat < 1 or args.size_mb <= 0:
+        p.error("--repeat and --size-mb must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    cases = [CASES[name] for name in args.cases]
+    needed = {cmd[0] for case in cases for cmd in case.commands(0, [])}
+    missing = sorted(c for c in needed if shutil.which(c) is None)
+    cli = None if args.no_cli or missing else _version(["gdalinfo", "--version"])
+    if missing and not args.no_cli:
+        log(f"GDAL CLI not found on PATH ({', '.join(missing)}): measuring the server side only")
+
+    own_dir = args.workdir is None or not args.workdir.exists()
+    workdir = Path(tempfile.mkdtemp(prefix="gdal-mcp-bench-")) if args.workdir is None else args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    tiles: list[Raster] = []
+    try:
+        t0 = time.perf_counter()
+        log(f"generating ~{args.size_mb:g} MiB of pixels in {workdir}")
+        src = make_source(workdir / "src.tif", args.size_mb)
+        if any(c.name == "mosaic" for c in cases):
+            tiles = make_tiles(src, workdir)
+        log(f"generated in {time.perf_counter() - t0:.1f} s")
+        results = [Result(c) for c in cases]
+        notes: list[str] = []
+        asyncio.run(run_cases(results, workdir, [t.path.name for t in tiles], args.repeat, cli is not None, args.keep, notes))
+        text, ok = report(results, src, tiles, args.repeat, cli, notes)
+    finally:
+        if args.keep:
+            log(f"kept {workdir}")
+        elif own_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            _clean(workdir, "src.tif", *(t.path.name for t in tiles))
+    print(text, end="")
+    if args.markdown:
+        args.markdown.write_text(text)
+    sys.exit(0 if ok else 1)
