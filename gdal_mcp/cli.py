@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds a job may run before it is stopped (default 600) [GDAL_MCP_TIMEOUT]")
     p.add_argument("--max-memory", default=_env("MAX_MEMORY", "4G"),
                    help="address-space limit per worker, e.g. 2G; 0 for none (default 4G) [GDAL_MCP_MAX_MEMORY]")
+    p.add_argument("--max-resource-size", default=_env("MAX_RESOURCE_SIZE", "16M"), metavar="SIZE",
+                   help="largest file resources/read returns, e.g. 16M (default 16 MiB) [GDAL_MCP_MAX_RESOURCE_SIZE]")
     p.add_argument("--workers", type=int, default=int(_env("WORKERS", "2") or 2),
                    help="worker processes for jobs (default 2; one more is kept for quick metadata calls) "
                         "[GDAL_MCP_WORKERS]")
@@ -120,6 +122,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         log_level=args.log_level.upper(),
         allow_network=args.allow_network,
         allow_origins=tuple(origins),
+        max_resource_bytes=parse_size(str(args.max_resource_size)),
         token=_env("TOKEN") or None,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import subprocess
@@ -85,10 +86,14 @@ def test_foreign_origin_is_403(with_token: str) -> None:
     assert post(with_token, {**auth, "Origin": "https://gis.example.org"}).status_code == 200
 
 
-async def test_client_with_token_calls_tools(with_token: str) -> None:
+async def test_client_with_token_calls_tools(with_token: str, http_ws: Path) -> None:
     async with Client(with_token, auth=TOKEN) as c:
         r = await c.call_tool("raster_info", {"path": "raster/slope.tif", "stats": True})
         assert r.structured_content["bands"][0]["statistics"]["valid_count"] > 0
+        r = await c.call_tool("raster_convert", {"input": "raster/float_nan.tif", "output": "out/http.tif",
+                                                 "overwrite": True})
+        blob = (await c.read_resource(r.structured_content["uri"]))[0].blob
+        assert base64.b64decode(blob) == (http_ws / "out" / "http.tif").read_bytes()
         r = await c.call_tool("raster_info", {"path": "/etc/passwd"}, raise_on_error=False)
         assert r.is_error and r.structured_content["error"]["code"] == "out-of-root"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -47,6 +48,11 @@ async def test_official_sdk_lists_tools_and_gets_facts(stdio_ws: Path) -> None:
             assert {e["path"] for e in r.structured_content["entries"]} == {
                 "vector/box.shp", "vector/lines.shp", "vector/naturalearth_lowres.shp", "vector/points.shp",
                 "vector/polygons.shp"}
+
+            r = await session.call_tool("raster_convert", {"input": "raster/slope.tif", "output": "out/s.tif"})
+            assert not r.is_error
+            read = await session.read_resource(r.structured_content["uri"])
+            assert base64.b64decode(read.contents[0].blob) == (stdio_ws / "out" / "s.tif").read_bytes()
 
             r = await session.call_tool("raster_info", {"path": "../../../etc/passwd"})
             assert r.is_error
