@@ -20,6 +20,7 @@ from gdal_mcp import __version__  # noqa: E402
 from gdal_mcp.app import App  # noqa: E402
 from gdal_mcp.config import Settings  # noqa: E402
 from gdal_mcp.errors import GdalMcpError, envelope  # noqa: E402
+from gdal_mcp.tools import analysis as analysis_tools  # noqa: E402
 from gdal_mcp.tools import inspect as inspect_tools  # noqa: E402
 from gdal_mcp.tools import preview as preview_tools  # noqa: E402
 from gdal_mcp.tools import prompts as prompt_tools  # noqa: E402
@@ -114,6 +115,7 @@ def build_server(settings: Settings, *, auth: Any = None) -> tuple[FastMCP, App]
     inspect_tools.register(mcp, app)
     raster_tools.register(mcp, app)
     preview_tools.register(mcp, app)
+    analysis_tools.register(mcp, app)
     resource_tools.register(mcp, app)
     prompt_tools.register(mcp, app)
     return mcp, app
