@@ -9,6 +9,7 @@ from fastmcp import Context
 from pydantic import Field
 
 from gdal_mcp.app import App
+from gdal_mcp.engine.raster.zonal import ZonalResult
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterWriteResult, VectorWriteResult
 from gdal_mcp.tools._base import WRITE, gdal_tool, write_output
@@ -98,5 +99,113 @@ def register(mcp: Any, app: App) -> None:
             "format": format, "creation_options": creation_options,
         }, inputs=srcs, output=output, overwrite=overwrite)
 
+    @gdal_tool(mcp, app, title="Polygonize raster", annotations=WRITE, tags={"raster", "vector", "analysis"}, writes=True)
+    async def raster_polygonize(
+        input: Annotated[str, Field(description="Raster whose regions of equal value become polygons")],
+        output: Annotated[str, Field(description="Vector file to write (.gpkg, .shp, .geojson, .fgb …)")],
+        band: Annotated[int, Field(ge=1, description="Band to polygonize")] = 1,
+        mask: Annotated[str | None, Field(description="Raster of the same size: only its non-zero pixels are "
+                                                      "polygonized")] = None,
+        connectivity: Annotated[Literal[4, 8], Field(description="4: edge neighbours only; 8: also diagonal")] = 4,
+        field: Annotated[str, Field(description="Name of the attribute holding the pixel value")] = "value",
+        nodata_excluded: Annotated[bool, Field(description="Leave nodata pixels out (default)")] = True,
+        format: Annotated[str | None, Field(description="OGR driver; default from the extension")] = None,
+        output_layer: Annotated[str | None, Field(description="Layer name; default from the file name")] = None,
+        overwrite: Overwrite = False,
+        ctx: Context | None = None,
+    ) -> VectorWriteResult:
+        """Turn connected regions of equal pixel value into polygons with the value as an attribute (like
+        gdal_polygonize). GDAL reads the band itself, so memory does not grow with the raster. Best on
+        classified/categorical rasters; continuous data gives one polygon per pixel value run."""
+        src = app.sandbox.resolve_input(input)
+        inputs = [src]
+        mask_path = None
+        if mask is not None:
+            m = app.sandbox.resolve_input(mask, what="mask")
+            inputs.append(m)
+            mask_path = m.gdal_path
+        target, summary, warnings = await write_output(app, ctx, "gdal_mcp.engine.raster.polygonize:polygonize", {
+            "src": src.gdal_path, "band": band, "mask": mask_path, "connectivity": connectivity, "field": field,
+            "nodata_excluded": nodata_excluded, "format": format, "output_layer": output_layer,
+        }, inputs=inputs, output=output, overwrite=overwrite)
+        return VectorWriteResult(output=target.display, uri=app.sandbox.uri(target.display), summary=summary,
+                                 warnings=warnings)
+
+    @gdal_tool(mcp, app, title="Rasterize vector", annotations=WRITE, tags={"vector", "raster", "analysis"}, writes=True)
+    async def vector_rasterize(
+        input: Annotated[str, Field(description="Vector dataset whose features are burnt")],
+        output: Output,
+        burn_value: Annotated[float | None, Field(description="Value burnt for every feature (or use attribute)")] = None,
+        attribute: Annotated[str | None, Field(description="Numeric field whose value is burnt")] = None,
+        like: Annotated[str | None, Field(description="Raster whose grid (CRS, extent, pixel size) is copied")] = None,
+        resolution: Annotated[float | list[float] | None, Field(description="Pixel size (without like); not with "
+                                                                            "size")] = None,
+        size: Annotated[list[int] | None, Field(min_length=2, max_length=2, description="[width, height] (without "
+                                                                                        "like)")] = None,
+        bbox: Annotated[list[float] | None, Field(min_length=4, max_length=4, description="Output extent "
+                                                  "[minx, miny, maxx, maxy] in crs; default the layer's extent")] = None,
+        crs: Annotated[str | None, Field(description="Output CRS (without like); default the layer's")] = None,
+        layer: Annotated[str | None, Field(description="Layer; required when the source has several")] = None,
+        where: Annotated[str | None, Field(description="Attribute filter on the features")] = None,
+        all_touched: Annotated[bool, Field(description="Burn every pixel a feature touches")] = False,
+        invert: Annotated[bool, Field(description="Burn where there are no features")] = False,
+        dtype: Annotated[str | None, Field(description="Output type (Byte, Int32, Float32 …); default the smallest "
+                                                       "that holds the values")] = None,
+        nodata: Annotated[float | None, Field(description="Nodata / background value (default 0)")] = None,
+        format: Format = None,
+        creation_options: CreationOptions = None,
+        overwrite: Overwrite = False,
+        ctx: Context | None = None,
+    ) -> RasterWriteResult:
+        """Burn vector features into a raster (like gdal_rasterize): a fixed burn_value or a numeric attribute, on
+        the grid of another raster (like=) or on a grid from resolution/size + bbox + crs. Written window by
+        window, so large outputs do not need large memory."""
+        src = app.sandbox.resolve_input(input)
+        inputs = [src]
+        like_path = None
+        if like is not None:
+            lk = app.sandbox.resolve_input(like, what="like")
+            inputs.append(lk)
+            like_path = lk.gdal_path
+        return await raster_out(ctx, "gdal_mcp.engine.vector.rasterize:rasterize", {
+            "src": src.gdal_path, "layer": layer, "where": where, "burn_value": burn_value, "attribute": attribute,
+            "like": like_path, "resolution": resolution, "size": size, "bbox": tuple(bbox) if bbox else None,
+            "crs": crs, "all_touched": all_touched, "invert": invert, "dtype": dtype, "nodata": nodata,
+            "format": format, "creation_options": creation_options,
+        }, inputs=inputs, output=output, overwrite=overwrite)
+
+    @gdal_tool(mcp, app, title="Zonal statistics", annotations=WRITE, tags={"raster", "vector", "analysis"})
+    async def zonal_stats(
+        raster: Annotated[str, Field(description="Raster with the values")],
+        zones: Annotated[str, Field(description="Vector file with the zones (polygons; points and lines work too)")],
+        layer: Annotated[str | None, Field(description="Zones layer; required when the source has several")] = None,
+        band: Annotated[int, Field(ge=1, description="Raster band")] = 1,
+        stats: Annotated[list[str] | None, Field(description=(
+            "Statistics: count, min, max, mean, sum, std, median, majority, minority, unique, range, nodata, "
+            "percentile_<q>; default count, min, max, mean, sum, std, median, majority"))] = None,
+        all_touched: Annotated[bool, Field(description="Count every pixel a zone touches, not only pixel centres "
+                                                       "inside")] = False,
+        id_field: Annotated[str | None, Field(description="Zone attribute used as row id (default: feature index)")] = None,
+        output: Annotated[str | None, Field(description="Also write the zones with the statistics as attributes")] = None,
+        format: Annotated[str | None, Field(description="OGR driver of output; default from its extension")] = None,
+        limit: Annotated[int, Field(ge=1, le=10000, description="Most rows returned in the answer")] = 200,
+        overwrite: Overwrite = False,
+        ctx: Context | None = None,
+    ) -> ZonalResult:
+        """Statistics of a raster under each zone polygon (zones reprojected to the raster's CRS; the raster is
+        never resampled), returned as a bounded table and optionally written as a vector file. Reads only the
+        raster window under each zone."""
+        r = app.sandbox.resolve_input(raster, what="raster")
+        z = app.sandbox.resolve_input(zones, what="zones")
+        kwargs = {"raster": r.gdal_path, "zones": z.gdal_path, "layer": layer, "band": band, "stats": stats,
+                  "all_touched": all_touched, "id_field": id_field, "limit": limit, "format": format}
+        if output is None:
+            result, warnings = await app.execute("gdal_mcp.engine.raster.zonal:zonal_stats", kwargs, ctx=ctx)
+            return app.scrub_model(result)
+        app.require_writable("zonal_stats output")
+        target, result, warnings = await write_output(app, ctx, "gdal_mcp.engine.raster.zonal:zonal_stats", kwargs,
+                                                      inputs=[r, z], output=output, overwrite=overwrite)
+        result.warnings = warnings
+        return result
+
     del threads  # the analysis engines choose their own threading
-    _ = VectorWriteResult

@@ -44,3 +44,41 @@ async def test_calculator_grid_mismatch_says_how_to_fix(client: Client) -> None:
     err, res = await call(client, "raster_calc", inputs={"A": "raster/RGB.byte.tif", "B": "raster/slope.tif"},
                           expression="A + B", output="out/never.tif")
     assert err and res["error"]["code"] == "invalid-argument" and "raster_reproject" in res["error"]["message"]
+
+
+async def test_polygonize_shade(client: Client) -> None:
+    err, four = await call(client, "raster_polygonize", input="raster/shade.tif", output="out/shade4.gpkg")
+    err8, eight = await call(client, "raster_polygonize", input="raster/shade.tif", output="out/shade8.gpkg",
+                             connectivity=8)
+    assert not err and not err8
+    assert (four["summary"]["feature_count"], eight["summary"]["feature_count"]) == (232, 214)
+    assert four["summary"]["crs"] == "EPSG:3857" and four["summary"]["fields"] == ["value"]
+
+
+async def test_rasterize_onto_slope_grid_then_zonal(client: Client, ws: Path) -> None:
+    err, res = await call(client, "vector_rasterize", input="vector/polygons.shp", output="out/zones.tif",
+                          attribute="id", like="raster/slope.tif")
+    assert not err, res
+    with rasterio.open(ws / "out" / "zones.tif") as ds, rasterio.open(ws / "raster" / "slope.tif") as like:
+        values, counts = np.unique(ds.read(1), return_counts=True)
+        assert ds.transform == like.transform and ds.shape == like.shape
+    assert dict(zip(values.tolist(), counts.tolist(), strict=True))[1] == 75
+    assert dict(zip(values.tolist(), counts.tolist(), strict=True))[2] == 50
+    err, res = await call(client, "vector_rasterize", input="vector/polygons.shp", output="out/bad.tif",
+                          burn_value=1, attribute="id", like="raster/slope.tif")
+    assert err and res["error"]["code"] == "invalid-argument"
+
+
+async def test_zonal_stats_reference_facts(client: Client, ws: Path) -> None:
+    err, res = await call(client, "zonal_stats", raster="raster/slope.tif", zones="vector/polygons.shp", id_field="id")
+    assert not err, res
+    rows = {r["id"]: r for r in res["rows"]}
+    assert (rows[1]["count"], rows[2]["count"]) == (75, 50)
+    assert round(rows[1]["mean"], 2) == 14.66 and round(rows[2]["mean"], 4) == 56.6058
+    err, res = await call(client, "zonal_stats", raster="raster/slope.tif", zones="vector/polygons.shp",
+                          stats=["count", "mean"], output="out/zonal.gpkg")
+    assert not err and res["summary"]["feature_count"] == 2
+    assert {"count", "mean"} <= set(res["summary"]["fields"])
+    err, res = await call(client, "zonal_stats", raster="raster/slope.tif", zones="vector/polygons.shp",
+                          stats=["bogus"])
+    assert err and res["error"]["code"] == "invalid-argument"

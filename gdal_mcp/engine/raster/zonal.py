@@ -1,0 +1,327 @@
+"""Zonal statistics: per-feature statistics of a raster band under each polygon, as rasterstats computes them.
+
+A pixel belongs to a zone when its centre is inside the polygon (GDAL's rasterization rule), or when the
+polygon touches it with all_touched; points select the pixel they fall in. Nodata, masked and NaN pixels
+are left out. The statistics are rasterstats' (`zonal_stats`): count, min, max, mean, sum, std (population),
+median, majority/minority (most/least frequent value, the smallest on a tie), unique, range, nodata,
+percentile_<q> (numpy's linear percentile).
+
+Memory: zones are read in Arrow batches (stream.read_layer) and reprojected to the raster's CRS; for each
+zone only the window of its bounds is read, in chunks of at most WINDOW_PIXELS pixels. Sums and moments are
+accumulated chunk by chunk in float64; the pixel values themselves are kept (for one zone at a time) only
+when a value statistic (median, majority, minority, unique, percentile) is asked for.
+
+Differences from rasterstats, on purpose: the band's GDAL mask is used (rasterstats assumes nodata -999
+when the raster has none, and ignores alpha/per-dataset masks); `nodata` counts masked zone pixels inside
+the raster (rasterstats also counts those beyond its edge); sums and means accumulate in float64 (numpy's
+default for float32 data accumulates in float32), so they can differ in the last float32 digits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings as pywarnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyogrio
+import shapely
+from pydantic import BaseModel, Field
+from rasterio.features import rasterize
+from rasterio.windows import Window
+
+from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.engine.raster.region import select_bands
+from gdal_mcp.engine.raster.stats import _Accumulator
+from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, iter_windows
+from gdal_mcp.engine.vector.opening import choose_layer, list_layers
+from gdal_mcp.engine.vector.rasterize import layer_crs, reproject_geometries, transformer
+from gdal_mcp.engine.vector.stream import geometries, read_layer, summarize_vector, vector_driver, write_layer
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import VectorSummary
+
+DEFAULT_STATS = ["count", "min", "max", "mean", "sum", "std", "median", "majority"]
+BASIC_STATS = ("count", "min", "max", "mean", "sum", "std", "median", "majority", "minority", "unique", "range",
+               "nodata")
+VALUE_STATS = ("median", "majority", "minority", "unique")
+INTEGER_STATS = ("count", "unique", "nodata")
+PERCENTILE = re.compile(r"^percentile_(\d+(?:\.\d+)?)$")
+# Pixels read at once for one zone: a quarter of the usual window, since a chunk costs several arrays of
+# its size (data, mask, zone, selected values); tests lower it to split zones into several chunks.
+WINDOW_PIXELS = DEFAULT_WINDOW_PIXELS // 4
+ZONE_BATCH = 1024
+MAX_LIMIT = 10_000
+
+
+class ZonalResult(BaseModel):
+    rows: list[dict[str, Any]] = Field(description="One row per zone, in layer order: id (the id_field value, else "
+                                                   "the 0-based feature index) and each statistic (null when the "
+                                                   "zone has no valid pixel)")
+    row_count: int = Field(description="Zones processed (every feature of the layer)")
+    truncated: bool = Field(description="More zones than rows returned (raise limit, or pass dst for all)")
+    remaining: int = Field(description="Zones not returned in rows")
+    stats: list[str]
+    band: int
+    summary: VectorSummary | None = Field(None, description="The vector file written with dst")
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------- arguments
+
+def check_stats(stats: Any) -> list[str]:
+    """The statistic names, validated and without repeats."""
+    if isinstance(stats, str):
+        stats = stats.split()
+    if not isinstance(stats, list | tuple) or not stats:
+        raise GdalMcpError("invalid-argument", f"stats must be a non-empty list of: {', '.join(BASIC_STATS)}, "
+                           "percentile_<q>")
+    out: list[str] = []
+    for s in stats:
+        name = str(s).strip()
+        match = PERCENTILE.match(name)
+        if name not in BASIC_STATS and not (match and 0 <= float(match.group(1)) <= 100):
+            raise GdalMcpError("invalid-argument", f"unknown statistic {s!r}; use {', '.join(BASIC_STATS)} or "
+                               "percentile_<q> with q from 0 to 100 (e.g. percentile_90)")
+        if name not in out:
+            out.append(name)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- one zone
+
+def _window(ds: Any, bounds: tuple[float, float, float, float]) -> Window | None:
+    """The pixels covering `bounds` (floor of the top-left, ceil of the bottom-right, as rasterstats), within
+    the raster; None when they miss it."""
+    inv = ~ds.transform
+    minx, miny, maxx, maxy = bounds
+    cols, rows = zip(*(inv @ (x, y) for x, y in ((minx, miny), (minx, maxy), (maxx, miny), (maxx, maxy))),
+                     strict=True)
+    if not all(math.isfinite(v) for v in cols + rows):
+        return None
+    c0, r0 = max(0, math.floor(min(cols))), max(0, math.floor(min(rows)))
+    c1, r1 = min(ds.width, math.ceil(max(cols))), min(ds.height, math.ceil(max(rows)))
+    if c1 <= c0 or r1 <= r0:
+        return None
+    return Window(c0, r0, c1 - c0, r1 - r0)
+
+
+def _boxify(geom: Any, ds: Any) -> Any:
+    """Points as the pixels they fall in (boxes 1 % smaller than a cell, as rasterstats' boxify_points)."""
+    import shapely
+
+    t = ds.transform
+    shrink = 0.01 * abs(min(t.a, t.e))
+    boxes = []
+    for pt in shapely.get_parts(geom):
+        col, row = (math.floor(v) for v in ~t @ (pt.x, pt.y))
+        x0, y0 = t @ (col, row)
+        x1, y1 = t @ (col + 1, row + 1)
+        boxes.append(shapely.box(min(x0, x1) + shrink, min(y0, y1) + shrink, max(x0, x1) - shrink,
+                                 max(y0, y1) - shrink))
+    return shapely.MultiPolygon(boxes)
+
+
+def zone_statistics(ds: Any, band: int, geom: Any, stats: list[str], all_touched: bool) -> dict[str, Any]:
+    """The statistics of `band` under one geometry (in the raster's CRS)."""
+    if geom is not None and not geom.is_empty and "Point" in geom.geom_type:
+        geom = _boxify(geom, ds)
+    acc = _Accumulator()
+    nodata = 0
+    keep_values = any(s in VALUE_STATS or s.startswith("percentile_") for s in stats)
+    parts: list[np.ndarray] = []
+    win = None if geom is None or geom.is_empty else _window(ds, geom.bounds)
+    if win is not None:
+        block = ds.block_shapes[band - 1]
+        for sub in iter_windows(int(win.width), int(win.height), block, WINDOW_PIXELS):
+            w = Window(win.col_off + sub.col_off, win.row_off + sub.row_off, sub.width, sub.height)
+            chunk = ds.read(band, window=w, masked=True)
+            inside = rasterize([(geom, 1)], out_shape=(int(w.height), int(w.width)), transform=ds.window_transform(w),
+                               fill=0, all_touched=all_touched, dtype="uint8").astype(bool)
+            data = np.ma.getdata(chunk)
+            invalid = np.ma.getmaskarray(chunk)
+            if np.issubdtype(data.dtype, np.floating):
+                invalid = invalid | np.isnan(data)
+            nodata += int(np.count_nonzero(inside & invalid))
+            values = data[inside & ~invalid]
+            with np.errstate(invalid="ignore", over="ignore"):
+                acc.add(values, 0)
+            if keep_values and values.size:
+                parts.append(values)
+    n = acc.n
+    values = np.concatenate(parts) if parts else np.empty(0, dtype=ds.dtypes[band - 1])
+    keys, counts = np.unique(values, return_counts=True) if keep_values else (values, values)
+    out: dict[str, Any] = {}
+    for s in stats:
+        if s == "count":
+            out[s] = n
+        elif s == "nodata":
+            out[s] = nodata
+        elif n == 0:
+            out[s] = None
+        elif s == "min":
+            out[s] = acc.lo
+        elif s == "max":
+            out[s] = acc.hi
+        elif s == "mean":
+            out[s] = acc.mean
+        elif s == "sum":
+            out[s] = acc.total
+        elif s == "std":
+            out[s] = math.sqrt(acc.m2 / n)
+        elif s == "range":
+            out[s] = acc.hi - acc.lo
+        elif s == "median":
+            out[s] = float(np.median(values))
+        elif s == "unique":
+            out[s] = int(keys.size)
+        elif s == "majority":
+            out[s] = float(keys[int(np.argmax(counts))])
+        elif s == "minority":
+            out[s] = float(keys[int(np.argmin(counts))])
+        else:
+            out[s] = float(np.percentile(values, float(s.split("_", 1)[1])))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- all zones
+
+def _json_value(v: Any) -> Any:
+    """A table cell for the result: plain Python, non-finite floats as strings."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, bytes):
+        return v.hex()
+    return v
+
+
+@wrap_gdal_errors
+def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int = 1, stats: list[str] | None = None,
+                all_touched: bool = False, id_field: str | None = None, limit: int = 200, dst: str | None = None,
+                format: str | None = None, progress: Progress = no_progress) -> tuple[ZonalResult, list[str]]:
+    """Statistics of `band` of `raster` under each feature of `zones`; with `dst`, also a copy of the zones
+    carrying the statistics as attributes."""
+    names = check_stats(DEFAULT_STATS if stats is None else stats)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
+        raise GdalMcpError("invalid-argument", f"limit must be an integer from 0 to {MAX_LIMIT}; pass dst to get "
+                           "every zone in a file")
+    warnings: list[str] = []
+    driver = vector_driver(dst, format) if dst is not None else None
+    name = choose_layer(zones, layer)
+    with pywarnings.catch_warnings():
+        pywarnings.simplefilter("ignore")
+        info = pyogrio.read_info(zones, layer=name)
+    fields = list(info["fields"])
+    if id_field is not None and id_field not in fields:
+        raise GdalMcpError("not-found", f"id_field {id_field!r} not found; fields are: {', '.join(fields) or '(none)'}")
+    with open_raster(raster) as ds:
+        select_bands(ds, [band])
+        dtype = np.dtype(ds.dtypes[band - 1])
+        if dtype.kind not in "uif":
+            raise GdalMcpError("unsupported", f"band {band} is {dtype.name}; zonal statistics need real-valued bands")
+        zones_crs = layer_crs(info.get("crs"))
+        raster_crs = ds.crs if ds.crs and ds.crs.to_wkt() else None
+        if zones_crs is not None and raster_crs is None:
+            warnings.append("the raster has no CRS: the zones' coordinates are taken as the raster's own")
+        elif zones_crs is None and raster_crs is not None:
+            warnings.append("the zones have no CRS: their coordinates are taken to be in the raster's CRS")
+        trans = transformer(zones_crs, raster_crs)
+        rows: list[dict[str, Any]] = []
+        state = {"done": 0, "dropped": 0, "missing": 0}
+        columns = None if dst is not None else ([id_field] if id_field else [])
+
+        with read_layer(zones, layer=name, columns=columns, batch_size=ZONE_BATCH) as st:
+            if st.geometry_column is None:
+                raise GdalMcpError("invalid-argument", f"layer '{name}' has no geometries; zones must be polygons "
+                                   "(or points/lines)")
+            total = st.total
+
+            def compute(batch: pa.RecordBatch) -> list[dict[str, Any]]:
+                raw = geometries(batch)
+                state["missing"] += int(np.count_nonzero(shapely.is_missing(raw) | shapely.is_empty(raw)))
+                geoms, dropped = reproject_geometries(raw, trans)
+                state["dropped"] += dropped
+                ids = batch.column(id_field).to_pylist() if id_field else None
+                out = []
+                for i, geom in enumerate(geoms):
+                    values = zone_statistics(ds, band, geom, names, all_touched)
+                    out.append(values)
+                    index = state["done"]
+                    state["done"] += 1
+                    if len(rows) < limit:
+                        rows.append({"id": _json_value(ids[i] if ids is not None else index),
+                                     **{k: _json_value(v) for k, v in values.items()}})
+                    progress(min(0.99, state["done"] / total) if total else 0.5,
+                             f"zonal statistics: {state['done']}" + (f"/{total}" if total else "") + " zones")
+                return out
+
+            if dst is None:
+                for batch in st.batches:
+                    room = limit - len(rows)
+                    if room <= 0 and total is not None:
+                        state["done"] = total
+                        break
+                    if room > 0:
+                        compute(batch.slice(0, room))
+                    state["done"] += max(0, batch.num_rows - max(room, 0))
+                row_count = state["done"]
+            else:
+                replaced = [s for s in names if s in fields]
+                if replaced:
+                    warnings.append(f"the zones' field(s) {', '.join(replaced)} are replaced by the statistics of the "
+                                    "same name in dst")
+                schema, batches = _with_stats(st, names, compute)
+                failure: list[BaseException] = []
+
+                def guarded() -> Iterator[pa.RecordBatch]:
+                    try:
+                        yield from batches
+                    except BaseException as e:
+                        failure.append(e)
+                        raise
+
+                out_layer = Path(dst).stem  # type: ignore[arg-type]
+                try:
+                    write_layer(dst, schema, guarded(), driver=driver, layer=out_layer,  # type: ignore[arg-type]
+                                crs=info.get("crs"), geometry_type=st.geometry_type)
+                except Exception:
+                    if failure:
+                        raise failure[0] from None
+                    raise
+                row_count = state["done"]
+    if state["missing"]:
+        warnings.append(f"{state['missing']} zone(s) have no geometry; their statistics are empty")
+    if state["dropped"]:
+        warnings.append(f"{state['dropped']} zone(s) could not be projected to the raster's CRS; their statistics "
+                        "are empty")
+    summary = None
+    if dst is not None:
+        layers = [n for n, _ in list_layers(dst)]
+        summary = summarize_vector(dst, out_layer if out_layer in layers else layers[0])
+    progress(1.0, f"zonal statistics of {row_count} zones")
+    result = ZonalResult(rows=rows, row_count=row_count, truncated=row_count > len(rows),
+                         remaining=row_count - len(rows), stats=names, band=band, summary=summary, warnings=warnings)
+    return result, warnings
+
+
+def _with_stats(st: Any, names: list[str], compute: Any) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The zones' schema plus one column per statistic (replacing a field of the same name), and the batches."""
+    types = {s: (pa.int64() if s in INTEGER_STATS else pa.float64()) for s in names}
+    kept = [f for f in st.schema if f.name not in types]
+    schema = pa.schema(kept + [pa.field(s, t) for s, t in types.items()])
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in st.batches:
+            values = compute(batch)
+            arrays = [batch.column(f.name) for f in kept]
+            arrays += [pa.array([v[s] for v in values], type=types[s]) for s in names]
+            yield pa.record_batch(arrays, schema=schema)
+
+    return schema, batches()

@@ -1,0 +1,412 @@
+"""Burning vector features into a new raster, like gdal_rasterize, written window by window.
+
+The grid is copied from a `like` raster (CRS, transform, size) or built from resolution or size plus a bbox
+(default: the layer's extent) as gdal_rasterize builds it for -tr / -ts / -te. Features are reprojected
+(vertex by vertex, as GDAL does) to the grid's CRS.
+
+Memory stays bounded by one output window plus one Arrow batch of features: the output is written in
+strips of whole blocks (`iter_windows`, at most WINDOW_PIXELS pixels), and for each strip the features are
+read again through `stream.read_layer(bbox=…)`, i.e. OGR's spatial filter with the strip's bounds in the
+layer's CRS. A feature that spans several strips is read and burnt once per strip; within a strip features
+are burnt in layer order, so where they overlap the last one wins, as in gdal_rasterize.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings as pywarnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyogrio
+import rasterio
+import rasterio.shutil
+from affine import Affine
+from rasterio.features import rasterize as burn
+
+from gdal_mcp.engine.crs import parse_crs
+from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.engine.raster.output import (
+    cast,
+    fits,
+    infer_driver,
+    output_profile,
+    parse_dtype,
+    staging_options,
+    summarize,
+    writable_driver,
+)
+from gdal_mcp.engine.raster.output import creation_options as normalize_options
+from gdal_mcp.engine.raster.warp import resolution_pair
+from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, iter_windows
+from gdal_mcp.engine.vector.opening import choose_layer
+from gdal_mcp.engine.vector.stream import geometries, read_layer
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import RasterSummary
+
+# Output pixels per window (tests lower it to exercise many windows).
+WINDOW_PIXELS = DEFAULT_WINDOW_PIXELS
+OUTPUT_BLOCK = (256, 256)
+MAX_SIDE = 2**31 - 1
+# Candidate output types for integral values, smallest first.
+INTEGER_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "int64", "uint64")
+
+
+# ---------------------------------------------------------------------------------------------- shared helpers
+
+def transformer(src_crs: Any, dst_crs: Any) -> Any:
+    """A pyproj Transformer (x/y order) between two rasterio CRSs; None when no reprojection is needed."""
+    if src_crs is None or dst_crs is None or src_crs == dst_crs:
+        return None
+    from pyproj import Transformer
+
+    return Transformer.from_crs(src_crs.to_wkt(), dst_crs.to_wkt(), always_xy=True)
+
+
+def reproject_geometries(geoms: np.ndarray, trans: Any) -> tuple[np.ndarray, int]:
+    """Geometries reprojected vertex by vertex, 2D; those PROJ cannot place (non-finite) become None.
+
+    Returns the array and how many were dropped.
+    """
+    import shapely
+
+    geoms = shapely.force_2d(geoms)
+    if trans is None:
+        return geoms, 0
+
+    def project(xy: np.ndarray) -> np.ndarray:
+        x, y = trans.transform(xy[:, 0], xy[:, 1])
+        return np.column_stack([x, y])
+
+    out = shapely.transform(geoms, project)
+    coords, index = shapely.get_coordinates(out, return_index=True)
+    bad = np.unique(index[~np.isfinite(coords).all(axis=1)])
+    if bad.size:
+        out[bad] = None
+    return out, int(bad.size)
+
+
+def layer_crs(meta_crs: str | None) -> Any:
+    """The rasterio CRS of a layer (None when it has none)."""
+    return parse_crs(meta_crs, "layer CRS") if meta_crs else None
+
+
+# ---------------------------------------------------------------------------------------------- arguments
+
+def _smallest_dtype(values: list[float]) -> str:
+    """The smallest type holding every value exactly: integers first, then float32, else float64."""
+    finite = [v for v in values if not math.isnan(v)]
+    if len(finite) == len(values) and all(math.isfinite(v) and float(v).is_integer() for v in values):
+        for name in INTEGER_TYPES:
+            info = np.iinfo(name)
+            if all(info.min <= v <= info.max for v in values):
+                return name
+    if all(math.isnan(v) or float(np.float32(v)) == v for v in values):
+        return "float32"
+    return "float64"
+
+
+def _grid_bbox(bbox: Any) -> tuple[float, float, float, float]:
+    try:
+        values = tuple(float(v) for v in bbox)
+    except (TypeError, ValueError):
+        values = ()
+    if len(values) != 4 or not all(math.isfinite(v) for v in values) or not (values[0] < values[2]
+                                                                             and values[1] < values[3]):
+        raise GdalMcpError("invalid-argument", "bbox must be four finite numbers [minx, miny, maxx, maxy] with "
+                           "minx < maxx and miny < maxy, in the output CRS")
+    return values  # type: ignore[return-value]
+
+
+def _layer_extent(path: str, layer: str) -> tuple[float, float, float, float] | None:
+    """The layer's extent (OGR_L_GetExtent, before any where filter, as gdal_rasterize takes it)."""
+    with pywarnings.catch_warnings():
+        pywarnings.simplefilter("ignore")
+        info = pyogrio.read_info(path, layer=layer, force_total_bounds=True)
+    tb = info.get("total_bounds")
+    if tb is not None and all(math.isfinite(v) for v in tb):
+        return float(tb[0]), float(tb[1]), float(tb[2]), float(tb[3])
+    return None
+
+
+def _grid(path: str, layer: str, src_crs: Any, *, resolution: Any, size: Any, bbox: Any,
+          crs: str | None, warnings: list[str]) -> tuple[Any, Affine, int, int]:
+    """(crs, transform, width, height) as gdal_rasterize computes them for -tr / -ts and -te.
+
+    Without bbox the extent is the layer's (all features, the where filter does not narrow it), widened by
+    half a pixel on each side when a resolution is given, as gdal_rasterize does "to avoid missing points
+    on the border".
+    """
+    if resolution is not None and size is not None:
+        raise GdalMcpError("invalid-argument", "give resolution or size, not both (gdal_rasterize -tr and -ts "
+                           "exclude each other)")
+    if resolution is None and size is None:
+        raise GdalMcpError("invalid-argument", "say what grid to burn into: like= a raster to copy the grid from, "
+                           "or resolution= (or size=) with an optional bbox")
+    target = parse_crs(crs, "crs") if crs is not None else src_crs
+    if bbox is not None:
+        minx, miny, maxx, maxy = _grid_bbox(bbox)
+    else:
+        extent = _layer_extent(path, layer)
+        if extent is None:
+            raise GdalMcpError("invalid-argument", "the layer has no features with a geometry; pass bbox to set the "
+                               "output extent")
+        minx, miny, maxx, maxy = extent
+        if target is not None and src_crs is not None and target != src_crs:
+            from rasterio.warp import transform_bounds
+
+            minx, miny, maxx, maxy = transform_bounds(src_crs, target, minx, miny, maxx, maxy, densify_pts=21)
+            if not all(math.isfinite(v) for v in (minx, miny, maxx, maxy)):
+                raise GdalMcpError("invalid-argument", "the layer's extent cannot be projected to crs; pass bbox")
+    if size is not None:
+        if not isinstance(size, list | tuple) or len(size) != 2 or any(
+                isinstance(v, bool) or not isinstance(v, int | np.integer) or not 1 <= v <= MAX_SIDE for v in size):
+            raise GdalMcpError("invalid-argument", "size must be [width, height] in pixels, both >= 1")
+        width, height = int(size[0]), int(size[1])
+        xres, yres = (maxx - minx) / width, (maxy - miny) / height
+    else:
+        xres, yres = resolution_pair(resolution)  # type: ignore[misc]
+        if bbox is None:
+            minx, miny, maxx, maxy = minx - xres / 2, miny - yres / 2, maxx + xres / 2, maxy + yres / 2
+        fw, fh = 0.5 + (maxx - minx) / xres, 0.5 + (maxy - miny) / yres
+        if fw > MAX_SIDE or fh > MAX_SIDE:
+            raise GdalMcpError("invalid-argument", f"resolution {xres}, {yres} makes a grid of {fw:.0f} x {fh:.0f} "
+                               "pixels; use a coarser resolution or a smaller bbox")
+        width, height = int(fw), int(fh)
+    if width < 1 or height < 1 or xres <= 0 or yres <= 0:
+        raise GdalMcpError("invalid-argument", f"the extent [{minx}, {miny}, {maxx}, {maxy}] gives an empty grid "
+                           f"({width} x {height} pixels); pass a bbox with an area, or a finer resolution")
+    if target is None and src_crs is None:
+        warnings.append("neither the layer nor the arguments give a CRS; the output has none")
+    return target, Affine(xres, 0.0, minx, 0.0, -yres, maxy), width, height
+
+
+def _attribute_range(path: str, layer: str, where: str | None, attribute: str) -> list[float]:
+    """Min and max of an integer attribute over the features to burn (one pass, no geometry)."""
+    lo: int | None = None
+    hi: int | None = None
+    with read_layer(path, layer=layer, where=where, columns=None if where else [attribute], read_geometry=False,
+                    count=False) as st:
+        for batch in st.batches:
+            column = batch.column(attribute)
+            if column.null_count == len(column):
+                continue
+            mm = pc.min_max(column)
+            a, b = int(mm["min"].as_py()), int(mm["max"].as_py())
+            lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
+    return [] if lo is None or hi is None else [float(lo), float(hi)]
+
+
+def _first_value(path: str, layer: str, where: str | None, attribute: str) -> float | None:
+    """The attribute of the first feature (gdal_rasterize -i burns it everywhere outside the features)."""
+    with read_layer(path, layer=layer, where=where, columns=None if where else [attribute], read_geometry=False,
+                    batch_size=1, count=False) as st:
+        for batch in st.batches:
+            if batch.num_rows:
+                value = batch.column(attribute)[0].as_py()
+                return None if value is None else float(value)
+    return None
+
+
+def _values(column: pa.Array, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """Burn values cast to dtype as GDAL writes them (rounded, clamped), and which rows have a value."""
+    valid = ~np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    raw = column.fill_null(0).to_numpy(zero_copy_only=False)
+    if raw.dtype == bool:
+        raw = raw.astype("uint8")
+    target = np.dtype(dtype)
+    if raw.dtype.kind in "iu" and target.kind in "iu":
+        have, want = np.iinfo(raw.dtype), np.iinfo(target)
+        lo, hi = raw.dtype.type(max(have.min, want.min)), raw.dtype.type(min(have.max, want.max))
+        return np.clip(raw, lo, hi).astype(target), valid
+    return cast(raw.astype("float64", copy=False), dtype), valid
+
+
+# ---------------------------------------------------------------------------------------------- rasterize
+
+@wrap_gdal_errors
+def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None = None,
+              burn_value: float | None = None, attribute: str | None = None, like: str | None = None,
+              resolution: float | list[float] | None = None, size: list[int] | None = None,
+              bbox: tuple[float, float, float, float] | None = None, crs: str | None = None,
+              all_touched: bool = False, invert: bool = False, dtype: str | None = None, nodata: float | None = None,
+              format: str | None = None, creation_options: dict[str, Any] | None = None,
+              progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+    """Burn the features of `src` into a new raster `dst` (a fixed value or a numeric attribute)."""
+    warnings: list[str] = []
+    if (burn_value is None) == (attribute is None):
+        raise GdalMcpError("invalid-argument", "pass exactly one of burn_value (a fixed value) or attribute (a numeric "
+                           "field whose value each feature burns)")
+    if burn_value is not None and (isinstance(burn_value, bool) or not isinstance(burn_value, int | float)):
+        raise GdalMcpError("invalid-argument", f"burn_value must be a number, got {burn_value!r}")
+    if like is not None:
+        given = [n for n, v in (("resolution", resolution), ("size", size), ("bbox", bbox), ("crs", crs)) if v is not None]
+        if given:
+            raise GdalMcpError("invalid-argument", f"like copies the whole grid of a raster; remove {', '.join(given)} "
+                               "or drop like")
+    driver = infer_driver(dst, format)
+    if driver in ("VRT", "MEM"):
+        raise GdalMcpError("unsupported", f"rasterize cannot write {driver}; write GTiff or COG instead")
+    options = normalize_options(creation_options)
+    try:
+        out_dtype = parse_dtype(dtype)
+    except GdalMcpError as e:
+        raise GdalMcpError(e.code, e.message.replace("output_type", "dtype")) from None
+    fill = 0.0 if nodata is None else float(nodata)
+    if math.isnan(fill) and out_dtype is not None and not np.issubdtype(np.dtype(out_dtype), np.floating):
+        raise GdalMcpError("invalid-argument", f"nodata NaN needs a float dtype, not {out_dtype}")
+
+    name = choose_layer(src, layer)
+    with pywarnings.catch_warnings():
+        pywarnings.simplefilter("ignore")
+        info = pyogrio.read_info(src, layer=name)
+    fields = dict(zip(list(info["fields"]), list(info["dtypes"]), strict=True))
+    if attribute is not None:
+        if attribute not in fields:
+            raise GdalMcpError("not-found", f"field {attribute!r} not found; fields are: "
+                               f"{', '.join(fields) or '(none)'}")
+        kind = np.dtype(fields[attribute]).kind if fields[attribute] != "object" else "O"
+        if kind not in "iufb":
+            raise GdalMcpError("invalid-argument", f"field {attribute!r} is {fields[attribute]}, not numeric; burn a "
+                               "numeric field or use burn_value")
+    src_crs = layer_crs(info.get("crs"))
+
+    # The grid.
+    if like is not None:
+        with open_raster(like) as ref:
+            target, transform, width, height = ref.crs if ref.crs and ref.crs.to_wkt() else None, ref.transform, \
+                ref.width, ref.height
+    else:
+        target, transform, width, height = _grid(src, name, src_crs, resolution=resolution, size=size, bbox=bbox,
+                                                 crs=crs, warnings=warnings)
+    if src_crs is None and target is not None:
+        warnings.append("the layer has no CRS; its coordinates are taken to be in the output's CRS")
+    elif target is None and src_crs is not None:
+        warnings.append("the output grid has no CRS; the layer's coordinates are burnt as they are")
+    trans = transformer(src_crs, target)
+
+    # Values and type.
+    if invert and attribute is not None:
+        first = _first_value(src, name, where, attribute)
+        warnings.append(f"invert burns one value everywhere outside the features: the first feature's {attribute} "
+                        f"({first}), as gdal_rasterize -i does")
+        burn_value = 0.0 if first is None else first
+    if out_dtype is None:
+        if attribute is not None and not invert and np.dtype(fields[attribute]).kind == "f":
+            out_dtype = "float64"
+        elif attribute is not None and not invert:
+            out_dtype = _smallest_dtype(_attribute_range(src, name, where, attribute) + [fill])
+        else:
+            out_dtype = _smallest_dtype([float(burn_value), fill])  # type: ignore[arg-type]
+    if not fits(fill, out_dtype):
+        raise GdalMcpError("invalid-argument", f"nodata {fill} cannot be stored in {out_dtype}; choose another nodata "
+                           "or dtype")
+    if burn_value is not None and not fits(float(burn_value), out_dtype):
+        warnings.append(f"burn_value {burn_value} does not fit {out_dtype}; it is rounded and clamped as GDAL does")
+    fixed = None if burn_value is None else cast(np.array([burn_value], dtype="float64"), out_dtype)[0]
+
+    staged = dst if writable_driver(driver) else str(Path(dst).with_name(Path(dst).name + ".staging.tif"))
+    profile = output_profile(driver if staged == dst else "GTiff", width=width, height=height, count=1, dtype=out_dtype,
+                             crs=target, transform=transform, nodata=fill,
+                             options=options if staged == dst else staging_options(driver))
+    wins = list(iter_windows(width, height, OUTPUT_BLOCK, WINDOW_PIXELS))
+    share = 1.0 if staged == dst else 0.8
+    counts = {"dropped": 0, "null": 0}
+    existed = os.path.exists(dst)
+    try:
+        with rasterio.open(staged, "w", **profile) as out:
+            for i, w in enumerate(wins):
+                wt = out.window_transform(w)
+                shape = (int(w.height), int(w.width))
+                query = _query_bbox(_bounds(wt, shape), target, src_crs, trans)
+                if invert:
+                    assert fixed is not None  # invert always has a single burn value
+                    covered = np.zeros(shape, dtype="uint8")
+                    for geoms, _ in _window_features(src, name, where, query, None, out_dtype, trans, counts):
+                        burn(((g, 1) for g in geoms), out=covered, transform=wt, all_touched=all_touched)
+                    data = np.where(covered.astype(bool), np.array(fill, dtype=out_dtype), fixed).astype(out_dtype)
+                else:
+                    data = np.full(shape, fill, dtype=out_dtype)
+                    for geoms, values in _window_features(src, name, where, query, attribute, out_dtype, trans, counts):
+                        pairs = zip(geoms, values if values is not None else [fixed] * len(geoms), strict=True)
+                        burn(pairs, out=data, transform=wt, all_touched=all_touched)
+                out.write(data, 1, window=w)
+                progress(share * (i + 1) / len(wins), f"rasterized window {i + 1}/{len(wins)}")
+        if staged != dst:
+            progress(share, f"writing {driver} with GDAL CreateCopy")
+            rasterio.shutil.copy(staged, dst, driver=driver, **options)
+            progress(1.0, f"wrote {driver}")
+    except BaseException:
+        if not existed:
+            _remove(dst)
+        raise
+    finally:
+        if staged != dst:
+            _remove(staged)
+    if counts["dropped"]:
+        warnings.append("some features could not be projected to the output CRS (they lie outside its valid area) "
+                        "and were not burnt")
+    if counts["null"]:
+        warnings.append(f"features whose {attribute} is null were not burnt")
+    return summarize(dst), warnings
+
+
+def _remove(path: str) -> None:
+    """Delete a raster this call wrote (a partial file GDAL cannot open is removed directly)."""
+    if not os.path.exists(path):
+        return
+    try:
+        rasterio.shutil.delete(path)
+    except Exception:  # noqa: BLE001
+        os.remove(path)
+
+
+def _bounds(transform: Affine, shape: tuple[int, int]) -> tuple[float, float, float, float]:
+    """(minx, miny, maxx, maxy) of a window of `shape` (rows, cols) with this transform."""
+    xs, ys = zip(*(transform @ (c, r) for c in (0, shape[1]) for r in (0, shape[0])), strict=True)
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _query_bbox(bounds: tuple[float, float, float, float], target: Any, src_crs: Any,
+                trans: Any) -> tuple[float, float, float, float] | None:
+    """The window's bounds in the layer's CRS, a little wider (None: read every feature)."""
+    minx, miny, maxx, maxy = bounds
+    if trans is not None:
+        from rasterio.warp import transform_bounds
+
+        try:
+            minx, miny, maxx, maxy = transform_bounds(target, src_crs, minx, miny, maxx, maxy, densify_pts=21)
+        except Exception:  # noqa: BLE001 - PROJ refuses the window: fall back to every feature
+            return None
+        if not all(math.isfinite(v) for v in (minx, miny, maxx, maxy)):
+            return None
+    pad = 1e-9 * max(abs(minx), abs(maxx), abs(miny), abs(maxy), 1.0)
+    return minx - pad, miny - pad, maxx + pad, maxy + pad
+
+
+def _window_features(src: str, layer: str, where: str | None, query: tuple[float, float, float, float] | None,
+                     attribute: str | None, dtype: str, trans: Any, counts: dict[str, int]) -> Any:
+    """(geometries, burn values or None) per Arrow batch of the features whose envelope meets `query`."""
+    import shapely
+
+    # Fields OGR is told to ignore read as null inside the where filter: keep them all when filtering.
+    columns = None if where else ([attribute] if attribute else [])
+    with read_layer(src, layer=layer, where=where, bbox=query, columns=columns, count=False) as st:
+        for batch in st.batches:
+            geoms, dropped = reproject_geometries(geometries(batch), trans)
+            counts["dropped"] += dropped
+            keep = ~(shapely.is_missing(geoms) | shapely.is_empty(geoms))
+            values = None
+            if attribute is not None:
+                values, valid = _values(batch.column(attribute), dtype)
+                counts["null"] += int((keep & ~valid).sum())
+                keep &= valid
+                values = values[keep]
+            if keep.any():
+                yield geoms[keep], values
