@@ -31,8 +31,7 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import creation_options as normalize_options
-from gdal_mcp.engine.raster.output import fits, infer_driver, parse_dtype, summarize
-from gdal_mcp.engine.raster.terrain import write_single_band
+from gdal_mcp.engine.raster.output import fits, infer_driver, parse_dtype, summarize, write_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -528,8 +527,8 @@ def calc(inputs: dict[str, str], expression: str, dst: str, *, output_type: str 
             out[invalid] = out_nodata
             return out
 
-        write_single_band(dst, driver, options, width=ref.width, height=ref.height, dtype=dtype, crs=ref.crs,
-                          transform=ref.transform, nodata=out_nodata, compute=compute, progress=progress,
-                          what="calc", window_pixels=WINDOW_PIXELS)
+        write_windows(dst, driver, options, width=ref.width, height=ref.height, count=1, dtype=dtype, crs=ref.crs,
+                      transform=ref.transform, nodata=out_nodata, compute=compute, progress=progress, what="calc",
+                      window_pixels=WINDOW_PIXELS)
     warnings.extend(_warnings(counts, dtype, out_nodata))
     return summarize(dst), warnings

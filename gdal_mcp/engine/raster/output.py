@@ -171,3 +171,59 @@ def copy_metadata(ds: Any, out: Any, indexes: list[int] | None = None, *, dtype_
     if not dtype_changed:
         out.scales = [ds.scales[b - 1] for b in indexes]
         out.offsets = [ds.offsets[b - 1] for b in indexes]
+
+
+def _delete(path: str) -> None:
+    """Remove a raster this job wrote (a partial file GDAL cannot open is removed directly)."""
+    if not os.path.exists(path):
+        return
+    try:
+        rasterio.shutil.delete(path)
+    except Exception:  # noqa: BLE001
+        os.remove(path)
+
+
+def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, count: int, dtype: str,
+                  crs: Any, transform: Any, nodata: float | None, compute: Any, progress: Any, what: str,
+                  window_pixels: int, block: tuple[int, int] = (256, 256), prepare: Any = None) -> None:
+    """The one window-by-window raster writer: `compute(window)` returns (h, w) or (count, h, w) pixels.
+
+    Drivers that can only CreateCopy (COG, PNG …) get a tiled GTiff staged beside `dst`, then copied.
+    `prepare(dataset)` may set metadata (colour interpretation, descriptions) before pixels are written.
+    A failed write leaves no partial `dst` or staging file behind.
+    """
+    from rasterio.io import driver_can_create
+
+    with rasterio.Env():  # driver_can_create needs the drivers registered
+        staged = driver in COPY_ONLY or not driver_can_create(driver)
+    write_path = str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst
+    profile = output_profile("GTiff" if staged else driver, width=width, height=height, count=count, dtype=dtype,
+                             crs=crs, transform=transform, nodata=nodata,
+                             options=staging_options(driver) if staged else options)
+    from gdal_mcp.engine.raster.windows import iter_windows
+
+    wins = list(iter_windows(width, height, block, max(1, window_pixels // max(1, count))))
+    share = 0.8 if staged else 1.0
+    existed = os.path.exists(dst)
+    try:
+        with rasterio.open(write_path, "w", **profile) as out:
+            if prepare is not None:
+                prepare(out)
+            for i, w in enumerate(wins, start=1):
+                data = compute(w)
+                if data.ndim == 2:
+                    out.write(data, 1, window=w)
+                else:
+                    out.write(data, window=w)
+                progress(share * i / len(wins), f"{what} window {i}/{len(wins)}")
+        if staged:
+            progress(share, f"writing {driver} with GDAL CreateCopy")
+            rasterio.shutil.copy(write_path, dst, driver=driver, **options)
+            progress(1.0, f"wrote {driver}")
+    except BaseException:
+        if not existed:
+            _delete(dst)
+        raise
+    finally:
+        if staged:
+            _delete(write_path)

@@ -20,28 +20,21 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-import rasterio
-import rasterio.shutil
-from rasterio.io import driver_can_create
 from rasterio.windows import Window
 
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.output import (
-    COPY_ONLY,
-    infer_driver,
-    output_profile,
-    staging_options,
-    summarize,
-)
 from gdal_mcp.engine.raster.output import creation_options as normalize_options
-from gdal_mcp.engine.raster.windows import count_windows, iter_windows
+from gdal_mcp.engine.raster.output import (
+    infer_driver,
+    summarize,
+    write_windows,
+)
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -61,51 +54,6 @@ Neighbours = list[np.ndarray]
 
 
 # ---------------------------------------------------------------------------------------------- writing
-
-def write_single_band(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, dtype: str,
-                      crs: Any, transform: Any, nodata: float | None, compute: Callable[[Window], np.ndarray],
-                      progress: Progress, what: str, window_pixels: int) -> None:
-    """Write a one-band raster window by window from `compute(window)`.
-
-    Drivers that can only CreateCopy (COG, PNG …) get a tiled GTiff staged beside `dst` first. A failed
-    write leaves no partial `dst` behind.
-    """
-    with rasterio.Env():  # driver_can_create needs the drivers registered
-        staged = driver in COPY_ONLY or not driver_can_create(driver)
-    write_path = dst
-    if staged:
-        fd, write_path = tempfile.mkstemp(prefix=os.path.basename(dst) + ".", suffix=".tmp.tif",
-                                          dir=os.path.dirname(os.path.abspath(dst)))
-        os.close(fd)
-    profile = output_profile("GTiff" if staged else driver, width=width, height=height, count=1, dtype=dtype,
-                             crs=crs, transform=transform, nodata=nodata,
-                             options=staging_options(driver) if staged else options)
-    total = max(1, count_windows(width, height, OUTPUT_BLOCK, window_pixels))
-    share = 0.8 if staged else 1.0
-    existed = os.path.exists(dst)
-    try:
-        with rasterio.open(write_path, "w", **profile) as out:
-            for i, w in enumerate(iter_windows(width, height, OUTPUT_BLOCK, window_pixels), start=1):
-                out.write(compute(w), 1, window=w)
-                progress(share * i / total, f"{what} window {i}/{total}")
-        if staged:
-            progress(share, f"writing {driver} with GDAL CreateCopy")
-            rasterio.shutil.copy(write_path, dst, driver=driver, **options)
-            progress(1.0, f"wrote {driver}")
-    except BaseException:
-        if not existed and os.path.exists(dst):
-            try:
-                rasterio.shutil.delete(dst)
-            except Exception:  # noqa: BLE001 - a partial file GDAL cannot open: remove it directly
-                os.remove(dst)
-        raise
-    finally:
-        if staged and os.path.exists(write_path):
-            try:
-                rasterio.shutil.delete(write_path)
-            except Exception:  # noqa: BLE001
-                os.remove(write_path)
-
 
 # ---------------------------------------------------------------------------------------------- formulas
 
@@ -338,7 +286,7 @@ def terrain(src: str, dst: str, *, product: Product, band: int = 1, z_factor: fl
             values[missing] = out_nodata
             return values.astype(out_dtype)
 
-        write_single_band(dst, driver, options, width=ds.width, height=ds.height, dtype=out_dtype, crs=ds.crs,
-                          transform=ds.transform, nodata=out_nodata, compute=compute, progress=progress,
-                          what=product, window_pixels=WINDOW_PIXELS)
+        write_windows(dst, driver, options, width=ds.width, height=ds.height, count=1, dtype=out_dtype, crs=ds.crs,
+                      transform=ds.transform, nodata=out_nodata, compute=compute, progress=progress, what=product,
+                      window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK)
     return summarize(dst), warnings

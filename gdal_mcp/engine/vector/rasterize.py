@@ -14,9 +14,7 @@ are burnt in layer order, so where they overlap the last one wins, as in gdal_ra
 from __future__ import annotations
 
 import math
-import os
 import warnings as pywarnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,15 +34,13 @@ from gdal_mcp.engine.raster.output import (
     cast,
     fits,
     infer_driver,
-    output_profile,
     parse_dtype,
-    staging_options,
     summarize,
-    writable_driver,
+    write_windows,
 )
 from gdal_mcp.engine.raster.output import creation_options as normalize_options
 from gdal_mcp.engine.raster.warp import resolution_pair
-from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, iter_windows
+from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS
 from gdal_mcp.engine.vector.opening import choose_layer
 from gdal_mcp.engine.vector.stream import geometries, read_layer
 from gdal_mcp.errors import GdalMcpError
@@ -311,60 +307,33 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
         warnings.append(f"burn_value {burn_value} does not fit {out_dtype}; it is rounded and clamped as GDAL does")
     fixed = None if burn_value is None else cast(np.array([burn_value], dtype="float64"), out_dtype)[0]
 
-    staged = dst if writable_driver(driver) else str(Path(dst).with_name(Path(dst).name + ".staging.tif"))
-    profile = output_profile(driver if staged == dst else "GTiff", width=width, height=height, count=1, dtype=out_dtype,
-                             crs=target, transform=transform, nodata=fill,
-                             options=options if staged == dst else staging_options(driver))
-    wins = list(iter_windows(width, height, OUTPUT_BLOCK, WINDOW_PIXELS))
-    share = 1.0 if staged == dst else 0.8
     counts = {"dropped": 0, "null": 0}
-    existed = os.path.exists(dst)
-    try:
-        with rasterio.open(staged, "w", **profile) as out:
-            for i, w in enumerate(wins):
-                wt = out.window_transform(w)
-                shape = (int(w.height), int(w.width))
-                query = _query_bbox(_bounds(wt, shape), target, src_crs, trans)
-                if invert:
-                    assert fixed is not None  # invert always has a single burn value
-                    covered = np.zeros(shape, dtype="uint8")
-                    for geoms, _ in _window_features(src, name, where, query, None, out_dtype, trans, counts):
-                        burn(((g, 1) for g in geoms), out=covered, transform=wt, all_touched=all_touched)
-                    data = np.where(covered.astype(bool), np.array(fill, dtype=out_dtype), fixed).astype(out_dtype)
-                else:
-                    data = np.full(shape, fill, dtype=out_dtype)
-                    for geoms, values in _window_features(src, name, where, query, attribute, out_dtype, trans, counts):
-                        pairs = zip(geoms, values if values is not None else [fixed] * len(geoms), strict=True)
-                        burn(pairs, out=data, transform=wt, all_touched=all_touched)
-                out.write(data, 1, window=w)
-                progress(share * (i + 1) / len(wins), f"rasterized window {i + 1}/{len(wins)}")
-        if staged != dst:
-            progress(share, f"writing {driver} with GDAL CreateCopy")
-            rasterio.shutil.copy(staged, dst, driver=driver, **options)
-            progress(1.0, f"wrote {driver}")
-    except BaseException:
-        if not existed:
-            _remove(dst)
-        raise
-    finally:
-        if staged != dst:
-            _remove(staged)
+
+    def compute(w: Any) -> np.ndarray:
+        wt = rasterio.windows.transform(w, transform)
+        shape = (int(w.height), int(w.width))
+        query = _query_bbox(_bounds(wt, shape), target, src_crs, trans)
+        if invert:
+            assert fixed is not None  # invert always has a single burn value
+            covered = np.zeros(shape, dtype="uint8")
+            for geoms, _ in _window_features(src, name, where, query, None, out_dtype, trans, counts):
+                burn(((g, 1) for g in geoms), out=covered, transform=wt, all_touched=all_touched)
+            return np.where(covered.astype(bool), np.array(fill, dtype=out_dtype), fixed).astype(out_dtype)
+        data = np.full(shape, fill, dtype=out_dtype)
+        for geoms, values in _window_features(src, name, where, query, attribute, out_dtype, trans, counts):
+            pairs = zip(geoms, values if values is not None else [fixed] * len(geoms), strict=True)
+            burn(pairs, out=data, transform=wt, all_touched=all_touched)
+        return data
+
+    write_windows(dst, driver, options, width=width, height=height, count=1, dtype=out_dtype, crs=target,
+                  transform=transform, nodata=fill, compute=compute, progress=progress, what="rasterized",
+                  window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK)
     if counts["dropped"]:
         warnings.append("some features could not be projected to the output CRS (they lie outside its valid area) "
                         "and were not burnt")
     if counts["null"]:
         warnings.append(f"features whose {attribute} is null were not burnt")
     return summarize(dst), warnings
-
-
-def _remove(path: str) -> None:
-    """Delete a raster this call wrote (a partial file GDAL cannot open is removed directly)."""
-    if not os.path.exists(path):
-        return
-    try:
-        rasterio.shutil.delete(path)
-    except Exception:  # noqa: BLE001
-        os.remove(path)
 
 
 def _bounds(transform: Affine, shape: tuple[int, int]) -> tuple[float, float, float, float]:

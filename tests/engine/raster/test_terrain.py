@@ -375,26 +375,6 @@ def test_bad_arguments(plane, tmp_path, kwargs, needle) -> None:
     assert e.value.code == "invalid-argument" and needle in e.value.message
 
 
-def test_a_failed_write_leaves_no_partial_output(tmp_path) -> None:
-    calls = []
-
-    def compute(w):
-        calls.append(w)
-        if len(calls) == 2:
-            raise RuntimeError("boom")
-        return np.zeros((int(w.height), int(w.width)), dtype="float32")
-
-    for name in ("x.tif", "x.png"):
-        with pytest.raises(RuntimeError):
-            calls.clear()
-            terrain_module.write_single_band(
-                str(tmp_path / name), "GTiff" if name.endswith("tif") else "PNG", {}, width=64, height=64,
-                dtype="float32" if name.endswith("tif") else "uint8", crs="EPSG:32618",
-                transform=from_origin(*ORIGIN, RES, RES), nodata=None, compute=compute,
-                progress=lambda f, m="": None, what="test", window_pixels=1)
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_unreadable_input_is_a_gdal_error(tmp_path) -> None:
     with pytest.raises(GdalMcpError) as e:
         terrain(str(DATA / "bad" / "corrupt.tif"), str(tmp_path / "x.tif"), product="slope")
