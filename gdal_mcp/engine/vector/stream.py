@@ -7,6 +7,7 @@ WKB column of each batch with shapely's vectorised functions. This is the one pr
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -33,6 +34,10 @@ VECTOR_DRIVERS = {
     ".parquet": "Parquet", ".csv": "CSV", ".kml": "KML", ".gml": "GML", ".geojsonl": "GeoJSONSeq",
     ".geojsons": "GeoJSONSeq", ".gpx": "GPX", ".sqlite": "SQLite", ".tab": "MapInfo File", ".dxf": "DXF",
 }
+
+# Files that belong to a vector file of this extension: same stem, these extensions.
+SIDECARS = {".shp": {"shx", "dbf", "prj", "cpg", "qix", "sbn", "sbx", "shp.xml"}, ".tab": {"dat", "map", "id", "ind"},
+            ".csv": {"csvt", "prj"}, ".gml": {"xsd", "gfs"}}
 
 
 @dataclass
@@ -78,7 +83,10 @@ def vector_driver(path: str, fmt: str | None) -> str:
         return match
     suffix = Path(path).suffix.lower()
     driver = VECTOR_DRIVERS.get(suffix)
-    if driver is None or driver not in drivers:
+    if driver is not None and driver not in drivers:
+        raise GdalMcpError("unsupported", f"the GDAL bundled here cannot write {driver} ('{suffix}'); choose "
+                           "another format, e.g. .gpkg, .fgb, .geojson, .shp or .csv")
+    if driver is None:
         raise GdalMcpError("invalid-argument", f"cannot tell the vector format from '{Path(path).name}'; pass "
                            "format= (e.g. GPKG) or use .gpkg, .shp, .geojson, .fgb, .csv, .kml, .gml")
     return driver
@@ -100,6 +108,21 @@ def check_sql(sql: str) -> str:
     return text
 
 
+def filter_columns(fields: list[str], columns: list[str], where: str | None) -> list[str]:
+    """The columns to read for `columns` under `where`: the requested ones plus any field the where clause names.
+
+    OGR ignores the fields that are not read, and an attribute filter on an ignored field then matches
+    nothing (shapefile, FlatGeobuf …) instead of failing; so those fields are read too and dropped after.
+    """
+    missing = [c for c in columns if c not in fields]
+    if missing:
+        raise GdalMcpError("not-found", f"field(s) {missing} not found; fields are: {', '.join(fields)}")
+    if not where:
+        return list(columns)
+    text = where.lower()
+    return list(columns) + [f for f in fields if f not in columns and f.lower() in text]
+
+
 @contextlib.contextmanager
 def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
                bbox: tuple[float, float, float, float] | None = None, columns: list[str] | None = None,
@@ -112,11 +135,10 @@ def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
     """
     layers = list_layers(path)
     name = choose_layer(path, layer, layers) if sql is None else (layer or "sql")
+    read_columns = columns
     if columns is not None and sql is None:
         info = pyogrio.read_info(path, layer=name)
-        missing = [c for c in columns if c not in list(info["fields"])]
-        if missing:
-            raise GdalMcpError("not-found", f"field(s) {missing} not found; fields are: {', '.join(info['fields'])}")
+        read_columns = filter_columns(list(info["fields"]), columns, where)
     total = None
     if count and sql is None:
         with warnings.catch_warnings():
@@ -135,13 +157,19 @@ def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
             kwargs["where"] = where
         if bbox is not None:
             kwargs["bbox"] = tuple(bbox)
-        if columns is not None:
-            kwargs["columns"] = columns
+        if read_columns is not None:
+            kwargs["columns"] = read_columns
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with pyogrio.raw.open_arrow(path, **kwargs) as (meta, reader):
-                yield LayerStream(name, meta, reader.schema, iter(reader), total)
+                schema, batches = reader.schema, iter(reader)
+                if columns is not None and read_columns != columns:
+                    # Fields read only for the where clause are dropped again.
+                    keep = [f.name for f in schema if f.name in columns or f.name == geometry_column(schema)]
+                    schema = pa.schema([schema.field(k) for k in keep], metadata=schema.metadata)
+                    batches = (b.select(keep) for b in batches)
+                yield LayerStream(name, meta, schema, batches, total)
     except OGR_ERRORS as e:
         text = str(e)
         if where and ("where" in text.lower() or "attribute filter" in text.lower() or "sql" in text.lower()):
@@ -149,6 +177,11 @@ def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
         if sql is not None:
             raise GdalMcpError("invalid-argument", f"sql failed: {text}") from None
         raise GdalMcpError("gdal-error", text) from None
+    except ValueError as e:
+        # pyogrio reports a where clause OGR cannot parse as ValueError("Invalid SQL query for layer …").
+        if where and "invalid sql query" in str(e).lower():
+            raise GdalMcpError("invalid-argument", f"where {where!r} is not a valid attribute filter: {e}") from None
+        raise
 
 
 def geometries(batch: pa.RecordBatch) -> np.ndarray:
@@ -161,8 +194,8 @@ def geometries(batch: pa.RecordBatch) -> np.ndarray:
     return shapely.from_wkb(batch.column(column).to_numpy(zero_copy_only=False))
 
 
-def with_geometries(batch: pa.RecordBatch, geoms: np.ndarray, *, output_dimension: int = 3) -> pa.RecordBatch:
-    """Replace the batch's WKB column (ISO WKB, Z kept when present)."""
+def with_geometries(batch: pa.RecordBatch, geoms: np.ndarray, *, output_dimension: int = 4) -> pa.RecordBatch:
+    """Replace the batch's WKB column (ISO WKB, Z and M kept when present)."""
     import shapely
 
     wkb = shapely.to_wkb(geoms, output_dimension=output_dimension, flavor="iso")
@@ -176,9 +209,19 @@ def with_geometries(batch: pa.RecordBatch, geoms: np.ndarray, *, output_dimensio
 
 def write_layer(dst: str, stream_schema: pa.Schema, batches: Iterator[pa.RecordBatch], *, driver: str, layer: str,
                 crs: str | None, geometry_type: str, layer_options: dict[str, Any] | None = None) -> None:
-    """Write batches into one new layer of `dst` with a single OGR write (works for every driver)."""
-    reader = pa.RecordBatchReader.from_batches(stream_schema, batches)
+    """Write batches into one new layer of `dst` with a single OGR write (works for every driver).
+
+    pyogrio reports measured layers without their M ('LineString Z'); when the first batch holds M
+    geometries the layer is declared measured, so that M survives where the driver stores it.
+    """
     column = geometry_column(stream_schema)
+    batches = iter(batches)
+    first = next(batches, None)
+    if first is not None:
+        if column and has_measures(first):
+            geometry_type = measured_type(geometry_type)
+        batches = itertools.chain([first], batches)
+    reader = pa.RecordBatchReader.from_batches(stream_schema, batches)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -190,6 +233,27 @@ def write_layer(dst: str, stream_schema: pa.Schema, batches: Iterator[pa.RecordB
             )
         except OGR_ERRORS as e:
             raise GdalMcpError("gdal-error", f"GDAL could not write {driver}: {e}") from None
+
+
+def has_measures(batch: pa.RecordBatch, sample: int = 1000) -> bool:
+    """Whether the first geometries of the batch carry M values."""
+    import shapely
+
+    column = geometry_column(batch.schema)
+    if column is None or batch.num_rows == 0:
+        return False
+    wkb = batch.column(column).slice(0, sample).to_numpy(zero_copy_only=False)
+    return bool(shapely.has_m(shapely.from_wkb(wkb)).any())
+
+
+def measured_type(geometry_type: str) -> str:
+    """The measured variant of a pyogrio geometry type name: 'LineString Z' -> 'Measured 3D LineString'."""
+    if geometry_type.startswith(("Measured", "Unknown")) or geometry_type == "PointM":
+        return geometry_type
+    base = geometry_type.removesuffix(" Z")
+    if base != geometry_type:
+        return f"Measured 3D {base}"
+    return "PointM" if base == "Point" else f"Measured {base}"
 
 
 def relay(batches: Iterator[pa.RecordBatch], total: int | None, progress: Progress, verb: str = "processed",
@@ -212,13 +276,17 @@ def summarize_vector(path: str, layer: str | None = None) -> VectorSummary:
         info = pyogrio.read_info(path, layer=name, force_feature_count=True, force_total_bounds=True)
     tb = info.get("total_bounds")
     extent = None
-    if tb is not None and all(np.isfinite(tb)):
+    if tb is not None and all(np.isfinite(tb)) and info["features"] != 0:  # (an empty shapefile says 0,0,0,0)
         extent = Bounds(left=tb[0], bottom=tb[1], right=tb[2], top=tb[3])
     crs = describe_crs(info.get("crs"))
     size = 0
-    stem = Path(path).name.rsplit(".", 1)[0]
-    for f in Path(path).parent.iterdir():
-        if f.is_file() and (f.name == Path(path).name or f.name.rsplit(".", 1)[0] == stem):
+    main = Path(path)
+    stem = main.name.rsplit(".", 1)[0]
+    for f in main.parent.iterdir():
+        # The file and its sidecars (x.shx, x.dbf …), not other files that share its stem (x.gpkg beside x.shp).
+        sidecar = f.name.startswith(stem + ".") and f.name[len(stem) + 1:].lower() in SIDECARS.get(
+            main.suffix.lower(), ())
+        if f.is_file() and (f.name == main.name or sidecar or f.name.startswith(main.name + "-")):
             size += os.path.getsize(f)
     return VectorSummary(
         driver=info.get("driver"), layer=name, feature_count=max(int(info["features"]), 0),
