@@ -26,19 +26,26 @@ from gdal_mcp.tools import preview as preview_tools  # noqa: E402
 from gdal_mcp.tools import prompts as prompt_tools  # noqa: E402
 from gdal_mcp.tools import raster as raster_tools  # noqa: E402
 from gdal_mcp.tools import resources as resource_tools  # noqa: E402
+from gdal_mcp.tools import vector as vector_tools  # noqa: E402
 
 log = logging.getLogger("gdal_mcp")
 
 INSTRUCTIONS = """\
-GDAL MCP: inspect and process geospatial rasters and vectors with GDAL, inside a sandboxed workspace.
-- Paths are relative to the workspace (list_datasets shows what is there). Archives: /vsizip/a.zip/f.tif;
-  subdatasets: NETCDF:"f.nc":var, HDF5:"f.h5"://x. Paths outside the workspace are refused.
-- Inspect first: raster_info / vector_info before processing; multi-layer sources need layer=.
-- Write tools never overwrite unless overwrite=true, and never leave partial files behind.
-- Failures return {"success": false, "error": {"code", "message"}}. Codes: invalid-argument (fix the
-  argument), not-found (check list_datasets), out-of-root (stay in the workspace), already-exists (pass
-  overwrite=true or rename), unsupported, gdal-error (GDAL's own message), timeout, cancelled,
-  resource-limit (work on a smaller area), read-only (server started read-only), internal-error.
+GDAL MCP: inspect, convert, reproject, clip, mosaic and analyse geospatial rasters and vectors with GDAL,
+inside a sandboxed workspace.
+- Paths are relative to the workspace; list_datasets (or the gdal-mcp://catalog resource) shows what is there.
+  Archives: /vsizip/a.zip/f.tif; subdatasets: NETCDF:"f.nc":var, HDF5:"f.h5"://x. Outside paths are refused.
+- Inspect first: raster_info / vector_info, then raster_preview / vector_preview to look at the data.
+  Multi-layer sources (GPKG, GPX, OSM) need layer=.
+- Prefer COG for raster outputs (raster_convert format="COG"); keep analysis in a projected CRS. Distances
+  on lon/lat layers: give units="m" (vector_buffer, vector_simplify) rather than degrees.
+- Write tools never overwrite unless overwrite=true and never leave partial files. Each returns a
+  gdal-mcp://files/… URI: resources/read returns the file (small files), gdal-mcp://info/raster|vector/… the
+  metadata. Prompts help choose a CRS, a resampling method, web publishing and zonal workflows.
+- Failures return {"success": false, "error": {"code", "message"}}; the message says what to do. Codes:
+  invalid-argument (fix the argument), not-found (check list_datasets / layer names), out-of-root (stay in the
+  workspace), already-exists (overwrite=true or rename), unsupported, gdal-error (GDAL's own message), timeout
+  and resource-limit (work on a smaller area), cancelled, read-only (server started read-only), internal-error.
 """
 
 
@@ -114,6 +121,7 @@ def build_server(settings: Settings, *, auth: Any = None) -> tuple[FastMCP, App]
     )
     inspect_tools.register(mcp, app)
     raster_tools.register(mcp, app)
+    vector_tools.register(mcp, app)
     preview_tools.register(mcp, app)
     analysis_tools.register(mcp, app)
     resource_tools.register(mcp, app)

@@ -20,7 +20,7 @@ import rasterio.shutil
 from rasterio.io import driver_can_create
 from rasterio.windows import Window
 
-from gdal_mcp.engine.crs import crs_label, parse_crs
+from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
@@ -36,6 +36,7 @@ from gdal_mcp.engine.raster.output import (
 from gdal_mcp.engine.raster.output import creation_options as normalize_options
 from gdal_mcp.engine.raster.region import bbox_window
 from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, count_windows, iter_windows
+from gdal_mcp.engine.vector.masks import check_bbox, check_choice, check_owners, mask_polygons
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -47,136 +48,6 @@ OUTPUT_BLOCK = (256, 256)
 
 # A per-window mask: True where the output pixel lies outside the clip region; None when all inside.
 OutsideFn = Callable[[Window], "np.ndarray | None"]
-
-
-# ---------------------------------------------------------------------------------------------- inputs
-
-def _check_choice(bbox: Any, geometry: Any, mask: Any) -> str:
-    given = [name for name, value in (("bbox", bbox), ("geometry", geometry), ("mask", mask)) if value is not None]
-    if len(given) != 1:
-        what = "none" if not given else " and ".join(given)
-        raise GdalMcpError("invalid-argument", f"pass exactly one of bbox, geometry or mask (got {what}): bbox for a "
-                           "[minx, miny, maxx, maxy] box, geometry for a GeoJSON polygon, mask for a vector file")
-    return given[0]
-
-
-def _check_bbox(bbox: Any) -> tuple[float, float, float, float]:
-    try:
-        values = tuple(float(v) for v in bbox)
-    except (TypeError, ValueError):
-        values = ()
-    if len(values) != 4 or not all(math.isfinite(v) for v in values):
-        raise GdalMcpError("invalid-argument", "bbox must be four finite numbers [minx, miny, maxx, maxy]")
-    minx, miny, maxx, maxy = values
-    if not (minx < maxx and miny < maxy):
-        raise GdalMcpError("invalid-argument", "bbox must be [minx, miny, maxx, maxy] with minx < maxx and miny < maxy"
-                           " (a box crossing the antimeridian must be split)")
-    return minx, miny, maxx, maxy
-
-
-def _geojson_geometries(obj: Any) -> list[Any]:
-    """Shapely geometries from a GeoJSON geometry, Feature or FeatureCollection dict."""
-    import shapely.geometry
-
-    if not isinstance(obj, dict) or "type" not in obj:
-        raise GdalMcpError("invalid-argument", "geometry must be a GeoJSON geometry object such as "
-                           '{"type": "Polygon", "coordinates": [[[x, y], ...]]}')
-    kind = obj["type"]
-    try:
-        if kind == "FeatureCollection":
-            return [g for f in obj.get("features") or [] for g in _geojson_geometries(f)]
-        if kind == "Feature":
-            return [] if obj.get("geometry") is None else _geojson_geometries(obj["geometry"])
-        return [shapely.geometry.shape(obj)]
-    except GdalMcpError:
-        raise
-    except Exception as e:  # noqa: BLE001 - shapely raises many types for malformed GeoJSON
-        raise GdalMcpError("invalid-argument", f"geometry is not valid GeoJSON ({type(e).__name__}: {e}); give "
-                           "a Polygon or MultiPolygon with closed rings of [x, y] positions") from None
-
-
-def _read_mask(path: str, layer: str | None, where: str | None) -> tuple[list[Any], Any]:
-    """Geometries of the chosen layer (filtered by `where`) and the layer's CRS (None when it has none)."""
-    import pyogrio.raw
-    import shapely
-
-    from gdal_mcp.engine.vector.opening import choose_layer
-
-    try:
-        name = choose_layer(path, layer)
-    except GdalMcpError as e:
-        raise GdalMcpError(e.code, e.message.replace("pass layer=", "pass mask_layer=")) from None
-    try:
-        # Fields GDAL is told to ignore read as null in the where filter: keep them all when filtering.
-        meta, _, wkb, _ = pyogrio.raw.read(path, layer=name, columns=None if where else [], where=where)
-    except Exception as e:
-        if where and (isinstance(e, ValueError) or (type(e).__module__ or "").startswith("pyogrio")):
-            raise GdalMcpError("invalid-argument", f"mask_where {where!r} was refused by GDAL ({e}); use an OGR SQL "
-                               "condition on the layer's fields, e.g. \"name = 'Fiji'\" (vector_info lists them)") from None
-        raise
-    geoms = [g for g in shapely.from_wkb(wkb) if g is not None and not g.is_empty] if wkb is not None else []
-    if not geoms:
-        detail = f" matching {where!r}" if where else ""
-        raise GdalMcpError("invalid-argument", f"the mask layer '{name}' has no features with a geometry{detail}; "
-                           "check mask_where or choose another mask_layer")
-    crs_text = meta.get("crs")
-    return geoms, (parse_crs(crs_text, "mask CRS") if crs_text else None)
-
-
-def _flatten(geom: Any) -> Iterable[Any]:
-    import shapely
-
-    if geom.geom_type.startswith("Multi") or geom.geom_type == "GeometryCollection":
-        for part in shapely.get_parts(geom):
-            yield from _flatten(part)
-    elif not geom.is_empty:
-        yield geom
-
-
-def _polygons(geoms: Iterable[Any]) -> list[Any]:
-    """The polygons (made valid) among the geometries; clipping needs an area."""
-    import shapely
-
-    parts: list[Any] = []
-    kinds: set[str] = set()
-    for g in geoms:
-        for part in _flatten(shapely.force_2d(g)):
-            kinds.add(part.geom_type)
-            if part.geom_type != "Polygon":
-                continue
-            if part.is_valid:
-                parts.append(part)
-            else:
-                parts.extend(p for p in _flatten(shapely.make_valid(part)) if p.geom_type == "Polygon")
-    if not parts and kinds:
-        raise GdalMcpError("invalid-argument", f"clip needs polygons but got {', '.join(sorted(kinds))}; buffer points "
-                           "or lines first (vector tools) or pass a bbox")
-    return parts
-
-
-def _reproject(geoms: list[Any], src_crs: Any, dst_crs: Any) -> list[Any]:
-    """Geometries from src_crs to dst_crs (x/y order), edges densified so they follow the projection."""
-    import shapely
-    from pyproj import Transformer
-
-    if src_crs is None or dst_crs is None or src_crs == dst_crs:
-        return geoms
-    transformer = Transformer.from_crs(src_crs.to_wkt(), dst_crs.to_wkt(), always_xy=True)
-    xmin, ymin, xmax, ymax = shapely.total_bounds(geoms)
-    span = max(xmax - xmin, ymax - ymin)
-    if span > 0:
-        geoms = list(shapely.segmentize(geoms, span / 100.0))
-
-    def project(xy: np.ndarray) -> np.ndarray:
-        x, y = transformer.transform(xy[:, 0], xy[:, 1])
-        return np.column_stack([x, y])
-
-    out = list(shapely.transform(geoms, project))
-    coords = shapely.get_coordinates(out)
-    if coords.size and not np.isfinite(coords).all():
-        raise GdalMcpError("invalid-argument", "part of the geometry cannot be projected to the raster's CRS (it lies "
-                           "outside that projection's valid area); use a geometry that stays near the raster")
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- grid
@@ -220,7 +91,7 @@ def _outside_error(ds: Any, what: str, crs: Any) -> GdalMcpError:
 
 
 def _bbox_region(ds: Any, bbox: Any, bbox_crs: str | None, crop: bool) -> tuple[Window, OutsideFn]:
-    win = bbox_window(ds, _check_bbox(bbox), bbox_crs)
+    win = bbox_window(ds, check_bbox(bbox), bbox_crs)
     if crop:
         return win, lambda w: None
 
@@ -236,17 +107,13 @@ def _bbox_region(ds: Any, bbox: Any, bbox_crs: str | None, crop: bool) -> tuple[
     return Window(0, 0, ds.width, ds.height), outside
 
 
-def _shape_region(ds: Any, geoms: list[Any], geoms_crs: Any, what: str, crop: bool,
+def _shape_region(ds: Any, polygons: list[Any], geoms_crs: Any, what: str, crop: bool,
                   all_touched: bool) -> tuple[Window, OutsideFn]:
+    """`polygons` are in the raster's CRS (masks.mask_polygons); `geoms_crs` is the CRS they were given in."""
     import shapely
     import shapely.affinity
     from rasterio.features import geometry_mask
 
-    if geoms_crs is not None and ds.crs is None:
-        geoms_crs = None  # nothing to reproject to: the coordinates are taken as the raster's own
-    polygons = _polygons(_reproject(geoms, geoms_crs, ds.crs))
-    if not polygons:
-        raise GdalMcpError("invalid-argument", f"the {what} is empty")
     t = ds.transform
     footprint = shapely.Polygon([t @ (0, 0), t @ (ds.width, 0), t @ (ds.width, ds.height), t @ (0, ds.height)])
     a, b, c, d, e, f = tuple(~t)[:6]
@@ -308,11 +175,8 @@ def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None =
          nodata: float | None = None, format: str | None = None, creation_options: dict | None = None,
          progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
     """Clip `src` to a bbox, a GeoJSON geometry or the polygons of a vector file, writing `dst`."""
-    kind = _check_choice(bbox, geometry, mask)
-    for name, value, owner in (("bbox_crs", bbox_crs, "bbox"), ("geometry_crs", geometry_crs, "geometry"),
-                               ("mask_layer", mask_layer, "mask"), ("mask_where", mask_where, "mask")):
-        if value is not None and owner != kind:
-            raise GdalMcpError("invalid-argument", f"{name} only applies with {owner}; remove it or pass {owner}")
+    kind = check_choice(bbox, geometry, mask)
+    check_owners(kind, bbox_crs=bbox_crs, geometry_crs=geometry_crs, mask_layer=mask_layer, mask_where=mask_where)
     if os.path.abspath(src) == os.path.abspath(dst):
         raise GdalMcpError("invalid-argument", "dst is the input file; write the clip to a new file")
     driver = infer_driver(dst, format)
@@ -331,18 +195,10 @@ def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None =
             out_win, outside = _bbox_region(ds, bbox, bbox_crs, crop)
             masking = not crop
         else:
-            if kind == "geometry":
-                geoms = _geojson_geometries(geometry)
-                if not geoms:
-                    raise GdalMcpError("invalid-argument", "geometry has no features with a geometry")
-                gcrs = parse_crs(geometry_crs or "EPSG:4326", "geometry_crs")
-                if geometry_crs is not None and ds.crs is None:
-                    raise GdalMcpError("invalid-argument", "geometry_crs was given but the raster has no CRS; omit it "
-                                       "and give the geometry in the raster's own coordinates")
-                out_win, outside = _shape_region(ds, geoms, gcrs, "geometry", crop, all_touched)
-            else:
-                geoms, mcrs = _read_mask(str(mask), mask_layer, mask_where)
-                out_win, outside = _shape_region(ds, geoms, mcrs, "mask", crop, all_touched)
+            polygons, given_crs = mask_polygons(target_crs=ds.crs, target="raster", geometry=geometry,
+                                                geometry_crs=geometry_crs, mask=mask, mask_layer=mask_layer,
+                                                mask_where=mask_where)
+            out_win, outside = _shape_region(ds, polygons, given_crs, kind, crop, all_touched)
             masking = True
         out_nodata = _output_nodata(ds, nodata, masking)
         remap = [i for i, v in enumerate(ds.nodatavals) if out_nodata is not None and v is not None
