@@ -248,3 +248,16 @@ class ValidationReport(BaseModel):
     fixed_output: str | None = None
     fixed_uri: str | None = None
     warnings: list[str] = Field(default_factory=list)
+
+
+class ZonalResult(BaseModel):
+    rows: list[dict[str, Any]] = Field(description="One row per zone, in layer order: id (the id_field value, else "
+                                                   "the 0-based feature index) and each statistic (null when the "
+                                                   "zone has no valid pixel)")
+    row_count: int = Field(description="Zones processed (every feature of the layer)")
+    truncated: bool = Field(description="More zones than rows returned (raise limit, or pass dst for all)")
+    remaining: int = Field(description="Zones not returned in rows")
+    stats: list[str]
+    band: int
+    summary: VectorSummary | None = Field(None, description="The vector file written with dst")
+    warnings: list[str] = Field(default_factory=list)

@@ -66,3 +66,20 @@ async def write_output(app: App, ctx: Any, func: str, kwargs: dict[str, Any], *,
             log.debug("resource list notification failed", exc_info=True)
     scrubbed = app.scrub_model(result) if hasattr(result, "model_dump") else app.sandbox.scrub_obj(result)
     return target, scrubbed, [app.sandbox.scrub(w) for w in warnings]
+
+
+async def write_result(app: App, ctx: Any, func: str, kwargs: dict[str, Any], *, model: Any, inputs: list[Any],
+                       output: str, overwrite: bool, final_dir_arg: str | None = None) -> Any:
+    """write_output shaped as the usual {output, uri, summary, warnings} result model."""
+    target, summary, warnings = await write_output(app, ctx, func, kwargs, inputs=inputs, output=output,
+                                                   overwrite=overwrite, final_dir_arg=final_dir_arg)
+    return model(output=target.display, uri=app.sandbox.uri(target.display), summary=summary, warnings=warnings)
+
+
+def optional_input(app: App, value: str | None, what: str, inputs: list[Any]) -> str | None:
+    """Resolve an optional secondary dataset (mask, like …): appended to `inputs`, its GDAL path returned."""
+    if value is None:
+        return None
+    resolved = app.sandbox.resolve_input(value, what=what)
+    inputs.append(resolved)
+    return resolved.gdal_path

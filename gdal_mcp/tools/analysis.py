@@ -9,25 +9,15 @@ from fastmcp import Context
 from pydantic import Field
 
 from gdal_mcp.app import App
-from gdal_mcp.engine.raster.zonal import ZonalResult
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.models import RasterWriteResult, VectorWriteResult
-from gdal_mcp.tools._base import WRITE, gdal_tool, write_output
+from gdal_mcp.models import RasterWriteResult, VectorWriteResult, ZonalResult
+from gdal_mcp.tools._base import WRITE, gdal_tool, optional_input, write_output, write_result
 from gdal_mcp.tools.raster import CreationOptions, Format, Output, Overwrite
 
 BAND_SUFFIX = re.compile(r"^(.*):(\d+)$", re.S)
 
 
 def register(mcp: Any, app: App) -> None:
-    threads = app.settings.workers
-
-    async def raster_out(ctx: Any, func: str, kwargs: dict[str, Any], *, inputs: list[Any], output: str,
-                         overwrite: bool) -> RasterWriteResult:
-        target, summary, warnings = await write_output(app, ctx, func, kwargs, inputs=inputs, output=output,
-                                                       overwrite=overwrite)
-        return RasterWriteResult(output=target.display, uri=app.sandbox.uri(target.display), summary=summary,
-                                 warnings=warnings)
-
     def band_input(spec: str, what: str) -> Any:
         """Resolve "path" or "path:band" through the sandbox; the band suffix stays on the GDAL path."""
         try:
@@ -63,11 +53,11 @@ def register(mcp: Any, app: App) -> None:
         method), streamed window by window. Slope/aspect/tri/tpi/roughness are Float32 with nodata -9999;
         hillshade is Byte with nodata 0. Geographic DEMs (lon/lat) are scaled automatically."""
         src = app.sandbox.resolve_input(input)
-        return await raster_out(ctx, "gdal_mcp.engine.raster.terrain:terrain", {
+        return await write_result(app, ctx, "gdal_mcp.engine.raster.terrain:terrain", {
             "src": src.gdal_path, "product": product, "band": band, "z_factor": z_factor, "azimuth": azimuth,
             "altitude": altitude, "slope_units": slope_units, "scale": scale, "compute_edges": compute_edges,
             "format": format, "creation_options": creation_options,
-        }, inputs=[src], output=output, overwrite=overwrite)
+        }, model=RasterWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Raster calculator", annotations=WRITE, tags={"raster", "analysis"}, writes=True)
     async def raster_calc(
@@ -94,10 +84,10 @@ def register(mcp: Any, app: App) -> None:
             src, band = band_input(spec, f"inputs[{name}]")
             srcs.append(src)
             resolved[name] = src.gdal_path + (f":{band}" if band is not None else "")
-        return await raster_out(ctx, "gdal_mcp.engine.raster.calc:calc", {
+        return await write_result(app, ctx, "gdal_mcp.engine.raster.calc:calc", {
             "inputs": resolved, "expression": expression, "output_type": output_type, "nodata": nodata,
             "format": format, "creation_options": creation_options,
-        }, inputs=srcs, output=output, overwrite=overwrite)
+        }, model=RasterWriteResult, inputs=srcs, output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Polygonize raster", annotations=WRITE, tags={"raster", "vector", "analysis"}, writes=True)
     async def raster_polygonize(
@@ -119,17 +109,11 @@ def register(mcp: Any, app: App) -> None:
         classified/categorical rasters; continuous data gives one polygon per pixel value run."""
         src = app.sandbox.resolve_input(input)
         inputs = [src]
-        mask_path = None
-        if mask is not None:
-            m = app.sandbox.resolve_input(mask, what="mask")
-            inputs.append(m)
-            mask_path = m.gdal_path
-        target, summary, warnings = await write_output(app, ctx, "gdal_mcp.engine.raster.polygonize:polygonize", {
+        mask_path = optional_input(app, mask, "mask", inputs)
+        return await write_result(app, ctx, "gdal_mcp.engine.raster.polygonize:polygonize", {
             "src": src.gdal_path, "band": band, "mask": mask_path, "connectivity": connectivity, "field": field,
             "nodata_excluded": nodata_excluded, "format": format, "output_layer": output_layer,
-        }, inputs=inputs, output=output, overwrite=overwrite)
-        return VectorWriteResult(output=target.display, uri=app.sandbox.uri(target.display), summary=summary,
-                                 warnings=warnings)
+        }, model=VectorWriteResult, inputs=inputs, output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Rasterize vector", annotations=WRITE, tags={"vector", "raster", "analysis"}, writes=True)
     async def vector_rasterize(
@@ -162,17 +146,13 @@ def register(mcp: Any, app: App) -> None:
         window, so large outputs do not need large memory."""
         src = app.sandbox.resolve_input(input)
         inputs = [src]
-        like_path = None
-        if like is not None:
-            lk = app.sandbox.resolve_input(like, what="like")
-            inputs.append(lk)
-            like_path = lk.gdal_path
-        return await raster_out(ctx, "gdal_mcp.engine.vector.rasterize:rasterize", {
+        like_path = optional_input(app, like, "like", inputs)
+        return await write_result(app, ctx, "gdal_mcp.engine.vector.rasterize:rasterize", {
             "src": src.gdal_path, "layer": layer, "where": where, "burn_value": burn_value, "attribute": attribute,
             "like": like_path, "resolution": resolution, "size": size, "bbox": tuple(bbox) if bbox else None,
             "crs": crs, "all_touched": all_touched, "invert": invert, "dtype": dtype, "nodata": nodata,
             "format": format, "creation_options": creation_options,
-        }, inputs=inputs, output=output, overwrite=overwrite)
+        }, model=RasterWriteResult, inputs=inputs, output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Zonal statistics", annotations=WRITE, tags={"raster", "vector", "analysis"})
     async def zonal_stats(
@@ -208,4 +188,3 @@ def register(mcp: Any, app: App) -> None:
         result.warnings = warnings
         return result
 
-    del threads  # the analysis engines choose their own threading

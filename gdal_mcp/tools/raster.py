@@ -10,7 +10,7 @@ from pydantic import Field
 from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import OverviewsResult, RasterStatsResult, RasterWriteResult, Resampling, SampleResult, TableWriteResult
-from gdal_mcp.tools._base import MODIFY, READ, WRITE, gdal_tool, write_output
+from gdal_mcp.tools._base import MODIFY, READ, WRITE, gdal_tool, optional_input, write_output, write_result
 
 Input = Annotated[str, Field(description="Raster to read: workspace path, or /vsizip/a.zip/f.tif, NETCDF:\"f.nc\":var …")]
 Output = Annotated[str, Field(description="File to write, relative to the workspace; the extension picks the format "
@@ -30,13 +30,6 @@ ResamplingArg = Annotated[Resampling, Field(description="nearest for categorical
 
 def register(mcp: Any, app: App) -> None:
     threads = app.settings.workers
-
-    async def finish(ctx: Any, func: str, kwargs: dict[str, Any], *, inputs: list[Any], output: str,
-                     overwrite: bool, final_dir_arg: str | None = None) -> RasterWriteResult:
-        target, summary, warnings = await write_output(app, ctx, func, kwargs, inputs=inputs, output=output,
-                                                       overwrite=overwrite, final_dir_arg=final_dir_arg)
-        return RasterWriteResult(output=target.display, uri=app.sandbox.uri(target.display), summary=summary,
-                                 warnings=warnings)
 
     @gdal_tool(mcp, app, title="Convert raster", annotations=WRITE, tags={"raster"}, writes=True)
     async def raster_convert(
@@ -62,11 +55,11 @@ def register(mcp: Any, app: App) -> None:
         OVERVIEW_RESAMPLING=AVERAGE). Also selects/reorders bands, cuts a projwin, changes the data type,
         sets nodata and rescales values. Does not reproject: use raster_reproject for that."""
         src = app.sandbox.resolve_input(input)
-        return await finish(ctx, "gdal_mcp.engine.raster.convert:convert", {
+        return await write_result(app, ctx, "gdal_mcp.engine.raster.convert:convert", {
             "src": src.gdal_path, "format": format, "options": creation_options, "bands": bands,
             "projwin": tuple(projwin) if projwin else None, "projwin_crs": projwin_crs, "output_type": output_type,
             "nodata": nodata, "scale": scale, "threads": threads,
-        }, inputs=[src], output=output, overwrite=overwrite)
+        }, model=RasterWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Reproject raster", annotations=WRITE, tags={"raster"}, writes=True)
     async def raster_reproject(
@@ -93,12 +86,12 @@ def register(mcp: Any, app: App) -> None:
         the resolution defaults to GDAL's suggestion. Use nearest (default) for categorical data (land cover,
         classes), bilinear or cubic for continuous data (elevation, reflectance). Streamed and multi-threaded."""
         src = app.sandbox.resolve_input(input)
-        return await finish(ctx, "gdal_mcp.engine.raster.warp:reproject", {
+        return await write_result(app, ctx, "gdal_mcp.engine.raster.warp:reproject", {
             "src": src.gdal_path, "dst_crs": dst_crs, "src_crs": src_crs, "resampling": resampling,
             "resolution": resolution, "size": size, "bbox": tuple(bbox) if bbox else None, "bbox_crs": bbox_crs,
             "nodata": nodata, "target_aligned_pixels": target_aligned_pixels, "format": format,
             "options": creation_options, "threads": threads,
-        }, inputs=[src], output=output, overwrite=overwrite)
+        }, model=RasterWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Mosaic rasters", annotations=WRITE, tags={"raster"}, writes=True)
     async def raster_mosaic(
@@ -121,11 +114,12 @@ def register(mcp: Any, app: App) -> None:
         .vrt output) writes a virtual mosaic that references the inputs instead of copying pixels. Inputs'
         nodata pixels never cover data from earlier inputs."""
         srcs = [app.sandbox.resolve_input(p, what=f"inputs[{i}]") for i, p in enumerate(inputs)]
-        return await finish(ctx, "gdal_mcp.engine.raster.mosaic:mosaic", {
+        return await write_result(app, ctx, "gdal_mcp.engine.raster.mosaic:mosaic", {
             "inputs": [s.gdal_path for s in srcs], "resolution": resolution,
             "separate": separate, "dst_crs": dst_crs, "resampling": resampling, "nodata": nodata, "format": format,
             "options": creation_options, "threads": threads,
-        }, inputs=srcs, output=output, overwrite=overwrite, final_dir_arg="vrt_dir")
+        }, model=RasterWriteResult, inputs=srcs, output=output, overwrite=overwrite,
+                                  final_dir_arg="vrt_dir")
 
     @gdal_tool(mcp, app, title="Clip raster", annotations=WRITE, tags={"raster"}, writes=True)
     async def raster_clip(
@@ -156,17 +150,13 @@ def register(mcp: Any, app: App) -> None:
         grid (no resampling); pixels outside the shape become nodata. Streamed window by window."""
         src = app.sandbox.resolve_input(input)
         inputs = [src]
-        mask_path = None
-        if mask is not None:
-            m = app.sandbox.resolve_input(mask, what="mask")
-            inputs.append(m)
-            mask_path = m.gdal_path
-        return await finish(ctx, "gdal_mcp.engine.raster.clip:clip", {
+        mask_path = optional_input(app, mask, "mask", inputs)
+        return await write_result(app, ctx, "gdal_mcp.engine.raster.clip:clip", {
             "src": src.gdal_path, "bbox": tuple(bbox) if bbox else None, "bbox_crs": bbox_crs, "geometry": geometry,
             "geometry_crs": geometry_crs, "mask": mask_path, "mask_layer": mask_layer, "mask_where": mask_where,
             "crop": crop, "all_touched": all_touched, "nodata": nodata, "format": format,
             "creation_options": creation_options,
-        }, inputs=inputs, output=output, overwrite=overwrite)
+        }, model=RasterWriteResult, inputs=inputs, output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Raster overviews", annotations=MODIFY, tags={"raster"})
     async def raster_overviews(

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from gdal_mcp.app import App
 from gdal_mcp.models import FeaturePage, ValidationReport, VectorWriteResult
-from gdal_mcp.tools._base import READ, WRITE, gdal_tool, write_output
+from gdal_mcp.tools._base import READ, WRITE, gdal_tool, optional_input, write_output, write_result
 
 Input = Annotated[str, Field(description="Vector dataset to read: workspace path (.gpkg, .shp, .geojson, .fgb, .gpx, "
                                          ".osm.pbf …), /vsizip/a.zip/x.shp, GPKG:f.gpkg:layer")]
@@ -29,13 +29,6 @@ Units = Annotated[Literal["layer", "m", "km", "ft", "mi", "deg"], Field(
 
 
 def register(mcp: Any, app: App) -> None:
-    async def finish(ctx: Any, func: str, kwargs: dict[str, Any], *, inputs: list[Any], output: str,
-                     overwrite: bool) -> VectorWriteResult:
-        target, summary, warnings = await write_output(app, ctx, func, kwargs, inputs=inputs, output=output,
-                                                       overwrite=overwrite)
-        return VectorWriteResult(output=target.display, uri=app.sandbox.uri(target.display), summary=summary,
-                                 warnings=warnings)
-
     @gdal_tool(mcp, app, title="Convert vector", annotations=WRITE, tags={"vector"}, writes=True)
     async def vector_convert(
         input: Input,
@@ -59,12 +52,12 @@ def register(mcp: Any, app: App) -> None:
         bbox, fields or a read-only SQL SELECT, and reprojecting (dst_crs). Streamed in batches: layers of
         millions of features never need to fit in memory. Multi-layer sources need layer=."""
         src = app.sandbox.resolve_input(input)
-        return await finish(ctx, "gdal_mcp.engine.vector.convert:convert", {
+        return await write_result(app, ctx, "gdal_mcp.engine.vector.convert:convert", {
             "src": src.gdal_path, "layer": layer, "format": format, "output_layer": output_layer, "where": where,
             "bbox": tuple(bbox) if bbox else None, "bbox_crs": bbox_crs, "fields": fields, "sql": sql,
             "dst_crs": dst_crs, "src_crs": src_crs, "explode_collections": explode_collections,
             "promote_to_multi": promote_to_multi,
-        }, inputs=[src], output=output, overwrite=overwrite)
+        }, model=VectorWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Reproject vector", annotations=WRITE, tags={"vector"}, writes=True)
     async def vector_reproject(
@@ -81,10 +74,10 @@ def register(mcp: Any, app: App) -> None:
         """Reproject a vector layer to another CRS (like ogr2ogr -t_srs), keeping Z and attributes. Coordinates
         are handled in x/y (lon/lat) order whatever the CRS's axis order."""
         src = app.sandbox.resolve_input(input)
-        return await finish(ctx, "gdal_mcp.engine.vector.convert:reproject", {
+        return await write_result(app, ctx, "gdal_mcp.engine.vector.convert:reproject", {
             "src": src.gdal_path, "dst_crs": dst_crs, "src_crs": src_crs, "layer": layer, "format": format,
             "output_layer": output_layer,
-        }, inputs=[src], output=output, overwrite=overwrite)
+        }, model=VectorWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Clip vector", annotations=WRITE, tags={"vector"}, writes=True)
     async def vector_clip(
@@ -109,16 +102,12 @@ def register(mcp: Any, app: App) -> None:
         of bbox, geometry, mask; it is reprojected to the layer's CRS."""
         src = app.sandbox.resolve_input(input)
         inputs = [src]
-        mask_path = None
-        if mask is not None:
-            m = app.sandbox.resolve_input(mask, what="mask")
-            inputs.append(m)
-            mask_path = m.gdal_path
-        return await finish(ctx, "gdal_mcp.engine.vector.clip:clip", {
+        mask_path = optional_input(app, mask, "mask", inputs)
+        return await write_result(app, ctx, "gdal_mcp.engine.vector.clip:clip", {
             "src": src.gdal_path, "layer": layer, "bbox": tuple(bbox) if bbox else None, "bbox_crs": bbox_crs,
             "geometry": geometry, "geometry_crs": geometry_crs, "mask": mask_path, "mask_layer": mask_layer,
             "mask_where": mask_where, "format": format, "output_layer": output_layer,
-        }, inputs=inputs, output=output, overwrite=overwrite)
+        }, model=VectorWriteResult, inputs=inputs, output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Read features", annotations=READ, tags={"vector"})
     async def vector_features(
@@ -163,10 +152,10 @@ def register(mcp: Any, app: App) -> None:
         geographic layer (EPSG:4326) the buffer is computed in a local projected CRS and returned in the layer's
         CRS, so 1000 m means 1000 m on the ground. units="layer" on a geographic layer means degrees (warned)."""
         src = app.sandbox.resolve_input(input)
-        return await finish(ctx, "gdal_mcp.engine.vector.geometry:buffer", {
+        return await write_result(app, ctx, "gdal_mcp.engine.vector.geometry:buffer", {
             "src": src.gdal_path, "distance": distance, "units": units, "segments": segments, "layer": layer,
             "format": format, "output_layer": output_layer,
-        }, inputs=[src], output=output, overwrite=overwrite)
+        }, model=VectorWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Simplify vector", annotations=WRITE, tags={"vector"}, writes=True)
     async def vector_simplify(
@@ -184,10 +173,10 @@ def register(mcp: Any, app: App) -> None:
         """Simplify geometries (Douglas-Peucker; topology-preserving by default). Tolerances in metres on a
         geographic layer are applied in a local projected CRS."""
         src = app.sandbox.resolve_input(input)
-        return await finish(ctx, "gdal_mcp.engine.vector.geometry:simplify", {
+        return await write_result(app, ctx, "gdal_mcp.engine.vector.geometry:simplify", {
             "src": src.gdal_path, "tolerance": tolerance, "units": units, "preserve_topology": preserve_topology,
             "layer": layer, "format": format, "output_layer": output_layer,
-        }, inputs=[src], output=output, overwrite=overwrite)
+        }, model=VectorWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Dissolve vector", annotations=WRITE, tags={"vector"}, writes=True)
     async def vector_dissolve(
@@ -204,9 +193,9 @@ def register(mcp: Any, app: App) -> None:
         """Merge geometries that share the value(s) of `by` into one feature each (union); the output keeps only
         the `by` fields."""
         src = app.sandbox.resolve_input(input)
-        return await finish(ctx, "gdal_mcp.engine.vector.geometry:dissolve", {
+        return await write_result(app, ctx, "gdal_mcp.engine.vector.geometry:dissolve", {
             "src": src.gdal_path, "by": by, "layer": layer, "format": format, "output_layer": output_layer,
-        }, inputs=[src], output=output, overwrite=overwrite)
+        }, model=VectorWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Validate geometries", annotations=WRITE, tags={"vector"})
     async def vector_validate(

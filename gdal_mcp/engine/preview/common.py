@@ -49,20 +49,6 @@ def check_max_size(max_size: int) -> int:
     return max_size
 
 
-def check_bbox(bbox) -> tuple[float, float, float, float]:
-    import math
-
-    try:
-        left, bottom, right, top = (float(v) for v in bbox)
-    except (TypeError, ValueError):
-        raise GdalMcpError("invalid-argument", f"bbox must be four numbers [minx, miny, maxx, maxy], got {bbox!r}") \
-            from None
-    if not all(math.isfinite(v) for v in (left, bottom, right, top)) or left >= right or bottom >= top:
-        raise GdalMcpError("invalid-argument", f"bbox {list(bbox)} must be [minx, miny, maxx, maxy] with finite "
-                           "numbers, minx < maxx and miny < maxy")
-    return left, bottom, right, top
-
-
 def fmt(value: float) -> str:
     """A number for the legend: integers without decimals, others to 6 significant digits."""
     v = float(value)

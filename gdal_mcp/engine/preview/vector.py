@@ -33,7 +33,6 @@ from gdal_mcp.engine.preview import colormaps
 from gdal_mcp.engine.preview.common import (
     DEFAULT_MAX_SIZE,
     PreviewResult,
-    check_bbox,
     check_max_size,
     fmt,
     fmt_extent,
@@ -41,6 +40,7 @@ from gdal_mcp.engine.preview.common import (
 )
 from gdal_mcp.engine.preview.png import encode_png
 from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.vector.masks import check_bbox
 from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.engine.vector.stream import BATCH_SIZE, LayerStream, geometries, read_layer
 from gdal_mcp.errors import GdalMcpError

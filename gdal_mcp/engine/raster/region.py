@@ -46,14 +46,9 @@ def bbox_window(ds, bbox, bbox_crs: str | None = None) -> Window:
         if bbox_crs is not None:
             raise GdalMcpError("invalid-argument", "bbox_crs was given without bbox; give bbox too, or omit bbox_crs")
         return Window(0, 0, ds.width, ds.height)
-    try:
-        left, bottom, right, top = (float(v) for v in bbox)
-    except (TypeError, ValueError):
-        raise GdalMcpError("invalid-argument", f"bbox must be four numbers [minx, miny, maxx, maxy], got {bbox!r}") \
-            from None
-    if not all(math.isfinite(v) for v in (left, bottom, right, top)) or left >= right or bottom >= top:
-        raise GdalMcpError("invalid-argument", f"bbox {list(bbox)} must be [minx, miny, maxx, maxy] with finite "
-                           "numbers, minx < maxx and miny < maxy")
+    from gdal_mcp.engine.vector.masks import check_bbox
+
+    left, bottom, right, top = check_bbox(bbox)
     if bbox_crs is not None:
         crs = parse_crs(bbox_crs, "bbox_crs")
         if ds.crs is None or not ds.crs.to_wkt():

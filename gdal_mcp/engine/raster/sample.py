@@ -106,11 +106,11 @@ def sample(path: str, points: list[tuple[float, float]], points_crs: str | None 
 
         samples = []
         for i, (x, y) in enumerate(pts):
-            px = pixels[i]
-            if px is None:
+            cell = pixels[i]
+            if cell is None:
                 samples.append(PointSample(x=x, y=y, inside=False, values=[None] * len(indexes)))
             else:
-                samples.append(PointSample(x=x, y=y, row=px[0], col=px[1], inside=True, values=values[i]))
+                samples.append(PointSample(x=x, y=y, row=cell[0], col=cell[1], inside=True, values=values[i]))
         warnings = []
         outside = sum(1 for p in pixels if p is None)
         if outside:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from rasterio.windows import Window
@@ -66,7 +67,7 @@ class _Accumulator:
         )
 
 
-def valid_values(chunk: np.ma.MaskedArray) -> tuple[np.ndarray, int]:
+def valid_values(chunk: np.ndarray) -> tuple[np.ndarray, int]:
     """Valid pixels of a masked band chunk (mask and NaN excluded) and how many were invalid."""
     data = np.ma.getdata(chunk)
     mask = np.ma.getmask(chunk)
@@ -160,6 +161,8 @@ def _lerp_percentile(q: float, n: int, at: dict[int, np.generic], dtype: np.dtyp
     if vi >= n - 1:
         return float(at[n - 1])
     t = vi - prev
+    a: Any
+    b: Any
     if dtype.kind == "f":
         a, b = at[prev], at[prev + 1]
         with np.errstate(invalid="ignore", over="ignore"):
@@ -224,6 +227,7 @@ class _BandWork:
     def first_pass(self, chunk: np.ndarray) -> None:
         values, invalid = valid_values(chunk)
         if self.small:
+            assert self.first is not None
             self.acc.invalid += invalid
             self.first += _bincount(_to_keys(values, self.dtype), self.first.size)
             return
@@ -235,6 +239,7 @@ class _BandWork:
 
     def finish_first(self) -> None:
         if self.small:
+            assert self.first is not None  # small types always count the first 16 key bits
             nz = np.flatnonzero(self.first)
             if nz.size:
                 values = _from_keys(nz, self.dtype)
@@ -255,6 +260,7 @@ class _BandWork:
             self.hist_counts = np.zeros(self.bins, dtype=np.int64)
         n = self.acc.n
         if n and self.percentiles:
+            assert self.first is not None  # percentiles always count the first key bits
             self._descend(self.first, _needed_ranks(n, self.percentiles), 0, 0, self.first_bits)
         self.known = self.first_bits
         self.first = None
@@ -286,6 +292,7 @@ class _BandWork:
         values, _ = valid_values(chunk)
         values = values.astype(self.dtype, copy=False)
         if self.hist_pending:
+            assert self.bins is not None
             self.hist_counts += np.histogram(values, self.bins, range=(self.acc.lo, self.acc.hi))[0]
         if not self.groups or not values.size:
             return
@@ -301,6 +308,7 @@ class _BandWork:
 
     def finish_refine(self) -> None:
         if self.hist_pending:
+            assert self.bins is not None
             self.hist_pending = False
             self.hist_edges = np.histogram_bin_edges(np.empty(0, self.dtype), self.bins, range=(self.acc.lo, self.acc.hi))
         groups, self.groups = self.groups, []

@@ -30,7 +30,6 @@ import numpy as np
 import pyarrow as pa
 import pyogrio
 import shapely
-from pydantic import BaseModel, Field
 from rasterio.features import rasterize
 from rasterio.windows import Window
 
@@ -44,7 +43,7 @@ from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.engine.vector.rasterize import layer_crs, reproject_geometries, transformer
 from gdal_mcp.engine.vector.stream import geometries, read_layer, summarize_vector, vector_driver, write_layer
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.models import VectorSummary
+from gdal_mcp.models import ZonalResult
 
 DEFAULT_STATS = ["count", "min", "max", "mean", "sum", "std", "median", "majority"]
 BASIC_STATS = ("count", "min", "max", "mean", "sum", "std", "median", "majority", "minority", "unique", "range",
@@ -57,19 +56,6 @@ PERCENTILE = re.compile(r"^percentile_(\d+(?:\.\d+)?)$")
 WINDOW_PIXELS = DEFAULT_WINDOW_PIXELS // 4
 ZONE_BATCH = 1024
 MAX_LIMIT = 10_000
-
-
-class ZonalResult(BaseModel):
-    rows: list[dict[str, Any]] = Field(description="One row per zone, in layer order: id (the id_field value, else "
-                                                   "the 0-based feature index) and each statistic (null when the "
-                                                   "zone has no valid pixel)")
-    row_count: int = Field(description="Zones processed (every feature of the layer)")
-    truncated: bool = Field(description="More zones than rows returned (raise limit, or pass dst for all)")
-    remaining: int = Field(description="Zones not returned in rows")
-    stats: list[str]
-    band: int
-    summary: VectorSummary | None = Field(None, description="The vector file written with dst")
-    warnings: list[str] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------- arguments

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.vector.convert import promote as to_multi
 from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.engine.vector.stream import (
     BATCH_SIZE,
@@ -99,19 +100,6 @@ def contains_multi(geoms: np.ndarray) -> bool:
 
     ids = shapely.get_type_id(geoms)
     return bool(np.isin(ids, (4, 5, 6, 7)).any())
-
-
-def to_multi(geoms: np.ndarray) -> np.ndarray:
-    """Single-part geometries as one-part Multi geometries (others unchanged)."""
-    import shapely
-
-    ids = shapely.get_type_id(geoms)
-    out = np.asarray(geoms, dtype=object).copy()
-    for code, make in ((0, shapely.multipoints), (1, shapely.multilinestrings), (3, shapely.multipolygons)):
-        sel = (ids == code) & ~shapely.is_empty(geoms)
-        if sel.any():
-            out[sel] = make(out[sel][:, None])
-    return out
 
 
 def _combine(parts: list[Any], dim: int) -> Any:

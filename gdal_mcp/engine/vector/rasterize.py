@@ -66,26 +66,18 @@ def transformer(src_crs: Any, dst_crs: Any) -> Any:
 
 
 def reproject_geometries(geoms: np.ndarray, trans: Any) -> tuple[np.ndarray, int]:
-    """Geometries reprojected vertex by vertex, 2D; those PROJ cannot place (non-finite) become None.
-
-    Returns the array and how many were dropped.
-    """
+    """2D geometries in the target CRS; those PROJ cannot place become None. Returns them and how many were dropped."""
     import shapely
 
-    geoms = shapely.force_2d(geoms)
-    if trans is None:
-        return geoms, 0
+    from gdal_mcp.engine.vector.convert import reproject_geometries as reproject
 
-    def project(xy: np.ndarray) -> np.ndarray:
-        x, y = trans.transform(xy[:, 0], xy[:, 1])
-        return np.column_stack([x, y])
-
-    out = shapely.transform(geoms, project)
-    coords, index = shapely.get_coordinates(out, return_index=True)
-    bad = np.unique(index[~np.isfinite(coords).all(axis=1)])
-    if bad.size:
-        out[bad] = None
-    return out, int(bad.size)
+    if trans is not None:
+        geoms, bad = reproject(geoms, trans)
+        geoms[bad] = None
+        dropped = int(bad.sum())
+    else:
+        dropped = 0
+    return shapely.force_2d(geoms), dropped
 
 
 def layer_crs(meta_crs: str | None) -> Any:

@@ -1,0 +1,40 @@
+"""The layering rules: the server never loads GDAL (workers do), and engine code never imports MCP."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).parent.parent / "gdal_mcp"
+GDAL_STACK = ("rasterio", "pyogrio", "pyarrow", "shapely", "pyproj", "numpy")
+
+
+def test_server_process_does_not_load_the_gdal_stack() -> None:
+    code = ("import sys, gdal_mcp.server, gdal_mcp.cli; "
+            f"print([m for m in {GDAL_STACK!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]", f"the server imports {out.stdout.strip()}: keep GDAL work in the workers"
+
+
+def test_engine_never_imports_mcp() -> None:
+    offenders = []
+    for path in (PACKAGE / "engine").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] in ("fastmcp", "mcp") or n.startswith("gdal_mcp.tools") for n in names):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not offenders, f"engine modules import MCP code: {offenders}"
+
+
+def test_no_osgeo_and_no_print_in_the_package() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                mod = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+                assert not (mod or "").startswith("osgeo"), f"{path}: osgeo import"
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                assert any(k.arg == "file" for k in node.keywords), f"{path}:{node.lineno}: print() to stdout"
