@@ -47,6 +47,9 @@ def register(mcp: Any, app: App) -> None:
         scale: Annotated[bool | list[float] | None, Field(
             description="Rescale values linearly: true (source min/max to 0-255), [src_min, src_max] (to 0-255) "
                         "or [src_min, src_max, dst_min, dst_max]")] = None,
+        resampling: Annotated[Resampling | None, Field(
+            description="Overview resampling for format=COG: nearest (categorical), average/bilinear/cubic "
+                        "(continuous); default GDAL's (nearest for paletted, else cubic)")] = None,
         overwrite: Overwrite = False,
         ctx: Context | None = None,
     ) -> RasterWriteResult:
@@ -58,7 +61,7 @@ def register(mcp: Any, app: App) -> None:
         return await write_result(app, ctx, "gdal_mcp.engine.raster.convert:convert", {
             "src": src.gdal_path, "format": format, "options": creation_options, "bands": bands,
             "projwin": tuple(projwin) if projwin else None, "projwin_crs": projwin_crs, "output_type": output_type,
-            "nodata": nodata, "scale": scale, "threads": threads,
+            "nodata": nodata, "scale": scale, "resampling": resampling, "threads": threads,
         }, model=RasterWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Reproject raster", annotations=WRITE, tags={"raster"}, writes=True)

@@ -170,3 +170,28 @@ async def test_mosaic_through_mcp_is_pixel_identical(client: Client, ws: Path) -
     assert not err and "rgb1.tif" in (ws / "out" / "m2.vrt").read_text()
     err, info = await call(client, "raster_info", path="out/m2.vrt", stats=True)
     assert not err and info["bands"][0]["statistics"]["valid_count"] > 0
+
+
+async def test_cancelled_reproject_leaves_nothing(client: Client, ws: Path) -> None:
+    with pytest.raises(McpError, match="timed out"):
+        await client.call_tool("raster_reproject", {"input": "huge.vrt", "src_crs": "EPSG:32618", "dst_crs": "EPSG:4326",
+                                                    "output": "out/cancelled_warp.tif",
+                                                    "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}},
+                               timeout=2.0)
+    await wait_clean(ws, "out/cancelled_warp.tif")
+
+
+async def test_netcdf_subdataset_input(client: Client, ws: Path) -> None:
+    err, res = await call(client, "raster_convert", input="raster/slope.tif", output="out/slope.nc")
+    assert not err and res["summary"]["driver"] == "netCDF"
+    err, info = await call(client, "raster_info", path="out/slope.nc")
+    assert not err
+    name = 'NETCDF:"out/slope.nc":Band1'
+    err, info = await call(client, "raster_info", path=name, stats=True)
+    assert not err, info
+    assert info["path"] == name and (info["width"], info["height"]) == (84, 78)
+    assert round(info["bands"][0]["statistics"]["mean"], 3) == 56.813
+    err, res = await call(client, "raster_convert", input=name, output="out/from_nc.tif")
+    assert not err and res["summary"]["width"] == 84
+    err, res = await call(client, "raster_info", path='NETCDF:"../outside.nc":Band1')
+    assert err and res["error"]["code"] == "out-of-root"

@@ -82,12 +82,20 @@ def exact_range(ds: Any, bands: list[int], window: Window) -> dict[int, tuple[fl
 def convert(src: str, dst: str, *, format: str | None = None, options: dict[str, Any] | None = None,
             bands: list[int] | None = None, projwin: tuple[float, float, float, float] | None = None,
             projwin_crs: str | None = None, output_type: str | None = None, nodata: float | None = None,
-            scale: bool | list[float] | None = None, threads: int = 1,
+            scale: bool | list[float] | None = None, resampling: str | None = None, threads: int = 1,
             progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
-    """Convert `src` to `dst` as gdal_translate would; returns the output summary and warnings."""
+    """Convert `src` to `dst` as gdal_translate would; returns the output summary and warnings.
+
+    `resampling` is the COG overview resampling (the COG driver's OVERVIEW_RESAMPLING creation option).
+    """
     warnings: list[str] = []
     driver = infer_driver(dst, format)
     options = creation_options(options)
+    if resampling is not None:
+        if driver == "COG":
+            options.setdefault("OVERVIEW_RESAMPLING", resampling.upper())
+        else:
+            warnings.append(f"resampling applies to COG overviews only; it was ignored for {driver}")
     if driver in ("GTiff", "COG"):
         options = bounded_threads(options, threads)
     with open_raster(src) as ds:

@@ -118,3 +118,15 @@ def test_netcdf_subdataset_and_vsizip_inputs(tmp_path) -> None:
     assert (s.width, s.height, s.dtype) == (3, 3, "float64")
     s, _ = convert(f"/vsizip/{DATA}/raster/N10W110.hgt.zip/N10W110.hgt", str(tmp_path / "z.tif"))
     assert (s.width, s.crs) == (1201, "EPSG:4326")
+
+
+def test_cog_overview_resampling(tmp_path) -> None:
+    convert(RGB, str(tmp_path / "n.tif"), format="COG", resampling="nearest")
+    convert(RGB, str(tmp_path / "a.tif"), format="COG", resampling="average")
+    with rasterio.open(tmp_path / "n.tif") as n, rasterio.open(tmp_path / "a.tif") as a, rasterio.open(RGB) as src:
+        full = src.read(1)
+        nearest = n.read(1, out_shape=(n.height // 2, n.width // 2))  # served from the overview
+        assert set(np.unique(nearest)) <= set(np.unique(full))
+        assert not np.array_equal(nearest, a.read(1, out_shape=(a.height // 2, a.width // 2)))
+    _, warnings = convert(RGB, str(tmp_path / "g.tif"), resampling="average")
+    assert any("COG overviews only" in w for w in warnings)

@@ -1,0 +1,94 @@
+"""Every tool, the resources and the prompts through the official MCP SDK over stdio, on the shipped test data."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.conftest import make_workspace
+
+# (tool, arguments, a check on the structured result) — facts from tests/data/MANIFEST.md.
+CALLS = [
+    ("list_datasets", {"path": "raster", "pattern": "rgb*.tif"}, lambda r: len(r["entries"]) == 4),
+    ("raster_info", {"path": "raster/RGB.byte.tif", "stats": True},
+     lambda r: round(r["bands"][0]["statistics"]["mean"], 4) == 44.4345),
+    ("vector_info", {"path": "vector/test_gpx.gpx"}, lambda r: r["layer_count"] == 5),
+    ("vector_features", {"input": "vector/test_gpx.gpx", "layer": "track_points", "limit": 3},
+     lambda r: len(r["features"]) == 3 and r["remaining"] == 16),
+    ("raster_convert", {"input": "raster/RGB.byte.tif", "output": "out/rgb_cog.tif", "format": "COG"},
+     lambda r: r["summary"]["width"] == 791),
+    ("raster_reproject", {"input": "raster/goes.tif", "output": "out/goes_4326.tif", "dst_crs": "EPSG:4326"},
+     lambda r: (r["summary"]["width"], r["summary"]["height"]) == (602, 475)),
+    ("raster_clip", {"input": "raster/RGB.byte.tif", "output": "out/clip.tif", "mask": "vector/box.shp"},
+     lambda r: r["summary"]["crs"] == "EPSG:32618"),
+    ("raster_mosaic", {"inputs": [f"raster/rgb{i}.tif" for i in (1, 2, 3, 4)], "output": "out/mosaic.tif"},
+     lambda r: (r["summary"]["width"], r["summary"]["height"]) == (791, 718)),
+    ("raster_overviews", {"input": "out/mosaic.tif", "action": "add"}, lambda r: r["levels"] == [2, 4]),
+    ("raster_stats", {"input": "raster/slope.tif"}, lambda r: round(r["bands"][0]["mean"], 3) == 56.813),
+    ("raster_sample", {"input": "raster/RGB.byte.tif", "points": [[-78.0, 24.5]], "points_crs": "EPSG:4326"},
+     lambda r: r["points"][0]["inside"]),
+    ("raster_to_xyz", {"input": "raster/float_nan.tif", "output": "out/f.csv"}, lambda r: r["rows"] == 5),
+    ("vector_convert", {"input": "vector/naturalearth_lowres.shp", "output": "out/ne.gpkg"},
+     lambda r: r["summary"]["feature_count"] == 177),
+    ("vector_reproject", {"input": "vector/polygons.shp", "output": "out/poly_4326.geojson", "dst_crs": "EPSG:4326"},
+     lambda r: r["summary"]["feature_count"] == 2),
+    ("vector_clip", {"input": "vector/naturalearth_lowres.shp", "output": "out/nclip.gpkg", "bbox": [-20, -40, 55, 40]},
+     lambda r: r["summary"]["feature_count"] == 75),
+    ("vector_buffer", {"input": "vector/points.shp", "output": "out/buf.gpkg", "distance": 10, "units": "m"},
+     lambda r: r["summary"]["feature_count"] == 3),
+    ("vector_simplify", {"input": "vector/naturalearth_lowres.shp", "output": "out/simp.gpkg", "tolerance": 5,
+                         "units": "km"}, lambda r: r["summary"]["feature_count"] == 177),
+    ("vector_dissolve", {"input": "vector/naturalearth_lowres.shp", "output": "out/cont.gpkg", "by": "continent"},
+     lambda r: r["summary"]["feature_count"] == 8),
+    ("vector_validate", {"input": "vector/trio.geojson"}, lambda r: r["feature_count"] == 3),
+    ("raster_terrain", {"input": "raster/slope.tif", "output": "out/hs.tif", "product": "hillshade"},
+     lambda r: r["summary"]["dtype"] == "uint8"),
+    ("raster_calc", {"inputs": {"A": "raster/slope.tif"}, "expression": "A * 2", "output": "out/double.tif"},
+     lambda r: r["summary"]["dtype"] == "float32"),
+    ("raster_polygonize", {"input": "raster/shade.tif", "output": "out/shade.gpkg"},
+     lambda r: r["summary"]["feature_count"] == 232),
+    ("vector_rasterize", {"input": "vector/polygons.shp", "output": "out/zones.tif", "attribute": "id",
+                          "like": "raster/slope.tif"}, lambda r: r["summary"]["width"] == 84),
+    ("zonal_stats", {"raster": "raster/slope.tif", "zones": "vector/polygons.shp", "id_field": "id"},
+     lambda r: [row["count"] for row in r["rows"]] == [75, 50]),
+]
+
+
+@pytest.fixture(scope="module")
+def all_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("all"))
+
+
+async def test_every_tool_resource_and_prompt_through_the_official_sdk(all_ws: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gdal_mcp", "--workspace", str(all_ws)], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert names == {c[0] for c in CALLS} | {"raster_preview", "vector_preview"}
+        for tool, args, check in CALLS:
+            r = await session.call_tool(tool, args)
+            assert not r.is_error, (tool, r.structured_content)
+            assert check(r.structured_content), (tool, r.structured_content)
+
+        # A tool's output read back as a resource, and looked at as an image.
+        blob = (await session.read_resource("gdal-mcp://files/out/rgb_cog.tif")).contents[0]
+        assert base64.b64decode(blob.blob) == (all_ws / "out" / "rgb_cog.tif").read_bytes()
+        for tool, args in (("raster_preview", {"input": "out/rgb_cog.tif"}),
+                           ("vector_preview", {"input": "out/cont.gpkg", "color_by": "continent"})):
+            r = await session.call_tool(tool, args)
+            assert not r.is_error and r.content[0].type == "image" and r.content[0].mime_type == "image/png"
+            assert base64.b64decode(r.content[0].data)[:8] == b"\x89PNG\r\n\x1a\n"
+
+        info = (await session.read_resource("gdal-mcp://info/vector/out/cont.gpkg")).contents[0]
+        assert '"feature_count":8' in info.text
+        prompts = {p.name for p in (await session.list_prompts()).prompts}
+        assert prompts == {"choose_crs", "choose_resampling", "make_web_ready", "zonal_workflow"}
+        text = (await session.get_prompt("make_web_ready", {"path": "out/rgb_cog.tif"})).messages[0].content.text
+        assert "already a valid COG" in text
