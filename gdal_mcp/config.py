@@ -25,7 +25,7 @@ class Settings:
     allow_origins: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
     gdal_cache: int = 64 * MiB
-    recycle_rss: int = 320 * MiB
+    recycle_rss: int = 192 * MiB
     max_resource_bytes: int = 16 * MiB
 
 

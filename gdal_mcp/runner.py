@@ -98,6 +98,8 @@ class Runner:
         env = dict(os.environ)
         # glibc reserves 64 MiB of address space per thread arena; under RLIMIT_AS that is wasted limit.
         env.setdefault("MALLOC_ARENA_MAX", "2")
+        # Arrow's own allocator keeps freed memory; with the system one, malloc_trim returns it after a job.
+        env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(
             [sys.executable, "-m", "gdal_mcp.worker", str(child.fileno())],

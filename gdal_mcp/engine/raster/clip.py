@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
-import rasterio
-import rasterio.shutil
-from rasterio.io import driver_can_create
 from rasterio.windows import Window
 
 from gdal_mcp.engine.crs import crs_label
@@ -25,17 +21,15 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
-    COPY_ONLY,
     copy_metadata,
     fits,
     infer_driver,
-    output_profile,
-    staging_options,
     summarize,
+    write_windows,
 )
 from gdal_mcp.engine.raster.output import creation_options as normalize_options
 from gdal_mcp.engine.raster.region import bbox_window
-from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, count_windows, iter_windows
+from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS
 from gdal_mcp.engine.vector.masks import check_bbox, check_choice, check_owners, mask_polygons
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
@@ -204,54 +198,23 @@ def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None =
         remap = [i for i, v in enumerate(ds.nodatavals) if out_nodata is not None and v is not None
                  and fits(v, ds.dtypes[i]) and not _same_nodata(v, out_nodata)]
 
-        staged = driver in COPY_ONLY or not driver_can_create(driver)
-        write_path = dst
-        if staged:
-            fd, write_path = tempfile.mkstemp(prefix=os.path.basename(dst) + ".", suffix=".tmp.tif",
-                                              dir=os.path.dirname(os.path.abspath(dst)))
-            os.close(fd)
-        profile = output_profile("GTiff" if staged else driver, width=int(out_win.width), height=int(out_win.height),
-                                 count=ds.count, dtype=ds.dtypes[0], crs=ds.crs, transform=ds.window_transform(out_win),
-                                 nodata=out_nodata, options=staging_options(driver) if staged else options)
-        budget = max(1, WINDOW_PIXELS // ds.count)
         width, height = int(out_win.width), int(out_win.height)
-        total = max(1, count_windows(width, height, OUTPUT_BLOCK, budget))
-        share = 0.8 if staged else 1.0
-        existed = os.path.exists(dst)
-        try:
-            with rasterio.open(write_path, "w", **profile) as out:
-                copy_metadata(ds, out)
-                for i, w in enumerate(iter_windows(width, height, OUTPUT_BLOCK, budget), start=1):
-                    off = outside(w)
-                    shape = (ds.count, int(w.height), int(w.width))
-                    if off is not None and off.all():
-                        data = np.full(shape, out_nodata, dtype=ds.dtypes[0])
-                    else:
-                        src_w = Window(w.col_off + out_win.col_off, w.row_off + out_win.row_off, w.width, w.height)
-                        data = ds.read(window=src_w)
-                        for b in remap:
-                            v = ds.nodatavals[b]
-                            hit = np.isnan(data[b]) if math.isnan(v) else data[b] == v
-                            data[b][hit] = out_nodata
-                        if off is not None:
-                            data[:, off] = out_nodata
-                    out.write(data, window=w)
-                    progress(share * i / total, f"clipped window {i}/{total}")
-            if staged:
-                progress(share, f"writing {driver} with GDAL CreateCopy")
-                rasterio.shutil.copy(write_path, dst, driver=driver, **options)
-                progress(1.0, f"wrote {driver}")
-        except BaseException:
-            if not existed and os.path.exists(dst):
-                try:
-                    rasterio.shutil.delete(dst)
-                except Exception:  # noqa: BLE001 - a partial file GDAL cannot open: remove it directly
-                    os.remove(dst)
-            raise
-        finally:
-            if staged and os.path.exists(write_path):
-                try:
-                    rasterio.shutil.delete(write_path)
-                except Exception:  # noqa: BLE001
-                    os.remove(write_path)
+
+        def compute(w: Window) -> np.ndarray:
+            off = outside(w)
+            if off is not None and off.all():
+                return np.full((ds.count, int(w.height), int(w.width)), out_nodata, dtype=ds.dtypes[0])
+            data = ds.read(window=Window(w.col_off + out_win.col_off, w.row_off + out_win.row_off, w.width, w.height))
+            for b in remap:
+                v = ds.nodatavals[b]
+                hit = np.isnan(data[b]) if math.isnan(v) else data[b] == v
+                data[b][hit] = out_nodata
+            if off is not None:
+                data[:, off] = out_nodata
+            return data
+
+        write_windows(dst, driver, options, width=width, height=height, count=ds.count, dtype=ds.dtypes[0],
+                      crs=ds.crs, transform=ds.window_transform(out_win), nodata=out_nodata, compute=compute,
+                      progress=progress, what="clipped", window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK,
+                      prepare=lambda out: copy_metadata(ds, out))
     return summarize(dst), []

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,13 +21,11 @@ from gdal_mcp.engine.raster.output import (
     creation_options,
     fits,
     infer_driver,
-    output_profile,
     parse_dtype,
-    staging_options,
     summarize,
     writable_driver,
+    write_windows,
 )
-from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -136,32 +132,18 @@ def convert(src: str, dst: str, *, format: str | None = None, options: dict[str,
             progress(1.0, f"wrote {driver}")
             return summarize(dst), warnings
 
-        staged = dst if writable_driver(driver) else str(Path(dst).with_name(Path(dst).name + ".staging.tif"))
-        profile = output_profile(
-            driver if staged == dst else "GTiff",
-            width=int(window.width), height=int(window.height), count=len(indexes), dtype=dtype, crs=ds.crs,
-            transform=ds.window_transform(window), nodata=out_nodata,
-            options=options if staged == dst else staging_options(driver),
-        )
-        block = ds.block_shapes[indexes[0] - 1]
-        budget = max(1, WINDOW_PIXELS // len(indexes))
-        wins = list(iter_windows(int(window.width), int(window.height), block, budget))
-        try:
-            with rasterio.open(staged, "w", **profile) as out:
-                copy_metadata(ds, out, indexes, dtype_changed=dtype != ds.dtypes[indexes[0] - 1] or bool(scaling))
-                for i, w in enumerate(wins):
-                    src_win = Window(w.col_off + window.col_off, w.row_off + window.row_off, w.width, w.height)
-                    data = ds.read(indexes, window=src_win, masked=bool(scaling) or out_nodata != src_nodata)
-                    out.write(transform_values(data, indexes, scaling, dtype, out_nodata), window=w)
-                    progress((i + 1) / len(wins) * (0.6 if staged != dst else 1.0),
-                             f"converted window {i + 1}/{len(wins)}")
-            if staged != dst:
-                progress(0.6, f"writing {driver} with GDAL CreateCopy")
-                rasterio.shutil.copy(staged, dst, driver=driver, **options)
-                progress(1.0, f"wrote {driver}")
-        finally:
-            if staged != dst and os.path.exists(staged):
-                rasterio.shutil.delete(staged)
+        masked = bool(scaling) or out_nodata != src_nodata
+
+        def compute(w: Window) -> np.ndarray:
+            src_win = Window(w.col_off + window.col_off, w.row_off + window.row_off, w.width, w.height)
+            return transform_values(ds.read(indexes, window=src_win, masked=masked), indexes, scaling, dtype, out_nodata)
+
+        write_windows(dst, driver, options, width=int(window.width), height=int(window.height), count=len(indexes),
+                      dtype=dtype, crs=ds.crs, transform=ds.window_transform(window), nodata=out_nodata,
+                      compute=compute, progress=progress, what="converted", window_pixels=WINDOW_PIXELS,
+                      block=ds.block_shapes[indexes[0] - 1],
+                      prepare=lambda out: copy_metadata(ds, out, indexes, dtype_changed=dtype != ds.dtypes[indexes[0] - 1]
+                                                        or bool(scaling)))
     return summarize(dst), warnings
 
 

@@ -25,12 +25,11 @@ from gdal_mcp.engine.raster.output import (
     bounded_threads,
     creation_options,
     infer_driver,
-    output_profile,
     summarize,
     writable_driver,
+    write_windows,
 )
 from gdal_mcp.engine.raster.warp import reproject, resampling_method
-from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -196,15 +195,14 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
                 progress(start, f"writing {driver} with GDAL CreateCopy")
                 rasterio.shutil.copy(vrt, dst, driver=driver, **opts)
             else:
-                profile = output_profile(driver, width=width, height=height, count=vrt.count, dtype=vrt.dtypes[0],
-                                         crs=target, transform=vrt.transform, nodata=out_nodata, options=opts)
-                budget = max(1, WINDOW_PIXELS // vrt.count)
-                wins = list(iter_windows(width, height, (256, width), budget))
-                with rasterio.open(dst, "w", **profile) as out:
+                def set_colours(out: Any) -> None:
                     out.colorinterp = vrt.colorinterp
-                    for i, w in enumerate(wins):
-                        out.write(vrt.read(window=w), window=w)
-                        progress(start + (1 - start) * (i + 1) / len(wins), f"mosaicked window {i + 1}/{len(wins)}")
+
+                write_windows(dst, driver, opts, width=width, height=height, count=vrt.count, dtype=vrt.dtypes[0],
+                              crs=target, transform=vrt.transform, nodata=out_nodata,
+                              compute=lambda w: vrt.read(window=w),
+                              progress=lambda f, m="": progress(start + (1 - start) * f, m), what="mosaicked",
+                              window_pixels=WINDOW_PIXELS, block=(256, width), prepare=set_colours)
         progress(1.0, f"wrote {driver}")
     finally:
         for tmp in staged:

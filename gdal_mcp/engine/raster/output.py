@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import rasterio
+import rasterio.shutil
 from rasterio.drivers import raster_driver_extensions
 
 from gdal_mcp.engine.crs import crs_label
@@ -114,8 +115,17 @@ def cast(values: Any, dtype: str) -> Any:
 
 
 def writable_driver(driver: str) -> bool:
-    """Whether GDAL can write this driver window by window (Create), not only by CreateCopy."""
-    return driver not in COPY_ONLY
+    """Whether this driver can be written window by window (Create), not only by CreateCopy.
+
+    rasterio refuses some Create-capable drivers in "w" mode (netCDF): those go through CreateCopy too.
+    """
+    from rasterio.drivers import is_blacklisted
+    from rasterio.io import driver_can_create
+
+    if driver in COPY_ONLY or is_blacklisted(driver, "w"):
+        return False
+    with rasterio.Env():  # driver_can_create needs the drivers registered
+        return bool(driver_can_create(driver))
 
 
 def output_profile(driver: str, *, width: int, height: int, count: int, dtype: str, crs: Any, transform: Any,
@@ -192,10 +202,7 @@ def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int,
     `prepare(dataset)` may set metadata (colour interpretation, descriptions) before pixels are written.
     A failed write leaves no partial `dst` or staging file behind.
     """
-    from rasterio.io import driver_can_create
-
-    with rasterio.Env():  # driver_can_create needs the drivers registered
-        staged = driver in COPY_ONLY or not driver_can_create(driver)
+    staged = not writable_driver(driver)
     write_path = str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst
     profile = output_profile("GTiff" if staged else driver, width=width, height=height, count=count, dtype=dtype,
                              crs=crs, transform=transform, nodata=nodata,

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Any
 
-import rasterio
-import rasterio.shutil
 from rasterio.enums import Resampling
 from rasterio.transform import Affine
 from rasterio.vrt import WarpedVRT
@@ -23,17 +19,15 @@ from gdal_mcp.engine.raster.output import (
     creation_options,
     fits,
     infer_driver,
-    output_profile,
-    staging_options,
     summarize,
-    writable_driver,
+    write_windows,
 )
-from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
-# Measured: larger windows or warp buffers do not make warping faster here, only the worker bigger.
-WINDOW_PIXELS = 4 * 1024 * 1024
+# Measured on 1 GB (13219 px wide): 4M-pixel windows 30.8 s, 16M 15.5 s (peak 216 MB), 40M 15.7 s (295 MB);
+# the warp buffer size hardly matters. Small windows cost a warper start-up each.
+WINDOW_PIXELS = 16 * 1024 * 1024
 WARP_MEM_LIMIT_MB = 64
 
 
@@ -128,10 +122,6 @@ def reproject(src: str, dst: str, *, dst_crs: str, src_crs: str | None = None, r
         out_nodata = nodata if nodata is not None else ds.nodata
         if out_nodata is not None and not fits(out_nodata, dtype):
             raise GdalMcpError("invalid-argument", f"nodata {out_nodata} does not fit the data type {dtype}")
-        staged = dst if writable_driver(driver) else str(Path(dst).with_name(Path(dst).name + ".staging.tif"))
-        profile = output_profile(driver if staged == dst else "GTiff", width=width, height=height, count=ds.count,
-                                 dtype=dtype, crs=target, transform=transform, nodata=out_nodata,
-                                 options=opts if staged == dst else staging_options(driver))
         vrt_args: dict[str, Any] = {
             "crs": target, "transform": transform, "width": width, "height": height, "resampling": method,
             "warp_mem_limit": WARP_MEM_LIMIT_MB, "warp_extras": {"NUM_THREADS": str(max(1, threads))},
@@ -142,23 +132,16 @@ def reproject(src: str, dst: str, *, dst_crs: str, src_crs: str | None = None, r
             vrt_args["nodata"] = out_nodata
         if ds.nodata is not None:
             vrt_args["src_nodata"] = ds.nodata
-        budget = max(1, WINDOW_PIXELS // ds.count)
-        out_block = (int(profile.get("blockysize", profile.get("BLOCKYSIZE", 256)) or 256), width)
-        try:
-            with WarpedVRT(ds, **vrt_args) as vrt, rasterio.open(staged, "w", **profile) as out:
-                try:
-                    out.colorinterp = ds.colorinterp
-                except Exception:  # noqa: BLE001 - not every driver takes every interpretation
-                    pass
-                wins = list(iter_windows(width, height, out_block, budget))
-                for i, w in enumerate(wins):
-                    out.write(vrt.read(window=w), window=w)
-                    progress((i + 1) / len(wins) * (0.7 if staged != dst else 1.0), f"warped window {i + 1}/{len(wins)}")
-            if staged != dst:
-                progress(0.7, f"writing {driver} with GDAL CreateCopy")
-                rasterio.shutil.copy(staged, dst, driver=driver, **opts)
-                progress(1.0, f"wrote {driver}")
-        finally:
-            if staged != dst and os.path.exists(staged):
-                rasterio.shutil.delete(staged)
+
+        def set_colours(out: Any) -> None:
+            try:
+                out.colorinterp = ds.colorinterp
+            except Exception:  # noqa: BLE001 - not every driver takes every interpretation
+                pass
+
+        with WarpedVRT(ds, **vrt_args) as vrt:
+            write_windows(dst, driver, opts, width=width, height=height, count=ds.count, dtype=dtype, crs=target,
+                          transform=transform, nodata=out_nodata, compute=lambda w: vrt.read(window=w),
+                          progress=progress, what="warped", window_pixels=WINDOW_PIXELS,
+                          block=(int(opts.get("BLOCKYSIZE", 256)), width), prepare=set_colours)
     return summarize(dst), warnings

@@ -26,7 +26,8 @@ from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import Bounds, VectorSummary
 
-BATCH_SIZE = 65_536
+# Measured: 16k-feature batches reproject 200k polygons in 237 MB (65k: 388 MB) at the same speed.
+BATCH_SIZE = 16_384
 OGR_ERRORS = (DataSourceError, DataLayerError, FieldError, GeometryError)
 # Extension -> OGR driver, for outputs (ogr2ogr infers the same way).
 VECTOR_DRIVERS = {
