@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import tempfile
 import threading
@@ -77,17 +78,21 @@ class PeakRss:
 
     `.peak` is the largest summed RSS of the tree, `.peak_single` the largest RSS of any one process, and
     `.peak_pss` the largest summed PSS (shared library pages counted once across the tree), all in bytes.
+    `.start` is the summed RSS of the first sample (on entering the context).
     """
 
     def __init__(self, root: int, interval: float = 0.05) -> None:
         self.root = root
         self.interval = interval
         self.peak = self.peak_single = self.peak_pss = 0
+        self.start: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
     def sample(self) -> None:
         sizes = [rss_bytes(pid) for pid in process_tree(self.root)]
+        if self.start is None:
+            self.start = sum(sizes)
         self.peak = max(self.peak, sum(sizes))
         self.peak_single = max(self.peak_single, *sizes)
         self.peak_pss = max(self.peak_pss, tree_pss(self.root))
@@ -115,11 +120,16 @@ class CliRun:
     peak_rss: int  # bytes: the sampled summed RSS of the command's process tree, max over the commands
     maxrss: int  # bytes: the kernel's ru_maxrss of each command (wait4), max over the commands; a cross-check
     error: str | None = None
+    # bytes: this process's own peak RSS when the commands were spawned. A child starts with its parent's peak
+    # (vfork shares the parent's memory, and exec keeps the peak of the memory it replaces), so an ru_maxrss
+    # at or below this figure is the harness's, not the command's.
+    inherited: int = 0
 
 
 def run_commands(commands: Sequence[Sequence[str]], *, cwd: Path, env: Mapping[str, str] | None = None) -> CliRun:
     """Run commands one after the other (stopping at the first failure), timing them together."""
     peak = maxrss = 0
+    inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t0 = time.perf_counter()
     for cmd in commands:
         with open(os.devnull, "wb") as devnull, tempfile.TemporaryFile() as err:
@@ -132,5 +142,6 @@ def run_commands(commands: Sequence[Sequence[str]], *, cwd: Path, env: Mapping[s
             if proc.returncode != 0:
                 err.seek(0)
                 tail = err.read().decode(errors="replace").strip()[-2000:]
-                return CliRun(time.perf_counter() - t0, peak, maxrss, f"`{' '.join(cmd)}` exited {proc.returncode}: {tail}")
-    return CliRun(time.perf_counter() - t0, peak, maxrss)
+                return CliRun(time.perf_counter() - t0, peak, maxrss, f"`{' '.join(cmd)}` exited {proc.returncode}: {tail}",
+                              inherited)
+    return CliRun(time.perf_counter() - t0, peak, maxrss, inherited=inherited)
