@@ -17,7 +17,6 @@ import ast
 import contextlib
 import keyword
 import math
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -479,8 +478,6 @@ def calc(inputs: dict[str, str], expression: str, dst: str, *, output_type: str 
         sources: dict[str, tuple[Any, int]] = {}
         for name in compiled.names:
             path, band = split_band(inputs[name])
-            if os.path.abspath(path) == os.path.abspath(dst):
-                raise GdalMcpError("invalid-argument", f"dst is input {name}; write the result to a new file")
             ds = stack.enter_context(open_raster(path))
             if not 1 <= band <= ds.count:
                 raise GdalMcpError("invalid-argument", f"input {name}: band {band} does not exist; {inputs[name]} has "

@@ -9,7 +9,6 @@ nodata. A bbox is a pure window subset (whole pixels, like `gdal_translate -proj
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -171,8 +170,6 @@ def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None =
     """Clip `src` to a bbox, a GeoJSON geometry or the polygons of a vector file, writing `dst`."""
     kind = check_choice(bbox, geometry, mask)
     check_owners(kind, bbox_crs=bbox_crs, geometry_crs=geometry_crs, mask_layer=mask_layer, mask_where=mask_where)
-    if os.path.abspath(src) == os.path.abspath(dst):
-        raise GdalMcpError("invalid-argument", "dst is the input file; write the clip to a new file")
     driver = infer_driver(dst, format)
     if driver in ("VRT", "MEM"):
         raise GdalMcpError("unsupported", f"clip cannot write {driver}; write GTiff or COG instead")

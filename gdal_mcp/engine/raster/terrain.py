@@ -19,7 +19,6 @@ The raster is streamed window by window; each window is read with a one-pixel ha
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -253,8 +252,6 @@ def terrain(src: str, dst: str, *, product: Product, band: int = 1, z_factor: fl
     az = _check_number("azimuth", azimuth, low=0.0, high=360.0)
     alt = _check_number("altitude", altitude, low=0.0, high=90.0)
     _unused(product, z, az, alt, slope_units, warnings)
-    if os.path.abspath(src) == os.path.abspath(dst):
-        raise GdalMcpError("invalid-argument", "dst is the input file; write the result to a new file")
     driver = infer_driver(dst, format)
     if driver in ("VRT", "MEM"):
         raise GdalMcpError("unsupported", f"terrain cannot write {driver}; write GTiff or COG instead")

@@ -18,7 +18,6 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.vector.geometry import (
     GeomType,
-    check_paths,
     keep_dimension,
     layer_bounds,
     layer_meta,
@@ -68,7 +67,6 @@ def clip(src: str, dst: str, *, layer: str | None = None, bbox: tuple[float, flo
 
     kind = check_choice(bbox, geometry, mask)
     check_owners(kind, bbox_crs=bbox_crs, geometry_crs=geometry_crs, mask_layer=mask_layer, mask_where=mask_where)
-    check_paths(src, dst)
     driver = vector_driver(dst, format)
     name, crs_text, declared = layer_meta(src, layer)
     layer_crs = parse_crs(crs_text, "layer CRS") if crs_text else None

@@ -14,7 +14,6 @@ the output geometry type (a first pass checks whether Multi is needed when the o
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -602,11 +601,6 @@ def layer_meta(src: str, layer: str | None) -> tuple[str, str | None, GeomType]:
     return name, info.get("crs"), layer_type(info.get("geometry_type"))
 
 
-def check_paths(src: str, dst: str) -> None:
-    if os.path.abspath(src) == os.path.abspath(dst):
-        raise GdalMcpError("invalid-argument", "dst is the input file; write the result to a new file")
-
-
 def _siblings(dst: str) -> set[Path]:
     path = Path(dst)
     if not path.parent.is_dir():
@@ -761,7 +755,6 @@ def _geos_error() -> type[Exception]:
 # ---------------------------------------------------------------------------------------------- buffer
 
 def _check_common(src: str, dst: str, format: str | None) -> str:
-    check_paths(src, dst)
     return vector_driver(dst, format)
 
 

@@ -25,7 +25,6 @@ from gdal_mcp.engine.vector import geometry
 from gdal_mcp.engine.vector.geometry import (
     LENIENT_DRIVERS,
     GeomType,
-    check_paths,
     contains_multi,
     keep_dimension,
     layer_meta,
@@ -107,7 +106,6 @@ def validate(path: str, *, dst: str | None = None, layer: str | None = None, max
         raise GdalMcpError("invalid-argument", f"max_examples must be an integer from 0 to {MAX_EXAMPLES}")
     driver = None
     if dst is not None:
-        check_paths(path, dst)
         driver = vector_driver(dst, None)
     name, crs, declared = layer_meta(path, layer)
     total = _feature_count(path, name)

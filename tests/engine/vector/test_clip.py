@@ -197,14 +197,6 @@ def test_invalid_arguments(tmp_path, kwargs, text) -> None:
     assert not (tmp_path / "x.gpkg").exists()
 
 
-def test_refuses_to_overwrite_the_input(tmp_path) -> None:
-    src = tmp_path / "w.gpkg"
-    clip(WORLD, str(src), bbox=BOX)
-    with pytest.raises(GdalMcpError) as e:
-        clip(str(src), str(src), bbox=BOX)
-    assert e.value.code == "invalid-argument" and "dst is the input" in e.value.message
-
-
 def test_matches_ogr2ogr_clipsrc(tmp_path) -> None:
     ogr2ogr = shutil.which("ogr2ogr")
     if ogr2ogr is None:
