@@ -45,6 +45,8 @@ def register(mcp: Any, app: App) -> None:
         src_crs: Annotated[str | None, Field(description="Override or assign the source CRS")] = None,
         explode_collections: Annotated[bool, Field(description="One feature per part of multi-part geometries")] = False,
         promote_to_multi: Annotated[bool, Field(description="Make every geometry Multi* (mixed single/multi layers)")] = False,
+        layer_options: Annotated[dict[str, str | int | float | bool] | None, Field(
+            description='OGR layer creation options (ogr2ogr -lco), e.g. {"SPATIAL_INDEX": "NO"} for FlatGeobuf')] = None,
         overwrite: Overwrite = False,
         ctx: Context | None = None,
     ) -> VectorWriteResult:
@@ -56,7 +58,7 @@ def register(mcp: Any, app: App) -> None:
             "src": src.gdal_path, "layer": layer, "format": format, "output_layer": output_layer, "where": where,
             "bbox": tuple(bbox) if bbox else None, "bbox_crs": bbox_crs, "fields": fields, "sql": sql,
             "dst_crs": dst_crs, "src_crs": src_crs, "explode_collections": explode_collections,
-            "promote_to_multi": promote_to_multi,
+            "promote_to_multi": promote_to_multi, "layer_options": layer_options,
         }, model=VectorWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Reproject vector", annotations=WRITE, tags={"vector"}, writes=True)

@@ -21,6 +21,7 @@ from pyproj import CRS, Transformer
 from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.output import creation_options
 from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.engine.vector.stream import (
     check_sql,
@@ -238,8 +239,11 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
             bbox: tuple[float, float, float, float] | None = None, bbox_crs: str | None = None,
             fields: list[str] | None = None, sql: str | None = None, dst_crs: str | None = None,
             src_crs: str | None = None, explode_collections: bool = False, promote_to_multi: bool = False,
+            layer_options: dict[str, Any] | None = None,
             progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
     """Convert one layer of `src` into a new layer of `dst` as ogr2ogr would; returns its summary and warnings.
+
+    `layer_options` are OGR layer creation options (ogr2ogr -lco), e.g. {"SPATIAL_INDEX": "NO"} for FlatGeobuf.
 
     bbox is in bbox_crs (default the layer's CRS); sql is one read-only SELECT and excludes layer, where and
     fields; src_crs overrides (or assigns) the source CRS; CSV outputs carry the geometry as a WKT column.
@@ -264,7 +268,7 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
                 meta_crs = pyogrio.read_info(src, layer=name)["crs"]
             layer_bbox = bbox_in(bbox, box_crs, assigned or (CRS.from_user_input(meta_crs) if meta_crs else None))
     out_layer = output_layer or name or Path(dst).stem
-    options = LAYER_OPTIONS.get(driver)
+    options = {**LAYER_OPTIONS.get(driver, {}), **creation_options(layer_options)} or None
     facts: dict[str, Any] = {}
 
     def attempt(promote_geometries: bool) -> None:

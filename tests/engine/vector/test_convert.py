@@ -439,3 +439,14 @@ def test_streams_in_batches_with_flat_memory(tmp_path, monkeypatch) -> None:
     # Five times the features, the same peak: one batch (2000 points) is in memory at a time, while the
     # 100k points alone are 2.4 MB of coordinates and several MB of WKB and geometry objects.
     assert peaks[100_000] < 1.3 * peaks[20_000] and peaks[100_000] < 2_400_000
+
+
+def test_layer_creation_options_reach_the_driver(tmp_path) -> None:
+    import pyogrio
+
+    src = str(DATA / "vector" / "naturalearth_lowres.shp")
+    convert(src, str(tmp_path / "indexed.fgb"), promote_to_multi=True)
+    convert(src, str(tmp_path / "plain.fgb"), promote_to_multi=True, layer_options={"SPATIAL_INDEX": False})
+    indexed = pyogrio.read_info(tmp_path / "indexed.fgb")["capabilities"]["fast_spatial_filter"]
+    plain = pyogrio.read_info(tmp_path / "plain.fgb")["capabilities"]["fast_spatial_filter"]
+    assert indexed and not plain
