@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from gdal_mcp.models import CRSInfo
@@ -26,7 +27,9 @@ def describe_crs(crs: Any) -> CRSInfo | None:
     except Exception:  # noqa: BLE001
         epsg = None
     try:
-        proj4 = c.to_proj4()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "you will likely lose information": proj4 is only a hint here
+            proj4 = c.to_proj4()
     except Exception:  # noqa: BLE001
         proj4 = None
     units = c.axis_info[0].unit_name if c.axis_info else None
