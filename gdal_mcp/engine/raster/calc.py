@@ -29,8 +29,8 @@ from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.engine.raster.output import check_nodata, fits, infer_driver, parse_dtype, summarize, write_windows
 from gdal_mcp.engine.raster.output import creation_options as normalize_options
-from gdal_mcp.engine.raster.output import fits, infer_driver, parse_dtype, summarize, write_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -409,11 +409,7 @@ def _grid_error(first: str, ds_first: Any, name: str, ds: Any) -> GdalMcpError:
 
 def _output_nodata(dtype: str, nodata: float | None, warnings: list[str]) -> float:
     if nodata is not None:
-        value = float(nodata)
-        if not fits(value, dtype):
-            raise GdalMcpError("invalid-argument", f"nodata {nodata} cannot be stored in {dtype}; choose a value the "
-                               "type can hold (e.g. 255 for Byte, -9999 for Int16/Float32)")
-        return value
+        return check_nodata(nodata, dtype)
     if fits(DEFAULT_NODATA, dtype):
         return DEFAULT_NODATA
     info = np.iinfo(np.dtype(dtype))

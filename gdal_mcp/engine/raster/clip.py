@@ -20,6 +20,7 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
+    check_nodata,
     copy_metadata,
     fits,
     infer_driver,
@@ -147,11 +148,7 @@ def _same_nodata(a: float | None, b: float | None) -> bool:
 def _output_nodata(ds: Any, nodata: float | None, masking: bool) -> float | None:
     dtype = ds.dtypes[0]
     if nodata is not None:
-        value = float(nodata)
-        if not fits(value, dtype):
-            raise GdalMcpError("invalid-argument", f"nodata {nodata} cannot be stored in {dtype}; choose a value the "
-                               "type can hold (e.g. 0 or 255 for Byte, -9999 for Int16/Float32)")
-        return value
+        return check_nodata(nodata, dtype)
     if ds.nodata is not None and fits(ds.nodata, dtype):
         return ds.nodata
     if masking:

@@ -98,6 +98,14 @@ def fits(value: float, dtype: str) -> bool:
     return info.min <= value <= info.max and float(value).is_integer()
 
 
+def check_nodata(value: float, dtype: str) -> float:
+    """A nodata value for `dtype`, or invalid-argument when the type cannot hold it."""
+    if not fits(float(value), dtype):
+        raise GdalMcpError("invalid-argument", f"nodata {value} cannot be stored in {dtype}; choose a value the type "
+                           "can hold (e.g. 0 or 255 for Byte, -9999 for Int16/Float32) or another data type")
+    return float(value)
+
+
 def cast(values: Any, dtype: str) -> Any:
     """Convert pixel values as GDAL does: round to nearest and clamp to the type's range for integers."""
     import numpy as np

@@ -16,8 +16,8 @@ from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     bounded_threads,
+    check_nodata,
     creation_options,
-    fits,
     infer_driver,
     summarize,
     write_windows,
@@ -120,8 +120,8 @@ def reproject(src: str, dst: str, *, dst_crs: str, src_crs: str | None = None, r
         )
         dtype = ds.dtypes[0]
         out_nodata = nodata if nodata is not None else ds.nodata
-        if out_nodata is not None and not fits(out_nodata, dtype):
-            raise GdalMcpError("invalid-argument", f"nodata {out_nodata} does not fit the data type {dtype}")
+        if out_nodata is not None:
+            out_nodata = check_nodata(out_nodata, dtype)
         vrt_args: dict[str, Any] = {
             "crs": target, "transform": transform, "width": width, "height": height, "resampling": method,
             "warp_mem_limit": WARP_MEM_LIMIT_MB, "warp_extras": {"NUM_THREADS": str(max(1, threads))},

@@ -32,6 +32,7 @@ from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     cast,
+    check_nodata,
     fits,
     infer_driver,
     parse_dtype,
@@ -292,9 +293,7 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
             out_dtype = _smallest_dtype(_attribute_range(src, name, where, attribute) + [fill])
         else:
             out_dtype = _smallest_dtype([float(burn_value), fill])  # type: ignore[arg-type]
-    if not fits(fill, out_dtype):
-        raise GdalMcpError("invalid-argument", f"nodata {fill} cannot be stored in {out_dtype}; choose another nodata "
-                           "or dtype")
+    fill = check_nodata(fill, out_dtype)
     if burn_value is not None and not fits(float(burn_value), out_dtype):
         warnings.append(f"burn_value {burn_value} does not fit {out_dtype}; it is rounded and clamped as GDAL does")
     fixed = None if burn_value is None else cast(np.array([burn_value], dtype="float64"), out_dtype)[0]
