@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from gdal_mcp.config import Settings
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.jobs import Job, R
 from gdal_mcp.runner import Runner
 from gdal_mcp.sandbox import OutputTarget, Sandbox
 
@@ -77,8 +78,8 @@ class App:
     def scrub_error(self, error: GdalMcpError) -> GdalMcpError:
         return GdalMcpError(error.code, self.sandbox.scrub(error.message))
 
-    async def execute(self, func: str, kwargs: dict[str, Any], *, ctx: Any = None, quick: bool = False,
-                      output: OutputTarget | None = None) -> Any:
+    async def execute(self, job: Job[R], *, ctx: Any = None, quick: bool = False,
+                      output: OutputTarget | None = None) -> R:
         """Run an engine function in a worker, relaying progress; commit or discard its output."""
 
         async def relay(fraction: float, message: str) -> None:
@@ -91,13 +92,13 @@ class App:
 
         committed = False
         try:
-            result = await self.runner.run(func, kwargs, progress=relay, quick=quick)
+            result = await self.runner.run(job, progress=relay, quick=quick)
             if output is not None:
                 await asyncio.to_thread(output.commit)
                 committed = True
             return result
         except asyncio.CancelledError:
-            log.info("job %s cancelled by the client", func)
+            log.info("job %s cancelled by the client", job.FUNC)
             raise
         finally:
             if output is not None and not committed:

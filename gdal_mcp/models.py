@@ -261,3 +261,32 @@ class ZonalResult(BaseModel):
     band: int
     summary: VectorSummary | None = Field(None, description="The vector file written with dst")
     warnings: list[str] = Field(default_factory=list)
+
+
+PreviewMode = Literal["rgb", "gray", "colormap", "palette", "vector"]
+
+
+class PreviewResult(BaseModel):
+    """A PNG quicklook and what a model needs to read it (the legend says it in one paragraph)."""
+
+    png: bytes = Field(exclude=True, repr=False, description="The PNG image: 8-bit RGBA")
+    width: int = Field(description="Image width in pixels")
+    height: int = Field(description="Image height in pixels")
+    mode: PreviewMode = Field(description="rgb: three bands as red/green/blue; gray or colormap: one band through a "
+                                          "colormap; palette: one band through its own colour table; vector: a layer")
+    bands_used: list[int] = Field(default_factory=list, description="1-based bands drawn (empty for vectors)")
+    value_range: list[tuple[float, float] | None] = Field(
+        default_factory=list, description="Per band drawn: the data values mapped to the low and high end of the "
+                                          "stretch (null when a band has no valid pixel); for vectors colour-by-number")
+    colormap: str | None = Field(None, description="Colormap of a single band or numeric color_by")
+    categories: dict[str, str] | None = Field(None, description="color_by category -> #rrggbb")
+    crs: str | None = Field(None, description="EPSG:n or the CRS name; null when the data has none")
+    extent: tuple[float, float, float, float] = Field(description="[minx, miny, maxx, maxy] the image covers, in the "
+                                                                  "data's CRS (pixel coordinates if not georeferenced)")
+    window: tuple[int, int, int, int] | None = Field(None, description="Raster: [col, row, width, height] read")
+    source_pixels_per_pixel: float | None = Field(None, description="Raster: source pixels per image pixel "
+                                                                    "(< 1 when a small raster is enlarged)")
+    features: int | None = Field(None, description="Vector: features drawn")
+    legend: str = Field(description="How to read the image: bands, stretch, colours, CRS, extent, nodata")
+    dst: str | None = Field(None, description="Where the PNG was also written")
+    warnings: list[str] = Field(default_factory=list)

@@ -1,6 +1,6 @@
 """The runner: all GDAL work runs in a warm pool of worker processes, never in the server.
 
-A job is an engine function name plus keyword arguments. The runner relays its progress, enforces
+A job is a typed job specification (gdal_mcp.jobs). The runner relays its progress, enforces
 the per-job timeout, kills the worker on cancel or timeout (a fresh one replaces it), and turns a
 worker that dies into a structured error while the server keeps serving.
 
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.jobs import Job, R
 
 log = logging.getLogger("gdal_mcp.runner")
 
@@ -161,20 +162,19 @@ class Runner:
         w.ready = True
 
     # ----- jobs ----------------------------------------------------------------------------
-    async def run(self, func: str, kwargs: dict[str, Any], *, progress: ProgressSink | None = None,
-                  quick: bool = False, timeout: float | None = None) -> Any:
-        """Run `module:function` in a worker; return its result or raise GdalMcpError."""
+    async def run(self, job: Job[R], *, progress: ProgressSink | None = None,
+                  quick: bool = False, timeout: float | None = None) -> R:
+        """Run a job in a worker; return its result or raise GdalMcpError."""
         if self._idle is None:
             self.start()
         assert self._idle is not None and self._general is not None
         limit = self.timeout if timeout is None else timeout
         if quick:
-            return await self._run_on_worker(func, kwargs, progress, limit)
+            return await self._run_on_worker(job, progress, limit)
         async with self._general:
-            return await self._run_on_worker(func, kwargs, progress, limit)
+            return await self._run_on_worker(job, progress, limit)
 
-    async def _run_on_worker(self, func: str, kwargs: dict[str, Any], progress: ProgressSink | None,
-                             limit: float) -> Any:
+    async def _run_on_worker(self, job: Job[R], progress: ProgressSink | None, limit: float) -> R:
         assert self._idle is not None
         w = await self._idle.get()
         healthy = False
@@ -182,7 +182,7 @@ class Runner:
         try:
             async with asyncio.timeout(limit):
                 await self._wait_ready(w)
-                w.conn.send((func, kwargs))
+                w.conn.send(job)
                 while True:
                     msg = await w.recv()
                     kind = msg[0]
@@ -192,7 +192,7 @@ class Runner:
                         continue
                     healthy = True
                     if kind == "result":
-                        return msg[1]
+                        return msg[1]  # type: ignore[no-any-return]
                     raise GdalMcpError(msg[1], msg[2])
         except TimeoutError:
             raise GdalMcpError(

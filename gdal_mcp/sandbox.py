@@ -26,6 +26,7 @@ log = logging.getLogger("gdal_mcp.sandbox")
 MAX_PATH_LENGTH = 4096
 MAX_COMPONENT_LENGTH = 255
 MAX_REFERENCE_DEPTH = 8
+MAX_PATTERN_MATCHES = 10000
 TMP_PREFIX = ".gdal-mcp-tmp-"
 RESOURCE_PREFIX = "gdal-mcp://files/"
 
@@ -222,6 +223,46 @@ class Sandbox:
         gdal_path, files, network = self._resolve_gdal(path, base=None, what=what, depth=0)
         display = self.scrub(gdal_path) if not network else path
         return ResolvedInput(user=path, gdal_path=gdal_path, display=display, files=tuple(files), network=network)
+
+    def resolve_inputs(self, inputs: list[str] | None, pattern: str | None, *, what: str = "inputs",
+                       limit: int = MAX_PATTERN_MATCHES) -> list[ResolvedInput]:
+        """Several datasets: the list given, or the workspace files a glob matches (sorted), never both."""
+        if (inputs is None) == (pattern is None):
+            raise GdalMcpError("invalid-argument", f"give either {what} (a list of paths) or input_pattern (a glob "
+                               "such as 'tiles/*.tif'), not both and not neither")
+        if inputs is not None:
+            return [self.resolve_input(p, what=f"{what}[{i}]") for i, p in enumerate(inputs)]
+        assert pattern is not None
+        return [self.resolve_input(str(p), what="input_pattern match") for p in self.glob(pattern, limit=limit)]
+
+    def glob(self, pattern: str, *, limit: int = MAX_PATTERN_MATCHES) -> list[Path]:
+        """Regular files under the first workspace matching a glob ('tiles/*.tif', 'a/**/b.tif'), sorted.
+
+        The pattern is relative to the workspace: absolute patterns, '..' and GDAL syntax are refused; every
+        match is checked like any other input (a symlink out of the workspace is refused by resolve_input).
+        """
+        self._check_text(pattern, "input_pattern")
+        pure = PurePosixPath(pattern)
+        if pure.is_absolute() or pattern.startswith("~") or ".." in pure.parts or pattern.startswith("/vsi"):
+            raise GdalMcpError("out-of-root", f"input_pattern '{pattern}' must be a glob relative to the workspace, "
+                               "e.g. 'tiles/*.tif'")
+        if not any(ch in pattern for ch in "*?["):
+            raise GdalMcpError("invalid-argument", f"input_pattern '{pattern}' has no wildcard; give inputs=[…] for "
+                               "named files or a glob such as 'tiles/*.tif'")
+        root = self.roots[0]
+        matches: list[Path] = []
+        for p in root.glob(pattern):
+            if p.name.startswith(TMP_PREFIX) or any(part.startswith(TMP_PREFIX) for part in p.parts):
+                continue
+            if p.is_file():
+                matches.append(p)
+                if len(matches) > limit:
+                    raise GdalMcpError("invalid-argument", f"input_pattern '{pattern}' matches more than {limit} "
+                                       "files; narrow it")
+        if not matches:
+            raise GdalMcpError("not-found", f"input_pattern '{pattern}' matches no file in the workspace; "
+                               "list_datasets shows what is there")
+        return sorted(matches)
 
     def _network(self, path: str, what: str) -> tuple[str, list[Path], bool]:
         if not self.allow_network:

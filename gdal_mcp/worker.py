@@ -71,6 +71,18 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     return "internal-error", f"unexpected {type(exc).__name__}: {str(exc).strip()}"
 
 
+def engine_function(job: Any) -> Any:
+    """The engine function a job names; only typed jobs naming engine functions are run."""
+    from gdal_mcp.jobs import Job
+
+    if not isinstance(job, Job):
+        raise TypeError(f"refusing to run {type(job).__name__}: not a typed job")
+    module_name, _, attr = job.FUNC.partition(":")
+    if not module_name.startswith(ENGINE_PREFIX):
+        raise ValueError(f"refusing to run {job.FUNC}: not an engine function")
+    return getattr(importlib.import_module(module_name), attr)
+
+
 def main(conn: Any) -> None:
     """Serve jobs on `conn` until the server closes it."""
     config = pickle.loads(conn.recv_bytes())
@@ -95,7 +107,7 @@ def main(conn: Any) -> None:
             return  # the server went away
         if message is None:
             return
-        func_name, kwargs = message
+        job = message
         last = [0.0]
 
         def progress(fraction: float, text: str = "", last: list[float] = last) -> None:
@@ -105,17 +117,14 @@ def main(conn: Any) -> None:
                 conn.send(("progress", float(min(max(fraction, 0.0), 1.0)), str(text)))
 
         try:
-            module_name, _, attr = func_name.partition(":")
-            if not module_name.startswith(ENGINE_PREFIX):
-                raise ValueError(f"refusing to run {func_name}: not an engine function")
-            func = getattr(importlib.import_module(module_name), attr)
-            result = func(**kwargs, progress=progress)
+            func = engine_function(job)
+            result = func(**job.kwargs(), progress=progress)
             reply: tuple[Any, ...] = ("result", result)
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 return
             reply = ("error", *_classify(exc))
-        del func_name, kwargs
+        del job
         _release_memory()
         try:
             conn.send(reply)

@@ -8,11 +8,33 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context
 from pydantic import Field
 
+from gdal_mcp import jobs
 from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterWriteResult, VectorWriteResult, ZonalResult
 from gdal_mcp.tools._base import WRITE, gdal_tool, optional_input, write_output, write_result
-from gdal_mcp.tools.raster import CreationOptions, Format, Output, Overwrite
+from gdal_mcp.tools.params import (
+    Band,
+    CreationOptions,
+    GridBBox,
+    GridBBoxCRS,
+    Layer,
+    OptionalVectorOutput,
+    OutputType,
+    Overwrite,
+    RasterFormat,
+    RasterInput,
+    RasterOutput,
+    VectorFormat,
+    VectorInput,
+    VectorOutput,
+    Where,
+    as_bbox,
+    resolution_description,
+)
+
+Output = RasterOutput
+Format = RasterFormat
 
 BAND_SUFFIX = re.compile(r"^(.*):(\d+)$", re.S)
 
@@ -30,7 +52,7 @@ def register(mcp: Any, app: App) -> None:
 
     @gdal_tool(mcp, app, title="Terrain analysis", annotations=WRITE, tags={"raster", "analysis"}, writes=True)
     async def raster_terrain(
-        input: Annotated[str, Field(description="DEM (elevation raster) in the workspace")],
+        input: Annotated[str, Field(description="DEM (elevation raster) to read, relative to the workspace")],
         output: Output,
         product: Annotated[Literal["hillshade", "slope", "aspect", "roughness", "tri", "tpi"],
                            Field(description="What to compute (like gdaldem)")],
@@ -53,11 +75,11 @@ def register(mcp: Any, app: App) -> None:
         method), streamed window by window. Slope/aspect/tri/tpi/roughness are Float32 with nodata -9999;
         hillshade is Byte with nodata 0. Geographic DEMs (lon/lat) are scaled automatically."""
         src = app.sandbox.resolve_input(input)
-        return await write_result(app, ctx, "gdal_mcp.engine.raster.terrain:terrain", {
-            "src": src.gdal_path, "product": product, "band": band, "z_factor": z_factor, "azimuth": azimuth,
-            "altitude": altitude, "slope_units": slope_units, "scale": scale, "compute_edges": compute_edges,
-            "format": format, "creation_options": creation_options,
-        }, model=RasterWriteResult, inputs=[src], output=output, overwrite=overwrite)
+        job = jobs.TerrainJob(src=src.gdal_path, product=product, band=band, z_factor=z_factor, azimuth=azimuth,
+                              altitude=altitude, slope_units=slope_units, scale=scale, compute_edges=compute_edges,
+                              format=format, creation_options=creation_options)
+        return await write_result(app, ctx, job, model=RasterWriteResult, inputs=[src], output=output,
+                                  overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Raster calculator", annotations=WRITE, tags={"raster", "analysis"}, writes=True)
     async def raster_calc(
@@ -68,7 +90,7 @@ def register(mcp: Any, app: App) -> None:
             "Band math on the names: + - * / ** comparisons, & | ~, where(c, a, b), sqrt, log, exp, abs, min, max, "
             "clip, sin, cos … e.g. NDVI: (B - A) / (B + A)"))],
         output: Output,
-        output_type: Annotated[str | None, Field(description="Float32 (default), Float64, Int16, Byte …")] = None,
+        output_type: Annotated[OutputType, Field(description="Output data type; default Float32")] = None,
         nodata: Annotated[float | None, Field(description="Output nodata (default -9999)")] = None,
         format: Format = None,
         creation_options: CreationOptions = None,
@@ -84,22 +106,22 @@ def register(mcp: Any, app: App) -> None:
             src, band = band_input(spec, f"inputs[{name}]")
             srcs.append(src)
             resolved[name] = src.gdal_path + (f":{band}" if band is not None else "")
-        return await write_result(app, ctx, "gdal_mcp.engine.raster.calc:calc", {
-            "inputs": resolved, "expression": expression, "output_type": output_type, "nodata": nodata,
-            "format": format, "creation_options": creation_options,
-        }, model=RasterWriteResult, inputs=srcs, output=output, overwrite=overwrite)
+        job = jobs.CalcJob(inputs=resolved, expression=expression, output_type=output_type, nodata=nodata,
+                           format=format, creation_options=creation_options)
+        return await write_result(app, ctx, job, model=RasterWriteResult, inputs=srcs, output=output,
+                                  overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Polygonize raster", annotations=WRITE, tags={"raster", "vector", "analysis"}, writes=True)
     async def raster_polygonize(
-        input: Annotated[str, Field(description="Raster whose regions of equal value become polygons")],
-        output: Annotated[str, Field(description="Vector file to write (.gpkg, .shp, .geojson, .fgb …)")],
-        band: Annotated[int, Field(ge=1, description="Band to polygonize")] = 1,
+        input: RasterInput,
+        output: VectorOutput,
+        band: Band = 1,
         mask: Annotated[str | None, Field(description="Raster of the same size: only its non-zero pixels are "
                                                       "polygonized")] = None,
         connectivity: Annotated[Literal[4, 8], Field(description="4: edge neighbours only; 8: also diagonal")] = 4,
         field: Annotated[str, Field(description="Name of the attribute holding the pixel value")] = "value",
         nodata_excluded: Annotated[bool, Field(description="Leave nodata pixels out (default)")] = True,
-        format: Annotated[str | None, Field(description="OGR driver; default from the extension")] = None,
+        format: VectorFormat = None,
         output_layer: Annotated[str | None, Field(description="Layer name; default from the file name")] = None,
         overwrite: Overwrite = False,
         ctx: Context | None = None,
@@ -110,32 +132,33 @@ def register(mcp: Any, app: App) -> None:
         src = app.sandbox.resolve_input(input)
         inputs = [src]
         mask_path = optional_input(app, mask, "mask", inputs)
-        return await write_result(app, ctx, "gdal_mcp.engine.raster.polygonize:polygonize", {
-            "src": src.gdal_path, "band": band, "mask": mask_path, "connectivity": connectivity, "field": field,
-            "nodata_excluded": nodata_excluded, "format": format, "output_layer": output_layer,
-        }, model=VectorWriteResult, inputs=inputs, output=output, overwrite=overwrite)
+        job = jobs.PolygonizeJob(src=src.gdal_path, band=band, mask=mask_path, connectivity=connectivity, field=field,
+                                 nodata_excluded=nodata_excluded, format=format, output_layer=output_layer)
+        return await write_result(app, ctx, job, model=VectorWriteResult, inputs=inputs, output=output,
+                                  overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Rasterize vector", annotations=WRITE, tags={"vector", "raster", "analysis"}, writes=True)
     async def vector_rasterize(
-        input: Annotated[str, Field(description="Vector dataset whose features are burnt")],
+        input: VectorInput,
         output: Output,
         burn_value: Annotated[float | None, Field(description="Value burnt for every feature (or use attribute)")] = None,
         attribute: Annotated[str | None, Field(description="Numeric field whose value is burnt")] = None,
         like: Annotated[str | None, Field(description="Raster whose grid (CRS, extent, pixel size) is copied")] = None,
-        resolution: Annotated[float | list[float] | None, Field(description="Pixel size (without like); not with "
-                                                                            "size")] = None,
+        resolution: Annotated[float | list[float] | None, Field(description=resolution_description(
+            "crs (the layer's CRS by default)") + "; without like; not with size")] = None,
         size: Annotated[list[int] | None, Field(min_length=2, max_length=2, description="[width, height] (without "
                                                                                         "like)")] = None,
-        bbox: Annotated[list[float] | None, Field(min_length=4, max_length=4, description="Output extent "
-                                                  "[minx, miny, maxx, maxy] in crs; default the layer's extent")] = None,
+        bbox: GridBBox = None,
+        bbox_crs: GridBBoxCRS = None,
         crs: Annotated[str | None, Field(description="Output CRS (without like); default the layer's")] = None,
-        layer: Annotated[str | None, Field(description="Layer; required when the source has several")] = None,
-        where: Annotated[str | None, Field(description="Attribute filter on the features")] = None,
+        layer: Layer = None,
+        where: Where = None,
         all_touched: Annotated[bool, Field(description="Burn every pixel a feature touches")] = False,
         invert: Annotated[bool, Field(description="Burn where there are no features")] = False,
-        dtype: Annotated[str | None, Field(description="Output type (Byte, Int32, Float32 …); default the smallest "
-                                                       "that holds the values")] = None,
-        nodata: Annotated[float | None, Field(description="Nodata / background value (default 0)")] = None,
+        output_type: Annotated[OutputType, Field(description=(
+            "Output data type; default the smallest that holds the burnt values"))] = None,
+        nodata: Annotated[float | None, Field(description="Nodata value to declare (background pixels are 0 "
+                                                          "unless nodata is given)")] = None,
         format: Format = None,
         creation_options: CreationOptions = None,
         overwrite: Overwrite = False,
@@ -147,27 +170,31 @@ def register(mcp: Any, app: App) -> None:
         src = app.sandbox.resolve_input(input)
         inputs = [src]
         like_path = optional_input(app, like, "like", inputs)
-        return await write_result(app, ctx, "gdal_mcp.engine.vector.rasterize:rasterize", {
-            "src": src.gdal_path, "layer": layer, "where": where, "burn_value": burn_value, "attribute": attribute,
-            "like": like_path, "resolution": resolution, "size": size, "bbox": tuple(bbox) if bbox else None,
-            "crs": crs, "all_touched": all_touched, "invert": invert, "dtype": dtype, "nodata": nodata,
-            "format": format, "creation_options": creation_options,
-        }, model=RasterWriteResult, inputs=inputs, output=output, overwrite=overwrite)
+        if bbox is not None and bbox_crs is not None:
+            raise GdalMcpError("unsupported", "vector_rasterize takes bbox in the output CRS (crs); bbox_crs is not "
+                               "supported yet: give the bbox in the output CRS")
+        job = jobs.RasterizeJob(
+            src=src.gdal_path, layer=layer, where=where, burn_value=burn_value, attribute=attribute, like=like_path,
+            resolution=resolution, size=size, bbox=as_bbox(bbox), crs=crs, all_touched=all_touched, invert=invert,
+            dtype=output_type, nodata=nodata, format=format, creation_options=creation_options)
+        return await write_result(app, ctx, job, model=RasterWriteResult, inputs=inputs, output=output,
+                                  overwrite=overwrite)
 
     @gdal_tool(mcp, app, title="Zonal statistics", annotations=WRITE, tags={"raster", "vector", "analysis"})
     async def zonal_stats(
-        raster: Annotated[str, Field(description="Raster with the values")],
-        zones: Annotated[str, Field(description="Vector file with the zones (polygons; points and lines work too)")],
+        input: Annotated[str, Field(description="Raster with the values, relative to the workspace (dem.tif …)")],
+        zones: Annotated[str, Field(description=(
+            "Vector dataset with the zones (polygons; points and lines work too): zones.gpkg, districts.shp …"))],
         layer: Annotated[str | None, Field(description="Zones layer; required when the source has several")] = None,
-        band: Annotated[int, Field(ge=1, description="Raster band")] = 1,
+        band: Band = 1,
         stats: Annotated[list[str] | None, Field(description=(
             "Statistics: count, min, max, mean, sum, std, median, majority, minority, unique, range, nodata, "
             "percentile_<q>; default count, min, max, mean, sum, std, median, majority"))] = None,
         all_touched: Annotated[bool, Field(description="Count every pixel a zone touches, not only pixel centres "
                                                        "inside")] = False,
         id_field: Annotated[str | None, Field(description="Zone attribute used as row id (default: feature index)")] = None,
-        output: Annotated[str | None, Field(description="Also write the zones with the statistics as attributes")] = None,
-        format: Annotated[str | None, Field(description="OGR driver of output; default from its extension")] = None,
+        output: OptionalVectorOutput = None,
+        format: VectorFormat = None,
         limit: Annotated[int, Field(ge=1, le=10000, description="Most rows returned in the answer")] = 200,
         overwrite: Overwrite = False,
         ctx: Context | None = None,
@@ -175,16 +202,16 @@ def register(mcp: Any, app: App) -> None:
         """Statistics of a raster under each zone polygon (zones reprojected to the raster's CRS; the raster is
         never resampled), returned as a bounded table and optionally written as a vector file. Reads only the
         raster window under each zone."""
-        r = app.sandbox.resolve_input(raster, what="raster")
+        r = app.sandbox.resolve_input(input)
         z = app.sandbox.resolve_input(zones, what="zones")
-        kwargs = {"raster": r.gdal_path, "zones": z.gdal_path, "layer": layer, "band": band, "stats": stats,
-                  "all_touched": all_touched, "id_field": id_field, "limit": limit, "format": format}
+        job = jobs.ZonalJob(raster=r.gdal_path, zones=z.gdal_path, layer=layer, band=band, stats=stats,
+                            all_touched=all_touched, id_field=id_field, limit=limit, format=format)
         if output is None:
-            result, warnings = await app.execute("gdal_mcp.engine.raster.zonal:zonal_stats", kwargs, ctx=ctx)
+            result, warnings = await app.execute(job, ctx=ctx)
             return app.scrub_model(result)
         app.require_writable("zonal_stats output")
-        target, result, warnings = await write_output(app, ctx, "gdal_mcp.engine.raster.zonal:zonal_stats", kwargs,
-                                                      inputs=[r, z], output=output, overwrite=overwrite)
+        target, result, warnings = await write_output(app, ctx, job, inputs=[r, z], output=output,
+                                                      overwrite=overwrite)
         result.warnings = warnings
         return result
 

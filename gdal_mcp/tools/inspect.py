@@ -7,15 +7,11 @@ from typing import Annotated, Any
 from fastmcp import Context
 from pydantic import Field
 
+from gdal_mcp import jobs
 from gdal_mcp.app import App
 from gdal_mcp.models import DatasetList, RasterInfo, VectorInfo
-from gdal_mcp.tools._base import READ, gdal_tool
-
-DatasetPath = Annotated[
-    str,
-    Field(description="Dataset path relative to the workspace (e.g. 'dem.tif'); also /vsizip/a.zip/b.tif, "
-                      "NETCDF:\"f.nc\":var, HDF5:\"f.h5\"://x, GPKG:f.gpkg:layer"),
-]
+from gdal_mcp.tools._base import READ, gdal_tool, read_result
+from gdal_mcp.tools.params import InspectPath as DatasetPath
 
 
 def register(mcp: Any, app: App) -> None:
@@ -35,11 +31,8 @@ def register(mcp: Any, app: App) -> None:
         min, max, mean, std and valid percent honouring nodata and masks. For HDF/NetCDF containers, open
         a listed subdataset to see its bands."""
         src = app.sandbox.resolve_input(path)
-        result = await app.execute("gdal_mcp.engine.raster.info:raster_info",
-                                   {"path": src.gdal_path, "band": band, "stats": stats}, ctx=ctx, quick=not stats)
-        result = app.scrub_model(result)
-        result.path = src.display
-        return result
+        job = jobs.RasterInfoJob(path=src.gdal_path, band=band, stats=stats)
+        return await read_result(app, ctx, job, display=src.display, quick=not stats)
 
     @gdal_tool(mcp, app, title="Vector info", annotations=READ, tags={"vector"})
     async def vector_info(
@@ -53,11 +46,8 @@ def register(mcp: Any, app: App) -> None:
         FeatureCollection (large geometries are summarised). Use it before any vector work; multi-layer
         sources (GPKG, GPX, OSM) list their layers here."""
         src = app.sandbox.resolve_input(path)
-        result = await app.execute("gdal_mcp.engine.vector.info:vector_info",
-                                   {"path": src.gdal_path, "layer": layer}, ctx=ctx, quick=True)
-        result = app.scrub_model(result)
-        result.path = src.display
-        return result
+        job = jobs.VectorInfoJob(path=src.gdal_path, layer=layer)
+        return await read_result(app, ctx, job, display=src.display, quick=True)
 
     @gdal_tool(mcp, app, title="List datasets", annotations=READ, tags={"workspace"})
     async def list_datasets(
@@ -72,9 +62,8 @@ def register(mcp: Any, app: App) -> None:
         (sidecars such as .prj/.aux.xml, archives and unreadable files are 'other', with a reason).
         Bounded: `truncated` and `remaining` say what was left out. Use it to find inputs."""
         directory, shown = app.sandbox.resolve_dir(path)
-        result = await app.execute("gdal_mcp.engine.catalog:list_datasets",
-                                   {"directory": str(directory), "pattern": pattern, "recursive": recursive,
-                                    "limit": limit}, ctx=ctx, quick=True)
+        job = jobs.ListDatasetsJob(directory=str(directory), pattern=pattern, recursive=recursive, limit=limit)
+        result = await app.execute(job, ctx=ctx, quick=True)
         for entry in result.entries:
             entry.path = app.sandbox.display(entry.path)
         result.path = shown

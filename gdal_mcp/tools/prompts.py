@@ -8,6 +8,7 @@ from fastmcp.exceptions import PromptError
 from fastmcp.prompts import Message
 from pydantic import Field
 
+from gdal_mcp import jobs
 from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
 
@@ -81,16 +82,14 @@ def register(mcp: Any, app: App) -> None:
         try:
             src = app.sandbox.resolve_input(path)
             try:
-                info = app.scrub_model(await app.execute("gdal_mcp.engine.raster.info:raster_info",
-                                                         {"path": src.gdal_path}, quick=True))
+                info = app.scrub_model(await app.execute(jobs.RasterInfoJob(path=src.gdal_path), quick=True))
                 info.path = src.display
                 data = info.model_dump()
                 return Facts("raster", data, data.get("bounds_wgs84"))
             except GdalMcpError as e:
                 if e.code != "unsupported":
                     raise
-            vinfo = app.scrub_model(await app.execute("gdal_mcp.engine.vector.info:vector_info",
-                                                      {"path": src.gdal_path}, quick=True))
+            vinfo = app.scrub_model(await app.execute(jobs.VectorInfoJob(path=src.gdal_path), quick=True))
             vinfo.path = src.display
             data = vinfo.model_dump()
             return Facts("vector", data, await wgs84_extent(data))

@@ -15,6 +15,7 @@ import anyio
 from fastmcp.exceptions import ResourceError
 from fastmcp.resources import ResourceContent, ResourceResult
 
+from gdal_mcp import jobs
 from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox import RESOURCE_PREFIX
@@ -47,8 +48,9 @@ def register(mcp: Any, app: App) -> None:
     async def describe(kind: str, path: str) -> str:
         try:
             src = app.sandbox.resolve_input(path, what="resource")
-            func = "gdal_mcp.engine.raster.info:raster_info" if kind == "raster" else "gdal_mcp.engine.vector.info:vector_info"
-            result = app.scrub_model(await app.execute(func, {"path": src.gdal_path}, quick=True))
+            job: jobs.RasterInfoJob | jobs.VectorInfoJob = (
+                jobs.RasterInfoJob(path=src.gdal_path) if kind == "raster" else jobs.VectorInfoJob(path=src.gdal_path))
+            result = app.scrub_model(await app.execute(job, quick=True))
         except GdalMcpError as e:
             raise _error(app, e) from None
         result.path = src.display
@@ -70,8 +72,7 @@ def register(mcp: Any, app: App) -> None:
     async def catalog() -> str:
         root = app.sandbox.roots[0]
         try:
-            result = await app.execute("gdal_mcp.engine.catalog:list_datasets",
-                                       {"directory": str(root), "limit": CATALOG_LIMIT}, quick=True)
+            result = await app.execute(jobs.ListDatasetsJob(directory=str(root), limit=CATALOG_LIMIT), quick=True)
         except GdalMcpError as e:
             raise _error(app, e) from None
         for entry in result.entries:

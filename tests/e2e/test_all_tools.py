@@ -55,7 +55,7 @@ CALLS = [
      lambda r: r["summary"]["feature_count"] == 232),
     ("vector_rasterize", {"input": "vector/polygons.shp", "output": "out/zones.tif", "attribute": "id",
                           "like": "raster/slope.tif"}, lambda r: r["summary"]["width"] == 84),
-    ("zonal_stats", {"raster": "raster/slope.tif", "zones": "vector/polygons.shp", "id_field": "id"},
+    ("zonal_stats", {"input": "raster/slope.tif", "zones": "vector/polygons.shp", "id_field": "id"},
      lambda r: [row["count"] for row in r["rows"]] == [75, 50]),
 ]
 

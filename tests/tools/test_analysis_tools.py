@@ -70,15 +70,15 @@ async def test_rasterize_onto_slope_grid_then_zonal(client: Client, ws: Path) ->
 
 
 async def test_zonal_stats_reference_facts(client: Client, ws: Path) -> None:
-    err, res = await call(client, "zonal_stats", raster="raster/slope.tif", zones="vector/polygons.shp", id_field="id")
+    err, res = await call(client, "zonal_stats", input="raster/slope.tif", zones="vector/polygons.shp", id_field="id")
     assert not err, res
     rows = {r["id"]: r for r in res["rows"]}
     assert (rows[1]["count"], rows[2]["count"]) == (75, 50)
     assert round(rows[1]["mean"], 2) == 14.66 and round(rows[2]["mean"], 4) == 56.6058
-    err, res = await call(client, "zonal_stats", raster="raster/slope.tif", zones="vector/polygons.shp",
+    err, res = await call(client, "zonal_stats", input="raster/slope.tif", zones="vector/polygons.shp",
                           stats=["count", "mean"], output="out/zonal.gpkg")
     assert not err and res["summary"]["feature_count"] == 2
     assert {"count", "mean"} <= set(res["summary"]["fields"])
-    err, res = await call(client, "zonal_stats", raster="raster/slope.tif", zones="vector/polygons.shp",
+    err, res = await call(client, "zonal_stats", input="raster/slope.tif", zones="vector/polygons.shp",
                           stats=["bogus"])
     assert err and res["error"]["code"] == "invalid-argument"

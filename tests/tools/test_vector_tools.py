@@ -49,8 +49,9 @@ async def test_multi_layer_sources_and_sql(client: Client, ws: Path) -> None:
 
 
 async def test_buffer_in_metres_on_a_geographic_layer(client: Client, ws: Path) -> None:
+    # 0.1 defect: units defaulted to the layer's (degrees), so distance=1000 wrote 1000-degree buffers.
     err, res = await call(client, "vector_buffer", input="vector/trio.geojson", output="out/trio_buf.gpkg",
-                          distance=1000, units="m")
+                          distance=1000)
     assert not err, res
     _, _, geoms, fields = pyogrio.raw.read(ws / "out" / "trio_buf.gpkg")
     _, _, src, _ = pyogrio.raw.read(ws / "vector" / "trio.geojson")
@@ -60,8 +61,13 @@ async def test_buffer_in_metres_on_a_geographic_layer(client: Client, ws: Path) 
     minx, _, maxx, _ = buffered.bounds
     width = Geod(ellps="WGS84").inv(minx, point.y, maxx, point.y)[2]
     assert width == pytest.approx(2000, rel=0.01)
-    err, res = await call(client, "vector_buffer", input="vector/trio.geojson", output="out/deg.gpkg", distance=0.01)
+    err, res = await call(client, "vector_buffer", input="vector/trio.geojson", output="out/deg.gpkg", distance=0.01,
+                          units="layer")
     assert not err and any("degree" in w for w in res["warnings"])
+    err, res = await call(client, "vector_simplify", input="vector/naturalearth_lowres.shp", output="out/s.gpkg",
+                          tolerance=5000)
+    assert not err and res["summary"]["feature_count"] == 177
+    assert not any("degree" in w for w in res["warnings"]), "the default tolerance unit is metres"
 
 
 async def test_clip_dissolve_simplify_validate(client: Client) -> None:
@@ -81,7 +87,7 @@ async def test_clip_dissolve_simplify_validate(client: Client) -> None:
 
 async def test_features_page(client: Client) -> None:
     err, page = await call(client, "vector_features", input="vector/naturalearth_lowres.shp", limit=5, offset=170,
-                           geometry="none")
+                           geometry_mode="none")
     assert not err and len(page["features"]) == 5 and page["remaining"] == 2 and page["truncated"]
     assert all(f["geometry"] is None for f in page["features"])
     err, res = await call(client, "vector_features", input="vector/naturalearth_lowres.shp", limit=0)

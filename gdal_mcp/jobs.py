@@ -1,0 +1,463 @@
+"""Typed job specifications: what a tool asks a worker to run.
+
+One frozen dataclass per engine entry point. Its fields are the engine function's keyword arguments
+(`progress` excepted) and `FUNC` names the function as "module:function". The server builds a job,
+the runner sends it over the pipe as it is, and the worker calls `FUNC(**job.kwargs(), progress=…)`.
+A misspelt field or a wrong type fails in mypy; a job that drifts from its engine function fails
+tests/test_jobs.py, which checks every job here against the function's signature.
+
+GDAL-free on purpose: the server imports this module, and must never load GDAL. Results are
+declared with `Job[R]` so `App.execute(job)` is typed as returning `R`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from gdal_mcp.models import (
+    DatasetList,
+    FeaturePage,
+    OverviewsResult,
+    PreviewResult,
+    RasterInfo,
+    RasterStatsResult,
+    RasterSummary,
+    SampleResult,
+    ValidationReport,
+    VectorInfo,
+    VectorSummary,
+    ZonalResult,
+)
+
+R = TypeVar("R")
+BBox = tuple[float, float, float, float]
+Options = dict[str, Any]
+Warnings = list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job(Generic[R]):
+    """A unit of GDAL work for a worker. Subclasses set FUNC and declare the engine's arguments."""
+
+    FUNC: ClassVar[str]
+    #: the engine argument that receives the path the job writes (None: the job writes nothing)
+    OUTPUT: ClassVar[str | None] = None
+
+    def kwargs(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def writing_to(self, path: str) -> Job[R]:
+        """The same job with its output argument set to `path` (the temporary file of an atomic write)."""
+        if self.OUTPUT is None:
+            raise TypeError(f"{type(self).__name__} writes no file")
+        return dataclasses.replace(self, **{self.OUTPUT: path})
+
+    @property
+    def name(self) -> str:
+        return self.FUNC
+
+
+class WriteJob(Job[R]):
+    """A job that writes one output file (its `dst`)."""
+
+    OUTPUT: ClassVar[str | None] = "dst"
+
+
+# ----- inspection -----------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class RasterInfoJob(Job[RasterInfo]):
+    FUNC = "gdal_mcp.engine.raster.info:raster_info"
+    path: str
+    band: int | None = None
+    stats: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class VectorInfoJob(Job[VectorInfo]):
+    FUNC = "gdal_mcp.engine.vector.info:vector_info"
+    path: str
+    layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListDatasetsJob(Job[DatasetList]):
+    FUNC = "gdal_mcp.engine.catalog:list_datasets"
+    directory: str
+    pattern: str | None = None
+    recursive: bool = True
+    limit: int = 200
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerStatusJob(Job[dict[str, Any]]):
+    """pid, limits and library versions of the worker that runs it (diagnostics, tests)."""
+
+    FUNC = "gdal_mcp.engine.diagnostics:worker_status"
+
+
+# ----- raster ---------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class ConvertRasterJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.convert:convert"
+    src: str
+    dst: str = ""
+    format: str | None = None
+    options: Options | None = None
+    bands: list[int] | None = None
+    projwin: BBox | None = None
+    projwin_crs: str | None = None
+    output_type: str | None = None
+    nodata: float | None = None
+    scale: bool | list[float] | None = None
+    resampling: str | None = None
+    threads: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReprojectRasterJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.warp:reproject"
+    src: str
+    dst: str = ""
+    dst_crs: str
+    src_crs: str | None = None
+    resampling: str = "nearest"
+    resolution: float | list[float] | None = None
+    size: list[int] | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    nodata: float | None = None
+    target_aligned_pixels: bool = False
+    format: str | None = None
+    options: Options | None = None
+    threads: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class MosaicJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.mosaic:mosaic"
+    inputs: list[str]
+    dst: str = ""
+    vrt_dir: str | None = None
+    resolution: str | list[float] = "highest"
+    separate: bool = False
+    dst_crs: str | None = None
+    resampling: str = "nearest"
+    nodata: float | None = None
+    format: str | None = None
+    options: Options | None = None
+    threads: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClipRasterJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.clip:clip"
+    src: str
+    dst: str = ""
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    geometry: dict[str, Any] | None = None
+    geometry_crs: str | None = None
+    mask: str | None = None
+    mask_layer: str | None = None
+    mask_where: str | None = None
+    crop: bool = True
+    all_touched: bool = False
+    nodata: float | None = None
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListOverviewsJob(Job[OverviewsResult]):
+    FUNC = "gdal_mcp.engine.raster.overviews:overviews"
+    path: str
+    action: Literal["add", "delete", "list"] = "list"
+    levels: Literal["auto"] | list[int] = "auto"
+    resampling: str = "nearest"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverviewsJob(WriteJob[tuple[OverviewsResult, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.overviews:overviews_on_copy"
+    src: str
+    dst: str = ""
+    action: Literal["add", "delete"]
+    levels: Literal["auto"] | list[int] = "auto"
+    resampling: str = "nearest"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RasterStatsJob(Job[RasterStatsResult]):
+    FUNC = "gdal_mcp.engine.raster.stats:raster_stats"
+    path: str
+    bands: list[int] | None = None
+    percentiles: list[float] | None = None
+    histogram_bins: int | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SampleJob(Job[SampleResult]):
+    FUNC = "gdal_mcp.engine.raster.sample:sample"
+    path: str
+    points: list[tuple[float, float]]
+    points_crs: str | None = None
+    bands: list[int] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class XyzJob(WriteJob[tuple[dict[str, Any], Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.xyz:to_xyz"
+    src: str
+    dst: str = ""
+    bands: list[int] | None = None
+    skip_nodata: bool = True
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+
+
+# ----- analysis -------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class TerrainJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.terrain:terrain"
+    src: str
+    dst: str = ""
+    product: Literal["hillshade", "slope", "aspect", "roughness", "tri", "tpi"]
+    band: int = 1
+    z_factor: float = 1.0
+    azimuth: float = 315.0
+    altitude: float = 45.0
+    slope_units: Literal["degrees", "percent"] = "degrees"
+    scale: float | None = None
+    compute_edges: bool = False
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalcJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.calc:calc"
+    inputs: dict[str, str]
+    expression: str
+    dst: str = ""
+    output_type: str | None = None
+    nodata: float | None = None
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolygonizeJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.polygonize:polygonize"
+    src: str
+    dst: str = ""
+    band: int = 1
+    mask: str | None = None
+    connectivity: Literal[4, 8] = 4
+    field: str = "value"
+    nodata_excluded: bool = True
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RasterizeJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.rasterize:rasterize"
+    src: str
+    dst: str = ""
+    layer: str | None = None
+    where: str | None = None
+    burn_value: float | None = None
+    attribute: str | None = None
+    like: str | None = None
+    resolution: float | list[float] | None = None
+    size: list[int] | None = None
+    bbox: BBox | None = None
+    crs: str | None = None
+    all_touched: bool = False
+    invert: bool = False
+    dtype: str | None = None
+    nodata: float | None = None
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZonalJob(Job[tuple[ZonalResult, Warnings]]):
+    """Zonal statistics; writes the zones with their statistics only when `dst` is given."""
+
+    FUNC = "gdal_mcp.engine.raster.zonal:zonal_stats"
+    OUTPUT = "dst"
+    raster: str
+    zones: str
+    layer: str | None = None
+    band: int = 1
+    stats: list[str] | None = None
+    all_touched: bool = False
+    id_field: str | None = None
+    limit: int = 200
+    dst: str | None = None
+    format: str | None = None
+
+
+# ----- vector ---------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class ConvertVectorJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.convert:convert"
+    src: str
+    dst: str = ""
+    layer: str | None = None
+    format: str | None = None
+    output_layer: str | None = None
+    where: str | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    fields: list[str] | None = None
+    sql: str | None = None
+    dst_crs: str | None = None
+    src_crs: str | None = None
+    explode_collections: bool = False
+    promote_to_multi: bool = False
+    layer_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReprojectVectorJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.convert:reproject"
+    src: str
+    dst: str = ""
+    dst_crs: str
+    src_crs: str | None = None
+    layer: str | None = None
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClipVectorJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.clip:clip"
+    src: str
+    dst: str = ""
+    layer: str | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    geometry: dict[str, Any] | None = None
+    geometry_crs: str | None = None
+    mask: str | None = None
+    mask_layer: str | None = None
+    mask_where: str | None = None
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeaturesJob(Job[FeaturePage]):
+    FUNC = "gdal_mcp.engine.vector.features:features"
+    path: str
+    layer: str | None = None
+    where: str | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    fields: list[str] | None = None
+    limit: int = 50
+    offset: int = 0
+    geometry: Literal["full", "simplified", "none"] = "full"
+    dst_crs: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BufferJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.geometry:buffer"
+    src: str
+    dst: str = ""
+    distance: float
+    units: str = "layer"
+    layer: str | None = None
+    segments: int = 8
+    cap_style: str = "round"
+    join_style: str = "round"
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimplifyJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.geometry:simplify"
+    src: str
+    dst: str = ""
+    tolerance: float
+    units: str = "layer"
+    preserve_topology: bool = True
+    layer: str | None = None
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DissolveJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.geometry:dissolve"
+    src: str
+    dst: str = ""
+    by: str | list[str] | None = None
+    layer: str | None = None
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidateJob(Job[tuple[ValidationReport, Warnings]]):
+    """Validate geometries; writes a repaired copy only when `dst` is given."""
+
+    FUNC = "gdal_mcp.engine.vector.validate:validate"
+    OUTPUT = "dst"
+    path: str
+    dst: str | None = None
+    layer: str | None = None
+    max_examples: int = 10
+
+
+# ----- previews -------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class RasterPreviewJob(Job[PreviewResult]):
+    FUNC = "gdal_mcp.engine.preview.raster:raster_preview"
+    OUTPUT = "dst"
+    path: str
+    bands: list[int] | None = None
+    stretch: Literal["percentile", "minmax", "none"] = "percentile"
+    percentiles: tuple[float, float] = (2, 98)
+    colormap: str | None = None
+    max_size: int = 768
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    dst: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VectorPreviewJob(Job[PreviewResult]):
+    FUNC = "gdal_mcp.engine.preview.vector:vector_preview"
+    OUTPUT = "dst"
+    path: str
+    layer: str | None = None
+    max_size: int = 768
+    color_by: str | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    where: str | None = None
+    dst: str | None = None
+
+
+def all_jobs() -> list[type[Job[Any]]]:
+    """Every concrete job class (for the signature test and the worker's allow-list)."""
+    found: list[type[Job[Any]]] = []
+    pending: list[type[Any]] = [Job]
+    while pending:
+        cls = pending.pop()
+        for sub in cls.__subclasses__():
+            pending.append(sub)
+            if "FUNC" in sub.__dict__:
+                found.append(sub)
+    return sorted(found, key=lambda c: c.__name__)
+
