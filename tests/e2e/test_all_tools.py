@@ -92,3 +92,35 @@ async def test_every_tool_resource_and_prompt_through_the_official_sdk(all_ws: P
         assert prompts == {"choose_crs", "choose_resampling", "make_web_ready", "zonal_workflow"}
         text = (await session.get_prompt("make_web_ready", {"path": "out/rgb_cog.tif"})).messages[0].content.text
         assert "already a valid COG" in text
+
+        # After every tool, resource and prompt, the server process itself has still not loaded GDAL (nor the
+        # Python packages that bundle it): results cross the pipe as GDAL-free models.
+        loaded = gdal_libraries_of(server_pid(all_ws))
+        assert not loaded, f"the server process loaded {loaded}"
+
+
+def server_pid(workspace: Path) -> int:
+    """The pid of the `python -m gdal_mcp --workspace <workspace>` process this test started."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"gdal_mcp" in argv and str(workspace).encode() in argv and b"gdal_mcp.worker" not in argv:
+            return int(entry.name)
+    raise AssertionError("server process not found")
+
+
+def gdal_libraries_of(pid: int) -> list[str]:
+    """Shared objects of GDAL, PROJ, GEOS, Arrow or the wheels bundling them mapped into a process."""
+    marks = ("libgdal", "libproj", "libgeos", "libarrow", "/rasterio/", "/pyogrio/", "/shapely/", "/pyproj/",
+             "/pyarrow/", "/numpy/")
+    found = set()
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        path = line.split()[-1] if len(line.split()) >= 6 else ""
+        if path.endswith(".so") or ".so." in path:
+            if any(m in path for m in marks):
+                found.add(path.rsplit("/", 1)[-1])
+    return sorted(found)
