@@ -12,11 +12,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from gdal_mcp.cache import MetadataCache
 from gdal_mcp.config import Settings
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.jobs import Job, R
 from gdal_mcp.runner import Runner
-from gdal_mcp.sandbox import OutputTarget, Sandbox
+from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
 
 log = logging.getLogger("gdal_mcp")
 M = TypeVar("M", bound=BaseModel)
@@ -66,6 +67,7 @@ class App:
             },
         )
         self.audit = AuditLog(settings.audit_log, self.sandbox)
+        self.cache = MetadataCache()
 
     def require_writable(self, tool: str) -> None:
         if self.settings.read_only:
@@ -94,8 +96,9 @@ class App:
         try:
             result = await self.runner.run(job, progress=relay, quick=quick)
             if output is not None:
-                await asyncio.to_thread(output.commit)
+                placed = await asyncio.to_thread(output.commit)
                 committed = True
+                self.cache.evict(placed)
             return result
         except asyncio.CancelledError:
             log.info("job %s cancelled by the client", job.FUNC)
@@ -103,3 +106,20 @@ class App:
         finally:
             if output is not None and not committed:
                 output.discard()
+
+    async def metadata(self, job: Job[R], src: ResolvedInput, *, ctx: Any = None) -> R:
+        """A quick read-only metadata job, answered from the cache while the input's files are unchanged.
+
+        The files are identified (path, inode, size, mtime, ctime, sidecars) before the job runs, so a
+        change made while it runs gives a new identity and the answer is never served for the new file.
+        """
+        now = time.time_ns()
+        keyed = None if src.network else self.cache.key(job, src.files)
+        if keyed is not None:
+            cached = self.cache.get(keyed[0])
+            if cached is not None:
+                return cached  # type: ignore[no-any-return]
+        result = await self.execute(job, ctx=ctx, quick=True)
+        if keyed is not None:
+            self.cache.put(keyed[0], keyed[1], result, now_ns=now)
+        return result

@@ -82,9 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="address-space limit per worker, e.g. 2G; 0 for none (default 4G) [GDAL_MCP_MAX_MEMORY]")
     p.add_argument("--max-resource-size", default=_env("MAX_RESOURCE_SIZE", "16M"), metavar="SIZE",
                    help="largest file resources/read returns, e.g. 16M (default 16 MiB) [GDAL_MCP_MAX_RESOURCE_SIZE]")
+    p.add_argument("--max-message-size", default=_env("MAX_MESSAGE_SIZE", "64M"), metavar="SIZE",
+                   help="stdio: longest JSON-RPC message line accepted; a longer one is discarded unread and "
+                        "answered with an error (default 64 MiB) [GDAL_MCP_MAX_MESSAGE_SIZE]")
     p.add_argument("--workers", type=int, default=int(_env("WORKERS", "2") or 2),
                    help="worker processes for jobs (default 2; one more is kept for quick metadata calls) "
                         "[GDAL_MCP_WORKERS]")
+    p.add_argument("--max-pixels", type=int, default=int(_env("MAX_PIXELS", str(2**34)) or 2**34), metavar="N",
+                   help="largest output grid (width x height) a tool may create (default 2^34) "
+                        "[GDAL_MCP_MAX_PIXELS]")
     p.add_argument("--audit-log", default=_env("AUDIT_LOG"), metavar="PATH",
                    help="append one JSON line per tool call to this file [GDAL_MCP_AUDIT_LOG]")
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "WARNING"),
@@ -95,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-origin", action="append", default=None, metavar="ORIGIN",
                    help="extra browser Origin allowed over HTTP besides loopback; repeatable "
                         "[GDAL_MCP_ALLOW_ORIGIN, comma-separated]")
+    p.add_argument("--allow-host", action="append", default=None, metavar="NAME",
+                   help="extra Host header name accepted over HTTP besides loopback and the bind address, e.g. "
+                        "gis.example.org (any port) or gis.example.org:8443; '*' accepts any; repeatable "
+                        "[GDAL_MCP_ALLOW_HOST, comma-separated]")
     return p
 
 
@@ -105,8 +115,16 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         log.warning("no --workspace given: using the current directory %s", workspaces[0])
     max_memory = None if str(args.max_memory).strip() in ("0", "", "none") else parse_size(str(args.max_memory))
     origins = args.allow_origin or [o for o in (_env("ALLOW_ORIGIN") or "").split(",") if o.strip()]
+    hosts = [h.strip() for h in args.allow_host or (_env("ALLOW_HOST") or "").split(",") if h.strip()]
+    if hosts:
+        from gdal_mcp.http import split_host  # imports FastMCP: only when needed (start-up time)
+    for h in hosts:
+        if h != "*" and split_host(h) is None:
+            raise ValueError(f"--allow-host {h!r}: not a host name (examples: gis.example.org, gis.example.org:8443)")
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
+    if args.max_pixels < 4:
+        raise ValueError("--max-pixels must be at least 4 (a 2x2 grid)")
     if args.timeout <= 0:
         raise ValueError("--timeout must be positive")
     return Settings(
@@ -118,11 +136,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         timeout=args.timeout,
         max_memory=max_memory,
         workers=args.workers,
+        max_pixels=args.max_pixels,
         audit_log=Path(args.audit_log) if args.audit_log else None,
         log_level=args.log_level.upper(),
         allow_network=args.allow_network,
         allow_origins=tuple(origins),
+        allow_hosts=tuple(hosts),
         max_resource_bytes=parse_size(str(args.max_resource_size)),
+        max_message_bytes=parse_size(str(args.max_message_size)),
         token=_env("TOKEN") or None,
     )
 
@@ -130,23 +151,34 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def serve(settings: Settings) -> None:
     import anyio
 
-    from gdal_mcp.http import OriginGuard, StaticBearerToken, is_loopback_host
+    from gdal_mcp.app import App  # no MCP framework yet
+
+    try:
+        early = App(settings)
+    except ValueError as e:
+        raise SystemExit(f"gdal-mcp: {e}") from None
+    early.runner.start(1)  # the first worker imports GDAL while this process imports FastMCP below
+
+    from gdal_mcp.http import HostGuard, OriginGuard, StaticBearerToken, is_loopback_host
     from gdal_mcp.server import build_server
 
     if settings.transport == "http" and not settings.token and not is_loopback_host(settings.host):
+        early.runner.close()
         raise SystemExit(
             f"gdal-mcp: refusing to listen on {settings.host} without a token: anyone on the network could "
             "use the tools. Set GDAL_MCP_TOKEN, or bind to 127.0.0.1."
         )
     auth = StaticBearerToken(settings.token) if settings.transport == "http" and settings.token else None
     try:
-        mcp, app = build_server(settings, auth=auth)
+        mcp, app = build_server(settings, auth=auth, app=early)
     except ValueError as e:
         raise SystemExit(f"gdal-mcp: {e}") from None
     log.info("workspaces: %s", ", ".join(str(r) for r in app.sandbox.roots))
     try:
         if settings.transport == "stdio":
-            anyio.run(lambda: mcp.run_stdio_async(show_banner=False, log_level=settings.log_level))
+            from gdal_mcp.stdio import run_stdio
+
+            anyio.run(lambda: run_stdio(mcp, log_level=settings.log_level, max_line_bytes=settings.max_message_bytes))
         else:
             from starlette.middleware import Middleware
 
@@ -161,7 +193,11 @@ def serve(settings: Settings) -> None:
             anyio.run(lambda: mcp.run_http_async(
                 show_banner=False, transport="http", host=settings.host, port=settings.port, path="/mcp",
                 log_level=settings.log_level.lower(),
-                middleware=[Middleware(OriginGuard, allowed_origins=settings.allow_origins)],
+                # Our own Host and Origin guards (their errors name --allow-host/--allow-origin), so
+                # FastMCP's is off whatever FASTMCP_HTTP_HOST_ORIGIN_PROTECTION says.
+                host_origin_protection=False,
+                middleware=[Middleware(HostGuard, allowed_hosts=settings.allow_hosts, bind_host=settings.host),
+                            Middleware(OriginGuard, allowed_origins=settings.allow_origins)],
                 uvicorn_config={"log_config": log_config},
             ))
     except KeyboardInterrupt:

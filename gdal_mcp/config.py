@@ -19,14 +19,17 @@ class Settings:
     timeout: float = 600.0
     max_memory: int | None = 4 * GiB
     workers: int = 2
+    max_pixels: int = 2**34  # largest output grid (width x height) a tool may create
     audit_log: Path | None = None
     log_level: str = "WARNING"
     allow_network: bool = False
     allow_origins: tuple[str, ...] = ()
+    allow_hosts: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
     gdal_cache: int = 64 * MiB
     recycle_rss: int = 192 * MiB
     max_resource_bytes: int = 16 * MiB
+    max_message_bytes: int = 64 * MiB
 
 
 def parse_size(text: str) -> int:
@@ -44,3 +47,12 @@ def parse_size(text: str) -> int:
     if value <= 0:
         raise ValueError(f"size must be positive: {text!r}")
     return int(value * mult)
+
+
+def format_size(n: int) -> str:
+    """A byte count the way --max-memory takes it: 4G, 512M, 300K (one decimal when not whole)."""
+    for unit, size in (("T", 1024 * GiB), ("G", GiB), ("M", MiB), ("K", 1024)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
+    return f"{n}B"

@@ -17,14 +17,21 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from gdal_mcp.models import (
+    CategoriesResult,
+    CrsDescription,
+    CrsSearchResult,
     DatasetList,
     FeaturePage,
+    FromTableResult,
+    MeasureResult,
+    MergeResult,
     OverviewsResult,
     PreviewResult,
     RasterInfo,
     RasterStatsResult,
     RasterSummary,
     SampleResult,
+    TransformResult,
     ValidationReport,
     VectorInfo,
     VectorSummary,
@@ -97,6 +104,31 @@ class WorkerStatusJob(Job[dict[str, Any]]):
     FUNC = "gdal_mcp.engine.diagnostics:worker_status"
 
 
+# ----- coordinates and CRS (no files) ---------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class CrsInfoJob(Job[CrsDescription]):
+    FUNC = "gdal_mcp.engine.coordinates:describe"
+    crs: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrsSearchJob(Job[CrsSearchResult]):
+    FUNC = "gdal_mcp.engine.coordinates:search"
+    query: str | None = None
+    bbox: BBox | None = None
+    kind: Literal["projected", "geographic", "any"] = "any"
+    limit: int = 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformJob(Job[TransformResult]):
+    FUNC = "gdal_mcp.engine.coordinates:transform"
+    points: list[tuple[float, ...]]
+    src_crs: str
+    dst_crs: str
+    always_xy: bool = True
+
+
 # ----- raster ---------------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class ConvertRasterJob(WriteJob[tuple[RasterSummary, Warnings]]):
@@ -111,8 +143,12 @@ class ConvertRasterJob(WriteJob[tuple[RasterSummary, Warnings]]):
     output_type: str | None = None
     nodata: float | None = None
     scale: bool | list[float] | None = None
-    resampling: str | None = None
+    resolution: float | list[float] | None = None
+    size: list[int] | None = None
+    resampling: str = "nearest"
+    overview_resampling: str | None = None
     threads: int = 1
+    max_pixels: int = 2**34
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,7 +156,7 @@ class ReprojectRasterJob(WriteJob[tuple[RasterSummary, Warnings]]):
     FUNC = "gdal_mcp.engine.raster.warp:reproject"
     src: str
     dst: str = ""
-    dst_crs: str
+    dst_crs: str | None = None
     src_crs: str | None = None
     resampling: str = "nearest"
     resolution: float | list[float] | None = None
@@ -128,10 +164,15 @@ class ReprojectRasterJob(WriteJob[tuple[RasterSummary, Warnings]]):
     bbox: BBox | None = None
     bbox_crs: str | None = None
     nodata: float | None = None
+    src_nodata: float | None = None
+    output_type: str | None = None
+    like: str | None = None
+    gcp_transformer: Literal["polynomial", "polynomial_1", "polynomial_2", "polynomial_3", "tps", "rpc"] | None = None
     target_aligned_pixels: bool = False
     format: str | None = None
     options: Options | None = None
     threads: int = 1
+    max_pixels: int = 2**34
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,14 +181,18 @@ class MosaicJob(WriteJob[tuple[RasterSummary, Warnings]]):
     inputs: list[str]
     dst: str = ""
     vrt_dir: str | None = None
-    resolution: str | list[float] = "highest"
+    resolution: str | list[float] = "average"
     separate: bool = False
     dst_crs: str | None = None
     resampling: str = "nearest"
     nodata: float | None = None
+    src_nodata: float | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
     format: str | None = None
     options: Options | None = None
     threads: int = 1
+    max_pixels: int = 2**34  # gdal_mcp.engine.grid.DEFAULT_MAX_PIXELS; the tool passes --max-pixels
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,10 +215,12 @@ class ClipRasterJob(WriteJob[tuple[RasterSummary, Warnings]]):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ListOverviewsJob(Job[OverviewsResult]):
-    FUNC = "gdal_mcp.engine.raster.overviews:overviews"
-    path: str
-    action: Literal["add", "delete", "list"] = "list"
+class ExternalOverviewsJob(WriteJob[tuple[OverviewsResult, Warnings]]):
+    """gdaladdo -ro: `dst` is the temporary `<name>.ovr`; the input is only read."""
+
+    FUNC = "gdal_mcp.engine.raster.overviews:overviews_external"
+    src: str
+    dst: str = ""
     levels: Literal["auto"] | list[int] = "auto"
     resampling: str = "nearest"
 
@@ -189,6 +236,39 @@ class OverviewsJob(WriteJob[tuple[OverviewsResult, Warnings]]):
 
 
 @dataclass(frozen=True, kw_only=True)
+class EditRasterJob(Job[tuple[RasterSummary, Warnings]]):
+    """gdal_edit.py: in place when `dst` is None (GeoTIFF), else on a copy written to `dst`."""
+
+    FUNC = "gdal_mcp.engine.raster.edit:edit"
+    OUTPUT = "dst"
+    src: str
+    dst: str | None = None
+    crs: str | None = None
+    nodata: float | None = None
+    unset_nodata: bool = False
+    scale: float | list[float] | None = None
+    offset: float | list[float] | None = None
+    bounds: BBox | None = None
+    metadata: dict[str, str | None] | None = None
+    band_descriptions: list[str | None] | None = None
+    units: str | list[str | None] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReclassifyJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.reclassify:reclassify"
+    src: str
+    dst: str = ""
+    classes: list[dict[str, Any]] | None = None
+    mapping: dict[str, Any] | None = None
+    default: str | float = "nodata"
+    band: int = 1
+    output_type: str | None = None
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class RasterStatsJob(Job[RasterStatsResult]):
     FUNC = "gdal_mcp.engine.raster.stats:raster_stats"
     path: str
@@ -200,12 +280,36 @@ class RasterStatsJob(Job[RasterStatsResult]):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CategoriesJob(Job[CategoriesResult]):
+    """Class areas: per value, pixel count, area and fraction (raster_stats categorical=true)."""
+
+    FUNC = "gdal_mcp.engine.raster.categories:categories"
+    path: str
+    bands: list[int] | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class SampleJob(Job[SampleResult]):
     FUNC = "gdal_mcp.engine.raster.sample:sample"
     path: str
     points: list[tuple[float, float]]
     points_crs: str | None = None
     bands: list[int] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SampleLayerJob(WriteJob[tuple[SampleResult, Warnings]]):
+    """Extract values to points: a point layer copied to `dst` with one field per band."""
+
+    FUNC = "gdal_mcp.engine.features.sample_points:sample_layer"
+    src: str
+    points: str
+    dst: str = ""
+    points_layer: str | None = None
+    bands: list[int] | None = None
+    format: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -225,13 +329,20 @@ class TerrainJob(WriteJob[tuple[RasterSummary, Warnings]]):
     FUNC = "gdal_mcp.engine.raster.terrain:terrain"
     src: str
     dst: str = ""
-    product: Literal["hillshade", "slope", "aspect", "roughness", "tri", "tpi"]
+    product: Literal["hillshade", "slope", "aspect", "roughness", "tri", "tpi", "color-relief"]
     band: int = 1
     z_factor: float = 1.0
     azimuth: float = 315.0
     altitude: float = 45.0
     slope_units: Literal["degrees", "percent"] = "degrees"
     scale: float | None = None
+    algorithm: Literal["Horn", "ZevenbergenThorne"] = "Horn"
+    hillshade_mode: Literal["standard", "combined", "multidirectional", "igor"] = "standard"
+    zero_for_flat: bool = False
+    trigonometric: bool = False
+    colors: str | list[Any] | None = None
+    color_mode: Literal["interpolate", "nearest", "exact"] = "interpolate"
+    alpha: bool = False
     compute_edges: bool = False
     format: str | None = None
     creation_options: Options | None = None
@@ -240,9 +351,10 @@ class TerrainJob(WriteJob[tuple[RasterSummary, Warnings]]):
 @dataclass(frozen=True, kw_only=True)
 class CalcJob(WriteJob[tuple[RasterSummary, Warnings]]):
     FUNC = "gdal_mcp.engine.raster.calc:calc"
-    inputs: dict[str, str]
-    expression: str
+    inputs: dict[str, str] | list[str]
+    expression: str | list[str]
     dst: str = ""
+    band: int | None = None
     output_type: str | None = None
     nodata: float | None = None
     format: str | None = None
@@ -251,7 +363,7 @@ class CalcJob(WriteJob[tuple[RasterSummary, Warnings]]):
 
 @dataclass(frozen=True, kw_only=True)
 class PolygonizeJob(WriteJob[tuple[VectorSummary, Warnings]]):
-    FUNC = "gdal_mcp.engine.raster.polygonize:polygonize"
+    FUNC = "gdal_mcp.engine.features.polygonize:polygonize"
     src: str
     dst: str = ""
     band: int = 1
@@ -265,7 +377,7 @@ class PolygonizeJob(WriteJob[tuple[VectorSummary, Warnings]]):
 
 @dataclass(frozen=True, kw_only=True)
 class RasterizeJob(WriteJob[tuple[RasterSummary, Warnings]]):
-    FUNC = "gdal_mcp.engine.vector.rasterize:rasterize"
+    FUNC = "gdal_mcp.engine.features.rasterize:rasterize"
     src: str
     dst: str = ""
     layer: str | None = None
@@ -276,11 +388,15 @@ class RasterizeJob(WriteJob[tuple[RasterSummary, Warnings]]):
     resolution: float | list[float] | None = None
     size: list[int] | None = None
     bbox: BBox | None = None
+    bbox_crs: str | None = None
     crs: str | None = None
     all_touched: bool = False
     invert: bool = False
+    add: bool = False
     dtype: str | None = None
+    init: float | None = None
     nodata: float | None = None
+    max_pixels: int = 2**34  # gdal_mcp.engine.grid.DEFAULT_MAX_PIXELS; the tool passes --max-pixels
     format: str | None = None
     creation_options: Options | None = None
 
@@ -289,7 +405,7 @@ class RasterizeJob(WriteJob[tuple[RasterSummary, Warnings]]):
 class ZonalJob(Job[tuple[ZonalResult, Warnings]]):
     """Zonal statistics; writes the zones with their statistics only when `dst` is given."""
 
-    FUNC = "gdal_mcp.engine.raster.zonal:zonal_stats"
+    FUNC = "gdal_mcp.engine.features.zonal:zonal_stats"
     OUTPUT = "dst"
     raster: str
     zones: str
@@ -298,9 +414,65 @@ class ZonalJob(Job[tuple[ZonalResult, Warnings]]):
     stats: list[str] | None = None
     all_touched: bool = False
     id_field: str | None = None
+    categorical: bool = False
     limit: int = 200
     dst: str | None = None
     format: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContourJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.features.contour:contour"
+    src: str
+    dst: str = ""
+    interval: float | None = None
+    levels: list[float] | None = None
+    base: float = 0.0
+    band: int = 1
+    polygons: bool = False
+    attribute: str = "elev"
+    nodata: float | None = None
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FillNodataJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.fill:fill_nodata"
+    src: str
+    dst: str = ""
+    max_distance: float = 100
+    smoothing_iterations: int = 0
+    band: int = 1
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SieveJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.sieve:sieve"
+    src: str
+    dst: str = ""
+    threshold: int
+    connectedness: Literal[4, 8] = 4
+    band: int = 1
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProximityJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.proximity:proximity"
+    src: str
+    dst: str = ""
+    band: int = 1
+    target_values: list[float] | None = None
+    distance_units: Literal["geo", "pixel"] = "geo"
+    max_distance: float | None = None
+    nodata: float | None = None
+    output_type: str = "Float32"
+    format: str | None = None
+    creation_options: Options | None = None
 
 
 # ----- vector ---------------------------------------------------------------------------------
@@ -322,6 +494,10 @@ class ConvertVectorJob(WriteJob[tuple[VectorSummary, Warnings]]):
     explode_collections: bool = False
     promote_to_multi: bool = False
     layer_options: Options | None = None
+    sql_dialect: str | None = None
+    open_options: dict[str, str] | None = None
+    mode: Literal["create", "append", "add_layer"] = "create"
+    append_to: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -364,8 +540,10 @@ class FeaturesJob(Job[FeaturePage]):
     fields: list[str] | None = None
     limit: int = 50
     offset: int = 0
-    geometry: Literal["full", "simplified", "none"] = "full"
+    geometry_mode: Literal["full", "simplified", "none"] = "full"
     dst_crs: str | None = None
+    intersects: dict[str, Any] | None = None
+    intersects_crs: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -374,13 +552,15 @@ class BufferJob(WriteJob[tuple[VectorSummary, Warnings]]):
     src: str
     dst: str = ""
     distance: float
-    units: str = "layer"
+    units: str = "m"
     layer: str | None = None
     segments: int = 8
     cap_style: str = "round"
     join_style: str = "round"
     format: str | None = None
     output_layer: str | None = None
+    dissolve: bool = False
+    distance_field: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -389,11 +569,12 @@ class SimplifyJob(WriteJob[tuple[VectorSummary, Warnings]]):
     src: str
     dst: str = ""
     tolerance: float
-    units: str = "layer"
+    units: str = "m"
     preserve_topology: bool = True
     layer: str | None = None
     format: str | None = None
     output_layer: str | None = None
+    coverage: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -403,6 +584,41 @@ class DissolveJob(WriteJob[tuple[VectorSummary, Warnings]]):
     dst: str = ""
     by: str | list[str] | None = None
     layer: str | None = None
+    format: str | None = None
+    output_layer: str | None = None
+    aggregate: dict[str, list[str]] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverlayJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.overlay:overlay"
+    src: str
+    dst: str = ""
+    overlay: str
+    how: str = "intersection"
+    layer: str | None = None
+    overlay_layer: str | None = None
+    keep_fields: str = "both"
+    keep_geom_type: bool = True
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JoinJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.join:join"
+    src: str
+    dst: str = ""
+    join: str
+    predicate: str = "intersects"
+    on: str | list[str] | None = None
+    max_distance: float | None = None
+    units: str = "m"
+    how: str = "left"
+    aggregate: dict[str, Any] | None = None
+    distance_field: str | None = None
+    layer: str | None = None
+    join_layer: str | None = None
     format: str | None = None
     output_layer: str | None = None
 
@@ -417,6 +633,63 @@ class ValidateJob(Job[tuple[ValidationReport, Warnings]]):
     dst: str | None = None
     layer: str | None = None
     max_examples: int = 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class FromTableJob(WriteJob[tuple[FromTableResult, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.table:from_table"
+    src: str
+    dst: str = ""
+    x: str | None = None
+    y: str | None = None
+    wkt: str | None = None
+    crs: str = "EPSG:4326"
+    layer: str | None = None
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureJob(Job[tuple[MeasureResult, Warnings]]):
+    """Measures per feature; writes the layer with the measure fields only when `dst` is given."""
+
+    FUNC = "gdal_mcp.engine.vector.measure:measure"
+    OUTPUT = "dst"
+    src: str
+    dst: str | None = None
+    measures: list[str] | None = None
+    units: str = "m"
+    layer: str | None = None
+    id_field: str | None = None
+    limit: int = 200
+    offset: int = 0
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeometryOpJob(WriteJob[tuple[VectorSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.geometry_ops:geometry_op"
+    src: str
+    dst: str = ""
+    operation: str
+    grid_size: float | None = None
+    layer: str | None = None
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeJob(WriteJob[tuple[MergeResult, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.merge:merge"
+    inputs: list[str]
+    dst: str = ""
+    source_names: list[str] | None = None
+    layer: str | None = None
+    source_field: str | None = "source"
+    mode: str = "single"
+    format: str | None = None
+    output_layer: str | None = None
 
 
 # ----- previews -------------------------------------------------------------------------------

@@ -56,6 +56,11 @@ class BandInfo(BaseModel):
     statistics: BandStatistics | None = Field(None, description="Exact statistics (only with stats=true)")
 
 
+class GcpInfo(BaseModel):
+    count: int = Field(description="Number of ground control points")
+    crs: str | None = Field(None, description="CRS of the GCPs' map coordinates (EPSG:n when it matches one)")
+
+
 class RasterInfo(BaseModel):
     path: str
     driver: str
@@ -67,6 +72,9 @@ class RasterInfo(BaseModel):
     bounds: Bounds
     bounds_wgs84: Bounds | None = Field(None, description="Bounds in EPSG:4326 (lon/lat) when computable")
     resolution: tuple[float, float]
+    gcps: GcpInfo | None = Field(None, description=(
+        "Ground control points, when the raster is georeferenced by them (raster_reproject warps through them)"))
+    rpc: bool = Field(False, description="Whether the raster has RPCs (rational polynomial coefficients)")
     bands: list[BandInfo]
     bands_truncated: bool = False
     subdatasets: list[str] = Field(default_factory=list)
@@ -163,10 +171,52 @@ class BandStatsDetail(BandStatistics):
     histogram: Histogram | None = None
 
 
+class ClassArea(BaseModel):
+    value: float | int = Field(description="The pixel value (class)")
+    count: int = Field(description="Pixels of this value")
+    area_m2: float | None = Field(description="Ground area in m² (null when the raster has no CRS)")
+    area_ha: float | None = Field(description="Ground area in hectares")
+    fraction: float = Field(description="Share of the valid pixels (0-1)")
+    area_fraction: float | None = Field(None, description="Share of the valid area (0-1); differs from fraction on "
+                                                          "lon/lat rasters, whose pixel areas vary with latitude")
+
+
+class BandCategories(BaseModel):
+    index: int
+    dtype: str
+    valid_count: int
+    nodata_count: int
+    area_m2: float | None = Field(description="Area of the valid pixels in m²")
+    area_ha: float | None = None
+    classes: list[ClassArea] = Field(description="One entry per value, in value order")
+
+
+AreaMethod = Literal["projected", "geodesic", "none"]
+AREA_METHOD_DOC = ("How pixel areas were computed: projected (pixel size in the CRS's unit, as m²), geodesic (lon/lat "
+                   "raster: each row's pixel area on the CRS's ellipsoid), none (no CRS: no areas)")
+
+
+class CategoriesResult(BaseModel):
+    """Class areas of a categorical raster (raster_stats categorical=true)."""
+
+    path: str
+    crs: str | None = None
+    area_method: AreaMethod = Field(description=AREA_METHOD_DOC)
+    pixel_area_m2: float | None = Field(None, description="Area of every pixel (projected rasters)")
+    window: tuple[int, int, int, int] = Field(description="col_off, row_off, width, height read")
+    bands: list[BandCategories]
+    warnings: list[str] = Field(default_factory=list)
+
+
 class RasterStatsResult(BaseModel):
     path: str
     window: tuple[int, int, int, int] | None = Field(None, description="col_off, row_off, width, height read")
-    bands: list[BandStatsDetail]
+    bands: list[BandStatsDetail] = Field(description="Statistics per band (empty with categorical=true)")
+    categories: list[BandCategories] | None = Field(None, description=(
+        "With categorical=true: per band, the count, area and fraction of each value"))
+    area_method: AreaMethod | None = Field(None, description=AREA_METHOD_DOC)
+    pixel_area_m2: float | None = Field(None, description="With categorical=true on a projected raster: the area of "
+                                                          "every pixel in m²")
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -183,7 +233,11 @@ class SampleResult(BaseModel):
     path: str
     crs: str | None
     bands: list[int]
-    points: list[PointSample]
+    points: list[PointSample] = Field(description="One per point given (empty with points_input: see output)")
+    output: str | None = Field(None, description="With points_input: the point layer written, with band_1 … fields")
+    uri: str | None = Field(None, description="Resource URI of output")
+    summary: VectorSummary | None = Field(None, description="With points_input: the layer written")
+    sampled: int | None = Field(None, description="With points_input: points that fell on the raster")
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -224,6 +278,57 @@ class VectorWriteResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class FromTableResult(BaseModel):
+    """vector_from_table: the layer written and how each row's geometry was read."""
+
+    output: str = Field("", description="Workspace-relative path of the file written")
+    uri: str = Field("", description="Resource URI to read the file through MCP")
+    summary: VectorSummary
+    rows: int = Field(description="Rows read from the table (every one is written)")
+    x: str | None = Field(None, description="Column read as x (longitude, easting)")
+    y: str | None = Field(None, description="Column read as y (latitude, northing)")
+    wkt: str | None = Field(None, description="Column read as WKT geometry")
+    crs: str = Field(description="CRS given to the geometries")
+    unparsed_rows: int = Field(description="Rows whose coordinates/WKT were empty or could not be read: written "
+                                           "with a null geometry, attributes kept")
+    unparsed_row_numbers: list[int] = Field(default_factory=list, description=(
+        "1-based data row numbers (the header row not counted) of the first unparsed rows (at most 100)"))
+    warnings: list[str] = Field(default_factory=list)
+
+
+class MeasureResult(BaseModel):
+    """vector_measure: measures per feature (bounded rows), or the layer written with measure fields."""
+
+    method: Literal["geodesic", "planar"] = Field(description="geodesic on the ellipsoid (geographic layers) or "
+                                                              "planar in the layer's projected CRS")
+    fields: dict[str, str] = Field(description="Measure field -> what it holds and its unit")
+    rows: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "One row per feature (layer order; 'index' is the 0-based feature index), only when no output is written"))
+    row_count: int = Field(description="Features measured (every feature of the layer)")
+    offset: int = 0
+    truncated: bool = Field(False, description="More rows than returned (page with offset, or write an output)")
+    remaining: int = Field(0, description="Rows after this page")
+    totals: dict[str, float] = Field(default_factory=dict, description="Sum of area, length and perimeter over "
+                                                                       "all features")
+    output: str | None = None
+    uri: str | None = None
+    summary: VectorSummary | None = Field(None, description="The vector file written with output")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class MergeResult(BaseModel):
+    """vector_merge: one merged layer (mode single) or one layer per input (mode layers)."""
+
+    output: str = Field("", description="Workspace-relative path of the file written")
+    uri: str = ""
+    mode: Literal["single", "layers"]
+    inputs: int = Field(description="Datasets merged")
+    feature_count: int = Field(description="Features written in all")
+    summary: VectorSummary | None = Field(None, description="The merged layer (mode single)")
+    layers: list[VectorSummary] = Field(default_factory=list, description="Every layer written (mode layers)")
+    warnings: list[str] = Field(default_factory=list)
+
+
 class FeaturePage(BaseModel):
     """A bounded GeoJSON FeatureCollection for reading features."""
 
@@ -253,7 +358,8 @@ class ValidationReport(BaseModel):
 class ZonalResult(BaseModel):
     rows: list[dict[str, Any]] = Field(description="One row per zone, in layer order: id (the id_field value, else "
                                                    "the 0-based feature index) and each statistic (null when the "
-                                                   "zone has no valid pixel)")
+                                                   "zone has no valid pixel); with categorical=true also "
+                                                   "classes: {value: {count, area_m2, area_ha, fraction}}")
     row_count: int = Field(description="Zones processed (every feature of the layer)")
     truncated: bool = Field(description="More zones than rows returned (raise limit, or pass dst for all)")
     remaining: int = Field(description="Zones not returned in rows")
@@ -289,4 +395,68 @@ class PreviewResult(BaseModel):
     features: int | None = Field(None, description="Vector: features drawn")
     legend: str = Field(description="How to read the image: bands, stretch, colours, CRS, extent, nodata")
     dst: str | None = Field(None, description="Where the PNG was also written")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class AreaOfUse(BaseModel):
+    name: str | None = None
+    west: float
+    south: float
+    east: float
+    north: float
+
+
+class AxisInfo(BaseModel):
+    name: str
+    abbreviation: str | None = None
+    direction: str
+    unit: str
+
+
+class CrsDescription(BaseModel):
+    name: str
+    epsg: int | None = Field(None, description="EPSG code when the CRS matches one")
+    authority: str | None = Field(None, description="AUTHORITY:CODE (EPSG, ESRI, IAU …) when one matches")
+    kind: str = Field(description="projected, geographic, compound, geocentric, vertical, engineering …")
+    datum: str | None = None
+    ellipsoid: str | None = None
+    semi_major_m: float | None = None
+    inverse_flattening: float | None = None
+    projection: str | None = Field(None, description="Projection method of a projected CRS")
+    units: list[str] = Field(default_factory=list, description="Units of the axes")
+    axes: list[AxisInfo] = Field(default_factory=list)
+    axis_order: str = Field(description="The CRS's own axis order, e.g. Lat/Lon for EPSG:4326, E/N for UTM")
+    utm_zone: str | None = Field(None, description="UTM zone, e.g. 29N, when the CRS is a UTM projection")
+    area_of_use: AreaOfUse | None = Field(None, description="Where the CRS is meant to be used (lon/lat degrees)")
+    proj4: str | None = Field(None, description="PROJ string (a hint: it can lose datum details)")
+    wkt: str
+
+
+class CrsMatch(BaseModel):
+    crs: str = Field(description="EPSG:n, to pass as a CRS argument")
+    name: str
+    kind: str
+    area_of_use: AreaOfUse | None = None
+
+
+class CrsSearchResult(BaseModel):
+    query: str | None
+    bbox: list[float] | None
+    kind: str
+    matches: list[CrsMatch] = Field(description="Best first")
+    total: int = Field(description="How many CRSs matched in all")
+    truncated: bool
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TransformResult(BaseModel):
+    src_crs: str
+    dst_crs: str
+    always_xy: bool
+    src_axis_order: str = Field(description="Axis order the input points were read in")
+    dst_axis_order: str = Field(description="Axis order of the output points")
+    points: list[list[float | None]] = Field(description="Transformed points, in input order; null where the "
+                                                         "transformation failed")
+    operation: str = Field(description="The coordinate operation PROJ used")
+    failed: int = 0
     warnings: list[str] = Field(default_factory=list)

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from gdal_mcp.config import format_size
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.jobs import Job, R
 
@@ -32,6 +33,45 @@ log = logging.getLogger("gdal_mcp.runner")
 
 ProgressSink = Callable[[float, str], Awaitable[None]]
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+#: how often a running job's address space is sampled (to tell an out-of-memory death from another)
+MEMORY_SAMPLE_INTERVAL = 0.2
+#: a worker that dies after using this share of its --max-memory limit died of memory
+NEAR_LIMIT = 0.85
+#: how long a fresh worker may take to import GDAL before it counts as broken (not part of a job's --timeout)
+READY_TIMEOUT = 120.0
+
+
+class _NotStarted(Exception):
+    """The worker died before it took the job: nothing ran, so the job may go to another worker."""
+
+
+def _address_space(pid: int | None) -> tuple[int, int] | None:
+    """(VmSize, VmPeak) of a process in bytes: what RLIMIT_AS limits, now and at its highest."""
+    if pid is None:
+        return None
+    size = peak = 0
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    size = int(line.split()[1]) * 1024
+                elif line.startswith("VmPeak:"):
+                    peak = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return (size, peak) if size else None
+
+
+def _oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot (None: not known)."""
+    try:
+        with open("/proc/vmstat") as fh:
+            for line in fh:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 @dataclass(eq=False)
@@ -40,6 +80,25 @@ class _Worker:
     conn: Connection
     started: float = field(default_factory=time.monotonic)
     ready: bool = False
+    running: bool = False
+    #: highest address space seen during the current job, and the process's VmPeak when it began
+    job_peak: int = 0
+    peak_before: int = 0
+    oom_kills_before: int | None = None
+
+    def begin_job(self) -> None:
+        sample = _address_space(self.pid)
+        self.job_peak = sample[0] if sample else 0
+        self.peak_before = sample[1] if sample else 0
+        self.oom_kills_before = _oom_kills()
+
+    def sample_memory(self) -> None:
+        sample = _address_space(self.pid)
+        if sample is None:
+            return
+        size, peak = sample
+        # VmPeak only ever grows: above its value at the start, it was reached during this job.
+        self.job_peak = max(self.job_peak, size, peak if peak > self.peak_before else 0)
 
     @property
     def pid(self) -> int | None:
@@ -90,6 +149,7 @@ class Runner:
         self._all: set[_Worker] = set()
         self._busy: set[_Worker] = set()
         self._closed = False
+        self._unspawned = 0  # workers start() has yet to spawn
 
     # ----- lifecycle ---------------------------------------------------------------------
     def _spawn(self) -> _Worker:
@@ -115,14 +175,17 @@ class Runner:
         log.debug("spawned worker pid %s", proc.pid)
         return w
 
-    def start(self) -> None:
-        """Spawn the warm workers (imports happen in the background)."""
-        if self._idle is not None:
-            return
-        self._idle = asyncio.Queue()
-        self._general = asyncio.Semaphore(self.workers)
-        for _ in range(self.workers + 1):
+    def start(self, count: int | None = None) -> None:
+        """Spawn the warm workers (imports happen in the background). With `count`, only that many for now
+        and the rest on the next start(): the server spawns one before its own imports, so the two overlap."""
+        if self._idle is None:
+            self._idle = asyncio.Queue()
+            self._general = asyncio.Semaphore(self.workers)
+            self._unspawned = self.workers + 1
+        n = self._unspawned if count is None else min(count, self._unspawned)
+        for _ in range(0 if self._closed else n):
             self._idle.put_nowait(self._spawn())
+            self._unspawned -= 1
 
     def close(self) -> None:
         self._closed = True
@@ -144,14 +207,40 @@ class Runner:
         return [w.pid for w in self._all if w.pid is not None and w.alive()]
 
     def busy_pids(self) -> list[int]:
-        """Workers running a job right now."""
-        return [w.pid for w in self._busy if w.pid is not None]
+        """Workers running a job right now (they have taken it: killing one now fails that job)."""
+        return [w.pid for w in self._busy if w.pid is not None and w.running]
 
     def _replace(self, dead: _Worker) -> None:
+        """Kill `dead` (if it still runs) and start a fresh worker in its place: the pool never shrinks."""
         dead.kill()
         self._all.discard(dead)
-        if not self._closed and self._idle is not None:
+        self._refill()
+
+    def _refill(self) -> None:
+        if self._closed or self._idle is None:
+            return
+        try:
             self._idle.put_nowait(self._spawn())
+        except OSError as e:  # fork or socket failed (memory or process limits): try again shortly
+            log.error("could not start a worker process (%s); trying again in 1 s", e)
+            try:
+                asyncio.get_running_loop().call_later(1.0, self._refill)
+            except RuntimeError:
+                pass  # no event loop: the next job's start() or replacement spawns one
+
+    async def _take_idle(self) -> _Worker:
+        """An idle worker that is alive. One that died while idle (the out-of-memory killer picks idle
+        workers too) is never handed a job: it is replaced and the next one is taken."""
+        assert self._idle is not None
+        for _ in range(2 * (self.workers + 1)):
+            w = await self._idle.get()
+            if w.alive():
+                return w
+            log.warning("worker %s died while idle (%s); starting a fresh one", w.pid,
+                        _exit_text(w.process.returncode))
+            self._replace(w)
+        raise GdalMcpError("internal-error", "the worker processes keep dying as soon as they start; the server's "
+                           "log (stderr) says why")
 
     async def _wait_ready(self, w: _Worker) -> None:
         if w.ready:
@@ -175,17 +264,46 @@ class Runner:
             return await self._run_on_worker(job, progress, limit)
 
     async def _run_on_worker(self, job: Job[R], progress: ProgressSink | None, limit: float) -> R:
+        """Run `job` on an idle worker.
+
+        A worker that died before it took the job (killed while idle, or between hand-out and start) is
+        replaced and the job goes to a fresh worker, once, without the caller seeing it. A job that had
+        started when its worker died is never run again (it may have had effects): the caller gets an error.
+        """
+        for attempt in (1, 2):
+            w = await self._take_idle()
+            try:
+                return await self._attempt(w, job, progress, limit)
+            except _NotStarted:
+                if attempt == 2:
+                    raise self._death_error(w) from None
+                log.warning("worker %s died before it took %s (%s); running it on a fresh worker", w.pid,
+                            job.FUNC, _exit_text(w.process.returncode))
+        raise AssertionError("unreachable")
+
+    async def _sample_memory(self, w: _Worker) -> None:
+        while True:
+            await asyncio.sleep(MEMORY_SAMPLE_INTERVAL)
+            w.sample_memory()
+
+    async def _attempt(self, w: _Worker, job: Job[R], progress: ProgressSink | None, limit: float) -> R:
         assert self._idle is not None
-        w = await self._idle.get()
-        healthy = False
+        healthy = started = False
         self._busy.add(w)
+        sampler = asyncio.create_task(self._sample_memory(w))
         try:
-            async with asyncio.timeout(limit):
+            # A fresh worker (a replacement) first imports GDAL: that is not the job's time.
+            async with asyncio.timeout(READY_TIMEOUT):
                 await self._wait_ready(w)
+            w.begin_job()
+            async with asyncio.timeout(limit):
                 w.conn.send(job)
                 while True:
                     msg = await w.recv()
                     kind = msg[0]
+                    if kind == "started":  # the worker took the job: from here on it is never rerun
+                        started = w.running = True
+                        continue
                     if kind == "progress":
                         if progress is not None:
                             await progress(msg[1], msg[2])
@@ -195,14 +313,21 @@ class Runner:
                         return msg[1]  # type: ignore[no-any-return]
                     raise GdalMcpError(msg[1], msg[2])
         except TimeoutError:
+            if not w.ready:
+                raise GdalMcpError("internal-error", f"a worker process did not start within {READY_TIMEOUT:g} s "
+                                   "(the machine may be overloaded); retry, and see the server's log") from None
             raise GdalMcpError(
                 "timeout",
                 f"the job did not finish within {limit:g} s and was stopped; work on a smaller area "
                 "or start the server with a larger --timeout",
             ) from None
-        except (EOFError, OSError, BrokenPipeError):
+        except (EOFError, OSError):
+            if not started:
+                raise _NotStarted from None
             raise self._death_error(w) from None
         finally:
+            sampler.cancel()
+            w.running = False
             self._busy.discard(w)
             if healthy and not self._bloated(w):
                 self._idle.put_nowait(w)
@@ -232,11 +357,14 @@ class Runner:
         except subprocess.TimeoutExpired:
             w.kill()
             code = w.process.returncode
+        memory = self._memory_death(w, code)
+        if memory is not None:
+            return memory
         if code is not None and code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
+            name = _exit_text(code)
+            if code == -signal.SIGXFSZ:
+                return GdalMcpError("resource-limit", "the job's output grew past the file-size limit the server "
+                                    "runs under (ulimit -f, SIGXFSZ); write a smaller output or raise that limit")
             if name == "SIGKILL":
                 return GdalMcpError(
                     "internal-error",
@@ -246,3 +374,38 @@ class Runner:
             return GdalMcpError("internal-error", f"the worker crashed ({name}); the server is still serving, "
                                 "retry or report the input that caused it")
         return GdalMcpError("internal-error", f"the worker exited unexpectedly (exit code {code}); retry the call")
+
+    def _memory_death(self, w: _Worker, code: int | None) -> GdalMcpError | None:
+        """resource-limit when the worker died of memory: the kernel's out-of-memory killer struck while it
+        ran (SIGKILL), or it died after using nearly all of its --max-memory (an allocation failed where
+        nothing could report it)."""
+        limit = self.worker_config.get("max_memory")
+        limit_text = f"--max-memory {format_size(limit)}" if limit else "no --max-memory limit set"
+        if code == -signal.SIGKILL and w.oom_kills_before is not None and (_oom_kills() or 0) > w.oom_kills_before:
+            used = f" while it used {format_size(w.job_peak)}" if w.job_peak else ""
+            return GdalMcpError(
+                "resource-limit",
+                f"the machine ran out of memory and the system's out-of-memory killer stopped the worker{used} "
+                f"(worker limit: {limit_text}); work on a smaller area, or lower --max-memory or --workers so "
+                "the workers fit in the machine's memory",
+            )
+        if limit and code not in (None, 0) and w.job_peak >= NEAR_LIMIT * limit:
+            return GdalMcpError(
+                "resource-limit",
+                f"the job exceeded the worker memory limit {limit_text}: the worker was stopped "
+                f"({_exit_text(code)}) after using {format_size(w.job_peak)} of it; work on a smaller area, "
+                "or start the server with a larger --max-memory",
+            )
+        return None
+
+
+def _exit_text(code: int | None) -> str:
+    """'SIGKILL', 'exit code 1' or 'still running' for a worker's return code."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"

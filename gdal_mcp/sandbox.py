@@ -8,14 +8,19 @@ temporary directory beside their final place and renamed into place only when th
 
 from __future__ import annotations
 
+import errno
+import functools
+import json
 import logging
 import os
 import re
 import shutil
+import socket
 import stat
+import time
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -28,6 +33,12 @@ MAX_COMPONENT_LENGTH = 255
 MAX_REFERENCE_DEPTH = 8
 MAX_PATTERN_MATCHES = 10000
 TMP_PREFIX = ".gdal-mcp-tmp-"
+TMP_DIR_RE = re.compile(re.escape(TMP_PREFIX) + r"[0-9a-f]{32}")
+# Inside each temporary directory: which server process made it (never moved into place by commit).
+OWNER_FILE = ".gdal-mcp-owner"
+# Start-up sweep of stale temporary directories: a bounded walk, so a huge workspace cannot stall start-up.
+SWEEP_MAX_DIRS = 20000
+SWEEP_MAX_SECONDS = 3.0
 RESOURCE_PREFIX = "gdal-mcp://files/"
 
 # Kernel pseudo-filesystems: never a dataset, whatever the workspace.
@@ -57,6 +68,50 @@ NETWORK_CONNECTION_PREFIXES = frozenset({
 _CONN_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*):(.*)$", re.S)
 # Elements of raster VRTs, warped VRTs and OGR VRTs that name another dataset.
 VRT_REFERENCE_TAGS = frozenset({"SourceFilename", "SourceDataset", "SrcDataSource", "OverviewFilename"})
+# SQL (OGR SQL and the SQLite dialect): statements that are not a plain read, functions that reach files, other
+# databases, extensions or the network, and SpatiaLite's virtual-table modules over files.
+SQL_FORBIDDEN_WORDS = frozenset({
+    "attach", "detach", "pragma", "insert", "update", "delete", "drop", "alter", "create", "vacuum", "reindex",
+    "savepoint", "release", "begin", "commit", "rollback", "analyze",
+})
+SQL_FORBIDDEN_FUNCTIONS = re.compile(
+    r"(load_extension|ogr_datasource_load_layers|ogr_geocode(_reverse)?|readfile|writefile|edit|fsdir|"
+    r"(import|export)\w*|blob(from|to)file|xb_(load|store)xml|sqlproc_\w*|storedproc_\w*|"
+    r"initspatialmetadata\w*|createstylingtables|rl2_\w*)", re.I)
+SQL_VIRTUAL_MODULE = re.compile(r"virtual\w*", re.I)
+# Tokens after which a SELECT's FROM list ends (at the same parenthesis depth).
+SQL_CLAUSE_END = frozenset({"where", "group", "order", "limit", "having", "window", "union", "except",
+                            "intersect", "on", "using", "offset"})
+_SQL_TOKEN_RE = re.compile(
+    r"""(?P<space>\s+|--[^\n]*|/\*.*?(\*/|$))|(?P<str>'(?:[^']|'')*'?)|(?P<qid>"(?:[^"]|"")*"?|`(?:[^`]|``)*`?|\[[^\]]*\]?)"""
+    r"""|(?P<word>[A-Za-z_\u0080-\uffff][\w$\u0080-\uffff]*)|(?P<num>\d[\w.]*)|(?P<op>.)""", re.S)
+# Dataset open option names whose value GDAL reads as a file (GML GFS_TEMPLATE, GMLAS XSD/CONFIG_FILE, OSM
+# CONFIG_FILE, MVT METADATA_FILE …); any value that looks like a path is checked as one too.
+OPEN_OPTION_FILE_WORDS = ("FILE", "TEMPLATE", "XSD", "SCHEMA", "PATH", "DIR")
+# Open options that run SQL of their own (GeoPackage / SQLite PRELUDE_STATEMENTS can ATTACH any database).
+FORBIDDEN_OPEN_OPTIONS = frozenset({"PRELUDE_STATEMENTS"})
+_PATH_LIKE_RE = re.compile(r"[/\\]|^~|^[A-Za-z][A-Za-z0-9_]*:|\.[A-Za-z][A-Za-z0-9]{0,7}$")
+
+
+def sql_tokens(sql: str) -> list[tuple[str, str]]:
+    """(kind, text) of each SQL token outside comments: str, qid (quoted identifier), word, num, op."""
+    out = []
+    for m in _SQL_TOKEN_RE.finditer(sql):
+        kind = m.lastgroup or "op"
+        if kind != "space":
+            out.append((kind, m.group(kind)))
+    return out
+
+
+def _sql_name(kind: str, text: str) -> str:
+    """The name a token stands for: quotes removed ('' and "" unescaped)."""
+    if kind == "str":
+        return text[1:-1].replace("''", "'") if len(text) > 1 and text.endswith("'") else text[1:]
+    if kind == "qid":
+        close = {"[": "]"}.get(text[0], text[0])
+        inner = text[1:-1] if len(text) > 1 and text.endswith(close) else text[1:]
+        return inner.replace(close * 2, close) if close != "]" else inner
+    return text
 
 
 @dataclass(frozen=True)
@@ -89,7 +144,7 @@ class OutputTarget:
         if not self.tmp_path.exists():
             self.discard()
             raise GdalMcpError("internal-error", f"the job wrote no file for {self.display}")
-        for item in sorted(self.tmp_dir.iterdir()):
+        for item in sorted(p for p in self.tmp_dir.iterdir() if p.name != OWNER_FILE):
             target = self.final.parent / item.name
             if target.is_dir() and not target.is_symlink() and item.is_dir():
                 shutil.rmtree(target)
@@ -105,6 +160,77 @@ class OutputTarget:
                 d.rmdir()
             except OSError:
                 break
+
+
+def _read_small(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read(4096).strip()
+    except OSError:
+        return None
+
+
+def _process_start(pid: int) -> str | None:
+    """When a running process started (field 22 of /proc/<pid>/stat); None if it does not run (a zombie
+    does not run)."""
+    text = _read_small(f"/proc/{pid}/stat")
+    if text is None:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    if not fields or fields[0] in ("Z", "X", "x"):
+        return None
+    return fields[19] if len(fields) > 19 else ""
+
+
+def _owner_identity() -> dict[str, object]:
+    """Who makes a temporary directory: this process, told apart from a later one reusing its pid, on this
+    machine (boot) and in this pid namespace (containers sharing a volume)."""
+    return dict(_identity(os.getpid()))
+
+
+@functools.lru_cache(maxsize=4)
+def _identity(pid: int) -> dict[str, object]:
+    ns = ""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pass
+    return {"pid": pid, "start": _process_start(pid) or "", "boot": _read_small("/proc/sys/kernel/random/boot_id")
+            or "", "ns": ns, "host": socket.gethostname()}
+
+
+def _owner_gone(owner: dict[str, object]) -> bool:
+    """True only when the process that made a temporary directory certainly no longer runs."""
+    me = _owner_identity()
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or owner.get("host") != me["host"]:
+        return False  # unreadable, or made on another machine sharing this file system: cannot tell
+    if owner.get("boot") and me["boot"] and owner["boot"] != me["boot"]:
+        return True  # this machine restarted since: every process of that boot is gone
+    if owner.get("ns") != me["ns"]:
+        return False  # another pid namespace (container): its pids mean nothing here
+    if os.path.exists("/proc/self/stat"):
+        start = _process_start(pid)
+        # Gone, or its pid now belongs to a process that started later.
+        return start is None or bool(owner.get("start") and start and start != owner["start"])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _stale_temporary(tmp: str) -> bool:
+    """Whether `tmp` is a temporary output directory whose owner process is gone."""
+    try:
+        fd = os.open(os.path.join(tmp, OWNER_FILE), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd) as fh:
+            owner = json.loads(fh.read(4096))
+    except (OSError, ValueError):
+        return False  # no readable marker (an older server, or one being made right now): keep it
+    return isinstance(owner, dict) and _owner_gone(owner)
 
 
 class Sandbox:
@@ -443,7 +569,142 @@ class Sandbox:
                     f"{what} refers to a file outside the workspace ({Path(name).name}); refusing to read it",
                 ) from None
 
+    # ----- paths inside SQL and open options ---------------------------------------------------
+    def check_sql(self, sql: str, *, what: str = "sql") -> None:
+        """Refuse SQL (OGR SQL or the SQLite dialect) that could reach beyond the dataset it runs on.
+
+        GDAL opens any data source named as a table qualifier ("other.shp"."layer", JOIN 'x.gpkg'.layer) or
+        given to ogr_datasource_load_layers(); SQLite can ATTACH databases and load extensions; SpatiaLite
+        builds may have file functions (ImportSHP, BlobFromFile …) and virtual tables over files. A name of
+        a path outside the workspace is `out-of-root`; any other such construct is `invalid-argument`.
+        """
+        if not isinstance(sql, str) or not sql.strip():
+            raise GdalMcpError("invalid-argument", f"{what} is empty")
+        if "\x00" in sql:
+            raise GdalMcpError("invalid-argument", f"{what} contains a NUL byte")
+        tokens = sql_tokens(sql)
+        in_from = [False]  # per parenthesis depth: inside a FROM list
+        expect_table = False
+        for i, (kind, text) in enumerate(tokens):
+            nxt = tokens[i + 1] if i + 1 < len(tokens) else ("", "")
+            low = text.lower()
+            if kind == "word" and low in SQL_FORBIDDEN_WORDS:
+                raise GdalMcpError("invalid-argument", f"{what} must be a read-only SELECT; '{text}' is not allowed")
+            if kind in ("word", "qid") and nxt[1] == "(" and SQL_FORBIDDEN_FUNCTIONS.fullmatch(_sql_name(kind, text)):
+                if low == "ogr_datasource_load_layers" and i + 2 < len(tokens) and tokens[i + 2][0] == "str":
+                    self._sql_source(_sql_name(*tokens[i + 2]), what)
+                raise GdalMcpError("invalid-argument", f"{what} may not call {_sql_name(kind, text)}(): it reaches "
+                                   "files, other databases, extensions or the network")
+            if kind == "word" and SQL_VIRTUAL_MODULE.fullmatch(text):
+                raise GdalMcpError("invalid-argument", f"{what} may not use SpatiaLite's {text} (a virtual table "
+                                   "over a file)")
+            if text == "(":
+                in_from.append(False)
+                expect_table = False
+                continue
+            if text == ")":
+                if len(in_from) > 1:
+                    in_from.pop()
+                continue
+            if kind == "word" and low in ("from", "join"):
+                in_from[-1] = True
+                expect_table = True
+                continue
+            if kind == "word" and low in SQL_CLAUSE_END:
+                in_from[-1] = False
+            if text == "," and in_from[-1]:
+                expect_table = True
+                continue
+            if expect_table and kind in ("word", "qid", "str"):
+                expect_table = False
+                name = _sql_name(kind, text)
+                if nxt[1] == "." and i + 2 < len(tokens) and tokens[i + 2][0] in ("word", "qid", "str"):
+                    if name.lower() not in ("main", "temp"):
+                        self._sql_source(name, what)  # "datasource"."layer": another data source
+                elif kind != "word" and _PATH_LIKE_RE.search(name):
+                    self._sql_source(name, what)
+                continue
+            if kind in ("str", "qid") and nxt[1] == "." and i + 2 < len(tokens) and _PATH_LIKE_RE.search(
+                    _sql_name(kind, text)) and in_from[-1]:
+                self._sql_source(_sql_name(kind, text), what)
+            expect_table = False
+
+    def _sql_source(self, name: str, what: str) -> None:
+        """A data source named inside SQL: always refused; out-of-root when it lies outside the workspace."""
+        outside = False
+        try:
+            self._resolve_gdal(name, base=None, what=what, depth=0)
+        except GdalMcpError as e:
+            outside = e.code == "out-of-root"
+        if outside:
+            raise GdalMcpError("out-of-root", f"{what} names '{name}', which is outside the workspace; SQL may only "
+                               "read the layers of its input")
+        raise GdalMcpError("invalid-argument", f"{what} names another data source ('{name}'); SQL may only read the "
+                           "layers of its input. To combine datasets use vector_join, vector_overlay or vector_merge")
+
+    def check_open_options(self, options: Mapping[str, object] | None, *,
+                           what: str = "open_options") -> dict[str, str]:
+        """Dataset open options (GDAL -oo) made safe: values naming files resolved inside the workspace."""
+        out: dict[str, str] = {}
+        for key, value in (options or {}).items():
+            if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", key):
+                raise GdalMcpError("invalid-argument", f"{what}: {key!r} is not an option name (letters, digits, _)")
+            if key.upper() in FORBIDDEN_OPEN_OPTIONS:
+                raise GdalMcpError("invalid-argument", f"{what}: {key} runs SQL of its own and is not allowed")
+            text = ("YES" if value else "NO") if isinstance(value, bool) else str(value)
+            if "\x00" in text:
+                raise GdalMcpError("invalid-argument", f"{what}: {key} contains a NUL byte")
+            names_file = any(w in key.upper() for w in OPEN_OPTION_FILE_WORDS) and not re.fullmatch(
+                r"(?i)yes|no|true|false|on|off|[-+\d.]+", text)
+            if text and (names_file or re.search(r"[/\\]", text) or text.lower().startswith(NETWORK_SCHEMES)):
+                text, _, _ = self._resolve_gdal(text, base=None, what=f"{what} {key}", depth=0)
+            out[key] = text
+        return out
+
     # ----- outputs ---------------------------------------------------------------------------
+    def sweep_stale_temporaries(self, *, max_dirs: int = SWEEP_MAX_DIRS,
+                                max_seconds: float = SWEEP_MAX_SECONDS) -> list[Path]:
+        """Remove the temporary output directories left in the workspaces by gdal-mcp servers that are gone.
+
+        A server killed mid-write (SIGKILL, power loss) cannot clean up after itself. Only a directory named
+        like a temporary one, holding an owner marker whose process no longer runs, is removed; nothing else
+        is touched (final outputs are only ever renamed into place by a live server). The walk is breadth
+        first, does not follow symlinks, and stops after `max_dirs` directories or `max_seconds`.
+        """
+        from collections import deque
+
+        removed: list[Path] = []
+        deadline = time.monotonic() + max_seconds
+        pending: deque[str] = deque(str(r) for r in self.roots)
+        visited = 0
+        while pending:
+            if visited >= max_dirs or time.monotonic() > deadline:
+                log.info("stale temporary sweep stopped after %d directories (%d left unvisited)", visited,
+                         len(pending))
+                break
+            d = pending.popleft()
+            visited += 1
+            try:
+                with os.scandir(d) as it:
+                    entries = list(it)
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                except OSError:
+                    continue
+                if TMP_DIR_RE.fullmatch(entry.name):
+                    if _stale_temporary(entry.path):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                        log.warning("removed %s, the temporary output of a gdal-mcp server that is gone",
+                                    entry.path)
+                        removed.append(Path(entry.path))
+                elif not any(Path(entry.path) == t for t in FORBIDDEN_TREES):
+                    pending.append(entry.path)
+        return removed
+
     def resolve_output(self, path: str, *, overwrite: bool = False, inputs: Iterable[ResolvedInput] = (),
                        what: str = "output") -> OutputTarget:
         """Check an output path and prepare its temporary directory beside it."""
@@ -503,5 +764,13 @@ class Sandbox:
         elif not parent.is_dir():
             raise GdalMcpError("invalid-argument", f"{what} '{path}': {self.display(parent)} is not a directory")
         tmp_dir = parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-        tmp_dir.mkdir()
+        try:
+            tmp_dir.mkdir()
+            (tmp_dir / OWNER_FILE).write_text(json.dumps(_owner_identity()))
+        except OSError as e:
+            OutputTarget(final=final, display="", tmp_dir=tmp_dir, created_dirs=created).discard()
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise GdalMcpError("resource-limit", f"the disk is full ({e.strerror}) where {what} '{path}' "
+                                   "would be written; free space or write elsewhere") from None
+            raise
         return OutputTarget(final=final, display=self.display(final), tmp_dir=tmp_dir, created_dirs=created)

@@ -11,6 +11,7 @@ import importlib
 import logging
 import os
 import pickle
+import re
 import sys
 import time
 import traceback
@@ -26,7 +27,9 @@ def _configure_environment(config: dict[str, Any]) -> None:
     # GDAL reads these at first use; set before rasterio/pyogrio load their bundled GDALs.
     os.environ["GDAL_VRT_ENABLE_PYTHON"] = "NO"
     os.environ["GDAL_CACHEMAX"] = str(max(16, config.get("gdal_cache", 256 * 1024**2) // 1024**2))
-    os.environ.setdefault("GDAL_DISABLE_READDIR_ON_OPEN", "EMPTY_DIR")
+    # TRUE, not EMPTY_DIR: no directory listing (slow in folders of thousands of tiles), yet GDAL still probes the
+    # sidecars by name, so a PNG/JPEG georeferenced by its .aux.xml or world file keeps its CRS and transform.
+    os.environ.setdefault("GDAL_DISABLE_READDIR_ON_OPEN", "TRUE")
     os.environ["CPL_LOG_ERRORS"] = "OFF"
     if not config.get("allow_network"):
         # Belt and braces: even a path that slipped past the sandbox cannot fetch anything.
@@ -49,26 +52,91 @@ def _set_memory_limit(limit: int | None) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _exit_with_server(conn: Any) -> None:
+    """Exit as soon as the server's end of the pipe closes, even in the middle of a job.
+
+    Workers run in their own session, so a server killed with SIGKILL cannot stop them; an orphan would
+    otherwise keep writing into a temporary directory nobody will commit, with no timeout to stop it.
+    """
+    import select
+    import threading
+
+    fd = conn.fileno()
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLRDHUP)  # POLLHUP and POLLERR are always reported; POLLIN is not asked
+        while True:
+            for _, events in poller.poll():
+                if events & (select.POLLRDHUP | select.POLLHUP | select.POLLERR):
+                    os._exit(0)
+
+    if not hasattr(select, "POLLRDHUP"):
+        return  # not Linux: the worker notices when it next talks to the server
+    threading.stack_size(256 * 1024)  # under RLIMIT_AS a default 8 MB thread stack is wasted limit
+    threading.Thread(target=watch, name="gdal-mcp-server-watch", daemon=True).start()
+    threading.stack_size(0)
+
+
+_frozen_modules = [0]
+
+
 def _release_memory() -> None:
     """Give freed heap back to the OS after a job, so an idle worker does not hold its peak."""
     import ctypes
     import gc
 
     gc.collect()
+    if len(sys.modules) != _frozen_modules[0]:
+        # A full collection walks every object the imports made (~25 ms with GDAL, numpy and pyproj
+        # loaded: more than a metadata job itself). Survivors after a job that imported modules are
+        # mostly those modules: exclude them from later collections.
+        gc.freeze()
+        _frozen_modules[0] = len(sys.modules)
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass  # not glibc
 
 
-def _classify(exc: BaseException) -> tuple[str, str]:
+def _classify(exc: BaseException, job: Any = None) -> tuple[str, str]:
     from gdal_mcp.engine.failures import translate
 
     mapped = translate(exc)
     if mapped is not None:
-        return mapped.code, mapped.message
+        if mapped.code == "resource-limit":  # about the job as a whole or its output, not its input file
+            return mapped.code, mapped.message
+        return mapped.code, _naming_input(mapped.message, job)
     logging.getLogger("gdal_mcp.worker").error("unexpected error in job:\n%s", traceback.format_exc())
-    return "internal-error", f"unexpected {type(exc).__name__}: {str(exc).strip()}"
+    return "internal-error", _naming_input(f"unexpected {type(exc).__name__}: {str(exc).strip()}", job)
+
+
+INPUT_ARGUMENTS = ("path", "src", "input", "raster")
+ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".gz", ".7z", ".rar")
+
+
+def _naming_input(message: str, job: Any) -> str:
+    """The message, prefixed with the job's input dataset unless it already names that file.
+
+    GDAL's own messages often do not say which file they are about ('TIFFReadDirectory: …', 'Error in
+    fread() …'); the server makes the path workspace-relative.
+    """
+    try:
+        kwargs = job.kwargs()
+    except Exception:  # noqa: BLE001 - not a typed job
+        return message
+    path = next((v for k in INPUT_ARGUMENTS if isinstance(v := kwargs.get(k), str) and v), None)
+    if path is None:
+        return message
+    # The file names in a GDAL name: NETCDF:"/w/f.nc":var, HDF5:"/w/f.h5"://x, /vsizip//w/a.zip/m.shp
+    names = {path}
+    for file in re.findall(r'"([^"]+)"', path) or [path]:
+        parts = [p for p in file.split("/") if p]
+        names.update(parts[-1:])
+        names.update(p for p in parts if p.lower().endswith(ARCHIVE_SUFFIXES))
+    if any(n in message for n in names):
+        return message
+    return f"{path}: {message}"
 
 
 def engine_function(job: Any) -> Any:
@@ -87,6 +155,7 @@ def main(conn: Any) -> None:
     """Serve jobs on `conn` until the server closes it."""
     config = pickle.loads(conn.recv_bytes())
     _configure_environment(config)
+    _exit_with_server(conn)
     # Warm the raster stack before the memory limit so imports never fail on it. pyogrio (a second bundled GDAL,
     # ~90 MB resident) loads on a worker's first vector job instead: most workers never need it.
     import numpy  # noqa: F401
@@ -107,6 +176,7 @@ def main(conn: Any) -> None:
             return  # the server went away
         if message is None:
             return
+        conn.send(("started",))  # from here on the server never reruns the job elsewhere
         job = message
         last = [0.0]
 
@@ -123,7 +193,7 @@ def main(conn: Any) -> None:
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 return
-            reply = ("error", *_classify(exc))
+            reply = ("error", *_classify(exc, job))
         del job
         _release_memory()
         try:

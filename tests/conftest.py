@@ -62,3 +62,16 @@ async def call(client: Client, tool: str, **args) -> tuple[bool, dict]:
     """(is_error, structured content) of a tool call."""
     r = await client.call_tool(tool, args, raise_on_error=False)
     return r.is_error, r.structured_content
+
+
+def _data_listing() -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(DATA)): (p.stat().st_size, p.stat().st_mtime_ns) for p in DATA.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shipped_data_stays_untouched() -> Iterator[None]:
+    """No test may write beside the shipped test data (a PAM .aux.xml from a CLI reference run, an output …)."""
+    before = _data_listing()
+    yield
+    after = _data_listing()
+    assert after == before, f"tests changed tests/data: {sorted(set(after.items()) ^ set(before.items()))[:10]}"

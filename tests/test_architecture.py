@@ -38,3 +38,38 @@ def test_no_osgeo_and_no_print_in_the_package() -> None:
                 assert not (mod or "").startswith("osgeo"), f"{path}: osgeo import"
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
                 assert any(k.arg == "file" for k in node.keywords), f"{path}:{node.lineno}: print() to stdout"
+
+
+def _engine_imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return {n for n in names if n.startswith("gdal_mcp.engine.")}
+
+
+def test_raster_and_vector_engines_do_not_import_each_other() -> None:
+    """What needs both lives in engine/features (masks, rasterize, polygonize, contour, zonal, values at points),
+    a package both may use."""
+    forbidden = {
+        "raster": ("gdal_mcp.engine.vector", "gdal_mcp.engine.preview"),
+        "vector": ("gdal_mcp.engine.raster", "gdal_mcp.engine.preview"),
+    }
+    offenders = []
+    for package, prefixes in forbidden.items():
+        for path in (PACKAGE / "engine" / package).rglob("*.py"):
+            bad = sorted(n for n in _engine_imports(path) if n.startswith(prefixes))
+            if bad:
+                offenders.append(f"engine/{package}/{path.name}: {bad}")
+    assert not offenders, offenders
+
+
+def test_shared_engine_modules_import_no_domain_package() -> None:
+    """crs, bbox, masks, geometry_transform, grid, options … are used by every engine and depend on none."""
+    domain = ("gdal_mcp.engine.raster", "gdal_mcp.engine.vector", "gdal_mcp.engine.features", "gdal_mcp.engine.preview")
+    offenders = {p.name: sorted(n for n in _engine_imports(p) if n.startswith(domain))
+                 for p in (PACKAGE / "engine").glob("*.py")}
+    assert not {k: v for k, v in offenders.items() if v}, offenders

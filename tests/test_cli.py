@@ -13,7 +13,8 @@ from gdal_mcp.cli import build_parser, settings_from_args
 from gdal_mcp.config import GiB, parse_size
 
 OPTIONS = ["--transport", "--host", "--port", "--workspace", "--read-only", "--timeout", "--max-memory",
-           "--workers", "--audit-log", "--max-resource-size", "--log-level", "--allow-network", "--allow-origin", "--version"]
+           "--workers", "--audit-log", "--max-resource-size", "--max-message-size", "--log-level", "--allow-network",
+           "--allow-origin", "--allow-host", "--version"]
 
 
 def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

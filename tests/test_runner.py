@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gdal_mcp import jobs
+from gdal_mcp import runner as runner_module
+from gdal_mcp.config import format_size
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.runner import Runner
+from gdal_mcp.runner import NEAR_LIMIT, Runner
 from gdal_mcp.worker import _classify
 from tests.conftest import DATA, huge_vrt
+from tests.faults import DiesAfterStart, DiesOnArrival, MiB, one_tile_tiff
 
 STATUS = jobs.WorkerStatusJob()
 
@@ -52,8 +57,8 @@ def pid_alive(pid: int) -> bool:
 
 
 async def busy_pid(runner: Runner) -> int:
-    """The worker that took the long job."""
-    for _ in range(50):
+    """The worker that took the long job (a fresh worker first imports GDAL: allow for a loaded machine)."""
+    for _ in range(400):
         await asyncio.sleep(0.05)
         busy = runner.busy_pids()
         if len(busy) == 1:
@@ -185,3 +190,170 @@ async def test_worker_holding_too_much_memory_is_recycled(big: Path) -> None:
         assert pids <= set(lean.pids())
     finally:
         lean.close()
+
+
+# ----- faults: workers that die while idle, before a job starts, or of memory ------------------------------
+RGB = DATA / "raster" / "RGB.byte.tif"
+
+
+def wait_dead(pids: list[int], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while any(pid_alive(p) for p in pids):
+        assert time.monotonic() < deadline, f"processes {pids} still alive"
+        time.sleep(0.01)
+
+
+def vm_peak(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmPeak:"))
+
+
+async def test_workers_killed_while_idle_never_get_a_job(runner: Runner) -> None:
+    """The OOM killer may kill idle workers: the next calls (general and quick) must not see it."""
+    await runner.run(STATUS)
+    before = runner.pids()
+    assert len(before) == 2  # workers=1, plus the quick worker
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    wait_dead(before)
+    info = await runner.run(INFO(RGB))
+    assert info.count == 3
+    status = await runner.run(STATUS, quick=True)
+    after = runner.pids()
+    assert status["pid"] in after and len(after) == 2 and not set(after) & set(before), "the pool shrank"
+    # Killed and called at once (the deaths may not be visible yet): still no error, on both kinds of call.
+    for pid in after:
+        os.kill(pid, signal.SIGKILL)
+    general, quick = await asyncio.gather(runner.run(STATUS), runner.run(STATUS, quick=True))
+    assert {general["pid"], quick["pid"]}.isdisjoint(after)
+    assert len(runner.pids()) == 2 and not set(runner.pids()) & set(after)
+
+
+async def test_worker_dying_before_it_takes_the_job_is_replaced_and_the_job_runs(runner: Runner,
+                                                                                 tmp_path: Path) -> None:
+    flag = tmp_path / "killed"
+    status = await runner.run(DiesOnArrival(flag=str(flag)))
+    killed = int(flag.read_text())
+    assert not pid_alive(killed), "the first worker was not killed: the test proves nothing"
+    assert status["pid"] != killed and status["pid"] in runner.pids()
+    assert len(runner.pids()) == 2
+
+
+async def test_a_job_that_started_is_never_rerun_when_its_worker_dies(runner: Runner, tmp_path: Path) -> None:
+    log = tmp_path / "runs"
+    with pytest.raises(GdalMcpError) as e:
+        await runner.run(DiesAfterStart(log=str(log)))
+    assert e.value.code == "internal-error" and "SIGKILL" in e.value.message
+    await asyncio.sleep(0.5)
+    assert len(log.read_text().split()) == 1, "the job ran twice"
+    assert runner.busy_pids() == [] and len(runner.pids()) == 2
+
+
+@pytest.fixture(scope="module")
+def one_tile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return one_tile_tiff(tmp_path_factory.mktemp("tile") / "one_tile.tif", size=32768)
+
+
+async def test_gdal_allocation_over_the_memory_limit_is_a_resource_limit_naming_it(one_tile: Path) -> None:
+    # Reading any pixel of the raster needs its single 32768 x 32768 byte tile in memory: 1 GiB > 768 MiB.
+    r = Runner(workers=1, timeout=60, max_memory=768 * MiB, worker_config={"roots": [str(one_tile.parent)]})
+    try:
+        with pytest.raises(GdalMcpError) as e:
+            await r.run(INFO(one_tile, stats=True))
+        assert e.value.code == "resource-limit", e.value.message
+        assert "--max-memory 768M" in e.value.message and str(32768 * 32768) in e.value.message
+        assert (await r.run(STATUS))["memory_limit"] == 768 * MiB  # the worker lives on, under its limit
+    finally:
+        r.close()
+
+
+async def test_worker_killed_near_its_memory_limit_is_a_resource_limit(big: Path) -> None:
+    """A worker SIGKILLed while its job uses nearly all of its --max-memory died of memory.
+
+    The limit is calibrated on the job itself: what it uses once its memory levels off, measured on a worker
+    without a limit (and measured again if, under the limit, it needs a little more or levels off lower)."""
+    cfg = {"roots": [str(big.parent), str(DATA)]}
+
+    async def settled(r: Runner) -> tuple[asyncio.Task[Any], int]:
+        task = asyncio.create_task(r.run(INFO(big, stats=True)))
+        pid = await busy_pid(r)
+        await asyncio.sleep(3.0)  # its memory levels off within a second or two, even on a loaded machine
+        return task, pid
+
+    probe = Runner(workers=1, timeout=60, worker_config=cfg)
+    try:
+        task, pid = await settled(probe)
+        used = vm_peak(pid)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    finally:
+        probe.close()
+    for _ in range(3):
+        limit = int(used / 0.88)  # within NEAR_LIMIT of it, with room for the job to go on
+        r = Runner(workers=1, timeout=60, max_memory=limit, worker_config=cfg)
+        try:
+            task, pid = await settled(r)
+            peak = vm_peak(pid)
+            if task.done() or peak < NEAR_LIMIT * limit:  # calibrate again
+                used = max(peak, int(used * 1.05)) if task.done() else peak
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                continue
+            os.kill(pid, signal.SIGKILL)
+            with pytest.raises(GdalMcpError) as e:
+                await task
+            assert e.value.code == "resource-limit", e.value.message
+            assert f"--max-memory {format_size(limit)}" in e.value.message and "SIGKILL" in e.value.message
+            assert pid not in r.pids() and (await r.run(INFO(RGB))).count == 3  # the pool recovered
+            return
+        finally:
+            r.close()
+    pytest.fail("could not calibrate a memory limit the job runs near")
+
+
+async def test_death_by_the_oom_killer_is_a_resource_limit(runner: Runner, big: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel's OOM-kill counter (/proc/vmstat oom_kill) is simulated: this machine is not run out of memory.
+    counter = itertools.count(7)
+    monkeypatch.setattr(runner_module, "_oom_kills", lambda: next(counter))
+    task = asyncio.create_task(runner.run(INFO(big, stats=True)))
+    pid = await busy_pid(runner)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(GdalMcpError) as e:
+        await task
+    assert e.value.code == "resource-limit" and "out-of-memory killer" in e.value.message
+    assert "--max-memory 2G" in e.value.message
+    monkeypatch.undo()
+    assert (await runner.run(INFO(RGB))).count == 3
+
+
+def test_oom_kill_counter_is_read_from_the_kernel() -> None:
+    with open("/proc/vmstat") as fh:
+        line = next((x for x in fh if x.startswith("oom_kill ")), None)
+    if line is None:
+        pytest.skip("this kernel has no oom_kill counter in /proc/vmstat (Linux < 4.13)")
+    assert runner_module._oom_kills() == int(line.split()[1])
+
+
+async def test_output_over_the_file_size_limit_is_a_resource_limit(tmp_path: Path) -> None:
+    """A worker started under `ulimit -f`: its write fails (EFBIG) when the output reaches the limit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    r = Runner(workers=1, timeout=60, worker_config={"roots": [str(DATA), str(tmp_path)]})
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, hard))  # inherited by the workers spawned now
+    try:
+        r.start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    try:
+        # RGB.byte.tif holds 3 x 791 x 718 bytes (1.7 MB) of pixels: uncompressed, far over 256 KiB.
+        with pytest.raises(GdalMcpError) as e:
+            await r.run(jobs.ConvertRasterJob(src=str(RGB), dst=str(tmp_path / "big.tif")))
+        assert e.value.code == "resource-limit", e.value.message
+        assert e.value.message.startswith("the output reached the largest file size allowed (File too large, the "
+                                          f"file-size limit ulimit -f is 256K) while writing {tmp_path / 'big.tif'}")
+        assert list(tmp_path.iterdir()) == []  # the partial output is removed
+        assert (await r.run(INFO(RGB))).count == 3
+    finally:
+        r.close()

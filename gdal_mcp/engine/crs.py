@@ -1,7 +1,10 @@
-"""CRS descriptions, shared by raster and vector engines."""
+"""CRS parsing (codes, PROJ strings, WKT, names) and descriptions, shared by raster and vector engines."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import re
 import warnings
 from typing import Any
 
@@ -38,26 +41,143 @@ def describe_crs(crs: Any) -> CRSInfo | None:
 
 
 def parse_crs(text: str | int, what: str = "crs") -> Any:
-    """A rasterio CRS from what GIS users type: EPSG:4326, epsg:4326, 4326, OGC:CRS84, PROJ string, WKT."""
+    """A rasterio CRS from what GIS users type: EPSG:4326, epsg:4326, 4326, OGC:CRS84, PROJ string, WKT, or a
+    name from the PROJ database such as "WGS 84 / UTM zone 32N" or "ETRS89 / LAEA Europe" (see `lookup_name`)."""
     from rasterio.crs import CRS
     from rasterio.errors import CRSError
 
     from gdal_mcp.errors import GdalMcpError
 
     value = str(text).strip()
+    if not value:
+        raise GdalMcpError("invalid-argument", f"{what} is empty; use e.g. EPSG:4326, 32618 or \"WGS 84 / UTM zone "
+                           "32N\"")
     if value.isdigit():
         value = f"EPSG:{value}"
     try:
         crs = CRS.from_user_input(value)
     except (CRSError, ValueError) as e:
-        raise GdalMcpError(
-            "invalid-argument",
-            f"{what} {str(text)[:80]!r} is not a CRS GDAL understands ({e}); use e.g. EPSG:4326, 32618, "
-            "OGC:CRS84, a PROJ string or WKT",
-        ) from None
+        crs = _from_name(value, what, str(text), e)
     if not crs.to_wkt():
         raise GdalMcpError("invalid-argument", f"{what} {str(text)[:80]!r} is empty")
     return crs
+
+
+def parse_pyproj_crs(text: str | int, what: str = "crs") -> Any:
+    """The same CRS as `parse_crs` (one lookup, same rules and errors), as a pyproj CRS."""
+    from pyproj import CRS
+
+    return CRS.from_user_input(parse_crs(text, what).to_string())
+
+
+def _from_name(value: str, what: str, text: str, cause: Exception) -> Any:
+    """A rasterio CRS for text GDAL did not parse: a PROJ database name (exact, then a unique partial match)."""
+    from pyproj import CRS as ProjCRS
+    from rasterio.crs import CRS
+
+    from gdal_mcp.errors import GdalMcpError
+
+    if _looks_like_definition(value):
+        raise GdalMcpError(
+            "invalid-argument",
+            f"{what} {text[:80]!r} is not a CRS GDAL understands ({cause}); use e.g. EPSG:4326, 32618, OGC:CRS84, "
+            "a name such as \"WGS 84 / UTM zone 32N\", a PROJ string or WKT",
+        ) from None
+    try:  # PROJ's own exact lookup of names and aliases ("ETRS89 / LAEA Europe" is an alias of EPSG:3035)
+        found = ProjCRS.from_user_input(value)
+    except Exception:  # noqa: BLE001 - not an exact name
+        found = None
+    if found is not None:
+        auth = found.to_authority(min_confidence=100)
+        if not auth:
+            return CRS.from_wkt(found.to_wkt())
+        code = f"{auth[0]}:{auth[1]}"
+    else:
+        code = lookup_name(value, what)
+    try:
+        return CRS.from_user_input(code)
+    except Exception:  # noqa: BLE001 - an authority GDAL does not resolve by code: go through WKT
+        return CRS.from_wkt(ProjCRS.from_user_input(code).to_wkt())
+
+
+def _looks_like_definition(value: str) -> bool:
+    """PROJ strings, WKT, JSON and AUTH:CODE forms are definitions, not names: their errors are reported as such."""
+    head = value.lstrip()[:1]
+    return (value.startswith("+") or head in "{[" or bool(re.match(r"^[A-Za-z_]+\s*\[", value))
+            or bool(re.fullmatch(r"[A-Za-z]+:{1,2}[\w.]+", value)) or value.lower().startswith("urn:"))
+
+
+def _compact(text: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "", text.lower())
+
+
+@functools.lru_cache(maxsize=1)
+def _names() -> tuple[tuple[str, str, str, str, bool, int], ...]:
+    """(compact name, 'AUTH:code', display name, type, deprecated, rank) for every CRS name and alias in proj.db."""
+    import os
+    import sqlite3
+
+    import pyproj
+    from pyproj.database import query_crs_info
+
+    rows: list[tuple[str, str, str, str, bool, int]] = []
+    official: dict[str, tuple[str, str, bool]] = {}
+    for info in query_crs_info():
+        code = f"{info.auth_name}:{info.code}"
+        kind = info.type.name
+        official[code] = (info.name, kind, info.deprecated)
+        rows.append((_compact(info.name), code, info.name, kind, info.deprecated, _rank(info.auth_name, kind)))
+    try:
+        db = os.path.join(pyproj.datadir.get_data_dir(), "proj.db")
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            aliases = con.execute("SELECT auth_name, code, alt_name FROM alias_name WHERE table_name IN "
+                                  "('geodetic_crs', 'projected_crs', 'vertical_crs', 'compound_crs')").fetchall()
+    except Exception:  # noqa: BLE001 - aliases are a convenience; names alone still work
+        aliases = []
+    for auth, number, alias in aliases:
+        code = f"{auth}:{number}"
+        if code in official:
+            name, kind, deprecated = official[code]
+            rows.append((_compact(alias), code, name, kind, deprecated, _rank(auth, kind)))
+    return tuple(rows)
+
+
+def _rank(auth: str, kind: str) -> int:
+    """Preference among equal matches: EPSG before other authorities, 2D CRSs before 3D / geocentric ones."""
+    flat = kind in ("PROJECTED_CRS", "GEOGRAPHIC_2D_CRS", "COMPOUND_CRS")
+    return (0 if auth == "EPSG" else 2) + (0 if flat else 1)
+
+
+def lookup_name(text: str, what: str = "crs") -> str:
+    """'AUTH:code' of the CRS named `text` in the PROJ database; invalid-argument when none or several match.
+
+    Case, spaces, underscores and punctuation are ignored ("wgs84 utm zone 32n", "WGS_1984_UTM_Zone_32N"). An
+    exact match wins; otherwise every word of `text` must occur in the name or one of its aliases
+    ("UTM zone 32N WGS 84" finds EPSG:32632), and the match must be unique. Deprecated CRSs count only when
+    nothing current matches.
+    """
+    from gdal_mcp.errors import GdalMcpError
+
+    key = _compact(text)
+    words = [w for w in re.split(r"[^0-9a-z]+", text.lower()) if w]
+    if not key:
+        raise GdalMcpError("invalid-argument", f"{what} {text[:80]!r} is not a CRS; use e.g. EPSG:4326")
+    rows = _names()
+    hits = [r for r in rows if r[0] == key] or [r for r in rows if all(w in r[0] for w in words)]
+    hits = [r for r in hits if not r[4]] or hits
+    best = min((r[5] for r in hits), default=0)
+    unique = {r[1]: r for r in hits if r[5] == best}
+    codes = sorted(unique.values(), key=lambda r: (len(r[2]), r[2], r[1]))
+    if len(codes) == 1:
+        return codes[0][1]
+    if not codes:
+        raise GdalMcpError("invalid-argument", f"{what} {text[:80]!r} is neither a CRS code, PROJ string or WKT nor "
+                           "the name of a CRS in the PROJ database; use e.g. EPSG:4326, 32632 or a name such as "
+                           "\"WGS 84 / UTM zone 32N\" (the crs_search tool finds codes by name or place)")
+    shown = "; ".join(f"{r[1]} {r[2]}" for r in codes[:10])
+    more = f" (and {len(codes) - 10} more)" if len(codes) > 10 else ""
+    raise GdalMcpError("invalid-argument", f"{what} {text[:80]!r} matches {len(codes)} CRSs: {shown}{more}; pass "
+                       f"the code (e.g. {codes[0][1]}) or the full name")
 
 
 def crs_label(crs: Any) -> str | None:
@@ -68,3 +188,8 @@ def crs_label(crs: Any) -> str | None:
     if info is None:
         return None
     return f"EPSG:{info.epsg}" if info.epsg else info.name
+
+
+def layer_crs(meta_crs: str | None) -> Any:
+    """The rasterio CRS of a vector layer from its metadata (None when it has none)."""
+    return parse_crs(meta_crs, "layer CRS") if meta_crs else None

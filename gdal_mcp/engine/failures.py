@@ -2,14 +2,118 @@
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
+from gdal_mcp.config import format_size
 from gdal_mcp.errors import GdalMcpError
 
 F = TypeVar("F", bound=Callable[..., Any])
 GDAL_MODULES = ("rasterio", "pyogrio", "fiona", "pyproj")
+# Libraries whose messages may report a failed allocation or write (GEOS through shapely, Arrow).
+NATIVE_MODULES = (*GDAL_MODULES, "shapely", "pyarrow")
+OUT_OF_MEMORY_TEXTS = ("out of memory", "cannot allocate", "bad_alloc", "memory allocation failed",
+                       "unable to allocate")
+DISK_FULL_TEXTS = {"no space left on device": "No space left on device", "database or disk is full":
+                   "No space left on device", "free disk space available is": "No space left on device",
+                   "disk quota exceeded": "Disk quota exceeded"}
+FILE_TOO_LARGE_TEXTS = ("file too large",)
+# What GDAL drivers say when a write fails without saying why (libtiff prints the errno to stderr only).
+WRITE_FAILURE_TEXTS = ("write error", "write failed", "could not write", "cannot write", "failed to write",
+                       "error while writing", "i/o failure", "i/o error", "fwrite", "short write")
+NEARLY_FULL_BYTES = 1024 * 1024
+
+
+def memory_limit_text() -> str | None:
+    """This worker's address-space limit as the option that sets it ('--max-memory 4G'); None: no limit."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else f"--max-memory {format_size(soft)}"
+
+
+def out_of_memory(exc: BaseException) -> GdalMcpError | None:
+    """resource-limit naming the limit, for a failed allocation in numpy, Arrow, GDAL or GEOS."""
+    from_native = (type(exc).__module__ or "").startswith(NATIVE_MODULES) or (
+        isinstance(exc, GdalMcpError) and exc.code == "gdal-error")
+    text = gdal_message(exc) if not isinstance(exc, GdalMcpError) else exc.message
+    if not isinstance(exc, MemoryError) and not (from_native and any(t in text.lower() for t in OUT_OF_MEMORY_TEXTS)):
+        return None
+    detail = f" ({text})" if text and text != type(exc).__name__ else ""
+    limit = memory_limit_text()
+    if limit is None:
+        return GdalMcpError("resource-limit", f"the job ran out of memory: the machine has none left to give "
+                            f"(no --max-memory limit is set){detail}; work on a smaller area")
+    return GdalMcpError("resource-limit", f"the job needs more memory than the worker memory limit {limit} "
+                        f"allows{detail}; work on a smaller area or start the server with a larger --max-memory")
+
+
+def _nearly_full(path: str) -> bool:
+    """Whether the file system holding `path` has (almost) no space or no inodes left."""
+    try:
+        st = os.statvfs(Path(path).parent)
+    except OSError:
+        return False
+    root = hasattr(os, "geteuid") and os.geteuid() == 0  # root may use the blocks reserved for it
+    free = (st.f_bfree if root else st.f_bavail) * st.f_frsize
+    inodes = st.f_ffree if root else st.f_favail
+    return free < NEARLY_FULL_BYTES or (st.f_files > 0 and inodes == 0)
+
+
+def _file_size_limit() -> int | None:
+    """RLIMIT_FSIZE (ulimit -f) in bytes; None when unlimited. Python ignores SIGXFSZ, so a write over it
+    fails with EFBIG, which GDAL reports only as a write error."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _reached(dst: str, size: int) -> bool:
+    """Whether the output (or a staging file or sidecar named after it) has grown to `size` bytes."""
+    p = Path(dst)
+    try:
+        return any(f.name.startswith(p.name) and f.stat().st_size >= size for f in p.parent.iterdir())
+    except OSError:
+        return False
+
+
+def disk_full(exc: BaseException, dst: str | None = None) -> GdalMcpError | None:
+    """resource-limit for a write that failed because the disk (or the file-size limit) is full.
+
+    GDAL often reports only 'Write error' (libtiff prints the errno to stderr); then a file system with
+    no space left, checked while the partial output still exists, is the cause. Call before removing it.
+    """
+    code = exc.errno if isinstance(exc, OSError) else None
+    if isinstance(exc, GdalMcpError):
+        text = exc.message if exc.code == "gdal-error" else ""
+    elif isinstance(exc, OSError) or (type(exc).__module__ or "").startswith(NATIVE_MODULES):
+        text = gdal_message(exc)
+    else:
+        return None
+    low = text.lower()
+    where = f"writing {dst}" if dst else "writing the output"
+    write_failed = bool(dst) and any(t in low for t in WRITE_FAILURE_TEXTS)
+    size_limit = _file_size_limit()
+    if code == errno.EFBIG or any(t in low for t in FILE_TOO_LARGE_TEXTS) or (
+            write_failed and dst and size_limit is not None and _reached(dst, size_limit)):
+        limit = f", the file-size limit ulimit -f is {format_size(size_limit)}" if size_limit is not None else ""
+        return GdalMcpError("resource-limit", f"the output reached the largest file size allowed (File too large"
+                            f"{limit}) while {where}; write a smaller output, or raise that limit")
+    cause = next((c for t, c in DISK_FULL_TEXTS.items() if t in low), None)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        cause = os.strerror(code)
+    if cause is None and write_failed and dst and _nearly_full(dst):
+        cause = "No space left on device"
+    if cause is None:
+        return None
+    detail = f" (the error: {text})" if text else ""
+    return GdalMcpError("resource-limit", f"the disk is full ({cause}) while {where}; free space or write "
+                        f"elsewhere{detail}")
 
 
 def gdal_message(exc: BaseException) -> str:
@@ -24,19 +128,23 @@ def gdal_message(exc: BaseException) -> str:
     return ": ".join(texts) or type(exc).__name__
 
 
-def translate(exc: BaseException) -> GdalMcpError | None:
-    """GdalMcpError for a GDAL-stack or memory failure; None for anything else (a bug)."""
+def translate(exc: BaseException, dst: str | None = None) -> GdalMcpError | None:
+    """GdalMcpError for a GDAL-stack, memory or disk failure; None for anything else (a bug).
+
+    `dst` is the file the job writes, if any: a write error is then checked against its disk.
+    """
+    if isinstance(exc, GdalMcpError) and exc.code != "gdal-error":
+        return exc
+    resource = out_of_memory(exc) or disk_full(exc, dst)
+    if resource is not None:
+        return resource
     if isinstance(exc, GdalMcpError):
         return exc
-    if isinstance(exc, MemoryError):
-        return GdalMcpError("resource-limit", "the job ran out of memory (worker limit --max-memory); "
-                            "work on a smaller area or raise the limit")
     if (type(exc).__module__ or "").startswith(GDAL_MODULES):
-        text = gdal_message(exc)
-        low = text.lower()
-        if "out of memory" in low or "cannot allocate" in low:
-            return GdalMcpError("resource-limit", f"GDAL ran out of memory: {text}")
-        return GdalMcpError("gdal-error", text)
+        return GdalMcpError("gdal-error", gdal_message(exc))
+    if type(exc).__name__ == "GEOSException" and type(exc).__module__ == "shapely.errors":
+        # GEOS refusing what GDAL read (a ring that does not close …): the input's geometry is corrupt.
+        return GdalMcpError("gdal-error", f"invalid geometry in the data: {gdal_message(exc)}")
     return None
 
 
@@ -48,7 +156,8 @@ def wrap_gdal_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except Exception as exc:
-            mapped = translate(exc)
+            dst = kwargs.get("dst")
+            mapped = translate(exc, dst if isinstance(dst, str) else None)
             if mapped is None or mapped is exc:
                 raise
             raise mapped from exc

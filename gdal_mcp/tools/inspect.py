@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastmcp import Context
 from pydantic import Field
@@ -12,6 +12,16 @@ from gdal_mcp.app import App
 from gdal_mcp.models import DatasetList, RasterInfo, VectorInfo
 from gdal_mcp.tools._base import READ, gdal_tool, read_result
 from gdal_mcp.tools.params import InspectPath as DatasetPath
+from gdal_mcp.tools.params import Layer
+
+M = TypeVar("M", RasterInfo, VectorInfo)
+
+
+def _shown(app: App, result: M, display: str) -> M:
+    """A metadata result with paths made workspace-relative and `path` as the user sees it."""
+    shown = app.scrub_model(result)
+    shown.path = display
+    return shown
 
 
 def register(mcp: Any, app: App) -> None:
@@ -32,13 +42,14 @@ def register(mcp: Any, app: App) -> None:
         a listed subdataset to see its bands."""
         src = app.sandbox.resolve_input(path)
         job = jobs.RasterInfoJob(path=src.gdal_path, band=band, stats=stats)
-        return await read_result(app, ctx, job, display=src.display, quick=not stats)
+        if stats:
+            return await read_result(app, ctx, job, display=src.display)
+        return _shown(app, await app.metadata(job, src, ctx=ctx), src.display)
 
     @gdal_tool(mcp, app, title="Vector info", annotations=READ, tags={"vector"})
     async def vector_info(
         path: DatasetPath,
-        layer: Annotated[str | None, Field(description="Describe only this layer and include a few sample "
-                                                       "features as GeoJSON")] = None,
+        layer: Layer = None,
         ctx: Context | None = None,
     ) -> VectorInfo:
         """Describe a vector dataset (like ogrinfo -so): every layer with geometry type, exact feature count,
@@ -47,7 +58,7 @@ def register(mcp: Any, app: App) -> None:
         sources (GPKG, GPX, OSM) list their layers here."""
         src = app.sandbox.resolve_input(path)
         job = jobs.VectorInfoJob(path=src.gdal_path, layer=layer)
-        return await read_result(app, ctx, job, display=src.display, quick=True)
+        return _shown(app, await app.metadata(job, src, ctx=ctx), src.display)
 
     @gdal_tool(mcp, app, title="List datasets", annotations=READ, tags={"workspace"})
     async def list_datasets(

@@ -22,6 +22,7 @@ OverviewResampling = Literal["nearest", "bilinear", "cubic", "cubic_spline", "la
                              "rms"]
 DataType = Literal["Byte", "Int8", "UInt16", "Int16", "UInt32", "Int32", "UInt64", "Int64", "Float32", "Float64"]
 DistanceUnits = Literal["m", "km", "ft", "mi", "deg", "layer"]
+MeasureUnitName = Literal["m", "km", "ha", "ft", "mi"]
 
 # ----- datasets read ----------------------------------------------------------------------------
 RASTER_EXAMPLES = "dem.tif, tiles/a.tif, /vsizip/a.zip/f.tif, NETCDF:\"f.nc\":var, HDF5:\"f.h5\"://x"
@@ -66,7 +67,8 @@ VectorFormat = Annotated[str | None, Field(description=(
     "output extension"))]
 CreationOptions = Annotated[dict[str, str | int | float | bool] | None, Field(description=(
     'GDAL creation options (gdal_translate -co), e.g. {"COMPRESS": "DEFLATE", "TILED": "YES"}'))]
-OutputLayer = Annotated[str | None, Field(description="Name of the layer written; default the input layer's")]
+OutputLayer = Annotated[str | None, Field(description=(
+    "Name of the layer written; default the input layer's name (the output file's name when the input is a raster)"))]
 
 # ----- where ------------------------------------------------------------------------------------
 BBox = Annotated[list[float] | None, Field(min_length=4, max_length=4, description=(
@@ -102,6 +104,9 @@ Where = Annotated[str | None, Field(description="Attribute filter (OGR SQL WHERE
 Units = Annotated[DistanceUnits, Field(description=(
     "Units of the distance: m (default), km, ft, mi — ground distances, applied in a local projected CRS on lon/lat "
     "layers — or deg / layer (the layer's own units: degrees on EPSG:4326) when asked for explicitly"))]
+MeasureUnits = Annotated[MeasureUnitName, Field(description=(
+    "Units of the measures: m (m² and m, default), km (km², km), ha (area in hectares, lengths in m), ft (ft², ft), "
+    "mi (mi², mi); geodesic on lon/lat layers, planar in the CRS's unit converted on projected layers"))]
 Band = Annotated[int, Field(ge=1, description="Band to read (1-based)")]
 Bands = Annotated[list[int] | None, Field(description="Bands to read (1-based); default all")]
 

@@ -50,7 +50,7 @@ def register(mcp: Any, app: App) -> None:
             src = app.sandbox.resolve_input(path, what="resource")
             job: jobs.RasterInfoJob | jobs.VectorInfoJob = (
                 jobs.RasterInfoJob(path=src.gdal_path) if kind == "raster" else jobs.VectorInfoJob(path=src.gdal_path))
-            result = app.scrub_model(await app.execute(job, quick=True))
+            result = app.scrub_model(await app.metadata(job, src))
         except GdalMcpError as e:
             raise _error(app, e) from None
         result.path = src.display

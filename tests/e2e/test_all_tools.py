@@ -10,11 +10,17 @@ from pathlib import Path
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from pyproj import Transformer
 
 from tests.conftest import make_workspace
 
 # (tool, arguments, a check on the structured result) — facts from tests/data/MANIFEST.md.
 CALLS = [
+    ("crs_search", {"query": "Lambert-93"}, lambda r: r["matches"][0]["crs"] == "EPSG:2154"),
+    ("crs_info", {"crs": "EPSG:32629"}, lambda r: r["utm_zone"] == "29N"),
+    ("transform_coordinates", {"points": [[-9.1393, 38.7223]], "src_crs": "EPSG:4326", "dst_crs": "EPSG:32629"},
+     lambda r: max(abs(a - b) for a, b in zip(r["points"][0], Transformer.from_crs(
+         4326, 32629, always_xy=True).transform(-9.1393, 38.7223), strict=True)) < 1e-3),
     ("list_datasets", {"path": "raster", "pattern": "rgb*.tif"}, lambda r: len(r["entries"]) == 4),
     ("raster_info", {"path": "raster/RGB.byte.tif", "stats": True},
      lambda r: round(r["bands"][0]["statistics"]["mean"], 4) == 44.4345),
@@ -30,6 +36,11 @@ CALLS = [
     ("raster_mosaic", {"inputs": [f"raster/rgb{i}.tif" for i in (1, 2, 3, 4)], "output": "out/mosaic.tif"},
      lambda r: (r["summary"]["width"], r["summary"]["height"]) == (791, 718)),
     ("raster_overviews", {"input": "out/mosaic.tif", "action": "add"}, lambda r: r["levels"] == [2, 4]),
+    ("raster_edit", {"input": "out/mosaic.tif", "nodata": 0, "metadata": {"SOURCE": "rgb1-4"}},
+     lambda r: r["summary"]["nodata"] == 0 and r["output"] == "out/mosaic.tif"),
+    ("raster_reclassify", {"input": "raster/slope.tif", "output": "out/slope3.tif",
+                           "classes": [{"max": 10, "value": 1}, {"min": 10, "max": 30, "value": 2}, {"min": 30, "value": 3}]},
+     lambda r: r["summary"]["dtype"] == "uint8"),
     ("raster_stats", {"input": "raster/slope.tif"}, lambda r: round(r["bands"][0]["mean"], 3) == 56.813),
     ("raster_sample", {"input": "raster/RGB.byte.tif", "points": [[-78.0, 24.5]], "points_crs": "EPSG:4326"},
      lambda r: r["points"][0]["inside"]),
@@ -47,6 +58,20 @@ CALLS = [
     ("vector_dissolve", {"input": "vector/naturalearth_lowres.shp", "output": "out/cont.gpkg", "by": "continent"},
      lambda r: r["summary"]["feature_count"] == 8),
     ("vector_validate", {"input": "vector/trio.geojson"}, lambda r: r["feature_count"] == 3),
+    ("vector_join", {"input": "vector/naturalearth_lowres.shp", "join": "vector/naturalearth_lowres.shp",
+                     "output": "out/touching.gpkg", "aggregate": {"*": ["count"]}},
+     lambda r: r["summary"]["feature_count"] == 177 and "count" in r["summary"]["fields"]),
+    ("vector_overlay", {"input": "vector/naturalearth_lowres.shp", "overlay": "vector/naturalearth_lowres.shp",
+                        "output": "out/selfoverlay.gpkg", "keep_fields": "none"},
+     lambda r: r["summary"]["feature_count"] >= 177 and r["summary"]["geometry_type"] == "MultiPolygon"),
+    ("vector_measure", {"input": "vector/naturalearth_lowres.shp", "measures": ["area"], "limit": 1},
+     lambda r: r["row_count"] == 177 and r["method"] == "geodesic" and r["rows"][0]["area_m2"] > 0),
+    ("vector_geometry", {"input": "vector/naturalearth_lowres.shp", "output": "out/cent.gpkg", "operation": "centroid"},
+     lambda r: r["summary"]["feature_count"] == 177 and r["summary"]["geometry_type"] == "Point"),
+    ("vector_merge", {"inputs": ["vector/polygons.shp", "vector/points.shp"], "output": "out/merged.gpkg"},
+     lambda r: r["feature_count"] == 5),
+    ("vector_from_table", {"input": "out/f.csv", "output": "out/xyz_pts.gpkg", "crs": "EPSG:3857"},
+     lambda r: (r["x"], r["y"], r["rows"], r["summary"]["feature_count"]) == ("x", "y", 5, 5)),
     ("raster_terrain", {"input": "raster/slope.tif", "output": "out/hs.tif", "product": "hillshade"},
      lambda r: r["summary"]["dtype"] == "uint8"),
     ("raster_calc", {"inputs": {"A": "raster/slope.tif"}, "expression": "A * 2", "output": "out/double.tif"},
@@ -57,6 +82,15 @@ CALLS = [
                           "like": "raster/slope.tif"}, lambda r: r["summary"]["width"] == 84),
     ("zonal_stats", {"input": "raster/slope.tif", "zones": "vector/polygons.shp", "id_field": "id"},
      lambda r: [row["count"] for row in r["rows"]] == [75, 50]),
+    # Jacksboro DEM: 403x344, elevations 236..1076 -> 100 m bands 200..1100 are 9 polygons
+    ("raster_contour", {"input": "raster/jacksboro_dem.tif", "output": "out/bands.gpkg", "interval": 100,
+                        "polygons": True}, lambda r: r["summary"]["feature_count"] == 9),
+    ("raster_fill_nodata", {"input": "raster/jacksboro_dem.tif", "output": "out/filled.tif"},
+     lambda r: (r["summary"]["width"], r["summary"]["height"]) == (403, 344)),
+    ("raster_sieve", {"input": "raster/shade.tif", "output": "out/sieved.tif", "threshold": 4},
+     lambda r: r["summary"]["nodata"] == 255 and r["summary"]["width"] == 1024),
+    ("raster_proximity", {"input": "raster/RGB.byte.tif", "output": "out/prox.tif", "distance_units": "pixel"},
+     lambda r: r["summary"]["dtype"] == "float32" and r["summary"]["crs"] == "EPSG:32618"),
 ]
 
 

@@ -40,6 +40,49 @@ async def test_calculator_refuses_unsafe_expressions(client: Client, expression:
     assert err and res["error"]["code"] == "invalid-argument"
 
 
+async def test_median_composite_of_an_input_pattern(client: Client, ws: Path) -> None:
+    """Five "scenes" made from slope.tif with offsets and nodata holes of their own, reduced through the client."""
+    (ws / "calc_scenes").mkdir(exist_ok=True)
+    rng = np.random.default_rng(2)
+    with rasterio.open(ws / "raster" / "slope.tif") as ds:
+        slope, profile = ds.read(1, masked=True), ds.profile
+    layers = []
+    for i in range(5):
+        values = slope.data.astype("float64") + 10 * i
+        missing = np.ma.getmaskarray(slope) | (rng.random(slope.shape) < 0.3)
+        with rasterio.open(ws / "calc_scenes" / f"s{i}.tif", "w", **profile) as out:
+            out.write(np.where(missing, profile["nodata"], values).astype("float32"), 1)
+        layers.append(np.where(missing, np.nan, values.astype("float32")))
+    stack = np.stack(layers).astype("float64")
+    err, res = await call(client, "raster_calc", input_pattern="calc_scenes/*.tif",
+                          expression=["median(S)", "count(S)"], output="out/composite.tif", output_type="Float64")
+    assert not err, res
+    assert res["summary"]["count"] == 2
+    count = np.sum(~np.isnan(stack), axis=0)
+    empty = count == 0
+    with rasterio.open(ws / "out" / "composite.tif") as out, np.errstate(all="ignore"), \
+            pytest.warns(RuntimeWarning, match="All-NaN"):
+        median = np.nanmedian(stack, axis=0)
+        assert out.descriptions == ("median(S)", "count(S)")
+        got = out.read(1)
+        assert np.allclose(got[~empty], median[~empty], rtol=1e-12) and (got[empty] == out.nodata).all()
+        assert np.array_equal(out.read(2), count)
+    assert empty.any() and any(f"{int(empty.sum())} pixel(s) have no valid value" in w for w in res["warnings"])
+    # The same as a list; a dict and a pattern together are refused.
+    err, res = await call(client, "raster_calc", inputs=[f"calc_scenes/s{i}.tif:1" for i in range(5)],
+                          expression="max(S)", output="out/maximum.tif")
+    assert not err, res
+    with rasterio.open(ws / "out" / "maximum.tif") as out, np.errstate(all="ignore"), \
+            pytest.warns(RuntimeWarning, match="All-NaN"):
+        assert np.array_equal(out.read(1)[~empty], np.nanmax(stack, axis=0).astype("float32")[~empty])
+    err, res = await call(client, "raster_calc", inputs={"A": "calc_scenes/s0.tif"}, input_pattern="calc_scenes/*.tif",
+                          expression="A", output="out/never.tif")
+    assert err and res["error"]["code"] == "invalid-argument" and "not both" in res["error"]["message"]
+    err, res = await call(client, "raster_calc", input_pattern="calc_scenes/*.tif", expression="S * 2",
+                          output="out/never.tif")
+    assert err and "reduce it per pixel first" in res["error"]["message"]
+
+
 async def test_calculator_grid_mismatch_says_how_to_fix(client: Client) -> None:
     err, res = await call(client, "raster_calc", inputs={"A": "raster/RGB.byte.tif", "B": "raster/slope.tif"},
                           expression="A + B", output="out/never.tif")
@@ -67,6 +110,28 @@ async def test_rasterize_onto_slope_grid_then_zonal(client: Client, ws: Path) ->
     err, res = await call(client, "vector_rasterize", input="vector/polygons.shp", output="out/bad.tif",
                           burn_value=1, attribute="id", like="raster/slope.tif")
     assert err and res["error"]["code"] == "invalid-argument"
+
+
+async def test_rasterize_mask_bbox_crs_and_add(client: Client, ws: Path) -> None:
+    # A 0/1 mask declares no nodata: its zeros stay data.
+    err, res = await call(client, "vector_rasterize", input="vector/polygons.shp", output="out/mask01.tif",
+                          burn_value=1, like="raster/slope.tif")
+    assert not err and res["summary"]["nodata"] is None, res
+    # bbox in lon/lat, grid in the layer's CRS (bbox_crs used to be refused).
+    with rasterio.open(ws / "raster" / "slope.tif") as ds:
+        from pyproj import Transformer
+
+        ll = Transformer.from_crs(ds.crs, "EPSG:4326", always_xy=True).transform_bounds(*ds.bounds)
+    err, res = await call(client, "vector_rasterize", input="vector/polygons.shp", output="out/bboxcrs.tif",
+                          burn_value=1, bbox=list(ll), bbox_crs="EPSG:4326", resolution=25, init=0, nodata=255,
+                          add=True)
+    assert not err, res
+    with rasterio.open(ws / "out" / "bboxcrs.tif") as out:
+        assert out.nodata == 255 and out.dtypes[0] == "uint32" and (out.read(1) == 1).sum() > 100
+        assert ll[0] < out.lnglat()[0] < ll[2]
+    err, res = await call(client, "vector_rasterize", input="vector/polygons.shp", output="out/bad2.tif",
+                          burn_value=0, nodata=0, like="raster/slope.tif")
+    assert err and res["error"]["code"] == "invalid-argument" and "equals nodata" in res["error"]["message"]
 
 
 async def test_zonal_stats_reference_facts(client: Client, ws: Path) -> None:

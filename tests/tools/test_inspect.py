@@ -140,3 +140,14 @@ async def test_client_timeout_cancels_the_job_and_server_keeps_serving(client: C
     assert set(app.runner.pids()) != before, "the worker running the cancelled job was not replaced"
     err, info = await call(client, "raster_info", path="raster/float_nan.tif")
     assert not err and info["width"] == 3
+
+
+async def test_sidecar_georeferencing_survives_the_worker(client: Client) -> None:
+    # 0.1 defect: workers opened files with GDAL_DISABLE_READDIR_ON_OPEN=EMPTY_DIR, so GDAL never saw a PNG's
+    # .aux.xml or a JPEG's world file: raster_info through the server reported no CRS and a pixel transform.
+    err, png = await call(client, "raster_info", path="raster/gadas-export.png")
+    assert not err and png["crs"]["name"] == "WGS 84 / Pseudo-Mercator"
+    assert png["transform"][0] == pytest.approx(7698736.858, abs=1e-3)
+    err, jpg = await call(client, "raster_info", path="raster/demo.jpg")
+    assert not err and jpg["crs"]["epsg"] == 4326
+    assert jpg["transform"] == pytest.approx([69.1589, 0.021938, 0, 11.8187, 0, -0.021938], abs=1e-4)

@@ -44,6 +44,20 @@ async def test_overviews_add_delete_in_place(client: Client, ws: Path) -> None:
     assert err and res["error"]["code"] == "invalid-argument"
 
 
+async def test_overviews_external_leaves_the_file_untouched(client: Client, ws: Path) -> None:
+    shutil.copy(ws / "raster" / "RGB.byte.tif", ws / "ext.tif")
+    before = (ws / "ext.tif").read_bytes()
+    err, res = await call(client, "raster_overviews", input="ext.tif", external=True, levels=[2, 4])
+    assert not err, res
+    assert res["levels"] == [2, 4] and res["path"] == "ext.tif" and any("ext.tif.ovr" in w for w in res["warnings"])
+    assert (ws / "ext.tif").read_bytes() == before and (ws / "ext.tif.ovr").is_file()
+    assert not list(ws.glob(".gdal-mcp-tmp-*")) and not (ws / "ext.tif.ovr.aux.xml").exists()
+    with rasterio.open(ws / "ext.tif") as ds:
+        assert ds.overviews(1) == [2, 4]
+    err, res = await call(client, "raster_overviews", input="ext.tif", action="delete", external=True)
+    assert err and res["error"]["code"] == "invalid-argument"
+
+
 async def test_stats_with_percentiles_and_histogram(client: Client, ws: Path) -> None:
     err, res = await call(client, "raster_stats", input="raster/slope.tif", percentiles=[50, 97.5], histogram_bins=10)
     assert not err, res

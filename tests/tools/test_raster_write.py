@@ -153,7 +153,7 @@ async def test_progress_audit_and_list_changed(server, ws: Path, audit_path: Pat
         r = await c.call_tool("raster_reproject", {"input": "raster/RGB.byte.tif", "output": "out/prog.tif",
                                                    "dst_crs": "EPSG:3857"}, progress_handler=on_progress)
     assert not r.is_error
-    assert any(m and "warped window" in m for m in seen)
+    assert any(m and "warping" in m for m in seen)
     await asyncio.sleep(0.1)
     assert changed
     lines = [json.loads(x) for x in audit_path.read_text().splitlines()]
@@ -172,9 +172,35 @@ async def test_mosaic_through_mcp_is_pixel_identical(client: Client, ws: Path) -
     assert not err and info["bands"][0]["statistics"]["valid_count"] > 0
 
 
+async def test_mosaic_input_pattern_src_nodata_and_bbox(client: Client, ws: Path) -> None:
+    # A glob instead of a list: the four tiles (sorted) rebuild RGB.byte.tif.
+    err, res = await call(client, "raster_mosaic", input_pattern="raster/rgb[1-4].tif", output="out/pattern.tif")
+    assert not err, res
+    with rasterio.open(ws / "out" / "pattern.tif") as a, rasterio.open(ws / "raster" / "RGB.byte.tif") as b:
+        assert (a.read() == b.read()).all() and a.transform == b.transform
+    err, res = await call(client, "raster_mosaic", input_pattern="../*.tif", output="out/never.tif")
+    assert err and res["error"]["code"] == "out-of-root", res
+    err, res = await call(client, "raster_mosaic", input_pattern="raster/nothing_*.tif", output="out/never.tif")
+    assert err and res["error"]["code"] == "not-found", res
+    err, res = await call(client, "raster_mosaic", inputs=["raster/rgb1.tif"], input_pattern="raster/rgb*.tif",
+                          output="out/never.tif")
+    assert err and res["error"]["code"] == "invalid-argument", res
+    assert not (ws / "out" / "never.tif").exists()
+    # src_nodata and a bbox in lon/lat.
+    err, res = await call(client, "raster_mosaic", input_pattern="raster/rgb[1-4].tif", output="out/te.tif",
+                          src_nodata=0, bbox=[-78.0, 24.0, -77.0, 25.0], bbox_crs="EPSG:4326")
+    assert not err, res
+    from rasterio.warp import transform_bounds
+
+    with rasterio.open(ws / "out" / "te.tif") as ds:
+        left, bottom, right, top = transform_bounds(ds.crs, "EPSG:4326", *ds.bounds)
+        assert ds.nodata == 0 and left < -77.99 and right > -77.01 and bottom < 24.01 and top > 24.99
+
+
 async def test_cancelled_reproject_leaves_nothing(client: Client, ws: Path) -> None:
     with pytest.raises(McpError, match="timed out"):
         await client.call_tool("raster_reproject", {"input": "huge.vrt", "src_crs": "EPSG:32618", "dst_crs": "EPSG:4326",
+                                                    "resolution": 0.00002,  # under --max-pixels: 8e9 pixels
                                                     "output": "out/cancelled_warp.tif",
                                                     "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}},
                                timeout=2.0)

@@ -32,6 +32,30 @@ async def test_convert_with_filter_and_reprojection(client: Client, ws: Path) ->
         assert gx == pytest.approx(ex, rel=1e-9) and gy == pytest.approx(ey, rel=1e-9)
 
 
+async def test_crs_given_by_name(client: Client, ws: Path) -> None:
+    # "WGS 84 / UTM zone 32N" is EPSG:32632: the same output as with the code, coordinates as pyproj puts them
+    src = "vector/trio.geojson"
+    err, code_res = await call(client, "vector_reproject", input=src, output="out/trio_code.gpkg", dst_crs="EPSG:32632")
+    assert not err, code_res
+    err, name_res = await call(client, "vector_reproject", input=src, output="out/trio_name.gpkg",
+                               dst_crs="WGS 84 / UTM zone 32N")
+    assert not err and name_res["summary"]["crs"] == code_res["summary"]["crs"] == "EPSG:32632", name_res
+    _, _, a, _ = pyogrio.raw.read(ws / "out" / "trio_code.gpkg")
+    _, _, b, _ = pyogrio.raw.read(ws / "out" / "trio_name.gpkg")
+    _, _, s, _ = pyogrio.raw.read(ws / src)
+    to_utm = Transformer.from_crs(4326, 32632, always_xy=True)
+    assert len(a) == len(b) == len(s) > 0
+    for x, y, g in zip(a, b, s, strict=True):
+        assert shapely.from_wkb(x).equals_exact(shapely.from_wkb(y), 0)
+        ex, ey = to_utm.transform(*shapely.get_coordinates(shapely.from_wkb(g)).T)
+        gx, gy = shapely.get_coordinates(shapely.from_wkb(y)).T
+        assert gx == pytest.approx(ex, rel=1e-9) and gy == pytest.approx(ey, rel=1e-9)
+    err, res = await call(client, "vector_reproject", input="vector/naturalearth_lowres.shp", output="out/amb.gpkg",
+                          dst_crs="UTM zone 32N")
+    assert err and res["error"]["code"] == "invalid-argument" and "EPSG:32632 WGS 84 / UTM zone 32N" in \
+        res["error"]["message"]
+
+
 async def test_multi_layer_sources_and_sql(client: Client, ws: Path) -> None:
     err, res = await call(client, "vector_convert", input="vector/test_gpx.gpx", output="out/gpx.gpkg")
     assert err and res["error"]["code"] == "invalid-argument" and "track_points" in res["error"]["message"]
@@ -92,3 +116,15 @@ async def test_features_page(client: Client) -> None:
     assert all(f["geometry"] is None for f in page["features"])
     err, res = await call(client, "vector_features", input="vector/naturalearth_lowres.shp", limit=0)
     assert err and res["error"]["code"] == "invalid-argument"
+
+
+async def test_features_intersecting_a_geojson_shape(client: Client, ws: Path) -> None:
+    area = {"type": "Polygon", "coordinates": [[[5, 45], [15, 45], [15, 55], [5, 55], [5, 45]]]}
+    err, page = await call(client, "vector_features", input="vector/naturalearth_lowres.shp", intersects=area,
+                           geometry_mode="none", fields=["name"], limit=1000)
+    assert not err, page
+    _, fids, wkb, fields = pyogrio.raw.read(ws / "vector" / "naturalearth_lowres.shp", columns=["name"],
+                                            return_fids=True)
+    hit = shapely.intersects(shapely.from_wkb(wkb), shapely.geometry.shape(area))
+    assert [f["id"] for f in page["features"]] == list(fids[hit])
+    assert [f["properties"]["name"] for f in page["features"]] == list(fields[0][hit])

@@ -38,7 +38,7 @@ from gdal_mcp.engine.preview.common import (
 from gdal_mcp.engine.preview.png import encode_png
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.region import bbox_window, select_bands
+from gdal_mcp.engine.raster.region import bbox_window, read_bands, select_bands
 from gdal_mcp.errors import GdalMcpError
 
 MIN_SIDE = 256  # small rasters are enlarged towards this many pixels on their longest side
@@ -179,7 +179,7 @@ def raster_preview(path: str, *, bands: list[int] | None = None,
                 notes.append("the raster has no overviews, so this preview read most of its blocks; "
                              "building overviews (raster_overviews) makes previews of it fast")
             progress(0.1, f"preview: reading {read_w}x{read_h} pixels of a {win_w}x{win_h} window")
-            arr = ds.read(indexes, window=window, out_shape=(len(indexes), read_h, read_w),
+            arr = read_bands(ds, indexes, window=window, out_shape=(len(indexes), read_h, read_w),
                           resampling=Resampling.nearest, masked=True)
             palette = _palette(ds, indexes[0]) if len(indexes) == 1 and colormap is None else None
             transform = ds.window_transform(window)

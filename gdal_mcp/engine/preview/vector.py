@@ -29,6 +29,7 @@ import pyogrio
 
 from gdal_mcp.engine.crs import describe_crs, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.features.masks import check_bbox
 from gdal_mcp.engine.preview import colormaps
 from gdal_mcp.engine.preview.common import (
     DEFAULT_MAX_SIZE,
@@ -40,7 +41,6 @@ from gdal_mcp.engine.preview.common import (
 )
 from gdal_mcp.engine.preview.png import encode_png
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.vector.masks import check_bbox
 from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.engine.vector.stream import BATCH_SIZE, LayerStream, geometries, read_layer
 from gdal_mcp.errors import GdalMcpError

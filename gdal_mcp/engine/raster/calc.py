@@ -8,7 +8,18 @@ invalid-argument naming the construct.
 Semantics: inputs are read as float64 (so `B - A` on Byte bands does not wrap); a pixel that is masked in
 any input the expression uses (nodata, or GDAL's mask band) is nodata in the output; so is a pixel whose
 result is NaN or ±inf (division by zero, log of 0 …), with a warning saying how many. `&`, `|`, `~`, `and`,
-`or`, `not` are element-wise logical operations; comparisons give 1 or 0.
+`or`, `not` are element-wise logical operations; comparisons give 1 or 0. `min(a, b, c, …)` and `max(…)` take
+two or more arguments, element by element.
+
+Several expressions give a multi-band output, one band per expression (its description is the expression).
+
+Stack mode (composites of many scenes): `inputs` is a list of rasters on one grid instead of a dict of names.
+The expression then sees one name, `S`, the stack of all inputs, which it reduces per pixel with `mean(S)`,
+`median(S)`, `min(S)`, `max(S)`, `sum(S)`, `count(S)` or `std(S)` (population, ddof=0). A pixel that is masked
+or NaN in an input is left out of that pixel's reduction; `count(S)` is the number of valid inputs (0 where
+none), every other reduction is nodata where no input is valid. The reductions are results like any other
+value: `(max(S) - min(S)) / mean(S)`, `where(count(S) >= 3, median(S), nan)`. The stack is streamed window by
+window; the window shrinks with the number of inputs so at most STACK_VALUES stacked values are in memory.
 """
 
 from __future__ import annotations
@@ -27,10 +38,10 @@ from rasterio.windows import Window
 
 from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import check_nodata, fits, infer_driver, parse_dtype, summarize, write_windows
-from gdal_mcp.engine.raster.output import creation_options as normalize_options
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -42,6 +53,13 @@ WINDOW_PIXELS = 1024 * 1024
 DEFAULT_NODATA = -9999.0
 # Relative tolerance when comparing the inputs' geotransforms.
 GRID_RTOL = 1e-9
+MAX_EXPRESSIONS = 100
+# Stack mode: the name of the stack, its reductions, and the bound on what one window holds in memory.
+STACK = "S"
+REDUCTIONS = ("mean", "median", "min", "max", "sum", "count", "std")
+MAX_STACK_INPUTS = 1000
+# Stacked values in one window: 8 Mi float64 = 64 MiB, plus a 8 MiB validity mask (median sorts in place).
+STACK_VALUES = 8 * 1024 * 1024
 
 # name -> (numpy implementation, allowed argument counts)
 FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[int, ...]]] = {
@@ -52,7 +70,7 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[int, ...]]] = {
     "log2": (np.log2, (1,)),
     "exp": (np.exp, (1,)),
     "abs": (np.abs, (1,)),
-    "min": (np.minimum, (2,)),
+    "min": (np.minimum, (2,)),  # 2 or more arguments: see _Compiler._call; min(S) is a reduction
     "max": (np.maximum, (2,)),
     "clip": (np.clip, (3,)),
     "sin": (np.sin, (1,)),
@@ -71,7 +89,8 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[int, ...]]] = {
 CONSTANTS = {"pi": math.pi, "nan": math.nan}
 FUNCTION_LIST = ", ".join(FUNCTIONS)
 ALLOWED = (f"numbers, the input names, + - * / // % ** (literal exponent), comparisons, & | ~ and/or/not, "
-           f"and the functions {FUNCTION_LIST}")
+           f"the functions {FUNCTION_LIST} (min and max of 2 or more arguments), and with a list of inputs the "
+           f"reductions {', '.join(REDUCTIONS)} of the stack {STACK}, e.g. median({STACK})")
 
 ARITHMETIC: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide,
@@ -116,6 +135,8 @@ class Env:
 
     values: dict[str, np.ndarray]
     divided_by_zero: np.ndarray | bool = False
+    #: stack mode: reduction name -> its per-pixel result for this window
+    reduced: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 Node = Callable[[Env], Any]
@@ -125,6 +146,8 @@ Node = Callable[[Env], Any]
 class Compiled:
     evaluate: Node
     names: list[str] = field(default_factory=list)
+    #: stack mode: the reductions of S the expression uses
+    reductions: list[str] = field(default_factory=list)
 
 
 def _parse(expression: str) -> ast.expr:
@@ -211,7 +234,7 @@ def _violation(node: ast.AST) -> str | None:
             return None if isinstance(node.func, ast.Attribute | ast.Lambda) else "calling anything but a named function"
         if node.func.id.startswith("__"):
             return None  # reported as a dunder name
-        if node.func.id not in FUNCTIONS:
+        if node.func.id not in FUNCTIONS and node.func.id not in REDUCTIONS:
             return f"the function '{node.func.id}'"
         if node.keywords:
             words = ", ".join(f"{k.arg}=" if k.arg else "**" for k in node.keywords)
@@ -232,9 +255,11 @@ def _check_whitelist(tree: ast.AST) -> None:
 class _Compiler:
     """Turns a checked tree into closures over an Env; only names and arities are left to check."""
 
-    def __init__(self, inputs: set[str]) -> None:
+    def __init__(self, inputs: set[str], *, stack: bool = False) -> None:
         self.inputs = inputs
+        self.stack = stack
         self.used: list[str] = []
+        self.reductions: list[str] = []
 
     def compile(self, node: ast.AST) -> Node:
         if isinstance(node, ast.Constant):
@@ -261,6 +286,10 @@ class _Compiler:
         raise _refuse(f"'{type(node).__name__}'")  # unreachable after _check_whitelist
 
     def _name(self, name: str) -> Node:
+        if self.stack and name == STACK:
+            raise GdalMcpError("invalid-argument", f"expression refused: {STACK} is the stack of all inputs; reduce it "
+                               f"per pixel first, e.g. median({STACK}), mean({STACK}), count({STACK}) "
+                               f"({', '.join(REDUCTIONS)} take {STACK} itself as their one argument)")
         if name in self.inputs:
             if name not in self.used:
                 self.used.append(name)
@@ -268,9 +297,14 @@ class _Compiler:
         if name in CONSTANTS:
             value = CONSTANTS[name]
             return lambda env: value
-        if name in FUNCTIONS:
+        if name in FUNCTIONS or name in REDUCTIONS:
+            example = f"{STACK}" if self.stack else "A"
             raise GdalMcpError("invalid-argument", f"expression refused: '{name}' is a function; call it, "
-                               f"e.g. {name}(A)")
+                               f"e.g. {name}({example})")
+        if self.stack:
+            raise GdalMcpError("invalid-argument", f"expression refused: unknown name '{name}'; with a list of inputs "
+                               f"the only name is {STACK}, the stack of all of them (e.g. median({STACK})), besides "
+                               f"the constants {', '.join(CONSTANTS)}")
         known = ", ".join(sorted(self.inputs)) or "none"
         raise GdalMcpError("invalid-argument", f"expression refused: unknown name '{name}'; the inputs are {known}, "
                            f"the constants {', '.join(CONSTANTS)}")
@@ -323,7 +357,22 @@ class _Compiler:
     def _call(self, node: ast.Call) -> Node:
         assert isinstance(node.func, ast.Name)
         name = node.func.id
+        if name in REDUCTIONS and (name not in ("min", "max") or len(node.args) == 1):
+            return self._reduction(name, node.args)
         func, arities = FUNCTIONS[name]
+        if name in ("min", "max"):
+            if len(node.args) < 2:
+                raise GdalMcpError("invalid-argument", f"expression refused: {name}() takes 2 or more arguments "
+                                   f"(element-wise), or the stack {STACK} of a list of inputs; got none")
+            parts = [self.compile(a) for a in node.args]
+
+            def extreme(env: Env) -> Any:
+                result = _as_number(parts[0](env))
+                for part in parts[1:]:
+                    result = func(result, _as_number(part(env)))
+                return result
+
+            return extreme
         if len(node.args) not in arities:
             wanted = " or ".join(str(a) for a in arities)
             raise GdalMcpError("invalid-argument", f"expression refused: {name}() takes {wanted} argument(s), "
@@ -333,15 +382,75 @@ class _Compiler:
             return lambda env: func(args[0](env), _as_number(args[1](env)), _as_number(args[2](env)))
         return lambda env: func(*(_as_number(a(env)) for a in args))
 
+    def _reduction(self, name: str, args: list[ast.expr]) -> Node:
+        if not self.stack:
+            elementwise = f" ({name}(A, B, C) works element-wise)" if name in ("min", "max") else \
+                " (with named inputs write e.g. (A + B + C) / 3)"
+            raise GdalMcpError("invalid-argument", f"expression refused: {name}() of one argument reduces the stack "
+                               f"{STACK} of a list of inputs (inputs=[…] or input_pattern), e.g. {name}({STACK})"
+                               f"{elementwise}")
+        if len(args) != 1 or not (isinstance(args[0], ast.Name) and args[0].id == STACK):
+            raise GdalMcpError("invalid-argument", f"expression refused: {name}() takes the stack {STACK} itself, "
+                               f"e.g. {name}({STACK}); arithmetic goes outside it: {name}({STACK}) * 2")
+        if name not in self.reductions:
+            self.reductions.append(name)
+        if STACK not in self.used:
+            self.used.append(STACK)
+        return lambda env: env.reduced[name]
 
-def compile_expression(expression: str, inputs: set[str]) -> Compiled:
-    """Check `expression` against the whitelist and compile it; raises invalid-argument naming what is refused."""
+
+def compile_expression(expression: str, inputs: set[str], *, stack: bool = False) -> Compiled:
+    """Check `expression` against the whitelist and compile it; raises invalid-argument naming what is refused.
+
+    With `stack`, the only name is S (the stack of a list of inputs), which reductions such as median(S) take.
+    """
     tree = _parse(expression)
     _check_depth(tree)
     _check_whitelist(tree)
-    compiler = _Compiler(inputs)
+    compiler = _Compiler(set() if stack else inputs, stack=stack)
     evaluate = compiler.compile(tree)
-    return Compiled(evaluate=evaluate, names=compiler.used)
+    return Compiled(evaluate=evaluate, names=compiler.used, reductions=compiler.reductions)
+
+
+# ---------------------------------------------------------------------------------------------- stack
+
+def reduce_stack(stack: np.ndarray, reductions: list[str] | set[str]) -> dict[str, np.ndarray]:
+    """Per-pixel reductions of `stack` ((inputs, pixels) float64, NaN where an input is missing).
+
+    Missing values are left out; `count` is 0 and every other reduction NaN where no input is valid. Only
+    O(pixels) temporaries besides a validity mask of the stack's shape; `median` sorts `stack` in place, last.
+    """
+    wanted = set(reductions)
+    out: dict[str, np.ndarray] = {}
+    valid = ~np.isnan(stack)
+    count = np.count_nonzero(valid, axis=0)
+    with np.errstate(all="ignore"):
+        if wanted & {"sum", "mean", "std"}:
+            total = np.add.reduce(stack, axis=0, where=valid)
+            mean = total / count  # 0 / 0 is NaN where no input is valid
+            if "sum" in wanted:
+                out["sum"] = np.where(count == 0, np.nan, total)
+            if "mean" in wanted:
+                out["mean"] = mean
+            if "std" in wanted:
+                squares = np.zeros(stack.shape[1:], dtype=np.float64)
+                for layer, ok in zip(stack, valid, strict=True):
+                    deviation = layer - mean
+                    squares += np.where(ok, deviation * deviation, 0.0)
+                out["std"] = np.sqrt(squares / count)
+        if "min" in wanted:
+            out["min"] = np.fmin.reduce(stack, axis=0)  # fmin skips NaN; all NaN gives NaN
+        if "max" in wanted:
+            out["max"] = np.fmax.reduce(stack, axis=0)
+        if "count" in wanted:
+            out["count"] = count.astype(np.float64)
+        if "median" in wanted:
+            stack.sort(axis=0)  # NaN sorts last: the valid values of each pixel come first
+            low = np.maximum((count - 1) // 2, 0)[None]
+            high = (count // 2)[None]
+            out["median"] = (np.take_along_axis(stack, low, axis=0)[0] + np.take_along_axis(stack, high, axis=0)[0]) / 2
+            out["median"][count == 0] = np.nan
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -354,7 +463,7 @@ def _check_name(name: str) -> None:
     if not isinstance(name, str) or not NAME.fullmatch(name) or keyword.iskeyword(name):
         raise GdalMcpError("invalid-argument", f"input name {name!r} is not valid; use a letter or a word such as A, "
                            "B, red, nir (letters, digits, _; starting with a letter)")
-    if name in FUNCTIONS or name in CONSTANTS:
+    if name in FUNCTIONS or name in CONSTANTS or name in REDUCTIONS:
         raise GdalMcpError("invalid-argument", f"input name {name!r} is taken by a function or constant; choose "
                            "another (e.g. A, B, red, nir)")
 
@@ -362,6 +471,12 @@ def _check_name(name: str) -> None:
 def split_band(spec: str) -> tuple[str, int]:
     """(dataset, band) of "path" or "path:band". A trailing ":<digits>" is a band only when what precedes it
     opens as a raster, so GDAL names that contain ':' (NETCDF:"f.nc":var, HDF5:"f.h5"://x) stay whole."""
+    path, band = _band_suffix(spec)
+    return path, band or 1
+
+
+def _band_suffix(spec: str) -> tuple[str, int | None]:
+    """(dataset, band) of "path:band", (spec, None) when it has no band suffix."""
     match = BAND_SUFFIX.match(spec)
     if match:
         try:
@@ -372,7 +487,23 @@ def split_band(spec: str) -> tuple[str, int]:
                 raise
         else:
             return match.group(1), int(match.group(2))
-    return spec, 1
+    return spec, None
+
+
+def _allow_open_files(count: int) -> None:
+    """Raise the soft limit on open files (ulimit -n) when a stack of `count` inputs needs it, or say why not."""
+    import resource
+
+    need = count + 256  # the inputs, plus the output, sidecars and what the process already holds
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < need:
+        raise GdalMcpError("resource-limit", f"{count} inputs need about {need} open files, more than this process "
+                           f"may open (ulimit -n {hard}); give fewer inputs per call")
 
 
 def _grid_text(ds: Any) -> str:
@@ -424,10 +555,14 @@ class _Counts:
     not_finite: int = 0
     clamped: int = 0
     hit_nodata: int = 0
+    no_valid_input: int = 0
 
 
-def _warnings(counts: _Counts, dtype: str, nodata: float) -> list[str]:
+def _warnings(counts: _Counts, dtype: str, nodata: float, *, inputs: int = 0, band: str = "") -> list[str]:
     out: list[str] = []
+    if counts.no_valid_input:
+        out.append(f"{counts.no_valid_input} pixel(s) have no valid value in any of the {inputs} inputs; they are "
+                   "nodata in the output (count(S) is 0 there)")
     if counts.divided_by_zero:
         out.append(f"{counts.divided_by_zero} pixel(s) divided by zero; they are nodata in the output "
                    "(where(B == 0, 0, A / B) gives them a value instead)")
@@ -440,27 +575,99 @@ def _warnings(counts: _Counts, dtype: str, nodata: float) -> list[str]:
     if counts.hit_nodata:
         out.append(f"{counts.hit_nodata} valid pixel(s) computed exactly the nodata value {nodata:g} and will read as "
                    "nodata; pass another nodata= to keep them")
-    return out
+    return [f"{band}: {w}" for w in out] if band else out
 
 
 # ---------------------------------------------------------------------------------------------- calc
 
+def _expressions(expression: str | list[str]) -> list[str]:
+    """One output band per expression."""
+    if isinstance(expression, str):
+        return [expression]
+    if not isinstance(expression, list | tuple) or not expression or len(expression) > MAX_EXPRESSIONS \
+            or not all(isinstance(e, str) for e in expression):
+        raise GdalMcpError("invalid-argument", f"expression must be one string, or a list of 1 to {MAX_EXPRESSIONS} "
+                           "strings that each give an output band, e.g. [\"median(S)\", \"count(S)\"]")
+    return list(expression)
+
+
+def _compile_all(expressions: list[str], names: list[str], stacked: bool) -> list[Compiled]:
+    compiled: list[Compiled] = []
+    for i, text in enumerate(expressions):
+        try:
+            one = compile_expression(text, set(names), stack=stacked)
+            if not one.names and stacked:
+                raise GdalMcpError("invalid-argument", f"the expression uses no reduction of the stack {STACK} of the "
+                                   f"inputs; write e.g. median({STACK}), mean({STACK}) or count({STACK})")
+            if not one.names:
+                raise GdalMcpError("invalid-argument", f"the expression uses none of the inputs ({', '.join(names)}); "
+                                   "refer to them by name, e.g. A * 2")
+        except GdalMcpError as e:
+            if len(expressions) == 1:
+                raise
+            raise GdalMcpError(e.code, f"expression {i + 1} of {len(expressions)} ({text[:80]!r}): "
+                               f"{e.message}") from None
+        compiled.append(one)
+    return compiled
+
+
+@dataclass
+class _Source:
+    label: str
+    spec: str
+    ds: Any
+    band: int
+
+
+def _open_source(stack: contextlib.ExitStack, label: str, spec: str, band: int | None) -> tuple[_Source, bool]:
+    """The opened input and whether its band was chosen (a ":n" suffix or band=) rather than defaulted to 1."""
+    path, suffix = _band_suffix(spec)
+    chosen = suffix or band
+    ds = stack.enter_context(open_raster(path))
+    if not 1 <= (chosen or 1) <= ds.count:
+        raise GdalMcpError("invalid-argument", f"input {label}: band {chosen} does not exist; {spec} has {ds.count} "
+                           "band(s) (write \"path:N\" or pass band=N for band N)")
+    return _Source(label=label, spec=spec, ds=ds, band=chosen or 1), chosen is not None
+
+
 @wrap_gdal_errors
-def calc(inputs: dict[str, str], expression: str, dst: str, *, output_type: str | None = None,
-         nodata: float | None = None, format: str | None = None, creation_options: dict[str, Any] | None = None,
+def calc(inputs: dict[str, str] | list[str], expression: str | list[str], dst: str, *, band: int | None = None,
+         output_type: str | None = None, nodata: float | None = None, format: str | None = None,
+         creation_options: dict[str, Any] | None = None,
          progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
-    """Evaluate `expression` over the bands named in `inputs` ({"A": "red.tif", "B": "bands.tif:4"}) into `dst`."""
+    """Evaluate `expression` over the bands named in `inputs` ({"A": "red.tif", "B": "bands.tif:4"}) into `dst`.
+
+    A list of expressions writes one band each. A list of `inputs` (["a.tif", "b.tif", …]) is a stack S that
+    the expression reduces per pixel (median(S), mean(S) …). `band` is the band read from every input that
+    has no ":n" suffix (default 1).
+    """
     warnings: list[str] = []
-    if not isinstance(inputs, dict) or not inputs:
-        raise GdalMcpError("invalid-argument", 'inputs must name at least one raster, e.g. {"A": "red.tif", '
-                           '"B": "scene.tif:4"}')
-    for name in inputs:
-        _check_name(name)
-    compiled = compile_expression(expression, set(inputs))
-    if not compiled.names:
-        raise GdalMcpError("invalid-argument", f"the expression uses none of the inputs ({', '.join(inputs)}); "
-                           "refer to them by name, e.g. A * 2")
-    unused = [n for n in inputs if n not in compiled.names]
+    expressions = _expressions(expression)
+    stacked = isinstance(inputs, list | tuple)
+    if stacked:
+        if not inputs or not all(isinstance(p, str) for p in inputs):
+            raise GdalMcpError("invalid-argument", "inputs must list at least one raster, e.g. [\"a.tif\", \"b.tif\"]")
+        if len(inputs) > MAX_STACK_INPUTS:
+            raise GdalMcpError("invalid-argument", f"{len(inputs)} inputs are more than the {MAX_STACK_INPUTS} one "
+                               "calculation stacks; split them into batches (sum(S) and count(S) of each batch "
+                               "combine exactly into a mean; a median does not)")
+        names: list[str] = []
+    else:
+        if not isinstance(inputs, dict) or not inputs:
+            raise GdalMcpError("invalid-argument", 'inputs must name at least one raster, e.g. {"A": "red.tif", '
+                               '"B": "scene.tif:4"}, or list rasters to reduce, e.g. ["a.tif", "b.tif"] with '
+                               'median(S)')
+        names = list(inputs)
+        for name in names:
+            _check_name(name)
+    if band is not None and (isinstance(band, bool) or not isinstance(band, int) or band < 1):
+        raise GdalMcpError("invalid-argument", f"band must be a band number from 1, not {band!r}")
+    compiled = _compile_all(expressions, names, stacked)
+    used: list[str] = []
+    for one in compiled:
+        used.extend(n for n in one.names if n not in used)
+    reductions = sorted({r for one in compiled for r in one.reductions} | {"count"}) if stacked else []
+    unused = [n for n in names if n not in used]
     if unused:
         warnings.append(f"input(s) {', '.join(unused)} are not used by the expression and were not read")
     dtype = parse_dtype(output_type) or "float32"
@@ -471,57 +678,102 @@ def calc(inputs: dict[str, str], expression: str, dst: str, *, output_type: str 
     options = normalize_options(creation_options)
 
     with contextlib.ExitStack() as stack:
-        sources: dict[str, tuple[Any, int]] = {}
-        for name in compiled.names:
-            path, band = split_band(inputs[name])
-            ds = stack.enter_context(open_raster(path))
-            if not 1 <= band <= ds.count:
-                raise GdalMcpError("invalid-argument", f"input {name}: band {band} does not exist; {inputs[name]} has "
-                                   f"{ds.count} band(s) (write \"path:N\" for band N)")
-            sources[name] = (ds, band)
-        first = compiled.names[0]
-        ref = sources[first][0]
-        for name, (ds, _) in sources.items():
-            if name != first and not _same_grid(ref, ds):
-                raise _grid_error(first, ref, name, ds)
+        sources: list[_Source] = []
+        defaulted = 0
+        if stacked:
+            assert isinstance(inputs, list | tuple)
+            _allow_open_files(len(inputs))
+            for i, spec in enumerate(inputs):
+                source, chosen = _open_source(stack, f"inputs[{i}]", spec, band)
+                defaulted += not chosen and source.ds.count > 1
+                sources.append(source)
+        else:
+            assert isinstance(inputs, dict)
+            sources = [_open_source(stack, name, inputs[name], band)[0] for name in used]
+        ref = sources[0].ds
+        for source in sources[1:]:
+            if not _same_grid(ref, source.ds):
+                raise _grid_error(sources[0].label, ref, source.label, source.ds)
+        if defaulted:
+            warnings.append(f"{defaulted} of the {len(sources)} inputs have several bands; band 1 of each was read "
+                            "(pass band=N, or \"path:N\" per input, to choose another)")
 
-        counts = _Counts()
+        counts = [_Counts() for _ in compiled]
         integer = np.issubdtype(np.dtype(dtype), np.integer)
 
-        def compute(w: Window) -> np.ndarray:
-            shape = (int(w.height), int(w.width))
-            values: dict[str, np.ndarray] = {}
-            masked = np.zeros(shape, dtype=bool)
-            for name, (ds, band) in sources.items():
-                data = ds.read(band, window=w, masked=True, out_dtype="float64")
-                values[name] = np.ma.getdata(data)
-                masked |= np.ma.getmaskarray(data)
-            env = Env(values=values)
-            with np.errstate(all="ignore"):
-                result = np.broadcast_to(_as_number(compiled.evaluate(env)), shape).astype(np.float64)
+        def finish(result: np.ndarray, masked: np.ndarray, empty: np.ndarray | None, env: Env,
+                   count: _Counts) -> np.ndarray:
+            """Cast one band's values to the output type; masked, NaN, ±inf and out-of-range become nodata."""
             bad = ~np.isfinite(result) & ~masked
             if bad.any():
-                by_zero = bad & env.divided_by_zero
-                counts.divided_by_zero += int(by_zero.sum())
-                counts.not_finite += int((bad & ~by_zero).sum())
+                if empty is not None:
+                    count.no_valid_input += int((bad & empty).sum())
+                    bad_left = bad & ~empty
+                else:
+                    bad_left = bad
+                by_zero = bad_left & env.divided_by_zero
+                count.divided_by_zero += int(by_zero.sum())
+                count.not_finite += int((bad_left & ~by_zero).sum())
             invalid = masked | bad
             if integer:
                 info = np.iinfo(np.dtype(dtype))
                 rounded = np.round(result)
-                counts.clamped += int(((rounded < info.min) | (rounded > info.max))[~invalid].sum())
+                count.clamped += int(((rounded < info.min) | (rounded > info.max))[~invalid].sum())
                 result = np.clip(np.where(invalid, 0, rounded), info.min, info.max)
             out = result.astype(dtype)
             if not integer:
                 overflow = ~np.isfinite(out) & ~invalid  # beyond Float32's range
                 if overflow.any():
-                    counts.not_finite += int(overflow.sum())
+                    count.not_finite += int(overflow.sum())
                     invalid = invalid | overflow
-            counts.hit_nodata += int((out[~invalid] == out_nodata).sum())
+            count.hit_nodata += int((out[~invalid] == out_nodata).sum())
             out[invalid] = out_nodata
             return out
 
-        write_windows(dst, driver, options, width=ref.width, height=ref.height, count=1, dtype=dtype, crs=ref.crs,
-                      transform=ref.transform, nodata=out_nodata, compute=compute, progress=progress, what="calc",
-                      window_pixels=WINDOW_PIXELS)
-    warnings.extend(_warnings(counts, dtype, out_nodata))
+        def compute(w: Window) -> np.ndarray:
+            shape = (int(w.height), int(w.width))
+            values: dict[str, np.ndarray] = {}
+            masks: dict[str, np.ndarray] = {}
+            reduced: dict[str, np.ndarray] = {}
+            empty = None
+            if stacked:
+                layers = np.empty((len(sources), shape[0] * shape[1]), dtype=np.float64)
+                for layer, source in zip(layers, sources, strict=True):
+                    data = source.ds.read(source.band, window=w, masked=True, out_dtype="float64")
+                    plane = layer.reshape(shape)
+                    plane[...] = np.ma.getdata(data)
+                    plane[np.ma.getmaskarray(data)] = np.nan
+                reduced = {k: v.reshape(shape) for k, v in reduce_stack(layers, reductions).items()}
+                del layers
+                empty = reduced["count"] == 0
+            else:
+                for source in sources:
+                    data = source.ds.read(source.band, window=w, masked=True, out_dtype="float64")
+                    values[source.label] = np.ma.getdata(data)
+                    masks[source.label] = np.ma.getmaskarray(data)
+            bands = []
+            for one, count in zip(compiled, counts, strict=True):
+                masked = np.zeros(shape, dtype=bool)
+                for name in one.names if not stacked else ():
+                    masked |= masks[name]
+                env = Env(values=values, reduced=reduced)
+                with np.errstate(all="ignore"):
+                    result = np.broadcast_to(_as_number(one.evaluate(env)), shape).astype(np.float64)
+                bands.append(finish(result, masked, empty, env, count))
+            return bands[0] if len(bands) == 1 else np.stack(bands)
+
+        def describe(out: Any) -> None:
+            for i, text in enumerate(expressions, start=1):
+                out.set_band_description(i, text.strip())
+
+        # Stack mode: windows of at most STACK_VALUES / inputs pixels (iter_windows may double its target).
+        window_pixels = WINDOW_PIXELS
+        if stacked:
+            window_pixels = min(WINDOW_PIXELS, max(1, STACK_VALUES // (2 * len(sources)))) * len(expressions)
+        write_windows(dst, driver, options, width=ref.width, height=ref.height, count=len(expressions), dtype=dtype,
+                      crs=ref.crs, transform=ref.transform, nodata=out_nodata, compute=compute, progress=progress,
+                      what="calc", window_pixels=window_pixels, prepare=describe)
+    for i, (text, count) in enumerate(zip(expressions, counts, strict=True), start=1):
+        label = f"band {i} ({text.strip()[:60]})" if len(expressions) > 1 else ""
+        warnings.extend(_warnings(count, dtype, out_nodata, inputs=len(sources), band=label))
     return summarize(dst), warnings

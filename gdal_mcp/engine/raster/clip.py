@@ -3,7 +3,9 @@
 Semantics follow `gdalwarp -cutline … -crop_to_cutline` / `rasterio.mask.mask`: the output keeps the
 source grid (same resolution and alignment, no resampling); with crop the extent is the geometry's bounds
 snapped outward to whole source pixels (and limited to the raster); pixels outside the geometry become
-nodata. A bbox is a pure window subset (whole pixels, like `gdal_translate -projwin`, snapped outward).
+nodata: the input's, else NaN for floats; an integer input without nodata gets a GDAL internal mask band
+(GTiff, COG) or, for formats without masks, a value no kept pixel holds (never 0 by default, which may be
+real data inside the shape). A bbox is a pure window subset (whole pixels, like `gdal_translate -projwin`, snapped outward).
 """
 
 from __future__ import annotations
@@ -13,10 +15,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+import rasterio
+from rasterio.enums import MaskFlags
 from rasterio.windows import Window
 
 from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.features.masks import check_bbox, check_choice, check_owners, mask_polygons
+from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
@@ -27,10 +33,8 @@ from gdal_mcp.engine.raster.output import (
     summarize,
     write_windows,
 )
-from gdal_mcp.engine.raster.output import creation_options as normalize_options
 from gdal_mcp.engine.raster.region import bbox_window
 from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS
-from gdal_mcp.engine.vector.masks import check_bbox, check_choice, check_owners, mask_polygons
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -39,6 +43,8 @@ WINDOW_PIXELS = DEFAULT_WINDOW_PIXELS
 # Tolerance (in pixels) when snapping bounds to the grid, so float noise does not add a row or column.
 SNAP_EPS = 1e-6
 OUTPUT_BLOCK = (256, 256)
+# Output formats that keep a GDAL per-dataset mask band (GTiff internal mask; COG copies it).
+MASK_DRIVERS = ("GTiff", "COG")
 
 # A per-window mask: True where the output pixel lies outside the clip region; None when all inside.
 OutsideFn = Callable[[Window], "np.ndarray | None"]
@@ -146,14 +152,53 @@ def _same_nodata(a: float | None, b: float | None) -> bool:
 
 
 def _output_nodata(ds: Any, nodata: float | None, masking: bool) -> float | None:
+    """The nodata to declare; None for an integer input without one (a mask band or an unused value marks
+    the outside then, never a value that may occur in the kept pixels)."""
     dtype = ds.dtypes[0]
     if nodata is not None:
         return check_nodata(nodata, dtype)
     if ds.nodata is not None and fits(ds.nodata, dtype):
         return ds.nodata
-    if masking:
-        return float("nan") if np.issubdtype(np.dtype(dtype), np.floating) else 0.0
+    if masking and np.issubdtype(np.dtype(dtype), np.floating):
+        return float("nan")
     return None
+
+
+def _unused_value(ds: Any, out_win: Window, outside: OutsideFn) -> float:
+    """A value of the input's integer type that no kept pixel (in any band) holds: one pass over the kept pixels.
+
+    Prefers the type's maximum for unsigned types (255 for Byte) and its minimum for signed ones.
+    """
+    from gdal_mcp.engine.raster.windows import iter_windows
+
+    dtype = np.dtype(ds.dtypes[0])
+    info = np.iinfo(dtype)
+    signed = info.min < 0
+    # 8- and 16-bit types: every value is tracked; wider ones: the 4096 values nearest the preferred end.
+    span = info.max - info.min + 1 if dtype.itemsize <= 2 else 4096
+    candidates = (np.arange(info.min, info.min + span, dtype="int64") if signed
+                  else np.arange(info.max, info.max - span, -1, dtype="int64")) if dtype.itemsize > 2 else \
+        np.arange(info.min, info.max + 1, dtype="int64")
+    seen = np.zeros(len(candidates), dtype=bool)
+    for w in iter_windows(int(out_win.width), int(out_win.height), OUTPUT_BLOCK,
+                          max(1, WINDOW_PIXELS // max(1, ds.count))):
+        off = outside(w)
+        if off is not None and off.all():
+            continue
+        data = ds.read(window=Window(w.col_off + out_win.col_off, w.row_off + out_win.row_off, w.width, w.height))
+        kept = data[:, ~off] if off is not None else data.reshape(ds.count, -1)
+        if dtype.itemsize <= 2:
+            seen |= np.bincount((kept.astype("int64") - info.min).ravel(), minlength=len(candidates)) > 0
+        else:
+            seen |= np.isin(candidates, kept)
+    free = candidates[~seen]
+    if free.size == 0:
+        raise GdalMcpError("invalid-argument", f"every {dtype.name} value checked occurs in the kept pixels, so none "
+                           "can mark the outside as nodata; write GTiff or COG (they get a mask band), or pass nodata= "
+                           "explicitly, or convert to a wider type first (raster_convert output_type)")
+    if dtype.itemsize > 2:
+        return float(free[0])
+    return float(free.min() if signed else free.max())
 
 
 # ---------------------------------------------------------------------------------------------- clip
@@ -189,26 +234,59 @@ def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None =
             out_win, outside = _shape_region(ds, polygons, given_crs, kind, crop, all_touched)
             masking = True
         out_nodata = _output_nodata(ds, nodata, masking)
+        warnings: list[str] = []
+        # An integer input without nodata: the outside is marked by a mask band (GTiff, COG), or by a value
+        # that no kept pixel holds; never by a value such as 0 that may be real data inside the shape.
+        use_mask = masking and out_nodata is None and driver in MASK_DRIVERS
+        if masking and out_nodata is None and not use_mask:
+            progress(0.0, "looking for a value the kept pixels do not use, to mark the outside as nodata")
+            out_nodata = _unused_value(ds, out_win, outside)
+            warnings.append(f"the input has no nodata and {driver} cannot store a mask band: pixels outside the shape "
+                            f"are set to {_num(out_nodata)}, declared nodata; no kept pixel has that value")
+        elif use_mask:
+            warnings.append("the input has no nodata, so pixels outside the shape are marked by a mask band (GDAL "
+                            "internal mask), not by a nodata value; readers that honour masks (rasterio masked=True, "
+                            "QGIS, GDAL) see them as missing, and their stored value is 0")
+        input_mask = MaskFlags.per_dataset in ds.mask_flag_enums[0] and ds.nodata is None
         remap = [i for i, v in enumerate(ds.nodatavals) if out_nodata is not None and v is not None
                  and fits(v, ds.dtypes[i]) and not _same_nodata(v, out_nodata)]
+        fill = 0 if out_nodata is None else out_nodata
+        target: dict[str, Any] = {}
 
         width, height = int(out_win.width), int(out_win.height)
 
         def compute(w: Window) -> np.ndarray:
             off = outside(w)
+            src_w = Window(w.col_off + out_win.col_off, w.row_off + out_win.row_off, w.width, w.height)
+            if use_mask:
+                valid = np.zeros((int(w.height), int(w.width)), dtype="uint8") if off is not None and off.all() \
+                    else ds.dataset_mask(window=src_w) if input_mask \
+                    else np.full((int(w.height), int(w.width)), 255, dtype="uint8")
+                if off is not None:
+                    valid[off] = 0
+                target["out"].write_mask(valid, window=w)
             if off is not None and off.all():
-                return np.full((ds.count, int(w.height), int(w.width)), out_nodata, dtype=ds.dtypes[0])
-            data = ds.read(window=Window(w.col_off + out_win.col_off, w.row_off + out_win.row_off, w.width, w.height))
+                return np.full((ds.count, int(w.height), int(w.width)), fill, dtype=ds.dtypes[0])
+            data = ds.read(window=src_w)
             for b in remap:
                 v = ds.nodatavals[b]
                 hit = np.isnan(data[b]) if math.isnan(v) else data[b] == v
                 data[b][hit] = out_nodata
             if off is not None:
-                data[:, off] = out_nodata
+                data[:, off] = fill
             return data
 
-        write_windows(dst, driver, options, width=width, height=height, count=ds.count, dtype=ds.dtypes[0],
-                      crs=ds.crs, transform=ds.window_transform(out_win), nodata=out_nodata, compute=compute,
-                      progress=progress, what="clipped", window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK,
-                      prepare=lambda out: copy_metadata(ds, out))
-    return summarize(dst), []
+        def prepare(out: Any) -> None:
+            target["out"] = out  # compute() writes the mask band beside the pixels
+            copy_metadata(ds, out)
+
+        with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True):
+            write_windows(dst, driver, options, width=width, height=height, count=ds.count, dtype=ds.dtypes[0],
+                          crs=ds.crs, transform=ds.window_transform(out_win), nodata=out_nodata, compute=compute,
+                          progress=progress, what="clipped", window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK,
+                          prepare=prepare)
+    return summarize(dst), warnings
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if math.isfinite(v) and float(v).is_integer() else str(v)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 import os
 
-from gdal_mcp.engine.crs import describe_crs
+from gdal_mcp.engine.crs import crs_label, describe_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.stats import band_statistics
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.models import BandInfo, Bounds, NoData, RasterInfo
+from gdal_mcp.models import BandInfo, Bounds, GcpInfo, NoData, RasterInfo
 
 MAX_BANDS = 100
 MAX_SUBDATASETS = 50
@@ -78,8 +78,14 @@ def raster_info(path: str, band: int | None = None, stats: bool = False,
         bounds84, warn = wgs84_bounds(ds)
         if warn:
             warnings.append(warn)
-        if ds.crs is None and ds.count:
+        gcp_points, gcp_crs = ds.gcps
+        has_rpc = bool(ds.tags(ns="RPC"))
+        georeferenced_otherwise = bool(gcp_points) or has_rpc
+        if ds.crs is None and ds.count and not georeferenced_otherwise:
             warnings.append("no CRS: the raster is not georeferenced (or its .prj/.aux.xml is missing)")
+        if georeferenced_otherwise and ds.transform.is_identity:
+            warnings.append("georeferenced by " + ("GCPs" if gcp_points else "RPCs") + ", not a geotransform: bounds "
+                            "and transform are in pixels; raster_reproject warps it onto a map grid")
         errors, cog_warnings = cog_check(ds) if ds.count else (["no bands"], [])
         tags = ds.tags()
         metadata = {k: (v if len(v) <= MAX_METADATA_VALUE else v[:MAX_METADATA_VALUE] + "…")
@@ -101,6 +107,8 @@ def raster_info(path: str, band: int | None = None, stats: bool = False,
             bounds=Bounds(left=ds.bounds.left, bottom=ds.bounds.bottom, right=ds.bounds.right, top=ds.bounds.top),
             bounds_wgs84=bounds84,
             resolution=(abs(t.a) if t.b == 0 else math.hypot(t.a, t.d), abs(t.e) if t.d == 0 else math.hypot(t.b, t.e)),
+            gcps=GcpInfo(count=len(gcp_points), crs=crs_label(gcp_crs)) if gcp_points else None,
+            rpc=has_rpc,
             bands=bands,
             bands_truncated=band is None and ds.count > MAX_BANDS,
             subdatasets=subdatasets[:MAX_SUBDATASETS],

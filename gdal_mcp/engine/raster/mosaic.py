@@ -17,13 +17,15 @@ import rasterio
 import rasterio.shutil
 from rasterio.warp import calculate_default_transform, transform_bounds
 
-from gdal_mcp.engine.crs import parse_crs
+from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.grid import DEFAULT_MAX_PIXELS, check_grid, describe_units
+from gdal_mcp.engine.options import creation_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     bounded_threads,
-    creation_options,
+    fits,
     infer_driver,
     summarize,
     writable_driver,
@@ -75,8 +77,40 @@ def choose_resolution(resolution: str | list[float], sources: list[Source]) -> t
     if resolution == "lowest":
         return max(xs), max(ys)
     if resolution == "average":
-        return sum(xs) / len(xs), sum(ys) / len(ys)
+        # gdalbuildvrt's AVERAGE_RESOLUTION: the sums of the inputs' pixel sizes, divided by their count.
+        we, ns = 0.0, 0.0
+        for x, y in zip(xs, ys, strict=True):
+            we += x
+            ns += y
+        return we / len(xs), ns / len(ys)
     raise GdalMcpError("invalid-argument", f"resolution {resolution!r}: use highest, lowest, average or [xres, yres]")
+
+
+def _target_bbox(bbox: Any, bbox_crs: str | None, target: Any) -> tuple[float, float, float, float]:
+    """gdalbuildvrt -te: the output extent, given in `bbox_crs` (default the output CRS)."""
+    try:
+        minx, miny, maxx, maxy = (float(v) for v in bbox)
+    except (TypeError, ValueError):
+        minx = miny = maxx = maxy = math.nan
+    if not all(math.isfinite(v) for v in (minx, miny, maxx, maxy)) or not (minx < maxx and miny < maxy):
+        raise GdalMcpError("invalid-argument", "bbox must be four finite numbers [minx, miny, maxx, maxy] with "
+                           "minx < maxx and miny < maxy")
+    if bbox_crs is None:
+        return minx, miny, maxx, maxy
+    given = parse_crs(bbox_crs, "bbox_crs")
+    if target is None:
+        raise GdalMcpError("invalid-argument", "the inputs have no CRS, so a bbox in bbox_crs cannot be placed; omit "
+                           "bbox_crs and give the bbox in the inputs' coordinates")
+    if given == target:
+        return minx, miny, maxx, maxy
+    try:
+        out = transform_bounds(given, target, minx, miny, maxx, maxy, densify_pts=21)
+    except Exception:  # noqa: BLE001 - PROJ refuses: say so below
+        out = (math.nan,) * 4
+    if not all(math.isfinite(v) for v in out) or not (out[0] < out[2] and out[1] < out[3]):
+        raise GdalMcpError("invalid-argument", f"bbox cannot be transformed from {bbox_crs} to the output CRS; give "
+                           "it in the output CRS (omit bbox_crs)")
+    return float(out[0]), float(out[1]), float(out[2]), float(out[3])
 
 
 def vrt_xml(sources: list[Source], *, width: int, height: int, minx: float, maxy: float, res: tuple[float, float],
@@ -124,12 +158,21 @@ def _num(v: float) -> str:
 
 
 @wrap_gdal_errors
-def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolution: str | list[float] = "highest",
+def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolution: str | list[float] = "average",
            separate: bool = False, dst_crs: str | None = None, resampling: str = "nearest", nodata: float | None = None,
-           format: str | None = None, options: dict[str, Any] | None = None, threads: int = 1,
+           src_nodata: float | None = None, bbox: tuple[float, float, float, float] | None = None,
+           bbox_crs: str | None = None, format: str | None = None, options: dict[str, Any] | None = None,
+           threads: int = 1, max_pixels: int = DEFAULT_MAX_PIXELS,
            progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
-    """Mosaic `inputs` (in order; later ones on top) into `dst`. `vrt_dir`: where a VRT output will live."""
+    """Mosaic `inputs` (in order; later ones on top) into `dst`. `vrt_dir`: where a VRT output will live.
+
+    `src_nodata` is gdalbuildvrt -srcnodata (that value in every input is nodata, e.g. black collars; it is
+    also the output's nodata unless `nodata` is given); `bbox` is -te (the output extent, in `bbox_crs`,
+    default the output CRS).
+    """
     warnings: list[str] = []
+    if bbox_crs is not None and bbox is None:
+        raise GdalMcpError("invalid-argument", "bbox_crs was given without bbox; give bbox too, or omit bbox_crs")
     if len(inputs) < 1:
         raise GdalMcpError("invalid-argument", "inputs is empty; give at least one raster")
     resampling_method(resampling)
@@ -156,14 +199,43 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
         t, w, h = calculate_default_transform(s.crs, target, s.width, s.height, *s.bounds)
         s.res = (t.a, -t.e)
         s.bounds = transform_bounds(s.crs, target, *s.bounds, densify_pts=21)
+    if src_nodata is not None:
+        for s in sources:
+            if not fits(float(src_nodata), s.dtype):
+                raise GdalMcpError("invalid-argument", f"src_nodata {src_nodata} cannot occur in {s.path} "
+                                   f"({s.dtype}); give a value its type can hold")
+            s.nodata = float(src_nodata)
+    if bbox is not None:
+        minx, miny, maxx, maxy = _target_bbox(bbox, bbox_crs, target)
+        if not separate:
+            # gdalbuildvrt -te skips the inputs outside the extent.
+            inside = [s for s in sources if s.bounds[0] < maxx and s.bounds[2] > minx and s.bounds[1] < maxy
+                      and s.bounds[3] > miny]
+            if not inside:
+                cover = [min(s.bounds[0] for s in sources), min(s.bounds[1] for s in sources),
+                         max(s.bounds[2] for s in sources), max(s.bounds[3] for s in sources)]
+                raise GdalMcpError("invalid-argument", f"bbox [{minx:.6g}, {miny:.6g}, {maxx:.6g}, {maxy:.6g}] (in "
+                                   f"the output CRS) overlaps none of the inputs, which cover "
+                                   f"[{', '.join(f'{v:.6g}' for v in cover)}]; check the bbox and bbox_crs")
+            sources = inside
+            foreign = [s for s in foreign if s in inside]
     res = choose_resolution(resolution, sources)
-    minx = min(s.bounds[0] for s in sources)
-    miny = min(s.bounds[1] for s in sources)
-    maxx = max(s.bounds[2] for s in sources)
-    maxy = max(s.bounds[3] for s in sources)
+    distinct = sorted({(float(f"{s.res[0]:.12g}"), float(f"{s.res[1]:.12g}")) for s in sources})
+    if len(distinct) > 1 and isinstance(resolution, str):
+        listed = ", ".join(f"{x:.6g} x {y:.6g}" for x, y in distinct[:8]) + (" …" if len(distinct) > 8 else "")
+        warnings.append(f"the inputs have different resolutions ({listed}); the output uses the {resolution} "
+                        f"({res[0]:.6g} x {res[1]:.6g}), so some inputs are resampled ({resampling}); pass "
+                        "resolution=highest/lowest or [xres, yres] to choose")
+    if bbox is None:
+        minx = min(s.bounds[0] for s in sources)
+        miny = min(s.bounds[1] for s in sources)
+        maxx = max(s.bounds[2] for s in sources)
+        maxy = max(s.bounds[3] for s in sources)
     width = max(1, int(0.5 + (maxx - minx) / res[0]))
     height = max(1, int(0.5 + (maxy - miny) / res[1]))
-    out_nodata = nodata if nodata is not None else sources[0].nodata
+    check_grid(width, height, max_pixels=max_pixels, crs_units=describe_units(target, crs_label(target)),
+               resolution=res, what="the mosaic grid", extent=(maxx - minx, maxy - miny))
+    out_nodata = nodata if nodata is not None else src_nodata if src_nodata is not None else sources[0].nodata
     staged: list[str] = []
     try:
         for k, s in enumerate(foreign):
@@ -176,7 +248,7 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
             staged.append(tmp)
             progress(0.3 * k / len(foreign), f"warping input {k + 1}/{len(foreign)} to the mosaic CRS")
             reproject(s.path, tmp, dst_crs=target.to_wkt(), resampling=resampling, resolution=list(res),
-                      bbox=(left, bottom, right, top), threads=threads,
+                      bbox=(left, bottom, right, top), threads=threads, src_nodata=src_nodata,
                       options={"TILED": "YES", "COMPRESS": "ZSTD", "ZSTD_LEVEL": "1", "BIGTIFF": "IF_SAFER"})
             warped = describe(tmp)
             s.path, s.width, s.height, s.bounds, s.res, s.crs = tmp, warped.width, warped.height, warped.bounds, \

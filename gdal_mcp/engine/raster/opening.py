@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +31,11 @@ def open_raster(path: str, **kwargs: Any) -> Iterator[rasterio.io.DatasetReader]
         raise GdalMcpError("gdal-error", f"GDAL cannot open {path}: {text}") from None
     try:
         guard.check_files(ds.files)
+        gt = ds.transform.to_gdal()
+        if not all(math.isfinite(v) for v in (*gt, *ds.bounds)):
+            # NaN or overflowing coordinates cannot be placed, compared or written as JSON numbers.
+            raise GdalMcpError("gdal-error", f"{path}: the geotransform {list(gt)} does not give finite "
+                               "coordinates; the file's georeferencing is corrupt")
         yield ds
     finally:
         ds.close()

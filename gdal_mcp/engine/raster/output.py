@@ -11,6 +11,7 @@ import rasterio.shutil
 from rasterio.drivers import raster_driver_extensions
 
 from gdal_mcp.engine.crs import crs_label
+from gdal_mcp.engine.failures import disk_full
 from gdal_mcp.engine.raster.info import nodata_value
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import Bounds, RasterSummary
@@ -38,16 +39,6 @@ def infer_driver(path: str | os.PathLike[str], fmt: str | None) -> str:
             return raster_driver_extensions()[candidate]
     raise GdalMcpError("invalid-argument", f"cannot tell the format from '{Path(path).name}'; pass format= "
                        "(e.g. GTiff, COG, PNG) or use a known extension (.tif, .png, .jpg, .nc, .gpkg, .vrt)")
-
-
-def creation_options(options: dict[str, Any] | None) -> dict[str, str]:
-    """GDAL creation options as upper-case NAME=value strings (booleans as YES/NO)."""
-    out: dict[str, str] = {}
-    for k, v in (options or {}).items():
-        if not isinstance(k, str) or not k.replace("_", "").isalnum():
-            raise GdalMcpError("invalid-argument", f"creation option name {k!r} is not valid")
-        out[k.upper()] = ("YES" if v else "NO") if isinstance(v, bool) else str(v)
-    return out
 
 
 def summarize(path: str | os.PathLike[str]) -> RasterSummary:
@@ -235,9 +226,12 @@ def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int,
             progress(share, f"writing {driver} with GDAL CreateCopy")
             rasterio.shutil.copy(write_path, dst, driver=driver, **options)
             progress(1.0, f"wrote {driver}")
-    except BaseException:
+    except BaseException as exc:
+        full = disk_full(exc, dst)  # before the partial file goes: removing it frees the disk again
         if not existed:
             _delete(dst)
+        if full is not None:
+            raise full from exc
         raise
     finally:
         if staged:

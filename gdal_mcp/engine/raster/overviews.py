@@ -151,12 +151,16 @@ def _open_for_update(path: str, driver: str) -> Any:
 
 
 @wrap_gdal_errors
-def overviews(path: str, action: Literal["add", "delete", "list"] = "list",
+def overviews(path: str, action: Literal["add", "delete"] = "add",
               levels: Literal["auto"] | list[int] = "auto", resampling: str = "nearest",
               progress: Progress = no_progress) -> OverviewsResult:
-    """List, add (internal, like gdaladdo) or delete the overviews of a raster; levels are those of band 1."""
-    if action not in ("add", "delete", "list"):
-        raise GdalMcpError("invalid-argument", f"action must be add, delete or list (got {action!r})")
+    """Add (internal, like gdaladdo) or delete the overviews of a raster in place; levels are those of band 1.
+
+    Listing them is raster_info's job (engine.raster.info), so this function always writes.
+    """
+    if action not in ("add", "delete"):
+        raise GdalMcpError("invalid-argument", f"action must be add or delete (got {action!r}); raster_info lists the "
+                           "overviews a raster has")
     warnings: list[str] = []
     with open_raster(path) as ds:
         if ds.count == 0:
@@ -168,10 +172,9 @@ def overviews(path: str, action: Literal["add", "delete", "list"] = "list",
         cog_layout = driver == "GTiff" and ds.tags(ns="IMAGE_STRUCTURE").get("LAYOUT") == "COG"
         # A COG written without GDAL's layout marker: GDAL lets us update it, so warn afterwards.
         was_cog = driver == "GTiff" and bool(existing) and not had_external and not cog_check(ds)[0]
-    if cog_layout and action != "list":
-        raise GdalMcpError("unsupported", COG_REFUSAL.format(path=path))
-    if action == "list":
-        return OverviewsResult(path=path, action="list", levels=existing)
+    if cog_layout:
+        raise GdalMcpError("unsupported", COG_REFUSAL.format(path=path) + "; or add external=true overviews (a "
+                           ".ovr beside the file leaves the COG untouched)")
 
     if action == "delete":
         if not existing:
@@ -243,3 +246,82 @@ def overviews_on_copy(src: str, dst: str, *, action: Literal["add", "delete"], l
 
     result = overviews(dst, action=action, levels=levels, resampling=resampling, progress=rest)
     return result, list(result.warnings)
+
+
+def _gdal_resampling(method: Resampling) -> bytes:
+    return {"cubic_spline": b"CUBICSPLINE"}.get(method.name, method.name.upper().encode())
+
+
+@wrap_gdal_errors
+def overviews_external(src: str, dst: str, *, levels: Literal["auto"] | list[int] = "auto",
+                       resampling: str = "nearest",
+                       progress: Progress = no_progress) -> tuple[OverviewsResult, list[str]]:
+    """Build external overviews of `src` into `dst` (its `<name>.ovr`, written elsewhere), like gdaladdo -ro.
+
+    `src` is never opened for writing. `dst` must be named `<basename of src>.ovr`: a symlink to `src` is
+    made beside it, opened read-only, and GDAL writes the overviews to `<symlink>.ovr`, i.e. `dst`. An
+    existing `src.ovr` is copied first, so its levels are kept (GDAL adds to it, as gdaladdo -ro does). The
+    caller moves `dst` into place beside `src` on success: the .ovr appears whole or not at all.
+    """
+    import shutil
+
+    name = os.path.basename(src)
+    if os.path.basename(dst) != name + ".ovr":
+        raise GdalMcpError("internal-error", f"external overviews of {name} must be written as {name}.ovr")
+    if src.startswith("/vsi") or not os.path.isfile(src):
+        raise GdalMcpError("unsupported", f"{src} is not a plain file; external overviews need one (convert it first)")
+    method = check_resampling(resampling)
+    with open_raster(src) as ds:
+        if ds.count == 0:
+            raise GdalMcpError("invalid-argument", "the raster has no bands (a container?); use one of its "
+                               "subdatasets (raster_info lists them)")
+        width, height = ds.width, ds.height
+        existing = sorted(ds.overviews(1))
+        old_ovr = next((f for f in ds.files if f.lower() == (src + ".ovr").lower()), None)
+    if existing and old_ovr is None:
+        raise GdalMcpError("invalid-argument", f"the raster already has internal overviews {existing}: GDAL cannot add "
+                           "external ones beside them. Use external=false, or delete the internal overviews first")
+    factors = auto_levels(width, height) if levels == "auto" else check_levels(levels, width, height)
+    if not factors:
+        raise GdalMcpError("invalid-argument", f"the raster ({width}x{height}) is already at most {AUTO_MIN_SIZE} pixels "
+                           "on each side; no overview level is needed (pass levels to force some)")
+    lib = _libgdal()
+    if lib is None:
+        raise GdalMcpError("unsupported", "cannot reach this rasterio's GDAL library to build external overviews; use "
+                           "external=false")
+    link = os.path.join(os.path.dirname(dst), name)
+    os.symlink(os.path.abspath(src), link)
+    try:
+        if old_ovr is not None:
+            shutil.copy2(old_ovr, dst)
+        progress(0.0, f"building external overviews {factors} ({method.name})")
+        gdal_of_raster, gdal_of_readonly = 0x02, 0x00
+        array = (ctypes.c_int * len(factors))(*factors)
+        with rasterio.Env():
+            handle = lib.GDALOpenEx(os.fsencode(link), gdal_of_raster | gdal_of_readonly, None, None, None)
+            if not handle:
+                raise GdalMcpError("gdal-error", f"GDAL cannot open {src}: "
+                                   f"{(lib.CPLGetLastErrorMsg() or b'').decode(errors='replace')}")
+            try:
+                err = lib.GDALBuildOverviews(handle, _gdal_resampling(method), len(factors), array, 0, None, None,
+                                             None)
+                message = (lib.CPLGetLastErrorMsg() or b"").decode(errors="replace")
+            finally:
+                lib.GDALClose(handle)
+        if err != 0 or not os.path.isfile(dst):
+            raise GdalMcpError("gdal-error", f"GDAL could not build external overviews of {name}: "
+                               f"{message or 'failure'}")
+        with open_raster(link) as ds:
+            after = sorted(ds.overviews(1))
+    finally:
+        os.unlink(link)
+        for extra in (link + ".aux.xml", link + ".msk"):
+            if os.path.exists(extra):
+                os.unlink(extra)
+    missing = [f for f in factors if _reported(f, width) not in after]
+    if missing:
+        raise GdalMcpError("gdal-error", f"GDAL did not build overview level(s) {missing} (present: {after})")
+    progress(1.0, f"built external overviews {factors}")
+    warnings = [f"the overviews are in {name}.ovr beside the raster (the raster itself is unchanged); keep the two "
+                "files together"]
+    return OverviewsResult(path=src, action="add", levels=after, resampling=method.name, warnings=warnings), warnings

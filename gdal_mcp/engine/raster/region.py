@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from rasterio.windows import Window
@@ -30,6 +31,19 @@ def select_bands(ds, bands: list[int] | None) -> list[int]:
     return [int(b) for b in bands]
 
 
+def read_bands(ds, bands: list[int], **kwargs) -> Any:
+    """`ds.read(bands, **kwargs)`, also when the bands differ in data type (a VRT may mix them, and rasterio
+    refuses to read those together): then band by band, into numpy's common type of theirs (exact)."""
+    dtypes = {ds.dtypes[b - 1] for b in bands}
+    if len(dtypes) <= 1:
+        return ds.read(bands, **kwargs)
+    common = np.result_type(*dtypes)
+    if kwargs.get("out_shape") is not None:
+        kwargs["out_shape"] = (1, *kwargs["out_shape"][-2:])
+    parts = [ds.read([b], **kwargs).astype(common) for b in bands]
+    return np.ma.concatenate(parts) if kwargs.get("masked") else np.concatenate(parts)
+
+
 def crs_text(crs) -> str:
     """A short name for a CRS in messages."""
     if crs is None or not crs.to_wkt():
@@ -46,7 +60,7 @@ def bbox_window(ds, bbox, bbox_crs: str | None = None) -> Window:
         if bbox_crs is not None:
             raise GdalMcpError("invalid-argument", "bbox_crs was given without bbox; give bbox too, or omit bbox_crs")
         return Window(0, 0, ds.width, ds.height)
-    from gdal_mcp.engine.vector.masks import check_bbox
+    from gdal_mcp.engine.features.masks import check_bbox
 
     left, bottom, right, top = check_bbox(bbox)
     if bbox_crs is not None:
@@ -95,4 +109,4 @@ def iter_chunks(ds, bands: list[int], window: Window) -> Iterator[tuple[int, int
     n = max(1, count_windows(width, height, block, budget))
     for i, w in enumerate(iter_windows(width, height, block, budget)):
         w = Window(w.col_off + col0, w.row_off + row0, w.width, w.height)
-        yield i, n, ds.read(bands, window=w, masked=True)
+        yield i, n, read_bands(ds, bands, window=w, masked=True)

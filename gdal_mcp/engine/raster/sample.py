@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from rasterio.windows import Window
@@ -11,7 +12,7 @@ from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.region import crs_text, select_bands
+from gdal_mcp.engine.raster.region import crs_text, read_bands, select_bands
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import PointSample, SampleResult
 
@@ -94,7 +95,7 @@ def sample(path: str, points: list[tuple[float, float]], points_crs: str | None 
             cols = [pixels[i][1] for i in members]  # type: ignore[index]
             r0, c0 = min(rows), min(cols)
             window = Window(c0, r0, max(cols) - c0 + 1, max(rows) - r0 + 1)
-            chunk = ds.read(indexes, window=window, masked=True)
+            chunk = read_bands(ds, indexes, window=window, masked=True)
             data = np.ma.getdata(chunk)
             mask = np.ma.getmaskarray(chunk)
             for i, row, col in zip(members, rows, cols, strict=True):
@@ -119,3 +120,38 @@ def sample(path: str, points: list[tuple[float, float]], points_crs: str | None 
                             f"[{b.left}, {b.bottom}, {b.right}, {b.top}] in {crs_text(ds.crs)}"
                             + ("" if points_crs is None else f" (points were given in {points_crs})"))
         return SampleResult(path=path, crs=crs_label(ds.crs), bands=indexes, points=samples, warnings=warnings)
+
+
+# ---------------------------------------------------------------------------------------------- a point layer
+
+
+
+def values_at(ds: Any, indexes: list[int], rows: np.ndarray, cols: np.ndarray,
+               dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Values (n, bands) of `dtype` and a null mask (n, bands) at pixels (rows, cols), all inside the raster.
+
+    Points are grouped by tile (as `sample` groups them), so each group costs one small windowed read.
+    """
+    n = rows.size
+    values = np.zeros((n, len(indexes)), dtype=dtype)
+    null = np.ones((n, len(indexes)), dtype=bool)
+    if n == 0:
+        return values, null
+    bh, bw = ds.block_shapes[0] if ds.block_shapes else (256, 256)
+    if bh * bw > GROUP_PIXELS:
+        bh, bw = min(bh, 256), min(bw, 256)
+    keys = (rows // bh) * (ds.width // bw + 1) + cols // bw
+    order = np.argsort(keys, kind="stable")
+    bounds = np.flatnonzero(np.diff(keys[order])) + 1
+    for members in np.split(order, bounds):
+        r, c = rows[members], cols[members]
+        r0, c0 = int(r.min()), int(c.min())
+        window = Window(c0, r0, int(c.max()) - c0 + 1, int(r.max()) - r0 + 1)
+        chunk = read_bands(ds, indexes, window=window, masked=True)
+        data = np.ma.getdata(chunk)[:, r - r0, c - c0].T
+        bad = np.ma.getmaskarray(chunk)[:, r - r0, c - c0].T
+        if data.dtype.kind == "f":
+            bad = bad | np.isnan(data)
+        values[members] = data
+        null[members] = bad
+    return values, null

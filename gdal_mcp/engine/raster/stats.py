@@ -11,17 +11,22 @@ values, they are collected and sorted).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import rasterio
+from rasterio.enums import MaskFlags
 from rasterio.windows import Window
 
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster import region
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.region import bbox_window, iter_chunks, select_bands
-from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, count_windows, iter_windows
+from gdal_mcp.engine.raster.region import bbox_window, read_bands, select_bands
+from gdal_mcp.engine.raster.windows import count_windows, iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import BandStatistics, BandStatsDetail, Histogram, RasterStatsResult
 
@@ -81,21 +86,44 @@ def valid_values(chunk: np.ndarray) -> tuple[np.ndarray, int]:
     return values, int(data.size - values.size)
 
 
-def band_statistics(ds, bands: list[int], *, window: Window | None = None,
-                    progress: Progress = no_progress) -> dict[int, BandStatistics]:
-    """Exact min/max/mean/std/sum and valid counts of `bands`, honouring nodata and masks."""
-    acc = {b: _Accumulator() for b in bands}
+def _chunks(ds, bands: list[int], window: Window | None) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(i, n, chunk of shape (len(bands), h, w)) over `window` (default: all), in strips of whole blocks.
+
+    The next chunk is read (by GDAL, which releases the GIL) while the caller works on this one. Bands
+    with neither nodata nor a mask are read as plain arrays: no mask to read or test. Otherwise chunks
+    are masked arrays, as `ds.read(masked=True)` gives them.
+    """
     width = int(window.width) if window else ds.width
     height = int(window.height) if window else ds.height
     col0 = int(window.col_off) if window else 0
     row0 = int(window.row_off) if window else 0
     block = ds.block_shapes[0] if ds.block_shapes else (256, 256)
-    # All bands are read together, so a window holds DEFAULT_WINDOW_PIXELS pixels summed over bands.
-    budget = max(1, DEFAULT_WINDOW_PIXELS // max(1, len(bands)))
-    n_windows = max(1, count_windows(width, height, block, budget))
-    for i, w in enumerate(iter_windows(width, height, block, budget)):
-        w = Window(w.col_off + col0, w.row_off + row0, w.width, w.height)
-        chunk = ds.read(bands, window=w, masked=True)
+    # All bands are read together, so a window holds DEFAULT_WINDOW_PIXELS pixels summed over bands
+    # (region's, as iter_chunks uses it).
+    budget = max(1, region.DEFAULT_WINDOW_PIXELS // max(1, len(bands)))
+    n = max(1, count_windows(width, height, block, budget))
+    masked = any(ds.mask_flag_enums[b - 1] != [MaskFlags.all_valid] for b in bands)
+    windows = (Window(w.col_off + col0, w.row_off + row0, w.width, w.height)
+               for w in iter_windows(width, height, block, budget))
+
+    def read(w: Window) -> np.ndarray:
+        return read_bands(ds, bands, window=w, masked=masked)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stats-read") as pool:
+        ahead = pool.submit(read, next(windows))
+        for i in range(n):
+            chunk = ahead.result()
+            following = next(windows, None)
+            if following is not None:
+                ahead = pool.submit(read, following)
+            yield i, n, chunk
+
+
+def band_statistics(ds, bands: list[int], *, window: Window | None = None,
+                    progress: Progress = no_progress) -> dict[int, BandStatistics]:
+    """Exact min/max/mean/std/sum and valid counts of `bands`, honouring nodata and masks."""
+    acc = {b: _Accumulator() for b in bands}
+    for i, n_windows, chunk in _chunks(ds, bands, window):
         for j, b in enumerate(bands):
             values, invalid = valid_values(chunk[j])
             acc[b].add(values, invalid)
@@ -379,7 +407,8 @@ def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[fl
     """
     qs = _check_percentiles(percentiles)
     bins = _check_bins(histogram_bins)
-    with open_raster(path) as ds:
+    # GDAL decompresses the blocks of one read on all cores (GTiff and COG; other drivers ignore it).
+    with rasterio.Env(GDAL_NUM_THREADS="ALL_CPUS"), open_raster(path) as ds:
         indexes = select_bands(ds, bands)
         indexes = list(dict.fromkeys(indexes))
         window = bbox_window(ds, bbox, bbox_crs)
@@ -399,7 +428,7 @@ def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[fl
             done = max(done, min(1.0, (p - 1 + (i + 1) / n) / total))
             progress(done, f"statistics pass {p}/{total}: window {i + 1}/{n}")
 
-        for i, n, chunk in iter_chunks(ds, indexes, window):
+        for i, n, chunk in _chunks(ds, indexes, window):
             for j, w in enumerate(work):
                 w.first_pass(chunk[j])
             report(1, i, n)
@@ -408,7 +437,7 @@ def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[fl
         p = 1
         while active := [w for w in work if w.needs_pass()]:
             p += 1
-            for i, n, chunk in iter_chunks(ds, [w.index for w in active], window):
+            for i, n, chunk in _chunks(ds, [w.index for w in active], window):
                 for j, w in enumerate(active):
                     w.refine_pass(chunk[j])
                 report(p, i, n)

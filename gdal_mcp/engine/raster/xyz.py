@@ -11,7 +11,7 @@ from rasterio.windows import Window
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.region import bbox_window, select_bands
+from gdal_mcp.engine.raster.region import bbox_window, read_bands, select_bands
 from gdal_mcp.engine.raster.windows import count_windows, iter_windows
 from gdal_mcp.errors import GdalMcpError
 
@@ -66,7 +66,7 @@ def to_xyz(src: str, dst: str, bands: list[int] | None = None, skip_nodata: bool
             writer = csv.writer(fh, lineterminator="\n")
             writer.writerow(columns)
             for i, w in enumerate(windows):
-                chunk = ds.read(indexes, window=w, masked=True)
+                chunk = read_bands(ds, indexes, window=w, masked=True)
                 data = np.ma.getdata(chunk)
                 if skip_nodata:
                     invalid = np.ma.getmaskarray(chunk).copy()

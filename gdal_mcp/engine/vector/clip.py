@@ -15,17 +15,12 @@ import numpy as np
 
 from gdal_mcp.engine.crs import parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.features.masks import check_choice, check_owners, mask_polygons
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.vector.geometry import (
-    GeomType,
-    keep_dimension,
-    layer_bounds,
-    layer_meta,
-    promotion_note,
-    transform_layer,
-)
-from gdal_mcp.engine.vector.masks import check_choice, check_owners, mask_polygons
+from gdal_mcp.engine.vector.geomtypes import GeomType, keep_dimension
+from gdal_mcp.engine.vector.layer_map import layer_meta, promotion_note, transform_layer
 from gdal_mcp.engine.vector.stream import vector_driver
+from gdal_mcp.engine.vector.units import layer_bounds
 from gdal_mcp.models import VectorSummary
 
 

@@ -16,14 +16,17 @@ import numpy as np
 import pyarrow as pa
 import pyogrio
 import shapely
-from pyproj import CRS, Transformer
+from pyproj import CRS
 
-from gdal_mcp.engine.crs import crs_label, parse_crs
+from gdal_mcp.engine.bbox import bbox_in
+from gdal_mcp.engine.crs import crs_label, parse_pyproj_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.geometry_transform import reproject_geometries, transformer
+from gdal_mcp.engine.options import creation_options
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.raster.output import creation_options
 from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.engine.vector.stream import (
+    SIDECARS,
     check_sql,
     geometries,
     has_measures,
@@ -48,137 +51,11 @@ COLLECTIONS = (4, 5, 6, 7)
 EMPTY_MULTI = {POINT: "MULTIPOINT EMPTY", LINESTRING: "MULTILINESTRING EMPTY", POLYGON: "MULTIPOLYGON EMPTY"}
 
 
-# ----- CRS and bbox ------------------------------------------------------------------------------------------
-def user_crs(text: str, what: str) -> CRS:
-    """A pyproj CRS from what users type (EPSG:4326, 4326, OGC:CRS84, PROJ, WKT); invalid-argument otherwise."""
-    return CRS.from_user_input(parse_crs(text, what).to_string())
-
-
+# ----- CRS ---------------------------------------------------------------------------------------------------
 def crs_text(crs: CRS) -> str:
     """What pyogrio is given for a layer CRS: EPSG:n when the CRS is exactly that code, else WKT2."""
     code = crs.to_epsg(min_confidence=100)
     return f"EPSG:{code}" if code else crs.to_wkt()
-
-
-def bbox_in(bbox: tuple[float, float, float, float], bbox_crs: CRS | None, layer_crs: CRS | None,
-            ) -> tuple[float, float, float, float]:
-    """`bbox` ([minx, miny, maxx, maxy] in bbox_crs, default the layer's) in the layer's CRS (edges densified)."""
-    if len(bbox) != 4 or not all(np.isfinite(v) for v in bbox):
-        raise GdalMcpError("invalid-argument", "bbox must be four finite numbers [minx, miny, maxx, maxy]")
-    minx, miny, maxx, maxy = (float(v) for v in bbox)
-    if not (minx < maxx and miny < maxy):
-        raise GdalMcpError("invalid-argument", "bbox must be [minx, miny, maxx, maxy] with min < max")
-    if bbox_crs is None or (layer_crs is not None and bbox_crs == layer_crs):
-        return minx, miny, maxx, maxy
-    if layer_crs is None:
-        raise GdalMcpError("invalid-argument", "bbox_crs given but the layer has no CRS (pass src_crs)")
-    out = Transformer.from_crs(bbox_crs, layer_crs, always_xy=True).transform_bounds(minx, miny, maxx, maxy,
-                                                                                    densify_pts=21)
-    if not all(np.isfinite(v) for v in out):
-        raise GdalMcpError("invalid-argument", "bbox cannot be transformed to the layer's CRS (outside its area of use)")
-    return tuple(float(v) for v in out)  # type: ignore[return-value]
-
-
-# ----- geometry transforms (vectorised, per batch) -------------------------------------------------------------
-def _transform_xyz(transformer: Transformer, xyz: np.ndarray, has_z: np.ndarray) -> np.ndarray:
-    """Transform an (N, 3) array of x, y, z; z is used (and changed) only where has_z. Returns (N, 3)."""
-    x, y = xyz[:, 0], xyz[:, 1]
-    out = np.array(xyz, dtype="float64", copy=True)
-    if has_z.any():
-        z = np.where(has_z, np.nan_to_num(xyz[:, 2], nan=0.0), 0.0)
-        out[:, 0], out[:, 1], z2 = transformer.transform(x, y, z, errcheck=False)
-        out[:, 2] = np.where(has_z, z2, np.nan)
-    else:
-        out[:, 0], out[:, 1] = transformer.transform(x, y, errcheck=False)
-    return out
-
-
-def _failed(before: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """Coordinates that were finite before and are not after (outside the target projection's domain)."""
-    return (np.isfinite(before[:, :2]).all(axis=1)) & ~(np.isfinite(after[:, :2]).all(axis=1))
-
-
-def _reproject_plain(geoms: np.ndarray, transformer: Transformer) -> tuple[np.ndarray, np.ndarray]:
-    """Geometries without M: shapely's coordinate arrays (Z kept; 2D geometries stay 2D)."""
-    coords, index = shapely.get_coordinates(geoms, include_z=True, return_index=True)
-    has_z = shapely.has_z(geoms)[index] if len(index) else np.zeros(0, dtype=bool)
-    out = _transform_xyz(transformer, coords, has_z)
-    bad = np.zeros(len(geoms), dtype=bool)
-    bad[index[_failed(coords, out)]] = True
-    return shapely.set_coordinates(np.array(geoms, dtype=object, copy=True), out), bad
-
-
-def _coordinate_runs(buf: bytearray, pos: int, runs: list[tuple[int, int, int, bool]]) -> int:
-    """Walk little-endian ISO WKB from `pos`: append (offset, points, ordinates, has_z) of every coordinate run."""
-    code = int.from_bytes(buf[pos + 1:pos + 5], "little")
-    pos += 5
-    base, dim = code % 1000, code // 1000
-    ordinates, has_z = {0: (2, False), 1: (3, True), 2: (3, False), 3: (4, True)}[dim]
-
-    def count() -> int:
-        return int.from_bytes(buf[pos:pos + 4], "little")
-
-    if base == 1:
-        runs.append((pos, 1, ordinates, has_z))
-        return pos + 8 * ordinates
-    if base == 2:
-        n = count()
-        runs.append((pos + 4, n, ordinates, has_z))
-        return pos + 4 + 8 * ordinates * n
-    if base == 3:
-        rings = count()
-        pos += 4
-        for _ in range(rings):
-            n = count()
-            runs.append((pos + 4, n, ordinates, has_z))
-            pos += 4 + 8 * ordinates * n
-        return pos
-    if base in (4, 5, 6, 7):
-        parts = count()
-        pos += 4
-        for _ in range(parts):
-            pos = _coordinate_runs(buf, pos, runs)
-        return pos
-    raise GdalMcpError("unsupported", f"cannot reproject WKB geometry type {code} (curves) with M values")
-
-
-def _reproject_measured(geoms: np.ndarray, transformer: Transformer) -> tuple[np.ndarray, np.ndarray]:
-    """Geometries with M: shapely cannot rebuild M geometries from coordinates (and its set_coordinates
-    turns a ZM geometry's Z and M into NaN), so x, y, z are rewritten in place in ISO WKB and M is left alone."""
-    buffers = [bytearray(w) for w in shapely.to_wkb(geoms, output_dimension=4, flavor="iso", byte_order=1)]
-    views: list[tuple[np.ndarray, bool]] = []  # (n, ordinates) float views into the buffers, and whether Z
-    owner: list[np.ndarray] = []
-    for i, buf in enumerate(buffers):
-        runs: list[tuple[int, int, int, bool]] = []
-        _coordinate_runs(buf, 0, runs)
-        for offset, n, ordinates, run_z in runs:
-            views.append((np.frombuffer(buf, dtype="<f8", count=n * ordinates, offset=offset).reshape(n, ordinates),
-                          run_z))
-            owner.append(np.full(n, i))
-    bad = np.zeros(len(geoms), dtype=bool)
-    if views:
-        xyz = np.concatenate([v[:, :3] if z else np.column_stack([v[:, :2], np.full(len(v), np.nan)])
-                              for v, z in views])
-        has_z = np.concatenate([np.full(len(v), z) for v, z in views])
-        out = _transform_xyz(transformer, xyz, has_z)
-        bad[np.concatenate(owner)[_failed(xyz, out)]] = True
-        start = 0
-        for v, z in views:
-            v[:, :3 if z else 2] = out[start:start + len(v), :3 if z else 2]
-            start += len(v)
-    return shapely.from_wkb([bytes(b) for b in buffers]), bad
-
-
-def reproject_geometries(geoms: np.ndarray, transformer: Transformer) -> tuple[np.ndarray, np.ndarray]:
-    """`geoms` in the transformer's target CRS, and a mask of the geometries that could not be transformed."""
-    out = np.array(geoms, dtype=object, copy=True)
-    bad = np.zeros(len(geoms), dtype=bool)
-    present = ~shapely.is_missing(geoms)
-    measured = present & shapely.has_m(geoms)
-    for mask, func in ((present & ~measured, _reproject_plain), (measured, _reproject_measured)):
-        if mask.any():
-            out[mask], bad[mask] = func(geoms[mask], transformer)
-    return out, bad
 
 
 def explode(geoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -228,6 +105,64 @@ def _multi_of(geometry_type: str) -> str | None:
 
 
 # ----- the engine ----------------------------------------------------------------------------------------------
+MULTI_LAYER_DRIVERS = ("GPKG", "SQLite")
+
+
+def _prepare_update(src: str, existing: str, dst: str, *, mode: str, layer: str | None, sql: str | None,
+                    output_layer: str | None, format: str | None) -> tuple[str, dict[str, Any]]:
+    """Copy `existing` (with its sidecars) to `dst` and describe the layer that mode append/add_layer writes.
+
+    Returns (driver, {"name", "crs", "fields", "features"}) of the target layer (for add_layer: the new
+    layer's name, no fields, 0 features).
+    """
+    import shutil
+
+    layers = [n for n, _ in list_layers(existing)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        driver = str(pyogrio.read_info(existing, layer=layers[0])["driver"]) if layers else ""
+    if not layers:
+        raise GdalMcpError("invalid-argument", f"{Path(existing).name} has no layers to {mode} to; use mode=create")
+    if format is not None and format.lower() != driver.lower():
+        raise GdalMcpError("invalid-argument", f"format={format} but the existing file is {driver}; leave format "
+                           "out with mode=append/add_layer (the file's own format is kept)")
+    if mode == "add_layer":
+        if driver not in MULTI_LAYER_DRIVERS:
+            raise GdalMcpError("invalid-argument", f"mode=add_layer needs a format that holds several layers "
+                               f"(GeoPackage, SQLite), but the existing file is {driver}; write a new file instead")
+        name = output_layer or layer or (Path(src).stem if sql is None else "sql")
+        if name in layers:
+            raise GdalMcpError("already-exists", f"layer '{name}' already exists in {Path(existing).name}; pass "
+                               "another output_layer, or mode=append to add features to it")
+        info: dict[str, Any] = {"name": name, "crs": None, "fields": [], "features": 0}
+    else:
+        if output_layer is not None:
+            if output_layer not in layers:
+                raise GdalMcpError("not-found", f"layer '{output_layer}' is not in {Path(existing).name} (layers: "
+                                   f"{', '.join(layers)}); use mode=add_layer to create it")
+            name = output_layer
+        elif len(layers) == 1:
+            name = layers[0]
+        elif layer in layers:
+            name = str(layer)
+        else:
+            raise GdalMcpError("invalid-argument", f"{Path(existing).name} has {len(layers)} layers; pass "
+                               f"output_layer= the one to append to: {', '.join(layers)}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            meta = pyogrio.read_info(existing, layer=name, force_feature_count=True)
+        info = {"name": name, "crs": meta.get("crs"), "fields": [str(f) for f in meta["fields"]],
+                "features": max(int(meta["features"]), 0)}
+    stem = Path(existing).name.rsplit(".", 1)[0]
+    sidecars = SIDECARS.get(Path(existing).suffix.lower(), set())
+    target = Path(dst)
+    for f in Path(existing).parent.iterdir():
+        rest = f.name[len(stem) + 1:] if f.name.startswith(stem + ".") else None
+        if f.is_file() and (f.name == Path(existing).name or (rest is not None and rest.lower() in sidecars)):
+            shutil.copy2(f, target.parent / (target.name.rsplit(".", 1)[0] + f.name[len(stem):]))
+    return driver, info
+
+
 def _new_files(dst: Path, before: set[Path]) -> list[Path]:
     stem = dst.name.split(".")[0]
     return [f for f in dst.parent.iterdir() if f not in before and f.name.split(".")[0] == stem]
@@ -239,9 +174,16 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
             bbox: tuple[float, float, float, float] | None = None, bbox_crs: str | None = None,
             fields: list[str] | None = None, sql: str | None = None, dst_crs: str | None = None,
             src_crs: str | None = None, explode_collections: bool = False, promote_to_multi: bool = False,
-            layer_options: dict[str, Any] | None = None,
+            layer_options: dict[str, Any] | None = None, sql_dialect: str | None = None,
+            open_options: dict[str, str] | None = None, mode: str = "create", append_to: str | None = None,
             progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
     """Convert one layer of `src` into a new layer of `dst` as ogr2ogr would; returns its summary and warnings.
+
+    `sql_dialect` OGRSQL (default) or SQLITE (SpatiaLite functions: ST_Area(geom, 1) in geodesic m²,
+    ST_Centroid, MakePoint, GROUP BY …); `open_options` are dataset open options (ogr2ogr -oo).
+    mode "append" (ogr2ogr -append) adds the features to a layer of the existing dataset `append_to`, and
+    "add_layer" adds a new layer to it (GeoPackage, SQLite): `append_to` is copied to `dst` first and the
+    copy changed, so the caller can rename `dst` over it on success (the original is never half-written).
 
     `layer_options` are OGR layer creation options (ogr2ogr -lco), e.g. {"SPATIAL_INDEX": "NO"} for FlatGeobuf.
 
@@ -249,15 +191,30 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
     fields; src_crs overrides (or assigns) the source CRS; CSV outputs carry the geometry as a WKT column.
     """
     notes: list[str] = []
-    driver = vector_driver(dst, format)
+    oo = dict(open_options or {})
+    if mode not in ("create", "append", "add_layer"):
+        raise GdalMcpError("invalid-argument", f"mode must be create, append or add_layer (got {mode!r})")
+    if sql_dialect is not None and sql_dialect.upper() != "OGRSQL" and sql is None:
+        raise GdalMcpError("invalid-argument", "sql_dialect applies to sql; give sql too")
     if sql is not None:
         if layer is not None or where or fields is not None:
             raise GdalMcpError("invalid-argument", "sql selects its own layer, filter and fields: do not combine it "
                                "with layer, where or fields")
-        check_sql(sql)
-    assigned = user_crs(src_crs, "src_crs") if src_crs else None
-    target = user_crs(dst_crs, "dst_crs") if dst_crs else None
-    box_crs = user_crs(bbox_crs, "bbox_crs") if bbox_crs else None
+        check_sql(sql, sql_dialect)
+    target_layer: dict[str, Any] | None = None
+    if mode == "create":
+        driver = vector_driver(dst, format)
+    else:
+        if append_to is None:
+            raise GdalMcpError("invalid-argument", f"mode={mode} needs the existing dataset (append_to)")
+        driver, target_layer = _prepare_update(src, append_to, dst, mode=mode, layer=layer, sql=sql,
+                                               output_layer=output_layer, format=format)
+        output_layer = target_layer["name"]
+        if mode == "append" and dst_crs is None and target_layer["crs"]:
+            dst_crs = target_layer["crs"]  # features land in the layer's CRS (reprojected when theirs differs)
+    assigned = parse_pyproj_crs(src_crs, "src_crs") if src_crs else None
+    target = parse_pyproj_crs(dst_crs, "dst_crs") if dst_crs else None
+    box_crs = parse_pyproj_crs(bbox_crs, "bbox_crs") if bbox_crs else None
     name = None
     layer_bbox = None
     if sql is None:
@@ -265,14 +222,15 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
         if bbox is not None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # (pyogrio warns about M layers)
-                meta_crs = pyogrio.read_info(src, layer=name)["crs"]
+                meta_crs = pyogrio.read_info(src, layer=name, **oo)["crs"]
             layer_bbox = bbox_in(bbox, box_crs, assigned or (CRS.from_user_input(meta_crs) if meta_crs else None))
     out_layer = output_layer or name or Path(dst).stem
     options = {**LAYER_OPTIONS.get(driver, {}), **creation_options(layer_options)} or None
     facts: dict[str, Any] = {}
 
     def attempt(promote_geometries: bool) -> None:
-        with read_layer(src, layer=name, where=where, bbox=layer_bbox, columns=fields, sql=sql) as s:
+        with read_layer(src, layer=name, where=where, bbox=layer_bbox, columns=fields, sql=sql, sql_dialect=sql_dialect,
+                        open_options=oo) as s:
             source_crs = assigned or (CRS.from_user_input(s.crs) if s.crs else None)
             column = s.geometry_column
             if column is None and (target or bbox is not None):
@@ -281,9 +239,10 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
                 raise GdalMcpError("invalid-argument", "the layer has no CRS: pass src_crs to say what it is")
             # With sql the filter box is applied here (an OGR spatial filter: geometries that intersect it).
             box = shapely.box(*bbox_in(bbox, box_crs, source_crs)) if bbox is not None and sql is not None else None
-            transformer = None
+            reprojection = None
             if target is not None and source_crs is not None and not target.equals(source_crs):
-                transformer = Transformer.from_crs(source_crs, target, always_xy=True)
+                reprojection = transformer(source_crs, target)
+                facts["reprojected"] = True
             out_crs = target or source_crs
             facts["crs"] = out_crs
             schema = s.schema
@@ -295,20 +254,29 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
                 }))
             facts["failed"] = 0
             facts["input_fields"] = [f.name for f in s.schema if f.name != column]
+            keep_fields = None
+            if target_layer is not None and mode == "append":
+                # ogr2ogr -append: fields are matched by name; those the layer lacks are left out (and said so).
+                known = {f.lower() for f in target_layer["fields"]}
+                keep_fields = [f.name for f in schema if f.name == column or f.name.lower() in known]
+                facts["dropped"] = [f for f in facts["input_fields"] if f.lower() not in known]
+                schema = pa.schema([schema.field(k) for k in keep_fields], metadata=schema.metadata)
 
-            changes = box is not None or transformer is not None or explode_collections or promote_geometries
+            changes = box is not None or reprojection is not None or explode_collections or promote_geometries
 
             def transform(batch: pa.RecordBatch) -> pa.RecordBatch:
                 if "measured" not in facts:
                     facts["measured"] = has_measures(batch)
+                if keep_fields is not None:
+                    batch = batch.select(keep_fields)
                 if column is None or not changes:
-                    return batch
+                    return batch if keep_fields is None else pa.RecordBatch.from_arrays(batch.columns, schema=schema)
                 geoms = geometries(batch)
                 keep = None
                 if box is not None:
                     keep = shapely.intersects(geoms, box)
-                if transformer is not None:
-                    geoms, bad = reproject_geometries(geoms, transformer)
+                if reprojection is not None:
+                    geoms, bad = reproject_geometries(geoms, reprojection)
                     if bad.any():
                         facts["failed"] += int(bad.sum())
                         keep = ~bad if keep is None else keep & ~bad
@@ -328,13 +296,21 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
                                          promote_to_multi=promote_geometries)
             write_layer(dst, schema, relay(s.batches, s.total, progress, "converted", transform),
                         driver=driver, layer=out_layer, crs=crs_text(out_crs) if out_crs is not None else None,
-                        geometry_type=gtype, layer_options=options)
+                        geometry_type=gtype, layer_options=None if mode == "append" else options,
+                        append=mode != "create")
+            overflow = next((str(w.message) for w in s.gdal_warnings if "overflow" in str(w.message)), None)
+            if overflow is not None:
+                raise GdalMcpError("invalid-argument", f"a value did not fit its column ({overflow.strip()}); "
+                                   "GDAL types an SQL result column from its first row: CAST the expression AS REAL, "
+                                   "or ORDER BY it descending so the largest value comes first")
 
     out = Path(dst)
     before = set(out.parent.iterdir()) if out.parent.is_dir() else set()
     try:
         attempt(promote_to_multi)
     except GdalMcpError as e:
+        if mode != "create":
+            raise
         source_type = facts.get("source_type", "")
         if driver == "ESRI Shapefile" and "geometry to" in e.message and "shapefile" in e.message:
             raise GdalMcpError("invalid-argument", f"a shapefile holds one geometry type, and this layer mixes "
@@ -353,7 +329,18 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
     if facts.get("failed"):
         notes.append(f"{facts['failed']} feature(s) could not be reprojected to {dst_crs} (outside the "
                      "projection's domain) and were left out, as ogr2ogr -skipfailures does")
-    summary = _summary(dst, out_layer)
+    summary = summarize_vector(dst, out_layer)
+    if target_layer is not None:
+        added = summary.feature_count - target_layer["features"]
+        notes.append(f"{'appended' if mode == 'append' else 'wrote'} {added} feature(s) to layer '{out_layer}' "
+                     f"({summary.feature_count} now); the other layers are unchanged")
+        if facts.get("dropped"):
+            notes.append(f"layer '{out_layer}' has no field(s) {', '.join(facts['dropped'])}: their values were "
+                         "not appended (ogr2ogr -append does the same; add the fields, or write a new layer with "
+                         "mode=add_layer)")
+        if mode == "append" and dst_crs and target_layer["crs"] and facts.get("reprojected"):
+            notes.append(f"features were reprojected to the layer's CRS ({crs_label(facts['crs'])})")
+        return summary, notes
     if summary.feature_count == 0:
         notes.append("no feature matched: the output layer is empty")
     if facts.get("crs") is not None and summary.crs is None and summary.geometry_type is not None:
@@ -365,12 +352,6 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
     if facts.get("measured") and summary.feature_count and not _output_measured(dst, summary.layer):
         notes.append(f"M (measure) values were dropped: {driver} does not store them")
     return summary, notes
-
-
-def _summary(dst: str, layer: str) -> VectorSummary:
-    """summarize_vector of the layer written (shapefile, CSV … name the layer after the file)."""
-    names = [n for n, _ in list_layers(dst)]
-    return summarize_vector(dst, layer if layer in names or len(names) != 1 else names[0])
 
 
 def _output_measured(dst: str, layer: str) -> bool:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,9 @@ class LayerStream:
     schema: pa.Schema
     batches: Iterator[pa.RecordBatch]
     total: int | None
+    #: GDAL warnings worth acting on (warnings.WarningMessage), caught while reading: values that did not fit
+    #: their column's type
+    gdal_warnings: list[Any] = dataclass_field(default_factory=list)
 
     @property
     def crs(self) -> str | None:
@@ -93,8 +98,18 @@ def vector_driver(path: str, fmt: str | None) -> str:
     return driver
 
 
-def check_sql(sql: str) -> str:
-    """Only a single read-only SELECT is allowed (OGR SQL / SQLite dialect alike)."""
+SQL_DIALECTS = ("OGRSQL", "SQLITE")
+# Re-checked here whatever the tool layer did (the sandbox decides paths inside SQL): a table qualifier names
+# another data source to GDAL ("other.shp"."layer"), and these functions reach files, extensions or the network.
+_SQL_QUALIFIED_TABLE = re.compile(r"""\b(from|join)\s+("[^"]*"|'[^']*'|`[^`]*`|\[[^\]]*\]|\w+)\s*\.""", re.I)
+_SQL_REACHING = re.compile(r"\b(load_extension|ogr_datasource_load_layers|ogr_geocode\w*|readfile|writefile|"
+                           r"blob(from|to)file|(import|export)\w*|virtual\w*)\s*\(", re.I)
+
+
+def check_sql(sql: str, dialect: str | None = None) -> str:
+    """Only a single read-only SELECT is allowed (OGR SQL / SQLite dialect alike), reading only its own data source."""
+    if dialect is not None and dialect.upper() not in SQL_DIALECTS:
+        raise GdalMcpError("invalid-argument", f"sql_dialect must be OGRSQL or SQLITE (got {dialect!r})")
     text = sql.strip().rstrip(";").strip()
     words = text.split(None, 1)
     if not words or words[0].upper() not in ("SELECT", "WITH"):
@@ -106,6 +121,14 @@ def check_sql(sql: str) -> str:
                  " replace ", " vacuum ", "load_extension"):
         if word in lowered:
             raise GdalMcpError("invalid-argument", f"sql must be read-only; '{word.strip()}' is not allowed")
+    m = _SQL_QUALIFIED_TABLE.search(text)
+    if m and m.group(2).strip("\"'`[]").lower() not in ("main", "temp"):
+        raise GdalMcpError("invalid-argument", f"sql names another data source ({m.group(2)}); it may only read "
+                           "the layers of its input")
+    m = _SQL_REACHING.search(text)
+    if m:
+        raise GdalMcpError("invalid-argument", f"sql may not call {m.group(1)}(): it reaches files, extensions or "
+                           "the network")
     return text
 
 
@@ -128,30 +151,36 @@ def filter_columns(fields: list[str], columns: list[str], where: str | None) -> 
 def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
                bbox: tuple[float, float, float, float] | None = None, columns: list[str] | None = None,
                sql: str | None = None, batch_size: int = BATCH_SIZE, read_geometry: bool = True,
-               count: bool = True) -> Iterator[LayerStream]:
+               count: bool = True, sql_dialect: str | None = None,
+               open_options: dict[str, str] | None = None) -> Iterator[LayerStream]:
     """Open one layer (or an SQL result) as a stream of Arrow batches.
 
     The layer must be named when the source has several (never silently the first). `bbox` is in the
     layer's CRS. `count` asks GDAL for the feature count (progress denominators); it may be None.
+    `sql_dialect` (OGRSQL or SQLITE) applies to `sql`; `open_options` are dataset open options (GDAL -oo).
     """
+    oo = dict(open_options or {})
     layers = list_layers(path)
     name = choose_layer(path, layer, layers) if sql is None else (layer or "sql")
     read_columns = columns
     if columns is not None and sql is None:
-        info = pyogrio.read_info(path, layer=name)
+        info = pyogrio.read_info(path, layer=name, **oo)
         read_columns = filter_columns(list(info["fields"]), columns, where)
     total = None
     if count and sql is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                n = pyogrio.read_info(path, layer=name, force_feature_count=where is None and bbox is None)["features"]
+                n = pyogrio.read_info(path, layer=name, force_feature_count=where is None and bbox is None,
+                                      **oo)["features"]
                 total = int(n) if n >= 0 and where is None and bbox is None else None
             except Exception:  # noqa: BLE001 - a count is only for progress
                 total = None
-    kwargs: dict[str, Any] = {"batch_size": batch_size, "use_pyarrow": True, "read_geometry": read_geometry}
+    kwargs: dict[str, Any] = {"batch_size": batch_size, "use_pyarrow": True, "read_geometry": read_geometry, **oo}
     if sql is not None:
-        kwargs["sql"] = check_sql(sql)
+        kwargs["sql"] = check_sql(sql, sql_dialect)
+        if sql_dialect is not None:
+            kwargs["sql_dialect"] = sql_dialect.upper()
     else:
         kwargs["layer"] = name
         if where:
@@ -161,8 +190,11 @@ def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
         if read_columns is not None:
             kwargs["columns"] = read_columns
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore")
+            # An SQL result's column type comes from its first row (SQLite dialect): a later value that does not
+            # fit is clipped with only this warning, so it is kept for the caller to refuse the result.
+            warnings.filterwarnings("always", message=".*overflow occurred.*")
             with pyogrio.raw.open_arrow(path, **kwargs) as (meta, reader):
                 schema, batches = reader.schema, iter(reader)
                 if columns is not None and read_columns != columns:
@@ -170,7 +202,7 @@ def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
                     keep = [f.name for f in schema if f.name in columns or f.name == geometry_column(schema)]
                     schema = pa.schema([schema.field(k) for k in keep], metadata=schema.metadata)
                     batches = (b.select(keep) for b in batches)
-                yield LayerStream(name, meta, schema, batches, total)
+                yield LayerStream(name, meta, schema, batches, total, caught)
     except OGR_ERRORS as e:
         text = str(e)
         if where and ("where" in text.lower() or "attribute filter" in text.lower() or "sql" in text.lower()):
@@ -209,11 +241,13 @@ def with_geometries(batch: pa.RecordBatch, geoms: np.ndarray, *, output_dimensio
 
 
 def write_layer(dst: str, stream_schema: pa.Schema, batches: Iterator[pa.RecordBatch], *, driver: str, layer: str,
-                crs: str | None, geometry_type: str, layer_options: dict[str, Any] | None = None) -> None:
+                crs: str | None, geometry_type: str, layer_options: dict[str, Any] | None = None,
+                append: bool = False) -> None:
     """Write batches into one new layer of `dst` with a single OGR write (works for every driver).
 
     pyogrio reports measured layers without their M ('LineString Z'); when the first batch holds M
     geometries the layer is declared measured, so that M survives where the driver stores it.
+    append: add the features to `layer` of the existing `dst` (created there when it is not one of its layers).
     """
     column = geometry_column(stream_schema)
     batches = iter(batches)
@@ -225,12 +259,13 @@ def write_layer(dst: str, stream_schema: pa.Schema, batches: Iterator[pa.RecordB
     reader = pa.RecordBatchReader.from_batches(stream_schema, batches)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        warnings.filterwarnings("always", message=".*overflow occurred.*")  # (read_layer records these)
         try:
             pyogrio.raw.write_arrow(
                 reader, dst, layer=layer, driver=driver,
                 geometry_name=column,
                 geometry_type=geometry_type if column else None,
-                crs=crs if column else None, layer_options=layer_options or None,
+                crs=crs if column else None, layer_options=layer_options or None, append=append,
             )
         except OGR_ERRORS as e:
             raise GdalMcpError("gdal-error", f"GDAL could not write {driver}: {e}") from None
@@ -270,8 +305,11 @@ def relay(batches: Iterator[pa.RecordBatch], total: int | None, progress: Progre
 
 
 def summarize_vector(path: str, layer: str | None = None) -> VectorSummary:
-    """Feature count, geometry type, CRS and extent of a layer just written."""
-    name = layer or list_layers(path)[0][0]
+    """Feature count, geometry type, CRS and extent of a layer just written (the one summary of every vector
+    engine). Formats that name their one layer after the file (shapefile, CSV …) are summarised whatever
+    layer name was asked for."""
+    names = [n for n, _ in list_layers(path)]
+    name = layer if layer and (layer in names or len(names) != 1) else names[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         info = pyogrio.read_info(path, layer=name, force_feature_count=True, force_total_bounds=True)

@@ -21,17 +21,9 @@ import numpy as np
 
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.vector import geometry
-from gdal_mcp.engine.vector.geometry import (
-    LENIENT_DRIVERS,
-    GeomType,
-    contains_multi,
-    keep_dimension,
-    layer_meta,
-    promotion_note,
-    share,
-    transform_layer,
-)
+from gdal_mcp.engine.vector import layer_map
+from gdal_mcp.engine.vector.geomtypes import GeomType, contains_multi, keep_dimension
+from gdal_mcp.engine.vector.layer_map import LENIENT_DRIVERS, layer_meta, promotion_note, share, transform_layer
 from gdal_mcp.engine.vector.stream import OGR_ERRORS, geometries, relay, vector_driver
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import ValidationReport
@@ -59,7 +51,7 @@ def _batches_with_fids(path: str, layer: str) -> Iterator[tuple[str | None, Any]
     try:
         with pywarnings.catch_warnings():
             pywarnings.simplefilter("ignore")
-            with pyogrio.raw.open_arrow(path, layer=layer, columns=[], return_fids=True, batch_size=geometry.READ_BATCH,
+            with pyogrio.raw.open_arrow(path, layer=layer, columns=[], return_fids=True, batch_size=layer_map.READ_BATCH,
                                         use_pyarrow=True) as (meta, reader):
                 fid = meta.get("fid_column") or None
                 yield fid if fid in reader.schema.names else None, iter(reader)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import warnings as warnings_module
+
 import numpy as np
 import pytest
 import rasterio
@@ -293,3 +297,276 @@ def test_refuses_unknown_names_and_functions() -> None:
     assert "the comparison 'in'" in refused("A in B")
     assert "where(c, x, y)" in refused("A if B else 0")
     assert "the literal True" in refused("where(A > 0, True, B)")
+
+
+# ---------------------------------------------------------------------------------------------- several expressions
+
+GDAL_CALC = shutil.which("gdal_calc.py")
+
+
+def gdal_calc_runs() -> bool:
+    if not GDAL_CALC:
+        return False
+    return subprocess.run([GDAL_CALC, "--help"], capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.skipif(not gdal_calc_runs(), reason="gdal_calc.py (Debian python3-gdal) is not installed here")
+def test_several_expressions_give_one_band_each_like_gdal_calc(tmp_path) -> None:
+    rgb = str(DATA / "raster" / "RGB.byte.tif")
+    expressions = ["(B - A) / (B + A)", "max(A, B, C)", "min(A, B, C, 40) * 2", "A"]
+    summary, warnings = calc({"A": f"{rgb}:1", "B": f"{rgb}:2", "C": f"{rgb}:3"}, expressions,
+                             str(tmp_path / "ours.tif"))
+    assert summary.count == 4 and summary.dtype == "float32" and warnings == []
+    reference = tmp_path / "gdal.tif"
+    f = "A.astype(numpy.float64)"
+    subprocess.run([GDAL_CALC, "--quiet", "-A", rgb, "--A_band=1", "-B", rgb, "--B_band=2", "-C", rgb, "--C_band=3",
+                    f"--calc=(B - {f}) / (B + {f})", "--calc=numpy.maximum(numpy.maximum(A, B), C)",
+                    "--calc=numpy.minimum(numpy.minimum(numpy.minimum(A, B), C), 40) * 2.0", "--calc=A",
+                    "--type=Float32", "--NoDataValue=-9999", f"--outfile={reference}"], check=True)
+    with rasterio.open(rgb) as ds:
+        a, b, _ = ds.read().astype(np.float64)
+        nodata_a = ds.read_masks(1) == 0
+        nodata_ab = nodata_a | (ds.read_masks(2) == 0)
+    with rasterio.open(tmp_path / "ours.tif") as ours, rasterio.open(reference) as theirs:
+        assert ours.count == theirs.count == 4
+        assert ours.descriptions == tuple(expressions)
+        assert ours.transform == theirs.transform and ours.crs == theirs.crs
+        for band in range(1, 5):
+            got, want = ours.read(band), theirs.read(band)
+            # gdal_calc makes a pixel nodata where any input is; its NaN results (0 / 0 in the nodata collar) stay
+            # NaN (it computes nodata * 1 + NaN * 0), ours are nodata.
+            invalid = (want == -9999) | np.isnan(want)
+            assert np.array_equal(got[~invalid], want[~invalid]), band
+            if band in (2, 3):  # they use all three inputs
+                assert np.array_equal(got == -9999, invalid), band
+            else:
+                # Ours masks only the inputs an expression uses: where just C is nodata, A and B still give values.
+                used_nodata = nodata_ab if band == 1 else nodata_a
+                assert np.array_equal(got == -9999, used_nodata), band
+                others = invalid & ~used_nodata
+                assert others.sum() > 100
+                expected = (b - a) / (b + a) if band == 1 else a
+                assert np.array_equal(got[others], expected[others].astype("float32")), band
+        assert (ours.read(1) != -9999).sum() > 300_000
+
+
+def test_min_and_max_of_many_arguments_against_numpy(tmp_path) -> None:
+    rng = np.random.default_rng(3)
+    arrays = [rng.normal(0, 10, (30, 40)).astype("float32") for _ in range(5)]
+    arrays[2][4, 5] = -9999
+    paths = {name: write(tmp_path / f"{name}.tif", a, nodata=-9999 if name == "C" else None)
+             for name, a in zip("ABCDE", arrays, strict=True)}
+    calc(paths, ["min(A, B, C, D, E)", "max(A, B, C, D, E) - max(A, 0, B)"], str(tmp_path / "o.tif"),
+         output_type="Float64")
+    with rasterio.open(tmp_path / "o.tif") as ds:
+        low, high = ds.read(1), ds.read(2)
+    a = [x.astype(np.float64) for x in arrays]
+    expected_low = np.minimum.reduce(a)
+    expected_high = np.maximum.reduce(a) - np.maximum(np.maximum(a[0], 0), a[1])
+    valid = arrays[2] != -9999
+    assert np.array_equal(low[valid], expected_low[valid]) and np.array_equal(high[valid], expected_high[valid])
+    assert low[4, 5] == -9999 and high[4, 5] == -9999  # C's nodata, as for any element-wise function
+
+
+def test_an_error_names_the_expression_it_is_in(landsat, tmp_path) -> None:
+    red_path, nir_path, _, _ = landsat
+    with pytest.raises(GdalMcpError) as e:
+        calc({"A": red_path, "B": nir_path}, ["A + B", "A.real"], str(tmp_path / "x.tif"))
+    assert e.value.message.startswith("expression 2 of 2 ('A.real'): expression refused")
+    for bad in ([], [1], ["A"] * 101):
+        with pytest.raises(GdalMcpError) as e:
+            calc({"A": red_path}, bad, str(tmp_path / "x.tif"))
+        assert "a list of 1 to 100 strings" in e.value.message
+
+
+# ---------------------------------------------------------------------------------------------- stack reductions
+
+@pytest.fixture
+def scenes(tmp_path) -> tuple[list[str], np.ndarray]:
+    """Seven "scenes" on RGB.byte.tif's grid made from its three bands with offsets, each with nodata holes of
+    its own (the file's nodata-0 collar, plus random holes; one Float32 scene uses NaN without declared nodata).
+    Returns the paths and the stack as float64 with NaN where a scene has no valid value."""
+    with rasterio.open(DATA / "raster" / "RGB.byte.tif") as ds:
+        bands = ds.read().astype(np.float64)
+        profile = ds.profile
+    rng = np.random.default_rng(11)
+    paths, layers = [], []
+    for i in range(7):
+        values = bands[i % 3] + 7 * i
+        missing = (bands[i % 3] == 0) | (rng.random(values.shape) < 0.25)
+        path = tmp_path / f"scene{i}.tif"
+        if i == 4:
+            data, nodata, dtype = np.where(missing, np.nan, values).astype("float32"), None, "float32"
+        else:
+            data, nodata, dtype = np.where(missing, 65535, values).astype("uint16"), 65535, "uint16"
+        p = {**profile, "dtype": dtype, "nodata": nodata, "count": 1}
+        with rasterio.open(path, "w", **p) as out:
+            out.write(data, 1)
+        paths.append(str(path))
+        layers.append(np.where(missing, np.nan, values))
+    return paths, np.stack(layers)
+
+
+def test_reductions_of_a_stack_against_numpy(scenes, tmp_path) -> None:
+    paths, stack = scenes
+    expressions = ["median(S)", "mean(S)", "min(S)", "max(S)", "sum(S)", "count(S)", "std(S)"]
+    summary, warnings = calc(paths, expressions, str(tmp_path / "o.tif"), output_type="Float64")
+    assert summary.count == 7
+    count = np.sum(~np.isnan(stack), axis=0)
+    empty = count == 0
+    assert empty.sum() > 1000 and (count == 7).sum() > 1000 and ((count > 0) & (count < 7)).sum() > 1000
+    with np.errstate(all="ignore"), warnings_module.catch_warnings():
+        warnings_module.simplefilter("ignore", RuntimeWarning)  # all-NaN pixels
+        reference = [np.nanmedian(stack, 0), np.nanmean(stack, 0), np.nanmin(stack, 0), np.nanmax(stack, 0),
+                     np.where(empty, np.nan, np.nansum(stack, 0)), count, np.nanstd(stack, 0)]
+    with rasterio.open(tmp_path / "o.tif") as ds:
+        assert ds.descriptions == tuple(expressions) and ds.nodata == -9999
+        for b, (expression, want) in enumerate(zip(expressions, reference, strict=True), start=1):
+            got = ds.read(b)
+            if expression == "count(S)":
+                assert np.array_equal(got, count)  # 0, not nodata, where no scene is valid
+                continue
+            assert (got[empty] == -9999).all(), expression
+            assert np.allclose(got[~empty], want[~empty], rtol=1e-12, atol=1e-9), expression
+    # Each reduction other than count says how many pixels had no valid input at all.
+    assert len(warnings) == 6 and all(f"{int(empty.sum())} pixel(s) have no valid value in any of the 7 inputs"
+                                      in w for w in warnings)
+
+
+def test_reductions_combine_with_other_math(scenes, tmp_path) -> None:
+    paths, stack = scenes
+    _, warnings = calc(paths, "where(count(S) >= 5, (max(S) - min(S)) / mean(S), 0)", str(tmp_path / "o.tif"),
+                       output_type="Float64")
+    assert warnings == []  # the where() gives every pixel a value
+    count = np.sum(~np.isnan(stack), axis=0)
+    with np.errstate(all="ignore"), warnings_module.catch_warnings():
+        warnings_module.simplefilter("ignore", RuntimeWarning)
+        want = np.where(count >= 5, (np.nanmax(stack, 0) - np.nanmin(stack, 0)) / np.nanmean(stack, 0), 0)
+    assert np.allclose(read(tmp_path / "o.tif")[0], want, rtol=1e-12)
+
+
+def test_small_windows_give_the_same_composite_and_bound_the_stack(scenes, tmp_path, monkeypatch) -> None:
+    paths, _ = scenes
+    calc(paths, ["median(S)", "std(S)"], str(tmp_path / "one.tif"))
+    seen: list[int] = []
+    reduce_stack = calc_module.reduce_stack
+
+    def spy(layers, reductions):
+        seen.append(layers.size)
+        return reduce_stack(layers, reductions)
+
+    monkeypatch.setattr(calc_module, "reduce_stack", spy)
+    monkeypatch.setattr(calc_module, "STACK_VALUES", 7 * 5000)
+    calc(paths, ["median(S)", "std(S)"], str(tmp_path / "many.tif"))
+    assert len(seen) > 100 and max(seen) <= 7 * 5000
+    with rasterio.open(tmp_path / "one.tif") as one, rasterio.open(tmp_path / "many.tif") as many:
+        assert np.array_equal(one.read(), many.read())
+
+
+def test_a_thousand_small_scenes(tmp_path) -> None:
+    rng = np.random.default_rng(5)
+    stack = rng.integers(0, 1000, (1000, 6, 9)).astype(np.float64)
+    stack[rng.random(stack.shape) < 0.3] = np.nan
+    stack[:, 0, 0] = np.nan  # no valid scene at all
+    paths = [write(tmp_path / f"s{i:04}.tif", np.nan_to_num(layer, nan=-1).astype("int16"), nodata=-1)
+             for i, layer in enumerate(stack)]
+    calc(paths, ["median(S)", "count(S)"], str(tmp_path / "o.tif"), output_type="Float64")
+    with rasterio.open(tmp_path / "o.tif") as ds, warnings_module.catch_warnings():
+        warnings_module.simplefilter("ignore", RuntimeWarning)
+        median = np.nanmedian(stack, 0)
+        assert np.array_equal(ds.read(1)[1:], median[1:]) and ds.read(1)[0, 0] == -9999
+        assert np.array_equal(ds.read(2), np.sum(~np.isnan(stack), axis=0))
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as m, pytest.raises(GdalMcpError) as e:
+        m.setattr(calc_module, "MAX_STACK_INPUTS", 999)
+        calc(paths, "median(S)", str(tmp_path / "x.tif"))
+    assert e.value.code == "invalid-argument" and "1000 inputs are more than the 999" in e.value.message
+
+
+def test_band_of_every_input_in_a_stack(tmp_path) -> None:
+    rgb = str(DATA / "raster" / "RGB.byte.tif")
+    with rasterio.open(rgb) as ds:
+        b2, b3 = ds.read(2).astype(np.float64), ds.read(3).astype(np.float64)
+    b2[b2 == 0], b3[b3 == 0] = np.nan, np.nan
+    with warnings_module.catch_warnings():
+        warnings_module.simplefilter("ignore", RuntimeWarning)
+        want = np.nanmax(np.stack([b2, b2, b3]), 0)
+    valid = ~np.isnan(want)
+    _, warnings = calc([rgb, rgb, f"{rgb}:3"], "max(S)", str(tmp_path / "o.tif"), band=2)
+    assert np.array_equal(read(tmp_path / "o.tif")[0][valid], want[valid])
+    assert not any("several bands" in w for w in warnings)
+    # Without band= the first band of a multi-band input is read, and the result says so.
+    _, warnings = calc([rgb, f"{rgb}:2"], "count(S)", str(tmp_path / "c.tif"))
+    assert any("1 of the 2 inputs have several bands; band 1 of each was read" in w for w in warnings)
+    with pytest.raises(GdalMcpError) as e:
+        calc([rgb, rgb], "mean(S)", str(tmp_path / "x.tif"), band=4)
+    assert "inputs[0]: band 4 does not exist" in e.value.message
+
+
+def test_a_stack_on_another_grid_is_refused(landsat, tmp_path) -> None:
+    red_path, _, red, _ = landsat
+    shifted = write(tmp_path / "shifted.tif", red, transform=from_origin(300015.0, 4500000.0, 30.0, 30.0))
+    with pytest.raises(GdalMcpError) as e:
+        calc([red_path, red_path, shifted], "median(S)", str(tmp_path / "x.tif"))
+    assert "input inputs[2] is not on the same grid as inputs[0]" in e.value.message
+    assert "raster_reproject" in e.value.message
+
+
+def test_integer_count_of_valid_scenes(scenes, tmp_path) -> None:
+    paths, stack = scenes
+    summary, warnings = calc(paths, "count(S)", str(tmp_path / "n.tif"), output_type="Byte", nodata=255)
+    assert summary.dtype == "uint8" and warnings == []
+    assert np.array_equal(read(tmp_path / "n.tif")[0], np.sum(~np.isnan(stack), axis=0))
+
+
+def stack_refused(expression: str) -> str:
+    with pytest.raises(GdalMcpError) as e:
+        compile_expression(expression, set(), stack=True)
+    assert e.value.code == "invalid-argument"
+    return e.value.message
+
+
+def test_stack_refusals() -> None:
+    assert "S is the stack of all inputs; reduce it per pixel first" in stack_refused("S + 1")
+    assert "S is the stack of all inputs" in stack_refused("where(S > 0, 1, 0)")
+    assert "median() takes the stack S itself, e.g. median(S)" in stack_refused("median(S * 2)")
+    assert "mean() takes the stack S itself" in stack_refused("mean(S, S)")
+    assert "count() takes the stack S itself" in stack_refused("count(1)")
+    assert "unknown name 'A'; with a list of inputs the only name is S" in stack_refused("median(S) - A")
+    assert "attribute access ('.median')" in stack_refused("np.median(S)")
+    assert "attribute access ('.sum')" in stack_refused("S.sum()")
+    assert "subscripts" in stack_refused("S[0]")
+    assert "comprehensions" in stack_refused("sum(x for x in S)")
+    assert "keyword arguments (axis= in median())" in stack_refused("median(S, axis=0)")
+    assert "the function 'nanmedian'" in stack_refused("nanmedian(S)")
+    assert "the dunder name '__import__'" in stack_refused("__import__('numpy').median(S)")
+    assert "'median' is a function; call it, e.g. median(S)" in stack_refused("median + 1")
+    assert "min() takes 2 or more arguments" in stack_refused("min()")
+    compiled = compile_expression("median(S) - min(S) + max(count(S), 3)", set(), stack=True)
+    assert compiled.names == ["S"] and compiled.reductions == ["median", "min", "count"]
+
+
+def test_reductions_need_a_list_of_inputs() -> None:
+    assert "median() of one argument reduces the stack S of a list of inputs" in refused("median(A)")
+    assert "(with named inputs write e.g. (A + B + C) / 3)" in refused("mean(A)")
+    assert "min(A, B, C) works element-wise" in refused("min(A)")
+    assert "min() takes 2 or more arguments" in refused("min()")
+    # With named inputs, "S" is just a name; it is never a stack.
+    assert "reduces the stack S of a list of inputs" in refused("median(S)")
+    with pytest.raises(GdalMcpError) as e:
+        compile_expression("median(S)", {"S"})
+    assert "of a list of inputs" in e.value.message
+
+
+def test_a_stack_expression_must_reduce_the_stack(scenes, tmp_path) -> None:
+    paths, _ = scenes
+    with pytest.raises(GdalMcpError) as e:
+        calc(paths, "1 + 2", str(tmp_path / "x.tif"))
+    assert "uses no reduction of the stack S" in e.value.message
+    with pytest.raises(GdalMcpError) as e:
+        calc(paths, ["median(S)", "nan"], str(tmp_path / "x.tif"))
+    assert e.value.message.startswith("expression 2 of 2 ('nan'): the expression uses no reduction")
+    for name in ("mean", "median", "count"):
+        with pytest.raises(GdalMcpError) as e:
+            calc({name: paths[0]}, f"{name} + 1", str(tmp_path / "x.tif"))
+        assert "taken by a function" in e.value.message

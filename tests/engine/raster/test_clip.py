@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import subprocess
@@ -312,3 +313,105 @@ def test_slope_zones_match_the_rasterstats_reference(tmp_path) -> None:
         results.append((values.count(), float(values.mean())))
     assert [n for n, _ in results] == [75, 50]
     assert results[0][1] == pytest.approx(14.66, abs=0.005) and results[1][1] == pytest.approx(56.6058, abs=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------- integer, no nodata
+
+TRIANGLE = {"type": "Polygon", "coordinates": [[[0, 0], [20.2, 0], [0, 20.2], [0, 0]]]}
+
+
+def classes(tmp_path, dtype: str = "uint8", values=None) -> str:
+    """A 20x20 class raster without nodata whose classes 0..3 (or `values`) occur inside TRIANGLE."""
+    src = tmp_path / f"classes_{dtype}.tif"
+    data = (np.arange(400).reshape(20, 20) % 4).astype(dtype) if values is None else values.astype(dtype)
+    with rasterio.open(src, "w", driver="GTiff", width=20, height=20, count=1, dtype=dtype, crs="EPSG:32618",
+                       transform=rasterio.transform.from_origin(0, 20, 1, 1)) as ds:
+        ds.write(data, 1)
+    return str(src)
+
+
+def triangle_inside() -> np.ndarray:
+    """Pixels whose centre is inside TRIANGLE (the rule of rasterio.mask and gdalwarp -cutline)."""
+    return ~geometry_mask([shapely.geometry.shape(TRIANGLE)], out_shape=(20, 20),
+                          transform=rasterio.transform.from_origin(0, 20, 1, 1))
+
+
+@pytest.mark.parametrize("fmt", [None, "COG"])
+def test_integer_without_nodata_keeps_real_zeros_behind_a_mask(tmp_path, fmt) -> None:
+    """Issue: clipping a Byte raster without nodata declared 0 nodata, so class-0 pixels inside vanished."""
+    src = classes(tmp_path)
+    summary, warnings = clip(src, str(tmp_path / "o.tif"), geometry=TRIANGLE, geometry_crs="EPSG:32618", format=fmt)
+    inside = triangle_inside()
+    with rasterio.open(src) as ds:
+        source = ds.read(1)
+    with rasterio.open(tmp_path / "o.tif") as ds:
+        assert ds.nodata is None and summary.nodata is None
+        assert ds.mask_flag_enums[0] == [rasterio.enums.MaskFlags.per_dataset]
+        masked, valid = ds.read(1, masked=True), ds.dataset_mask()
+        if fmt == "COG":
+            assert cog_check(ds) == ([], [])
+        assert ds.files == [str(tmp_path / "o.tif")]  # an internal mask: no .msk sidecar
+    assert np.array_equal(valid == 255, inside) and np.array_equal(~masked.mask, inside)
+    # Every kept pixel keeps its class, zeros included (60 of them inside the triangle).
+    assert np.array_equal(masked.compressed(), source[inside]) and (masked.compressed() == 0).sum() == (
+        source[inside] == 0).sum() > 50
+    assert any("mask band" in w for w in warnings)
+
+
+def test_integer_mask_matches_gdalwarp_dstalpha(tmp_path) -> None:
+    gdalwarp = shutil.which("gdalwarp")
+    if gdalwarp is None:
+        pytest.skip("gdalwarp not on PATH (install Debian gdal-bin)")
+    src = classes(tmp_path)
+    cut = tmp_path / "tri.geojson"
+    cut.write_text(json.dumps({"type": "FeatureCollection",
+                               "crs": {"type": "name", "properties": {"name": "EPSG:32618"}},
+                               "features": [{"type": "Feature", "properties": {}, "geometry": TRIANGLE}]}))
+    subprocess.run([gdalwarp, "-q", "-cutline", str(cut), "-dstalpha", src, str(tmp_path / "ref.tif")], check=True,
+                   capture_output=True, timeout=60)
+    clip(src, str(tmp_path / "ours.tif"), mask=str(cut), crop=False)
+    with rasterio.open(tmp_path / "ref.tif") as ref, rasterio.open(tmp_path / "ours.tif") as ours:
+        alpha, theirs = ref.read(2), ref.read(1)
+        valid, data = ours.dataset_mask(), ours.read(1)
+        assert ref.transform == ours.transform
+    assert np.array_equal(valid, alpha) and alpha.min() == 0 and alpha.max() == 255
+    assert np.array_equal(data[valid == 255], theirs[alpha == 255]) and (data[valid == 255] == 0).any()
+
+
+@pytest.mark.parametrize(("dtype", "used", "expected"), [
+    ("uint8", [255], 254),
+    ("uint8", [], 255),
+    ("int16", [-32768, -32767], -32766),
+    ("uint32", [4294967295], 4294967294),
+])
+def test_formats_without_masks_get_an_unused_value(tmp_path, dtype, used, expected) -> None:
+    values = np.arange(400).reshape(20, 20) % 4
+    inside = triangle_inside()
+    rows, cols = np.nonzero(inside)
+    for k, v in enumerate(used):
+        values[rows[k], cols[k]] = v
+    values[~inside & (np.arange(400).reshape(20, 20) % 7 == 0)] = expected  # only outside: not a kept value
+    src = classes(tmp_path, dtype, values)
+    fmt = "PNG" if dtype in ("uint8",) else "netCDF"
+    out = tmp_path / ("o.png" if fmt == "PNG" else "o.nc")
+    summary, warnings = clip(src, str(out), geometry=TRIANGLE, geometry_crs="EPSG:32618", format=fmt)
+    with rasterio.open(out) as ds:
+        data = ds.read(1)
+        assert ds.nodata == expected
+    assert any(f"set to {expected}, declared nodata" in w for w in warnings)
+    assert (data[~inside] == expected).all() and not (data[inside] == expected).any()
+    assert np.array_equal(data[inside], values[inside].astype(dtype))
+
+
+def test_every_value_used_and_no_mask_format_is_refused(tmp_path) -> None:
+    # Rows 0-15 (320 pixels) are kept and hold all 256 byte values; rows 16-19 are outside.
+    src = classes(tmp_path, "uint8", np.arange(400).reshape(20, 20) % 256)
+    top = {"type": "Polygon", "coordinates": [[[0, 4], [20, 4], [20, 20], [0, 20], [0, 4]]]}
+    with pytest.raises(GdalMcpError) as e:
+        clip(src, str(tmp_path / "o.png"), geometry=top, geometry_crs="EPSG:32618", crop=False)
+    assert e.value.code == "invalid-argument" and "every uint8 value" in e.value.message
+    assert "write GTiff or COG" in e.value.message and not (tmp_path / "o.png").exists()
+    # GTiff takes a mask band instead.
+    clip(src, str(tmp_path / "o.tif"), geometry=top, geometry_crs="EPSG:32618", crop=False)
+    with rasterio.open(tmp_path / "o.tif") as ds:
+        assert ds.read(1, masked=True).count() == 320 and ds.nodata is None

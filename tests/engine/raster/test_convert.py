@@ -121,12 +121,67 @@ def test_netcdf_subdataset_and_vsizip_inputs(tmp_path) -> None:
 
 
 def test_cog_overview_resampling(tmp_path) -> None:
-    convert(RGB, str(tmp_path / "n.tif"), format="COG", resampling="nearest")
-    convert(RGB, str(tmp_path / "a.tif"), format="COG", resampling="average")
+    convert(RGB, str(tmp_path / "n.tif"), format="COG", overview_resampling="nearest")
+    convert(RGB, str(tmp_path / "a.tif"), format="COG", overview_resampling="average")
     with rasterio.open(tmp_path / "n.tif") as n, rasterio.open(tmp_path / "a.tif") as a, rasterio.open(RGB) as src:
         full = src.read(1)
         nearest = n.read(1, out_shape=(n.height // 2, n.width // 2))  # served from the overview
         assert set(np.unique(nearest)) <= set(np.unique(full))
         assert not np.array_equal(nearest, a.read(1, out_shape=(a.height // 2, a.width // 2)))
-    _, warnings = convert(RGB, str(tmp_path / "g.tif"), resampling="average")
+    _, warnings = convert(RGB, str(tmp_path / "g.tif"), overview_resampling="average")
     assert any("COG overviews only" in w for w in warnings)
+
+
+def test_gcps_are_kept_as_gdal_translate_keeps_them(tmp_path) -> None:
+    from tests.engine.raster.gcp_rasters import gcp_copy
+
+    src = gcp_copy(tmp_path / "g.tif")
+    convert(str(src), str(tmp_path / "ours.tif"), bands=[1], output_type="UInt16")
+    convert(str(src), str(tmp_path / "half.tif"), size=[396, 359], resampling="average")
+    gdal_cli("gdal_translate", "-b", "1", "-ot", "UInt16", str(src), str(tmp_path / "cli.tif"))
+    gdal_cli("gdal_translate", "-outsize", "396", "359", "-r", "average", str(src), str(tmp_path / "cli_half.tif"))
+    for ours, cli in (("ours.tif", "cli.tif"), ("half.tif", "cli_half.tif")):
+        with rasterio.open(tmp_path / ours) as a, rasterio.open(tmp_path / cli) as b:
+            (ga, ca), (gb, cb) = a.gcps, b.gcps
+            assert len(ga) == len(gb) == 36 and ca == cb
+            for p, q in zip(ga, gb, strict=True):
+                assert (p.row, p.col, p.x, p.y) == pytest.approx((q.row, q.col, q.x, q.y), abs=1e-6)
+            assert (a.read() == b.read()).all()
+
+
+def test_rpcs_are_kept_and_shifted_by_a_subset(tmp_path) -> None:
+    from tests.engine.raster.gcp_rasters import rpc_raster
+
+    src = rpc_raster(tmp_path / "r.tif")
+    convert(str(src), str(tmp_path / "ours.tif"), size=[100, 75], resampling="bilinear")
+    gdal_cli("gdal_translate", "-outsize", "100", "75", "-r", "bilinear", str(src), str(tmp_path / "cli.tif"))
+    with rasterio.open(tmp_path / "ours.tif") as a, rasterio.open(tmp_path / "cli.tif") as b:
+        ra, rb = a.tags(ns="RPC"), b.tags(ns="RPC")
+        for key in ("LINE_OFF", "SAMP_OFF", "LINE_SCALE", "SAMP_SCALE", "LAT_OFF", "LONG_OFF"):
+            assert float(ra[key]) == pytest.approx(float(rb[key])), key
+
+
+@pytest.mark.parametrize(("kwargs", "cli"), [
+    ({"resolution": 900}, ["-tr", "900", "900"]),
+    ({"resolution": [450, 600], "resampling": "bilinear"}, ["-tr", "450", "600", "-r", "bilinear"]),
+    ({"size": [200, 150], "resampling": "cubic"}, ["-outsize", "200", "150", "-r", "cubic"]),
+    ({"size": [1582, 1436], "resampling": "nearest"}, ["-outsize", "1582", "1436"]),
+    ({"resolution": 600, "resampling": "average", "projwin": (175000.0, 2700000.0, 250000.0, 2750000.0)},
+     ["-tr", "600", "600", "-r", "average", "-projwin", "175000", "2750000", "250000", "2700000"]),
+])
+def test_resample_without_reprojecting_matches_gdal_translate(tmp_path, kwargs, cli) -> None:
+    s, _ = convert(RGB, str(tmp_path / "ours.tif"), **kwargs)
+    gdal_cli("gdal_translate", *cli, RGB, str(tmp_path / "cli.tif"))
+    with rasterio.open(tmp_path / "ours.tif") as a, rasterio.open(tmp_path / "cli.tif") as b:
+        assert (a.width, a.height) == (b.width, b.height)
+        assert a.transform.almost_equals(b.transform, precision=1e-6)
+        diff = np.abs(a.read().astype(int) - b.read().astype(int))
+        assert (diff <= 1).mean() > 0.999, f"{(diff > 1).sum()} pixels differ by more than 1"
+
+
+@pytest.mark.parametrize("kwargs", [{"resolution": 200000}, {"size": [1, 500]}, {"resolution": 0.5}])
+def test_grid_guard_names_the_units(tmp_path, kwargs) -> None:
+    with pytest.raises(GdalMcpError) as e:
+        convert(RGB, str(tmp_path / "x.tif"), max_pixels=10**6, **kwargs)
+    assert e.value.code == "invalid-argument"
+    assert "metres" in e.value.message or "2x2" in e.value.message

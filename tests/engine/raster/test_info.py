@@ -120,3 +120,23 @@ def test_bad_inputs_have_clear_codes(tmp_path) -> None:
 def test_corrupt_file_metadata_still_reads() -> None:
     info = raster_info(str(DATA / "bad" / "corrupt.tif"))
     assert (info.width, info.height, info.count, info.crs.epsg) == (1024, 1024, 3, 3857)
+
+
+def test_gcps_and_rpcs_are_reported_as_gdalinfo_shows_them(tmp_path) -> None:
+    import shutil
+    import subprocess
+
+    from tests.engine.raster.gcp_rasters import gcp_copy, rpc_raster
+
+    g = raster_info(str(gcp_copy(tmp_path / "g.tif", n=5)))
+    r = raster_info(str(rpc_raster(tmp_path / "r.tif")))
+    assert g.gcps is not None and (g.gcps.count, g.gcps.crs, g.rpc) == (25, "EPSG:32618", False)
+    assert r.gcps is None and r.rpc is True
+    assert not any("no CRS" in w for w in g.warnings + r.warnings)
+    assert raster_info(str(R / "RGB.byte.tif")).gcps is None
+    if shutil.which("gdalinfo") is None:
+        pytest.skip("gdalinfo not on PATH: the GDAL CLI is an optional reference (apt-get install gdal-bin)")
+    out = subprocess.run(["gdalinfo", str(tmp_path / "g.tif")], capture_output=True, text=True, check=True).stdout
+    assert out.count("GCP[") == g.gcps.count
+    out = subprocess.run(["gdalinfo", str(tmp_path / "r.tif")], capture_output=True, text=True, check=True).stdout
+    assert "RPC Metadata" in out

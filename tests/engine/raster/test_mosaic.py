@@ -82,3 +82,99 @@ def test_matches_gdalbuildvrt_plus_translate(tmp_path) -> None:
     gdal_cli("gdal_translate", str(tmp_path / "cli.vrt"), str(tmp_path / "cli.tif"))
     with rasterio.open(tmp_path / "ours.tif") as a, rasterio.open(tmp_path / "cli.tif") as b:
         assert a.transform == b.transform and (a.read() == b.read()).all()
+
+
+# ---------------------------------------------------------------------------------------------- resolution, nodata, bbox
+
+def coarse_copy(tmp_path, factor: int = 10) -> str:
+    """rgb2.tif resampled to `factor` times coarser pixels (same extent), nearest."""
+    from rasterio.enums import Resampling
+
+    out = tmp_path / "coarse.tif"
+    with rasterio.open(TILES[1]) as src:
+        h, w = src.height // factor, src.width // factor
+        data = src.read(out_shape=(src.count, h, w), resampling=Resampling.nearest)
+        transform = src.transform * src.transform.scale(src.width / w, src.height / h)
+        profile = {**src.profile, "width": w, "height": h, "transform": transform}
+    with rasterio.open(out, "w", **profile) as dst:
+        dst.write(data)
+    return str(out)
+
+
+def test_default_is_gdalbuildvrts_average_and_says_so(tmp_path) -> None:
+    """Issue: the default was the highest resolution, silently upsampling a coarse input ten-fold."""
+    coarse = coarse_copy(tmp_path)
+    s, warnings = mosaic([TILES[0], coarse], str(tmp_path / "ours.tif"))
+    with rasterio.open(TILES[0]) as a, rasterio.open(coarse) as b:
+        fine, rough = a.res, b.res
+    # Reference 1: the arithmetic mean of the two pixel sizes (gdalbuildvrt's AVERAGE_RESOLUTION).
+    assert s.resolution == pytest.approx(((fine[0] + rough[0]) / 2, (fine[1] + rough[1]) / 2), rel=1e-12)
+    assert any("different resolutions" in w and f"{fine[0]:.6g}" in w and f"{rough[0]:.6g}" in w and "average" in w
+               for w in warnings), warnings
+    # Reference 2: gdalbuildvrt (default -resolution average) + gdal_translate.
+    gdal_cli("gdalbuildvrt", str(tmp_path / "cli.vrt"), TILES[0], coarse)
+    gdal_cli("gdal_translate", str(tmp_path / "cli.vrt"), str(tmp_path / "cli.tif"))
+    with rasterio.open(tmp_path / "ours.tif") as ours, rasterio.open(tmp_path / "cli.tif") as cli:
+        assert ours.transform.almost_equals(cli.transform, precision=1e-9) and ours.shape == cli.shape
+        assert np.array_equal(ours.read(), cli.read())
+    # Same resolutions: no warning.
+    assert mosaic(TILES, str(tmp_path / "same.tif"))[1] == []
+
+
+def _without_nodata(src: str, dst) -> str:
+    with rasterio.open(src) as ds:
+        profile = {**ds.profile, "nodata": None}
+        data = ds.read()
+    with rasterio.open(dst, "w", **profile) as out:
+        out.write(data)
+    return str(dst)
+
+
+def test_src_nodata_lets_black_collars_show_what_is_beneath(tmp_path) -> None:
+    stripped = _without_nodata(str(R / "RGB.byte.tif"), tmp_path / "stripped.tif")
+    with rasterio.open(stripped) as ds:
+        profile, image = ds.profile, ds.read()
+    under = tmp_path / "under.tif"
+    with rasterio.open(under, "w", **profile) as out:
+        out.write(np.full_like(image, 7))
+    s, _ = mosaic([str(under), stripped], str(tmp_path / "ours.tif"), src_nodata=0)
+    with rasterio.open(tmp_path / "ours.tif") as ds:
+        ours, nodata = ds.read(), ds.nodata
+    # Reference 1: numpy, band by band: zeros of the top input let the 7s through.
+    assert np.array_equal(ours, np.where(image == 0, 7, image)) and (image == 0).sum() > 100000
+    # Without src_nodata the collars cover the 7s.
+    mosaic([str(under), stripped], str(tmp_path / "plain.tif"))
+    with rasterio.open(tmp_path / "plain.tif") as ds:
+        assert np.array_equal(ds.read(), image)
+    # Reference 2: gdalbuildvrt -srcnodata 0 + gdal_translate (and its nodata: -vrtnodata defaults to it).
+    gdal_cli("gdalbuildvrt", "-srcnodata", "0", str(tmp_path / "cli.vrt"), str(under), stripped)
+    gdal_cli("gdal_translate", str(tmp_path / "cli.vrt"), str(tmp_path / "cli.tif"))
+    with rasterio.open(tmp_path / "cli.tif") as cli:
+        assert np.array_equal(ours, cli.read()) and nodata == cli.nodata == 0 == s.nodata
+    with pytest.raises(GdalMcpError) as e:
+        mosaic(TILES, str(tmp_path / "x.tif"), src_nodata=-1)
+    assert e.value.code == "invalid-argument" and "src_nodata -1" in e.value.message
+
+
+def test_bbox_sets_the_output_extent_like_te(tmp_path) -> None:
+    te = (150000.0, 2600000.0, 230000.0, 2700000.0)  # over tiles 1-4 in EPSG:32618, partly in each
+    s, _ = mosaic(TILES, str(tmp_path / "ours.tif"), bbox=te)
+    gdal_cli("gdalbuildvrt", "-te", *map(str, te), str(tmp_path / "cli.vrt"), *TILES)
+    gdal_cli("gdal_translate", str(tmp_path / "cli.vrt"), str(tmp_path / "cli.tif"))
+    with rasterio.open(tmp_path / "ours.tif") as ours, rasterio.open(tmp_path / "cli.tif") as cli:
+        assert ours.transform.almost_equals(cli.transform, precision=1e-9) and ours.shape == cli.shape
+        assert np.array_equal(ours.read(), cli.read())
+    assert (s.bounds.left, s.bounds.top) == (te[0], te[3])
+    # The same bbox given in lon/lat is transformed to the output CRS (pyproj as reference).
+    from pyproj import Transformer
+
+    ll = Transformer.from_crs("EPSG:32618", "EPSG:4326", always_xy=True).transform_bounds(*te)
+    back = Transformer.from_crs("EPSG:4326", "EPSG:32618", always_xy=True).transform_bounds(*ll)
+    s2, _ = mosaic(TILES, str(tmp_path / "ll.tif"), bbox=ll, bbox_crs="EPSG:4326")
+    assert s2.bounds.left == pytest.approx(back[0], abs=1e-6) and s2.bounds.top == pytest.approx(back[3], abs=1e-6)
+    with pytest.raises(GdalMcpError) as e:
+        mosaic(TILES, str(tmp_path / "x.tif"), bbox=(0, 0, 10, 10))
+    assert e.value.code == "invalid-argument" and "overlaps none of the inputs" in e.value.message
+    with pytest.raises(GdalMcpError) as e:
+        mosaic(TILES, str(tmp_path / "x.tif"), bbox_crs="EPSG:4326")
+    assert e.value.code == "invalid-argument" and "without bbox" in e.value.message

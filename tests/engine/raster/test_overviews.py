@@ -12,6 +12,7 @@ from rasterio.windows import Window
 
 from gdal_mcp.engine.raster.overviews import auto_levels, overviews
 from gdal_mcp.errors import GdalMcpError
+from tests.cli_reference import gdal_cli
 from tests.conftest import DATA
 
 
@@ -35,10 +36,11 @@ def test_auto_levels_follow_gdaladdo() -> None:
     assert auto_levels(1025, 1) == [2, 4, 8]
 
 
-def test_list_is_read_only(rgb) -> None:
+def test_list_is_gone_the_function_always_writes(rgb) -> None:
     before = open(rgb, "rb").read()
-    result = overviews(rgb)
-    assert (result.action, result.levels, result.resampling) == ("list", [], None)
+    with pytest.raises(GdalMcpError) as e:
+        overviews(rgb, "list")  # type: ignore[arg-type]
+    assert e.value.code == "invalid-argument" and "raster_info" in e.value.message
     assert open(rgb, "rb").read() == before
 
 
@@ -48,7 +50,6 @@ def test_add_auto_levels(rgb) -> None:
     assert result.resampling == "nearest" and result.warnings == []
     with rasterio.open(rgb) as ds:
         assert [f for f in ds.files if f.endswith(".ovr")] == []  # internal
-    assert overviews(rgb, "list").levels == [2, 4]
 
 
 def test_add_explicit_levels_after_auto_with_another_method(rgb) -> None:
@@ -122,8 +123,62 @@ def test_a_cog_is_refused_not_broken(tmp_path, action) -> None:
     path = tmp_path / "c.tif"
     rasterio.shutil.copy(DATA / "raster" / "RGB.byte.tif", path, driver="COG")
     before = path.read_bytes()
-    assert overviews(str(path)).levels == [2]  # the COG driver stops below 512 pixels
+    assert factors(str(path)) == [2]  # the COG driver stops below 512 pixels
     with pytest.raises(GdalMcpError) as e:
         overviews(str(path), action, levels=[8])
     assert e.value.code == "unsupported" and "format=COG" in e.value.message
     assert path.read_bytes() == before
+
+
+# ---------------------------------------------------------------------------------------------- external (-ro)
+
+def _external(src: str, tmp_path, **kwargs):
+    """overviews_external as the tool runs it: into a scratch dir, then the .ovr moved beside the raster."""
+    import os
+
+    from gdal_mcp.engine.raster.overviews import overviews_external
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(exist_ok=True)
+    name = os.path.basename(src)
+    result, warnings = overviews_external(src, str(scratch / f"{name}.ovr"), **kwargs)
+    assert sorted(p.name for p in scratch.iterdir()) == [f"{name}.ovr"], "only the .ovr may be left to move"
+    os.replace(scratch / f"{name}.ovr", src + ".ovr")
+    return result, warnings
+
+
+@pytest.mark.parametrize("resampling", ["nearest", "average"])
+def test_external_matches_gdaladdo_ro_and_leaves_the_file_alone(tmp_path, rgb, resampling) -> None:
+    ref = tmp_path / "ref" / "RGB.byte.tif"
+    ref.parent.mkdir()
+    shutil.copy(rgb, ref)
+    before = open(rgb, "rb").read()
+    result, warnings = _external(rgb, tmp_path, levels=[2, 4, 8], resampling=resampling)
+    assert open(rgb, "rb").read() == before, "the raster itself must not be rewritten"
+    assert result.levels == [2, 4, 8] == factors(rgb) and any("RGB.byte.tif.ovr" in w for w in warnings)
+    with rasterio.open(rgb) as ds:
+        assert rgb + ".ovr" in ds.files
+    gdal_cli("gdaladdo", "-ro", "-r", resampling, str(ref), "2", "4", "8")
+    assert factors(str(ref)) == [2, 4, 8]
+    for level in range(3):
+        with rasterio.open(rgb, overview_level=level) as ours, rasterio.open(ref, overview_level=level) as cli:
+            assert (ours.width, ours.height) == (cli.width, cli.height)
+            assert np.array_equal(ours.read(), cli.read()), f"overview {level} differs from gdaladdo -ro"
+
+
+def test_external_adds_to_an_existing_ovr_and_works_on_a_cog(tmp_path) -> None:
+    path = tmp_path / "c.tif"
+    rasterio.shutil.copy(DATA / "raster" / "RGB.byte.tif", path, driver="COG")
+    # A COG has internal overviews: external ones cannot be added beside them.
+    with pytest.raises(GdalMcpError) as e:
+        _external(str(path), tmp_path)
+    assert e.value.code == "invalid-argument" and "internal overviews [2]" in e.value.message
+    assert not (tmp_path / "c.tif.ovr").exists()
+    plain = tmp_path / "p.tif"
+    shutil.copy(DATA / "raster" / "RGB.byte.tif", plain)
+    _external(str(plain), tmp_path, levels=[2])
+    result, _ = _external(str(plain), tmp_path, levels=[4, 8])
+    assert result.levels == [2, 4, 8] == factors(str(plain))
+    with pytest.raises(GdalMcpError) as e:
+        _external(str(plain), tmp_path, levels=[1])
+    assert e.value.code == "invalid-argument"

@@ -101,7 +101,7 @@ def test_points_in_wgs84_match_rasterio_sample() -> None:
     ({"points": [(1, float("nan"))]}, "not finite"),
     ({"points": [(0, 0)] * 10001}, "at most 10000"),
     ({"points": [(0, 0)], "bands": [9]}, "3 band(s)"),
-    ({"points": [(0, 0)], "points_crs": "nonsense"}, "not a CRS"),
+    ({"points": [(0, 0)], "points_crs": "nonsense"}, "neither a CRS code"),
 ])
 def test_invalid_arguments(kwargs: dict, needle: str) -> None:
     with pytest.raises(GdalMcpError) as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import subprocess
 
@@ -94,7 +95,10 @@ def bumpy(shape=(97, 131), seed=1) -> np.ndarray:
 def gdaldem(mode: str, src: str, dst: str, *args: str) -> None:
     if shutil.which("gdaldem") is None:
         pytest.skip("gdaldem not on PATH: the GDAL CLI is an optional reference (apt-get install gdal-bin)")
-    subprocess.run(["gdaldem", mode, src, dst, "-q", *args], check=True, capture_output=True, timeout=120)
+    # PAM off: gdaldem computes statistics for percentage colour entries and would leave a .aux.xml beside the
+    # (shipped, read-only) input.
+    env = {**os.environ, "GDAL_PAM_ENABLED": "NO"}
+    subprocess.run(["gdaldem", mode, src, dst, "-q", *args], check=True, capture_output=True, timeout=120, env=env)
 
 
 def angle_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -441,3 +445,256 @@ def test_matches_gdaldem_on_srtm_with_the_geographic_scale(tmp_path, product) ->
     valid = ours != nodata
     assert valid.sum() > 700
     assert np.abs(ours[valid].astype(float) - cli[valid].astype(float)).max() <= 1e-3
+
+
+# ---------------------------------------------------------------------------------------------- gdaldem options
+
+JACKSBORO = str(DATA / "raster" / "jacksboro_dem.tif")  # Int16 SRTM DEM, EPSG:4326, no nodata
+TOPOBATHY = str(DATA / "raster" / "topobathy.tif")  # Float32 topography and bathymetry, EPSG:4326, no nodata
+GEOGRAPHIC = ["-s", "111120"]  # what terrain() applies by itself to a lon/lat DEM
+HILLSHADE_FLAG = {"standard": [], "combined": ["-combined"], "multidirectional": ["-multidirectional"],
+                  "igor": ["-igor"]}
+
+
+def read_all(path) -> np.ndarray:
+    with rasterio.open(path) as ds:
+        return ds.read()
+
+
+@pytest.mark.parametrize("algorithm", ["Horn", "ZevenbergenThorne"])
+@pytest.mark.parametrize("mode", ["standard", "combined", "multidirectional", "igor"])
+def test_hillshade_modes_are_pixel_identical_to_gdaldem(tmp_path, mode, algorithm) -> None:
+    """Byte output on a real Int16 DEM: every pixel as gdaldem writes it, edges included."""
+    alg = ["-alg", algorithm] if algorithm != "Horn" else []
+    # gdaldem refuses -az with -multidirectional (fixed lights) and -alt with -igor (no elevation of the light).
+    light = {"azimuth": 300.0, "altitude": 35.0, "z_factor": 2.0}
+    if mode == "multidirectional":
+        del light["azimuth"]
+    if mode == "igor":
+        del light["altitude"]
+    flag = {"azimuth": "-az", "altitude": "-alt", "z_factor": "-z"}
+    cli_light = [arg for name, value in light.items() for arg in (flag[name], f"{value:g}")]
+    gdaldem("hillshade", JACKSBORO, str(tmp_path / "cli.tif"), *GEOGRAPHIC, *alg, *HILLSHADE_FLAG[mode], *cli_light,
+            "-compute_edges")
+    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="hillshade", hillshade_mode=mode, algorithm=algorithm,
+            compute_edges=True, **light)
+    ours, cli = read_all(tmp_path / "ours.tif"), read_all(tmp_path / "cli.tif")
+    assert ours.dtype == cli.dtype == np.uint8
+    assert np.array_equal(ours, cli), f"{(ours != cli).sum()} pixels differ"
+    assert len(np.unique(ours)) > 50  # real relief, not a flat image
+
+
+@pytest.mark.parametrize("algorithm", ["Horn", "ZevenbergenThorne"])
+@pytest.mark.parametrize(("product", "kwargs", "flags"), [
+    ("slope", {}, []),
+    ("slope", {"slope_units": "percent"}, ["-p"]),
+    ("aspect", {}, []),
+    ("aspect", {"trigonometric": True}, ["-trigonometric"]),
+])
+def test_slope_and_aspect_options_match_gdaldem(tmp_path, product, kwargs, flags, algorithm) -> None:
+    alg = ["-alg", algorithm] if algorithm != "Horn" else []
+    scale = GEOGRAPHIC if product == "slope" else []
+    gdaldem(product, JACKSBORO, str(tmp_path / "cli.tif"), *scale, *alg, *flags)
+    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product=product, algorithm=algorithm, **kwargs)
+    ours, nodata = read(tmp_path / "ours.tif")
+    cli, cli_nodata = read(tmp_path / "cli.tif")
+    assert nodata == cli_nodata == -9999
+    assert np.array_equal(ours == nodata, cli == nodata)
+    valid = ours != nodata
+    assert valid.sum() > 100000
+    diff = ours[valid].astype(float) - cli[valid].astype(float)
+    if product == "aspect":
+        diff = angle_difference(ours[valid].astype(float), cli[valid].astype(float))
+    assert np.abs(diff).max() <= 1e-4
+
+
+def test_zevenbergen_thorne_uses_only_the_four_edge_neighbours(plane, tmp_path) -> None:
+    """On a plane both gradients are exact; a spike on a diagonal neighbour changes Horn but not ZT."""
+    with rasterio.open(plane) as ds:
+        z, profile = ds.read(1), ds.profile
+    z[10, 10] += 50
+    profile.update(nodata=None)
+    spiked = tmp_path / "spiked.tif"
+    with rasterio.open(spiked, "w", **profile) as ds:
+        ds.write(z, 1)
+    terrain(str(spiked), str(tmp_path / "zt.tif"), product="slope", algorithm="ZevenbergenThorne")
+    terrain(str(spiked), str(tmp_path / "horn.tif"), product="slope")
+    zt, horn_slope = read(tmp_path / "zt.tif")[0], read(tmp_path / "horn.tif")[0]
+    expected = math.degrees(math.atan(0.5))
+    assert zt[11, 11] == pytest.approx(expected, abs=1e-4)  # (10, 10) is its diagonal neighbour
+    assert horn_slope[11, 11] != pytest.approx(expected, abs=1e-2)
+    assert zt[10, 11] != pytest.approx(expected, abs=1e-2)  # an edge neighbour counts
+
+
+def test_zero_for_flat_gives_flat_pixels_zero_and_keeps_nodata(tmp_path) -> None:
+    """gdaldem -zero_for_flat writes 0 on flat pixels -- and also on its edges, with no nodata declared; we keep
+    the edges nodata and agree everywhere else."""
+    gdaldem("aspect", JACKSBORO, str(tmp_path / "cli.tif"), "-zero_for_flat")
+    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="aspect", zero_for_flat=True)
+    terrain(JACKSBORO, str(tmp_path / "plain.tif"), product="aspect")
+    ours, nodata = read(tmp_path / "ours.tif")
+    cli, cli_nodata = read(tmp_path / "cli.tif")
+    plain, _ = read(tmp_path / "plain.tif")
+    assert cli_nodata is None and nodata == -9999
+    assert (ours[0] == nodata).all() and (cli[0] == 0).all()
+    flat = (plain == nodata) & (ours != nodata)
+    assert flat.sum() > 100 and (ours[flat] == 0).all()  # the SRTM DEM has flat valley floors
+    valid = ours != nodata
+    assert angle_difference(ours[valid].astype(float), cli[valid].astype(float)).max() <= 1e-4
+
+
+# ---------------------------------------------------------------------------------------------- color relief
+
+def color_file(path, entries) -> str:
+    """gdaldem's text colour file for the same ramp."""
+    path.write_text("".join(" ".join(str(v) for v in entry) + "\n" for entry in entries))
+    return str(path)
+
+
+def interpolated(values: np.ndarray, entries: list) -> np.ndarray:
+    """Independent reference: np.interp per channel (the unrounded colour), for strictly increasing values."""
+    xs = np.array([e[0] for e in entries], dtype=float)
+    return np.stack([np.interp(values, xs, [e[c] for e in entries]) for c in (1, 2, 3)])
+
+
+TOPOBATHY_RAMP = [[-1500, 8, 29, 88], [-200, 37, 52, 148], [0, 29, 145, 192], [0, 26, 120, 60], [300, 86, 153, 62],
+                  [1200, 168, 120, 66], [2200, 255, 255, 255]]
+
+
+def test_color_relief_nearest_entry_is_pixel_identical_to_gdaldem_with_negative_values(tmp_path) -> None:
+    """Float32 topography and bathymetry, with a step (two entries at 0: sea, then land)."""
+    cfile = color_file(tmp_path / "c.txt", TOPOBATHY_RAMP)
+    gdaldem("color-relief", TOPOBATHY, cfile, str(tmp_path / "cli.tif"), "-nearest_color_entry")
+    summary, warnings = terrain(TOPOBATHY, str(tmp_path / "ours.tif"), product="color-relief",
+                                colors=TOPOBATHY_RAMP, color_mode="nearest")
+    assert warnings == [] and summary.count == 3 and summary.dtype == "uint8"
+    ours, cli = read_all(tmp_path / "ours.tif"), read_all(tmp_path / "cli.tif")
+    assert ours.shape == cli.shape == (3, 91, 120)
+    assert np.array_equal(ours, cli)
+    with rasterio.open(tmp_path / "ours.tif") as ds:
+        assert ds.nodata is None and [c.name for c in ds.colorinterp] == ["red", "green", "blue"]
+        dem = rasterio.open(TOPOBATHY)
+        assert ds.crs == dem.crs and ds.transform == dem.transform
+        assert (ds.read(1)[dem.read(1) < -1600] == 8).all()  # below the first entry: the first colour
+        dem.close()
+
+
+def test_color_relief_interpolation_matches_numpy_and_gdaldem(tmp_path) -> None:
+    """Interpolated colours round as GDAL >= 3.9.2 does (+0.5); Debian's gdaldem 3.6 rounds with +0.45, so it
+    may be exactly one lower where the unrounded colour's fraction is in [0.5, 0.55)."""
+    ramp = [e for i, e in enumerate(TOPOBATHY_RAMP) if i != 3]  # no step: np.interp is the reference
+    terrain(TOPOBATHY, str(tmp_path / "ours.tif"), product="color-relief", colors=ramp, alpha=True)
+    ours = read_all(tmp_path / "ours.tif").astype(int)
+    with rasterio.open(TOPOBATHY) as ds:
+        dem = ds.read(1).astype(np.float64)
+    exact = interpolated(dem, ramp)
+    assert np.array_equal(ours[:3], np.floor(exact + 0.5)) and (ours[3] == 255).all()
+    gdaldem("color-relief", TOPOBATHY, color_file(tmp_path / "c.txt", ramp), str(tmp_path / "cli.tif"), "-alpha")
+    cli = read_all(tmp_path / "cli.tif").astype(int)
+    diff = ours - cli
+    assert set(np.unique(diff)) <= {0, 1}
+    frac = (exact - np.floor(exact))[diff[:3] == 1]
+    assert ((frac >= 0.5 - 1e-9) & (frac < 0.55 + 1e-9)).all()
+    assert (diff == 0).mean() > 0.9
+
+
+@pytest.mark.parametrize("ramp", ["terrain", "elevation", "bathymetry", "gray"])
+def test_named_ramps_are_percentages_of_the_exact_range(tmp_path, ramp) -> None:
+    """Percent entries use the band's exact min..max (236..1076 on the Jacksboro DEM), as gdaldem computes them."""
+    entries = [e for e in terrain_module.NAMED_RAMPS[ramp] if e[0] != "nv"]  # the DEM has no nodata
+    gdaldem("color-relief", JACKSBORO, color_file(tmp_path / "c.txt", entries), str(tmp_path / "cli.tif"),
+            "-nearest_color_entry")
+    _, warnings = terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="color-relief", colors=ramp,
+                          color_mode="nearest")
+    assert warnings == []
+    ours, cli = read_all(tmp_path / "ours.tif"), read_all(tmp_path / "cli.tif")
+    assert np.array_equal(ours, cli)
+    # Independently: 0% is the minimum, 100% the maximum.
+    with rasterio.open(JACKSBORO) as ds:
+        dem = ds.read(1)
+    low, high = dem == dem.min(), dem == dem.max()
+    assert (ours[:, low].T == entries[0][1:4]).all() and (ours[:, high].T == entries[-1][1:4]).all()
+    terrain(JACKSBORO, str(tmp_path / "i.tif"), product="color-relief", colors=ramp)
+    values = [float(dem.min()) + float(e[0][:-1]) / 100 * float(dem.max() - dem.min()) for e in entries]
+    exact = interpolated(dem.astype(float), [[v, *e[1:4]] for v, e in zip(values, entries, strict=True)])
+    assert np.abs(read_all(tmp_path / "i.tif").astype(int) - np.floor(exact + 0.5)).max() <= 1
+
+
+def test_color_relief_nodata_entry_and_alpha(tmp_path) -> None:
+    """'nv' colours the nodata pixels (transparent with alpha); percentages ignore them; neighbours of the
+    nodata value do not take its colour."""
+    with rasterio.open(JACKSBORO) as ds:
+        dem, profile = ds.read(1), ds.profile
+    dem[100:120, 50:90] = -32768
+    profile.update(nodata=-32768)
+    path = tmp_path / "holes.tif"
+    with rasterio.open(path, "w", **profile) as ds:
+        ds.write(dem, 1)
+    ramp = [["nv", 0, 0, 0, 0], ["0%", 0, 97, 71], ["50%", 212, 196, 120], ["100%", 255, 255, 255]]
+    gdaldem("color-relief", str(path), color_file(tmp_path / "c.txt", ramp), str(tmp_path / "cli.tif"), "-alpha",
+            "-nearest_color_entry")
+    terrain(str(path), str(tmp_path / "ours.tif"), product="color-relief", colors=ramp, color_mode="nearest",
+            alpha=True)
+    ours, cli = read_all(tmp_path / "ours.tif"), read_all(tmp_path / "cli.tif")
+    assert ours.shape[0] == 4 and np.array_equal(ours, cli)
+    hole = dem == -32768
+    assert (ours[:, hole] == 0).all() and (ours[3, ~hole] == 255).all()
+    with rasterio.open(tmp_path / "ours.tif") as ds:
+        assert [c.name for c in ds.colorinterp] == ["red", "green", "blue", "alpha"]
+
+
+def test_exact_color_entry(tmp_path) -> None:
+    """Only values equal to an entry get its colour; the others 0,0,0,0. (Debian's gdaldem 3.6 is no reference
+    here: before GDAL 3.9.2 it missed every exact match but the first entry's, OSGeo/gdal#10596.)"""
+    with rasterio.open(JACKSBORO) as ds:
+        dem = ds.read(1)
+    levels = sorted({int(v) for v in np.unique(dem)[::7]})
+    ramp = [[v, (3 * v) % 256, v % 256, (v // 7) % 256, 200] for v in levels]
+    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="color-relief", colors=ramp, color_mode="exact",
+            alpha=True)
+    ours = read_all(tmp_path / "ours.tif")
+    lookup = {e[0]: e[1:] for e in ramp}
+    expected = np.zeros_like(ours)
+    for v, rgba in lookup.items():
+        expected[:, dem == v] = np.array(rgba)[:, None]
+    assert np.array_equal(ours, expected)
+    assert 0 < (ours[3] == 200).mean() < 0.5
+
+
+def test_color_relief_small_windows_give_the_same_result(tmp_path, monkeypatch) -> None:
+    terrain(TOPOBATHY, str(tmp_path / "whole.tif"), product="color-relief", colors="terrain", alpha=True)
+    monkeypatch.setattr(terrain_module, "WINDOW_PIXELS", 1)
+    monkeypatch.setattr(terrain_module, "OUTPUT_BLOCK", (1, 16))
+    terrain(TOPOBATHY, str(tmp_path / "strips.tif"), product="color-relief", colors="terrain", alpha=True)
+    assert np.array_equal(read_all(tmp_path / "whole.tif"), read_all(tmp_path / "strips.tif"))
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"product": "color-relief"}, "needs colors"),
+    ({"product": "color-relief", "colors": "rainbow"}, "unknown colour ramp"),
+    ({"product": "color-relief", "colors": [[0, 1, 2]]}, "colors[0]"),
+    ({"product": "color-relief", "colors": [[0, 1, 2, 300]]}, "0..255"),
+    ({"product": "color-relief", "colors": [["120%", 1, 2, 3]]}, "0%..100%"),
+    ({"product": "color-relief", "colors": [["high", 1, 2, 3]]}, "must be a number"),
+    ({"product": "color-relief", "colors": [["nv", 1, 2, 3]]}, "besides 'nv'"),
+    ({"product": "color-relief", "colors": "gray", "color_mode": "closest"}, "unknown color_mode"),
+    ({"product": "slope", "algorithm": "Sobel"}, "unknown algorithm"),
+    ({"product": "hillshade", "hillshade_mode": "soft"}, "unknown hillshade_mode"),
+])
+def test_bad_color_relief_and_option_arguments(plane, tmp_path, kwargs, needle) -> None:
+    with pytest.raises(GdalMcpError) as e:
+        terrain(plane, str(tmp_path / "x.tif"), **kwargs)
+    assert e.value.code == "invalid-argument" and needle in e.value.message
+
+
+def test_options_a_product_ignores_are_reported(plane, tmp_path) -> None:
+    _, warnings = terrain(plane, str(tmp_path / "s.tif"), product="slope", trigonometric=True, colors="gray",
+                          hillshade_mode="igor")
+    text = " ".join(warnings)
+    assert "trigonometric" in text and "colors" in text and "hillshade_mode" in text
+    _, warnings = terrain(plane, str(tmp_path / "h.tif"), product="hillshade", hillshade_mode="multidirectional",
+                          azimuth=90)
+    assert any("multidirectional" in w for w in warnings)
+    _, warnings = terrain(plane, str(tmp_path / "c.tif"), product="color-relief", colors=[[0, 0, 0, 0], ["nv", 1, 1, 1]],
+                          compute_edges=True)
+    assert any("compute_edges" in w for w in warnings)

@@ -93,3 +93,121 @@ def test_cog_output(tmp_path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["c.tif"]
     with rasterio.open(tmp_path / "c.tif") as ds:
         assert cog_check(ds)[0] == [] and ds.crs.to_epsg() == 3857
+
+
+# ----- GCPs and RPCs (a copy of RGB.byte.tif georeferenced by GCPs only; an RPC-only image) ---------------------
+def _same_as_cli(ours, cli, *, tolerance: int = 1, share: float = 0.995) -> None:
+    with rasterio.open(ours) as a, rasterio.open(cli) as b:
+        assert a.crs == b.crs and (a.width, a.height) == (b.width, b.height)
+        assert a.transform.almost_equals(b.transform, precision=1e-6 * max(abs(b.transform.c), 1))
+        diff = np.abs(a.read().astype(int) - b.read().astype(int))
+        assert (diff <= tolerance).mean() >= share
+
+
+@pytest.mark.parametrize(("transformer", "cli_args", "bend"), [
+    (None, [], 0.0),
+    ("polynomial_1", ["-order", "1"], 0.0),
+    ("polynomial_2", ["-order", "2"], 3000.0),
+    ("tps", ["-tps"], 3000.0),
+])
+def test_gcp_source_lands_where_gdalwarp_does(tmp_path, transformer, cli_args, bend) -> None:
+    from tests.engine.raster.gcp_rasters import gcp_copy
+
+    src = gcp_copy(tmp_path / "gcp.tif", bend=bend)
+    s, w = reproject(str(src), str(tmp_path / "ours.tif"), dst_crs="EPSG:32618", gcp_transformer=transformer)
+    gdal_cli("gdalwarp", *cli_args, "-t_srs", "EPSG:32618", str(src), str(tmp_path / "cli.tif"))
+    _same_as_cli(tmp_path / "ours.tif", tmp_path / "cli.tif")
+    assert s.crs == "EPSG:32618"
+    if bend == 0.0:  # the GCPs are exact: the grid is (nearly) the original one, not pixel coordinates 0..N
+        with rasterio.open(RGB) as orig:
+            assert s.bounds.left == pytest.approx(orig.bounds.left, abs=2 * 300)
+            assert s.bounds.top == pytest.approx(orig.bounds.top, abs=2 * 300)
+
+
+def test_gcp_source_without_dst_crs_stays_in_the_gcp_crs(tmp_path) -> None:
+    from tests.engine.raster.gcp_rasters import gcp_copy
+
+    src = gcp_copy(tmp_path / "gcp.tif")
+    s, _ = reproject(str(src), str(tmp_path / "ours.tif"))
+    gdal_cli("gdalwarp", str(src), str(tmp_path / "cli.tif"))
+    _same_as_cli(tmp_path / "ours.tif", tmp_path / "cli.tif")
+    assert s.crs == "EPSG:32618"
+
+
+def test_rpc_source_lands_where_gdalwarp_rpc_does(tmp_path) -> None:
+    from tests.engine.raster.gcp_rasters import rpc_raster
+
+    src = rpc_raster(tmp_path / "rpc.tif")
+    s, _ = reproject(str(src), str(tmp_path / "ours.tif"), dst_crs="EPSG:4326")
+    gdal_cli("gdalwarp", "-rpc", "-t_srs", "EPSG:4326", str(src), str(tmp_path / "cli.tif"))
+    _same_as_cli(tmp_path / "ours.tif", tmp_path / "cli.tif")
+    assert 9.85 < s.bounds.left < 9.95 and 45.05 < s.bounds.top < 45.12
+    s, _ = reproject(str(src), str(tmp_path / "utm.tif"), dst_crs="EPSG:32632", gcp_transformer="rpc")
+    gdal_cli("gdalwarp", "-rpc", "-t_srs", "EPSG:32632", str(src), str(tmp_path / "cli_utm.tif"))
+    _same_as_cli(tmp_path / "utm.tif", tmp_path / "cli_utm.tif")
+
+
+def test_gcp_transformer_the_input_cannot_use(tmp_path) -> None:
+    from tests.engine.raster.gcp_rasters import gcp_copy
+
+    with pytest.raises(GdalMcpError) as e:
+        reproject(RGB, str(tmp_path / "x.tif"), dst_crs="EPSG:4326", gcp_transformer="rpc")
+    assert e.value.code == "invalid-argument" and "RPC" in e.value.message
+    src = gcp_copy(tmp_path / "gcp.tif", n=2)  # 4 GCPs: enough for order 1 only
+    with pytest.raises(GdalMcpError) as e:
+        reproject(str(src), str(tmp_path / "y.tif"), dst_crs="EPSG:4326", gcp_transformer="polynomial_2")
+    assert e.value.code == "invalid-argument" and "6 GCPs" in e.value.message
+
+
+# ----- margins without nodata, like=, src_nodata, output_type, the grid guard -------------------------------------
+def test_margins_without_nodata_are_warned_about(tmp_path) -> None:
+    with rasterio.open(RGB) as src:
+        profile = {**src.profile, "nodata": None}
+        data = src.read()
+    plain = tmp_path / "plain.tif"
+    with rasterio.open(plain, "w", **profile) as out:
+        out.write(data)
+    _, w = reproject(str(plain), str(tmp_path / "a.tif"), dst_crs="EPSG:4326")
+    assert any("nodata=" in x for x in w), w
+    _, w = reproject(str(plain), str(tmp_path / "b.tif"), dst_crs="EPSG:4326", nodata=0)
+    assert not any("nodata=" in x for x in w)
+    # Inside the source footprint there is no margin, hence no warning.
+    _, w = reproject(str(plain), str(tmp_path / "c.tif"), dst_crs="EPSG:32618", bbox=(150000, 2650000, 200000, 2700000))
+    assert not any("nodata=" in x for x in w), w
+
+
+def test_like_copies_the_template_grid_as_gdalwarp_te_ts(tmp_path) -> None:
+    ref = tmp_path / "ref.tif"
+    reproject(RGB, str(ref), dst_crs="EPSG:3857", resolution=[700, 500], bbox=(-8700000, 2800000, -8600000, 2900000))
+    s, _ = reproject(RGB, str(tmp_path / "ours.tif"), like=str(ref), resampling="bilinear")
+    with rasterio.open(ref) as r:
+        b = r.bounds
+        gdal_cli("gdalwarp", "-t_srs", "EPSG:3857", "-te", *map(str, (b.left, b.bottom, b.right, b.top)), "-ts",
+                 str(r.width), str(r.height), "-r", "bilinear", RGB, str(tmp_path / "cli.tif"))
+        assert (s.width, s.height) == (r.width, r.height) and s.crs == "EPSG:3857"
+    _same_as_cli(tmp_path / "ours.tif", tmp_path / "cli.tif")
+
+
+def test_resample_in_the_source_crs_with_src_nodata_and_output_type(tmp_path) -> None:
+    s, _ = reproject(RGB, str(tmp_path / "ours.tif"), resolution=600, resampling="average", src_nodata=255,
+                     output_type="Float32", nodata=-1)
+    gdal_cli("gdalwarp", "-tr", "600", "600", "-r", "average", "-srcnodata", "255", "-dstnodata", "-1", "-ot",
+             "Float32", RGB, str(tmp_path / "cli.tif"))
+    assert (s.crs, s.dtype, s.nodata) == ("EPSG:32618", "float32", -1.0)
+    with rasterio.open(tmp_path / "ours.tif") as a, rasterio.open(tmp_path / "cli.tif") as b:
+        assert a.transform.almost_equals(b.transform) and a.shape == b.shape
+        assert np.allclose(a.read(), b.read(), atol=1e-3)
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"like": "REF", "resolution": 10}, "like"),
+    ({}, "dst_crs"),
+    ({"dst_crs": "EPSG:4326", "resolution": 10}, "degrees"),
+    ({"dst_crs": "EPSG:3857", "resolution": 1, "max_pixels": 10**6}, "--max-pixels"),
+])
+def test_grid_arguments_refused_with_what_to_do(tmp_path, kwargs, words) -> None:
+    if kwargs.get("like") == "REF":
+        kwargs = {**kwargs, "like": RGB}
+    with pytest.raises(GdalMcpError) as e:
+        reproject(RGB, str(tmp_path / "x.tif"), **kwargs)
+    assert e.value.code == "invalid-argument" and words in e.value.message, e.value.message

@@ -13,7 +13,7 @@ import shapely
 import shapely.geometry
 from pyproj import CRS, Transformer
 
-import gdal_mcp.engine.vector.geometry as geometry_module
+import gdal_mcp.engine.vector.layer_map as layer_map
 from gdal_mcp.engine.vector.clip import clip
 from gdal_mcp.errors import GdalMcpError
 from tests.conftest import DATA
@@ -165,7 +165,7 @@ def test_mixed_geometry_layer_keeps_each_features_dimension(tmp_path) -> None:
 
 
 def test_many_batches_and_progress(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(geometry_module, "READ_BATCH", 10)
+    monkeypatch.setattr(layer_map, "READ_BATCH", 10)
     reports: list[tuple[float, str]] = []
     summary, _ = clip(WORLD, str(tmp_path / "b.gpkg"), bbox=BOX, progress=lambda f, m="": reports.append((f, m)))
     whole, _ = clip(WORLD, str(tmp_path / "w.gpkg"), bbox=BOX)

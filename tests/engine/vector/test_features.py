@@ -63,18 +63,66 @@ def test_where_bbox_and_fields_count_the_matching_features() -> None:
     assert [f["id"] for f in page.features] == list(fids[africa][40:50])
     assert (page.truncated, page.remaining) == (True, 1)
     inside = shapely.intersects(geoms, shapely.box(0, 0, 10, 10))
-    page = features(NE, bbox=(0, 0, 10, 10), limit=3, geometry="none")
+    page = features(NE, bbox=(0, 0, 10, 10), limit=3, geometry_mode="none")
     assert (len(page.features), page.remaining) == (3, inside.sum() - 3)
     assert [f["id"] for f in page.features] == list(fids[inside][:3])
     t = Transformer.from_crs(4326, 3857, always_xy=True)
     box3857 = (*t.transform(0, 0), *t.transform(10, 10))
-    page = features(NE, bbox=box3857, bbox_crs="EPSG:3857", limit=1000, geometry="none")
+    page = features(NE, bbox=box3857, bbox_crs="EPSG:3857", limit=1000, geometry_mode="none")
     assert [f["id"] for f in page.features] == list(fids[inside])
+
+
+# A triangle over the Mediterranean (lon/lat), crossing Europe, Africa and the Middle East.
+TRIANGLE = {"type": "Polygon", "coordinates": [[[-10, 30], [40, 25], [15, 55], [-10, 30]]]}
+
+
+def test_intersects_keeps_what_shapely_says_intersects() -> None:
+    fids, geoms, values = source()
+    triangle = shapely.geometry.shape(TRIANGLE)
+    expected = list(fids[shapely.intersects(geoms, triangle)])
+    assert 10 < len(expected) < 177
+    page = features(NE, intersects=TRIANGLE, geometry_mode="none", limit=1000)
+    assert [f["id"] for f in page.features] == expected and (page.truncated, page.remaining) == (False, 0)
+    # a Feature / FeatureCollection works as well, and pages add up to the same set, in layer order
+    collection = {"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {},
+                                                              "geometry": TRIANGLE}]}
+    first = features(NE, intersects=collection, geometry_mode="none", limit=7)
+    second = features(NE, intersects=collection, geometry_mode="none", limit=7, offset=7)
+    assert [f["id"] for f in first.features + second.features] == expected[:14]
+    assert first.truncated and first.remaining == len(expected) - 7 and second.remaining == len(expected) - 14
+    # combined with where and bbox, each filter applies
+    africa = values["continent"] == "Africa"
+    inside_box = shapely.intersects(geoms, shapely.box(0, 0, 50, 50))
+    page = features(NE, intersects=TRIANGLE, where="continent = 'Africa'", bbox=(0, 0, 50, 50), fields=["name"],
+                    limit=1000)
+    mask = shapely.intersects(geoms, triangle) & africa & inside_box
+    assert [f["properties"]["name"] for f in page.features] == list(values["name"][mask])
+    assert all(shapely.equals_exact(shape(f), geoms[f["id"]]) for f in page.features)
+
+
+def test_intersects_in_another_crs() -> None:
+    fids, geoms, values = source()
+    lon, lat = 2.35, 48.85  # Paris
+    x, y = Transformer.from_crs(4326, 3857, always_xy=True).transform(lon, lat)
+    page = features(NE, intersects={"type": "Point", "coordinates": [x, y]}, intersects_crs="EPSG:3857")
+    assert [f["id"] for f in page.features] == list(fids[shapely.intersects(geoms, shapely.Point(lon, lat))])
+    assert [f["properties"]["name"] for f in page.features] == ["France"]
+    nowhere = features(NE, intersects={"type": "Point", "coordinates": [-30, -50]})  # South Atlantic
+    assert (nowhere.features, nowhere.remaining) == ([], 0)
+
+
+@pytest.mark.parametrize("kwargs", [{"intersects": {"type": "Polygon"}}, {"intersects": {"coordinates": [1, 2]}},
+                                    {"intersects_crs": "EPSG:3857"},
+                                    {"intersects": TRIANGLE, "intersects_crs": "UTM zone 32N"}])
+def test_bad_intersects(kwargs) -> None:
+    with pytest.raises(GdalMcpError) as e:
+        features(NE, **kwargs)
+    assert e.value.code == "invalid-argument" and "intersects" in e.value.message
 
 
 def test_simplified_geometries_have_at_most_100_vertices_taken_from_the_source() -> None:
     _, geoms, _ = source()
-    page = features(NE, geometry="simplified", limit=20)
+    page = features(NE, geometry_mode="simplified", limit=20)
     simplified = [f for f in page.features if "simplify_tolerance" in f]
     assert simplified and any("simplified" in w and "tolerance" in w and "degree" in w for w in page.warnings)
     for f in page.features:
@@ -94,7 +142,7 @@ def test_simplified_geometries_have_at_most_100_vertices_taken_from_the_source()
 
 
 def test_no_geometry() -> None:
-    page = features(NE, geometry="none", limit=1000)
+    page = features(NE, geometry_mode="none", limit=1000)
     assert len(page.features) == 177 and all(f["geometry"] is None for f in page.features)
     assert (page.truncated, page.remaining, page.warnings) == (False, 0, [])
     assert page.features[-1]["properties"]["name"] == source()[2]["name"][-1]
@@ -133,7 +181,7 @@ def test_other_sources_ids_and_values() -> None:
     assert len(page.features[0]["geometry"]["coordinates"][0]) == 3  # Z kept (GeoJSON has no M)
 
 
-@pytest.mark.parametrize("kwargs", [{"limit": 0}, {"limit": 1001}, {"offset": -1}, {"geometry": "bbox"},
+@pytest.mark.parametrize("kwargs", [{"limit": 0}, {"limit": 1001}, {"offset": -1}, {"geometry_mode": "bbox"},
                                     {"where": "no_such_field = 1"}, {"bbox": (10, 0, 0, 10)}])
 def test_bad_arguments(kwargs) -> None:
     with pytest.raises(GdalMcpError) as e:

@@ -11,7 +11,7 @@ import pytest
 import shapely
 from pyproj import Geod, Transformer
 
-import gdal_mcp.engine.vector.geometry as geometry_module
+import gdal_mcp.engine.vector.layer_map as layer_map
 from gdal_mcp.engine.vector.geometry import GeomType, buffer, dissolve, keep_dimension, layer_type, simplify, to_multi
 from gdal_mcp.errors import GdalMcpError
 from tests.conftest import DATA
@@ -92,12 +92,33 @@ def test_metres_on_a_worldwide_layer_use_a_projection_per_feature(tmp_path) -> N
 
 def test_degrees_warn(tmp_path) -> None:
     src = write(tmp_path / "p.gpkg", shapely.points([10.0], [50.0]), "Point")
-    summary, warnings = buffer(src, str(tmp_path / "b.gpkg"), distance=0.01)
+    summary, warnings = buffer(src, str(tmp_path / "b.gpkg"), distance=0.01, units="layer")
     assert len(warnings) == 1 and "is geographic, so the distance 0.01 is in degrees" in warnings[0]
     (poly,) = load(tmp_path / "b.gpkg")[2]
     assert poly.area == pytest.approx(regular_polygon_area(0.01, 32))
     _, warnings = buffer(src, str(tmp_path / "d.gpkg"), distance=0.01, units="deg")
-    assert warnings == [] and load(tmp_path / "d.gpkg")[2][0].equals(poly)
+    assert len(warnings) == 1 and "in degrees, as asked" in warnings[0] and "units='m'" in warnings[0]
+    assert load(tmp_path / "d.gpkg")[2][0].equals(poly)
+    _, warnings = simplify(WORLD, str(tmp_path / "s.gpkg"), tolerance=0.1, units="deg")
+    assert any("tolerance 0.1 was applied in degrees" in w for w in warnings)
+
+
+def test_the_default_units_are_metres_on_the_ground(tmp_path) -> None:
+    # 0.1 defect: units defaulted to the layer's, so distance=500 on EPSG:4326 wrote 500-degree buffers.
+    lon, lat = np.array([10.0, 10.2]), np.array([50.0, 50.1])
+    src = write(tmp_path / "p.gpkg", shapely.points(lon, lat), "Point")
+    _, warnings = buffer(src, str(tmp_path / "b.gpkg"), distance=500)
+    assert not any("degree" in w for w in warnings)
+    for poly, x, y in zip(load(tmp_path / "b.gpkg")[2], lon, lat, strict=True):
+        assert ground_distances(poly, x, y) == pytest.approx(500.0, rel=0.01)
+    _, warnings = simplify(WORLD, str(tmp_path / "s.gpkg"), tolerance=20_000)
+    assert not any("degree" in w for w in warnings)
+    _, _, original = load(WORLD)
+    _, _, simple = load(tmp_path / "s.gpkg")
+    # a 20 km tolerance: the outlines change, but by far less than a 20 000-degree tolerance would (it empties them)
+    assert not shapely.is_empty(simple).any()
+    assert shapely.get_num_coordinates(simple).sum() < shapely.get_num_coordinates(original).sum()
+    assert (shapely.hausdorff_distance(original, simple) < 1).all()  # degrees (20 km is 0.18° of latitude)
 
 
 def test_projected_metres_give_pi_r_squared(tmp_path) -> None:
@@ -172,9 +193,9 @@ def test_invalid_arguments(tmp_path, src, kwargs, text) -> None:
 def test_a_layer_without_crs_only_takes_layer_units(tmp_path) -> None:
     src = write(tmp_path / "n.gpkg", shapely.points([1.0], [2.0]), "Point", crs=None)
     with pytest.raises(GdalMcpError) as e:
-        buffer(src, str(tmp_path / "x.gpkg"), distance=1, units="m")
+        buffer(src, str(tmp_path / "x.gpkg"), distance=1)  # the default units are metres
     assert "has no CRS" in e.value.message and "units='layer'" in e.value.message
-    summary, warnings = buffer(src, str(tmp_path / "ok.gpkg"), distance=1)
+    summary, warnings = buffer(src, str(tmp_path / "ok.gpkg"), distance=1, units="layer")
     assert summary.crs is None and warnings == []
 
 
@@ -215,7 +236,7 @@ def test_simplify_stays_within_the_tolerance_in_metres(tmp_path) -> None:
     assert shapely.get_num_coordinates(got) < 200
     assert shapely.hausdorff_distance(back, utm) <= 20.0 + 1e-3
     assert shapely.hausdorff_distance(back, utm) > 5.0
-    _, warnings = simplify(src, str(tmp_path / "d.gpkg"), tolerance=0.0002)
+    _, warnings = simplify(src, str(tmp_path / "d.gpkg"), tolerance=0.0002, units="layer")
     assert "in degrees" in warnings[0]
 
 
@@ -243,7 +264,7 @@ def test_dissolve_by_continent(tmp_path) -> None:
 
 
 def test_dissolve_everything_into_one_feature_in_small_batches(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(geometry_module, "READ_BATCH", 16)
+    monkeypatch.setattr(layer_map, "READ_BATCH", 16)
     reports: list[tuple[float, str]] = []
     summary, _ = dissolve(WORLD, str(tmp_path / "all.gpkg"), progress=lambda f, m="": reports.append((f, m)))
     _, fields, (world,) = load(tmp_path / "all.gpkg")
@@ -252,7 +273,7 @@ def test_dissolve_everything_into_one_feature_in_small_batches(tmp_path, monkeyp
     assert sum(m.startswith("dissolved") for _, m in reports) == 12 and reports[-1] == (1.0, "wrote 1 features")
     # Batch by batch (12 of them) gives the same continents as all at once.
     dissolve(WORLD, str(tmp_path / "small.gpkg"), by="continent")
-    monkeypatch.setattr(geometry_module, "READ_BATCH", 100_000)
+    monkeypatch.setattr(layer_map, "READ_BATCH", 100_000)
     dissolve(WORLD, str(tmp_path / "whole.gpkg"), by="continent")
     small, whole = load(tmp_path / "small.gpkg")[2], load(tmp_path / "whole.gpkg")[2]
     assert shapely.is_valid(small).all() and all(a.equals(b) for a, b in zip(small, whole, strict=True))

@@ -8,7 +8,7 @@ import pyogrio.raw
 import pytest
 import shapely
 
-import gdal_mcp.engine.vector.geometry as geometry_module
+import gdal_mcp.engine.vector.layer_map as layer_map
 from gdal_mcp.engine.vector.validate import split_reason, validate
 from gdal_mcp.errors import GdalMcpError
 from tests.conftest import DATA
@@ -91,7 +91,7 @@ def test_collapsed_repairs_become_null(tmp_path) -> None:
 
 
 def test_many_batches_progress_and_naturalearth(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(geometry_module, "READ_BATCH", 20)
+    monkeypatch.setattr(layer_map, "READ_BATCH", 20)
     reports: list[tuple[float, str]] = []
     world = str(DATA / "vector" / "naturalearth_lowres.shp")
     report, warnings = validate(world, dst=str(tmp_path / "w.gpkg"), progress=lambda f, m="": reports.append((f, m)))

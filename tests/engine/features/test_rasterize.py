@@ -14,8 +14,8 @@ import shapely
 from affine import Affine
 from pyproj import Transformer
 
-import gdal_mcp.engine.vector.rasterize as rasterize_module
-from gdal_mcp.engine.vector.rasterize import rasterize
+import gdal_mcp.engine.features.rasterize as rasterize_module
+from gdal_mcp.engine.features.rasterize import rasterize
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
 from tests.conftest import DATA
@@ -51,8 +51,8 @@ def test_ids_on_the_slope_grid_give_the_manifest_counts(tmp_path: Path) -> None:
     with rasterio.open(SLOPE) as ds:
         assert (profile["transform"], profile["crs"], profile["width"], profile["height"]) == \
             (ds.transform, ds.crs, ds.width, ds.height)
-    # The smallest type that holds the ids, nodata 0 by default.
-    assert (summary.dtype, summary.nodata, profile["nodata"], summary.driver) == ("uint8", 0.0, 0.0, "GTiff")
+    # The smallest type that holds the ids; background 0 and no nodata by default, as gdal_rasterize.
+    assert (summary.dtype, summary.nodata, profile["nodata"], summary.driver) == ("uint8", None, None, "GTiff")
 
 
 @pytest.mark.parametrize("extra", [[], ["-at"]], ids=["centres", "all_touched"])
@@ -150,6 +150,114 @@ def test_where_filters_features(tmp_path: Path) -> None:
     assert dict(zip(values.tolist(), counts.tolist(), strict=True)) == {0: 84 * 78 - 50, 2: 50}
 
 
+def _cli_raster(tmp_path: Path, name: str, *args: str, source: str = POLYGONS) -> tuple[np.ndarray, dict]:
+    te, ts = slope_grid()
+    gdal_cli("gdal_rasterize", *args, "-te", *te, "-ts", *ts, source, str(tmp_path / name))
+    return read(tmp_path / name)
+
+
+def test_a_mask_keeps_its_zeros_as_data(tmp_path: Path) -> None:
+    """Issue: nodata defaulted to 0, the background, so a 0/1 mask had its zeros flagged nodata."""
+    summary, _ = rasterize(POLYGONS, str(tmp_path / "mask.tif"), burn_value=1, like=SLOPE)
+    cli, cli_profile = _cli_raster(tmp_path, "cli.tif", "-burn", "1", "-ot", "Byte")
+    with rasterio.open(tmp_path / "mask.tif") as ds:
+        ours, valid = ds.read(1), ds.dataset_mask()
+        assert ds.nodata is None and summary.nodata is None
+    assert cli_profile["nodata"] is None and np.array_equal(ours, cli)
+    # Every pixel is valid data: 125 ones and the zeros around them.
+    assert valid.all() and (ours == 0).sum() == 84 * 78 - 125 and (ours == 1).sum() == 125
+
+
+@pytest.mark.parametrize(("kwargs", "args"), [
+    ({"burn_value": 1, "init": 5}, ["-burn", "1", "-init", "5"]),
+    ({"burn_value": 1, "nodata": 255}, ["-burn", "1", "-a_nodata", "255"]),
+    ({"burn_value": 1, "init": 0, "nodata": 255}, ["-burn", "1", "-init", "0", "-a_nodata", "255"]),
+    ({"burn_value": 0, "init": 1}, ["-burn", "0", "-init", "1"]),
+    ({"attribute": "id", "init": 7, "nodata": 7}, ["-a", "id", "-init", "7", "-a_nodata", "7"]),
+], ids=["init", "nodata", "init_and_nodata", "burn_zero", "attribute"])
+def test_init_and_nodata_match_gdal_rasterize(tmp_path: Path, kwargs: dict, args: list[str]) -> None:
+    summary, _ = rasterize(POLYGONS, str(tmp_path / "ours.tif"), like=SLOPE, **kwargs)
+    cli, cli_profile = _cli_raster(tmp_path, "cli.tif", *args, "-ot", "Byte")
+    ours, profile = read(tmp_path / "ours.tif")
+    assert summary.dtype == "uint8" and np.array_equal(ours, cli)
+    assert profile["nodata"] == cli_profile["nodata"] == kwargs.get("nodata")
+    if "burn_value" in kwargs:
+        assert (ours == kwargs["burn_value"]).sum() == 125
+
+
+def test_burn_value_equal_to_nodata_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(GdalMcpError) as e:
+        rasterize(POLYGONS, str(tmp_path / "x.tif"), burn_value=0, nodata=0, like=SLOPE)
+    assert e.value.code == "invalid-argument" and "burn_value 0 equals nodata" in e.value.message
+    assert list(tmp_path.iterdir()) == []
+
+
+def _points(path: Path, n: int, seed: int = 0) -> tuple[str, np.ndarray, np.ndarray]:
+    """n random points over slope.tif's extent, in its CRS, many sharing a cell."""
+    with rasterio.open(SLOPE) as ds:
+        crs, b = ds.crs.to_wkt(), ds.bounds
+    rng = np.random.default_rng(seed)
+    # Pixel-centre-ish coordinates on a coarse lattice so cells get several points, none on a cell edge.
+    xs = b.left + (rng.integers(0, 84, n) + 0.25 + 0.5 * rng.random(n)) * (b.right - b.left) / 84
+    ys = b.bottom + (rng.integers(0, 20, n) + 0.25 + 0.5 * rng.random(n)) * (b.top - b.bottom) / 78
+    pyogrio.raw.write(str(path), shapely.to_wkb(shapely.points(xs, ys)), [np.arange(n, dtype="int32")], ["k"],
+                      geometry_type="Point", crs=crs)
+    return str(path), xs, ys
+
+
+def test_add_counts_points_per_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, xs, ys = _points(tmp_path / "pts.gpkg", 3000)
+    monkeypatch.setattr(rasterize_module, "WINDOW_PIXELS", 84 * 5)  # many strips: no point counted twice
+    summary, _ = rasterize(path, str(tmp_path / "count.tif"), burn_value=1, add=True, like=SLOPE)
+    ours, profile = read(tmp_path / "count.tif")
+    assert summary.dtype == "uint32" and profile["nodata"] is None
+    # Reference 1: a 2-D histogram of the points on the grid.
+    cols, rows = ~profile["transform"] @ (xs, ys)
+    expected = np.zeros(ours.shape, dtype="int64")
+    np.add.at(expected, (np.floor(rows).astype(int), np.floor(cols).astype(int)), 1)
+    assert ours.sum() == 3000 and np.array_equal(ours, expected) and ours.max() > 1
+    # Reference 2: gdal_rasterize -add.
+    cli, _ = _cli_raster(tmp_path, "cli.tif", "-add", "-burn", "1", "-init", "0", "-ot", "UInt32", source=path)
+    assert np.array_equal(ours, cli)
+
+
+def test_add_sums_attribute_over_overlapping_polygons(tmp_path: Path) -> None:
+    boxes = [shapely.box(0, 0, 4, 4), shapely.box(2, 2, 6, 6), shapely.box(3, 0, 6, 3)]
+    path = write_layer(tmp_path / "ov.gpkg", boxes, "EPSG:3857", v=np.array([1, 10, 100], dtype="int32"))
+    rasterize(path, str(tmp_path / "sum.tif"), attribute="v", add=True, resolution=1, bbox=(0, 0, 6, 6))
+    ours, profile = read(tmp_path / "sum.tif")
+    expected = sum(rasterio.features.rasterize([(g, v)], out_shape=(6, 6), transform=profile["transform"],
+                                               dtype="int32") for g, v in zip(boxes, [1, 10, 100], strict=True))
+    assert np.array_equal(ours, expected) and ours.max() == 111
+    gdal_cli("gdal_rasterize", "-add", "-a", "v", "-init", "0", "-te", "0", "0", "6", "6", "-tr",
+             "1", "1", "-ot", "Int32", path, str(tmp_path / "cli.tif"))
+    assert np.array_equal(ours, read(tmp_path / "cli.tif")[0])
+
+
+def test_bbox_crs_is_transformed_to_the_output_crs(tmp_path: Path) -> None:
+    with rasterio.open(SLOPE) as ds:
+        crs = ds.crs
+    to_ll = Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
+    native = (244600.0, 1000000.0, 246300.0, 1000500.0)
+    ll = to_ll.transform_bounds(*native)
+    summary, _ = rasterize(POLYGONS, str(tmp_path / "ll.tif"), attribute="id", bbox=ll, bbox_crs="EPSG:4326",
+                           resolution=25)
+    # Reference: the same bbox transformed back by pyproj (21 points per edge, as GDAL densifies).
+    back = Transformer.from_crs("EPSG:4326", crs, always_xy=True).transform_bounds(*ll, densify_pts=21)
+    assert summary.bounds.left == pytest.approx(back[0], abs=1e-6)
+    assert summary.bounds.top == pytest.approx(back[3], abs=1e-6)
+    assert (summary.width, summary.height) == (int(0.5 + (back[2] - back[0]) / 25), int(0.5 + (back[3] - back[1]) / 25))
+    rasterize(POLYGONS, str(tmp_path / "native.tif"), attribute="id", bbox=back, resolution=25)
+    assert np.array_equal(read(tmp_path / "ll.tif")[0], read(tmp_path / "native.tif")[0])
+    # bbox_crs equal to the output CRS changes nothing; without bbox or without any CRS it is refused.
+    same, _ = rasterize(POLYGONS, str(tmp_path / "same.tif"), attribute="id", bbox=native, bbox_crs=crs.to_wkt(),
+                        resolution=25)
+    assert (same.bounds.left, same.bounds.top) == (native[0], native[3])
+    with pytest.raises(GdalMcpError) as e:
+        rasterize(POLYGONS, str(tmp_path / "x.tif"), attribute="id", bbox_crs="EPSG:4326", resolution=25)
+    assert e.value.code == "invalid-argument" and "without bbox" in e.value.message
+
+
 @pytest.mark.parametrize(("kwargs", "dtype"), [
     ({"burn_value": 1}, "uint8"),
     ({"burn_value": 300}, "uint16"),
@@ -164,9 +272,10 @@ def test_default_and_explicit_types(tmp_path: Path, kwargs: dict, dtype: str) ->
     summary, _ = rasterize(POLYGONS, str(tmp_path / "t.tif"), like=SLOPE, **kwargs)
     data, profile = read(tmp_path / "t.tif")
     assert summary.dtype == data.dtype.name == dtype
-    nodata = kwargs.get("nodata", 0)
-    assert profile["nodata"] == nodata and (data == nodata).sum() == 84 * 78 - 125
-    assert np.all(data[data != nodata] == np.array(kwargs["burn_value"], dtype=dtype))
+    # The background is nodata when one is declared (as gdal_rasterize leaves it), else 0 with no nodata.
+    background = kwargs.get("nodata", 0)
+    assert profile["nodata"] == kwargs.get("nodata") and (data == background).sum() == 84 * 78 - 125
+    assert np.all(data[data != background] == np.array(kwargs["burn_value"], dtype=dtype))
 
 
 def test_attribute_types_and_values(tmp_path: Path) -> None:
@@ -229,12 +338,26 @@ def test_streamed_over_a_large_grid(tmp_path: Path) -> None:
     ({"like": SLOPE, "burn_value": 1, "where": "nosuchfield = 1"}, "invalid-argument", "not a valid attribute filter"),
     ({"like": SLOPE, "burn_value": 1, "layer": "other"}, "not-found", "layer 'other' not found"),
     ({"like": SLOPE, "burn_value": 1, "crs": None, "format": "VRT"}, "unsupported", "cannot write VRT"),
+    ({"like": SLOPE, "burn_value": 1, "bbox_crs": "EPSG:4326"}, "invalid-argument", "remove bbox_crs"),
+    ({"like": SLOPE, "burn_value": 1, "add": True, "invert": True}, "invalid-argument", "exclude each other"),
+    ({"like": SLOPE, "burn_value": 1.0, "nodata": 1}, "invalid-argument", "equals nodata"),
 ])
 def test_bad_arguments(tmp_path: Path, kwargs: dict, code: str, needle: str) -> None:
     with pytest.raises(GdalMcpError) as e:
         rasterize(POLYGONS, str(tmp_path / "x.tif"), **kwargs)
     assert e.value.code == code and needle in e.value.message
     assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_grid_guard_names_degrees_and_the_pixel_limit(tmp_path: Path) -> None:
+    # 10 "metres" on EPSG:4326 is 10 degrees: the layer (~0.02 degrees wide) becomes a 1x1 grid.
+    with pytest.raises(GdalMcpError) as e:
+        rasterize(POLYGONS, str(tmp_path / "x.tif"), burn_value=1, resolution=10, crs="EPSG:4326")
+    assert e.value.code == "invalid-argument" and "degrees" in e.value.message and "1x1" in e.value.message
+    with pytest.raises(GdalMcpError) as e:
+        rasterize(POLYGONS, str(tmp_path / "x.tif"), burn_value=1, resolution=1, max_pixels=1000)
+    assert e.value.code == "invalid-argument" and "--max-pixels" in e.value.message and "metres" in e.value.message
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_text_attribute_is_refused(tmp_path: Path) -> None:

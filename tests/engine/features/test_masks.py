@@ -8,7 +8,7 @@ import shapely.geometry
 from pyproj import CRS, Transformer
 from rasterio.crs import CRS as RioCRS
 
-from gdal_mcp.engine.vector.masks import (
+from gdal_mcp.engine.features.masks import (
     check_bbox,
     check_choice,
     check_owners,

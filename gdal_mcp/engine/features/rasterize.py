@@ -24,10 +24,15 @@ import pyogrio
 import rasterio
 import rasterio.shutil
 from affine import Affine
+from rasterio.enums import MergeAlg
 from rasterio.features import rasterize as burn
 
-from gdal_mcp.engine.crs import parse_crs
+from gdal_mcp.engine.crs import crs_label, layer_crs, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.geometry_transform import reproject_2d as reproject_geometries
+from gdal_mcp.engine.geometry_transform import transformer
+from gdal_mcp.engine.grid import DEFAULT_MAX_PIXELS, check_grid, describe_units
+from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
@@ -39,7 +44,6 @@ from gdal_mcp.engine.raster.output import (
     summarize,
     write_windows,
 )
-from gdal_mcp.engine.raster.output import creation_options as normalize_options
 from gdal_mcp.engine.raster.warp import resolution_pair
 from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS
 from gdal_mcp.engine.vector.opening import choose_layer
@@ -57,35 +61,6 @@ INTEGER_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "int64",
 
 # ---------------------------------------------------------------------------------------------- shared helpers
 
-def transformer(src_crs: Any, dst_crs: Any) -> Any:
-    """A pyproj Transformer (x/y order) between two rasterio CRSs; None when no reprojection is needed."""
-    if src_crs is None or dst_crs is None or src_crs == dst_crs:
-        return None
-    from pyproj import Transformer
-
-    return Transformer.from_crs(src_crs.to_wkt(), dst_crs.to_wkt(), always_xy=True)
-
-
-def reproject_geometries(geoms: np.ndarray, trans: Any) -> tuple[np.ndarray, int]:
-    """2D geometries in the target CRS; those PROJ cannot place become None. Returns them and how many were dropped."""
-    import shapely
-
-    from gdal_mcp.engine.vector.convert import reproject_geometries as reproject
-
-    if trans is not None:
-        geoms, bad = reproject(geoms, trans)
-        geoms[bad] = None
-        dropped = int(bad.sum())
-    else:
-        dropped = 0
-    return shapely.force_2d(geoms), dropped
-
-
-def layer_crs(meta_crs: str | None) -> Any:
-    """The rasterio CRS of a layer (None when it has none)."""
-    return parse_crs(meta_crs, "layer CRS") if meta_crs else None
-
-
 # ---------------------------------------------------------------------------------------------- arguments
 
 def _smallest_dtype(values: list[float]) -> str:
@@ -99,6 +74,14 @@ def _smallest_dtype(values: list[float]) -> str:
     if all(math.isnan(v) or float(np.float32(v)) == v for v in values):
         return "float32"
     return "float64"
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if math.isfinite(v) and float(v).is_integer() else str(v)
 
 
 def _grid_bbox(bbox: Any) -> tuple[float, float, float, float]:
@@ -124,8 +107,31 @@ def _layer_extent(path: str, layer: str) -> tuple[float, float, float, float] | 
     return None
 
 
-def _grid(path: str, layer: str, src_crs: Any, *, resolution: Any, size: Any, bbox: Any,
-          crs: str | None, warnings: list[str]) -> tuple[Any, Affine, int, int]:
+def _bbox_in(bbox: tuple[float, float, float, float], bbox_crs: str | None,
+             target: Any) -> tuple[float, float, float, float]:
+    """`bbox` (given in `bbox_crs`, default the output CRS) in the output CRS, as gdalwarp -te_srs does."""
+    if bbox_crs is None:
+        return bbox
+    given = parse_crs(bbox_crs, "bbox_crs")
+    if target is None:
+        raise GdalMcpError("invalid-argument", "the output has no CRS (neither crs nor the layer gives one), so a bbox "
+                           "in bbox_crs cannot be placed; omit bbox_crs and give the bbox in the layer's coordinates")
+    if given == target:
+        return bbox
+    from rasterio.warp import transform_bounds
+
+    try:
+        out = transform_bounds(given, target, *bbox, densify_pts=21)
+    except Exception:  # noqa: BLE001 - PROJ cannot transform it: say so below
+        out = (math.nan,) * 4
+    if not all(math.isfinite(v) for v in out) or not (out[0] < out[2] and out[1] < out[3]):
+        raise GdalMcpError("invalid-argument", f"bbox cannot be transformed from {bbox_crs} to the output CRS; give "
+                           "it in the output CRS (omit bbox_crs)")
+    return float(out[0]), float(out[1]), float(out[2]), float(out[3])
+
+
+def _grid(path: str, layer: str, src_crs: Any, *, resolution: Any, size: Any, bbox: Any, bbox_crs: str | None,
+          crs: str | None, max_pixels: int, warnings: list[str]) -> tuple[Any, Affine, int, int]:
     """(crs, transform, width, height) as gdal_rasterize computes them for -tr / -ts and -te.
 
     Without bbox the extent is the layer's (all features, the where filter does not narrow it), widened by
@@ -140,8 +146,10 @@ def _grid(path: str, layer: str, src_crs: Any, *, resolution: Any, size: Any, bb
                            "or resolution= (or size=) with an optional bbox")
     target = parse_crs(crs, "crs") if crs is not None else src_crs
     if bbox is not None:
-        minx, miny, maxx, maxy = _grid_bbox(bbox)
+        minx, miny, maxx, maxy = _bbox_in(_grid_bbox(bbox), bbox_crs, target)
     else:
+        if bbox_crs is not None:
+            raise GdalMcpError("invalid-argument", "bbox_crs was given without bbox; give bbox too, or omit bbox_crs")
         extent = _layer_extent(path, layer)
         if extent is None:
             raise GdalMcpError("invalid-argument", "the layer has no features with a geometry; pass bbox to set the "
@@ -168,6 +176,9 @@ def _grid(path: str, layer: str, src_crs: Any, *, resolution: Any, size: Any, bb
             raise GdalMcpError("invalid-argument", f"resolution {xres}, {yres} makes a grid of {fw:.0f} x {fh:.0f} "
                                "pixels; use a coarser resolution or a smaller bbox")
         width, height = int(fw), int(fh)
+    check_grid(width, height, max_pixels=max_pixels, crs_units=describe_units(target, crs_label(target)),
+               resolution=None if size is not None else (xres, yres), what="the rasterize grid",
+               extent=(maxx - minx, maxy - miny))
     if width < 1 or height < 1 or xres <= 0 or yres <= 0:
         raise GdalMcpError("invalid-argument", f"the extent [{minx}, {miny}, {maxx}, {maxy}] gives an empty grid "
                            f"({width} x {height} pixels); pass a bbox with an area, or a finer resolution")
@@ -223,19 +234,34 @@ def _values(column: pa.Array, dtype: str) -> tuple[np.ndarray, np.ndarray]:
 def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None = None,
               burn_value: float | None = None, attribute: str | None = None, like: str | None = None,
               resolution: float | list[float] | None = None, size: list[int] | None = None,
-              bbox: tuple[float, float, float, float] | None = None, crs: str | None = None,
-              all_touched: bool = False, invert: bool = False, dtype: str | None = None, nodata: float | None = None,
+              bbox: tuple[float, float, float, float] | None = None, bbox_crs: str | None = None,
+              crs: str | None = None, all_touched: bool = False, invert: bool = False, add: bool = False,
+              dtype: str | None = None, init: float | None = None, nodata: float | None = None,
               format: str | None = None, creation_options: dict[str, Any] | None = None,
+              max_pixels: int = DEFAULT_MAX_PIXELS,
               progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
-    """Burn the features of `src` into a new raster `dst` (a fixed value or a numeric attribute)."""
+    """Burn the features of `src` into a new raster `dst` (a fixed value or a numeric attribute).
+
+    `init` is the background (gdal_rasterize -init; default 0, or nodata when only nodata is given, as
+    gdal_rasterize leaves a new GTiff), `nodata` the value declared nodata (-a_nodata; default none), `add`
+    sums the values of the features over each pixel (-add: count points per cell with burn_value=1).
+    """
     warnings: list[str] = []
     if (burn_value is None) == (attribute is None):
         raise GdalMcpError("invalid-argument", "pass exactly one of burn_value (a fixed value) or attribute (a numeric "
                            "field whose value each feature burns)")
-    if burn_value is not None and (isinstance(burn_value, bool) or not isinstance(burn_value, int | float)):
-        raise GdalMcpError("invalid-argument", f"burn_value must be a number, got {burn_value!r}")
+    for label, number in (("burn_value", burn_value), ("init", init), ("nodata", nodata)):
+        if number is not None and (isinstance(number, bool) or not isinstance(number, int | float)):
+            raise GdalMcpError("invalid-argument", f"{label} must be a number, got {number!r}")
+    if burn_value is not None and nodata is not None and _same(float(burn_value), float(nodata)):
+        raise GdalMcpError("invalid-argument", f"burn_value {burn_value} equals nodata: every burnt pixel would read as "
+                           "nodata. Burn another value, or declare another nodata (or none)")
+    if add and invert:
+        raise GdalMcpError("invalid-argument", "add and invert exclude each other (invert burns one value outside the "
+                           "features; there is nothing to add up)")
     if like is not None:
-        given = [n for n, v in (("resolution", resolution), ("size", size), ("bbox", bbox), ("crs", crs)) if v is not None]
+        given = [n for n, v in (("resolution", resolution), ("size", size), ("bbox", bbox), ("bbox_crs", bbox_crs),
+                                ("crs", crs)) if v is not None]
         if given:
             raise GdalMcpError("invalid-argument", f"like copies the whole grid of a raster; remove {', '.join(given)} "
                                "or drop like")
@@ -247,9 +273,12 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
         out_dtype = parse_dtype(dtype)
     except GdalMcpError as e:
         raise GdalMcpError(e.code, e.message.replace("output_type", "dtype")) from None
-    fill = 0.0 if nodata is None else float(nodata)
-    if math.isnan(fill) and out_dtype is not None and not np.issubdtype(np.dtype(out_dtype), np.floating):
-        raise GdalMcpError("invalid-argument", f"nodata NaN needs a float dtype, not {out_dtype}")
+    # The background: -init, else what gdal_rasterize leaves in a new GTiff (nodata when declared, else 0).
+    fill = float(init) if init is not None else 0.0 if nodata is None else float(nodata)
+    for label, number in (("init", fill), ("nodata", nodata)):
+        if number is not None and math.isnan(number) and out_dtype is not None and \
+                not np.issubdtype(np.dtype(out_dtype), np.floating):
+            raise GdalMcpError("invalid-argument", f"{label} NaN needs a float dtype, not {out_dtype}")
 
     name = choose_layer(src, layer)
     with pywarnings.catch_warnings():
@@ -273,7 +302,7 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
                 ref.width, ref.height
     else:
         target, transform, width, height = _grid(src, name, src_crs, resolution=resolution, size=size, bbox=bbox,
-                                                 crs=crs, warnings=warnings)
+                                                 bbox_crs=bbox_crs, crs=crs, max_pixels=max_pixels, warnings=warnings)
     if src_crs is None and target is not None:
         warnings.append("the layer has no CRS; its coordinates are taken to be in the output's CRS")
     elif target is None and src_crs is not None:
@@ -292,8 +321,17 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
         elif attribute is not None and not invert:
             out_dtype = _smallest_dtype(_attribute_range(src, name, where, attribute) + [fill])
         else:
-            out_dtype = _smallest_dtype([float(burn_value), fill])  # type: ignore[arg-type]
+            out_dtype = _smallest_dtype([float(burn_value), fill]  # type: ignore[arg-type]
+                                        + ([] if nodata is None else [float(nodata)]))
+        if add and np.dtype(out_dtype).itemsize < 4 and np.dtype(out_dtype).kind in "iu":
+            # Sums outgrow the burnt values: counts of points per cell need room.
+            out_dtype = "uint32" if np.dtype(out_dtype).kind == "u" else "int32"
     fill = check_nodata(fill, out_dtype)
+    if nodata is not None:
+        nodata = check_nodata(nodata, out_dtype)
+        if add and init is None:
+            warnings.append(f"add sums onto the background, which is nodata ({_num(nodata)}) as no init was given; "
+                            "pass init=0 to count from zero")
     if burn_value is not None and not fits(float(burn_value), out_dtype):
         warnings.append(f"burn_value {burn_value} does not fit {out_dtype}; it is rounded and clamped as GDAL does")
     fixed = None if burn_value is None else cast(np.array([burn_value], dtype="float64"), out_dtype)[0]
@@ -313,11 +351,12 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
         data = np.full(shape, fill, dtype=out_dtype)
         for geoms, values in _window_features(src, name, where, query, attribute, out_dtype, trans, counts):
             pairs = zip(geoms, values if values is not None else [fixed] * len(geoms), strict=True)
-            burn(pairs, out=data, transform=wt, all_touched=all_touched)
+            burn(pairs, out=data, transform=wt, all_touched=all_touched, merge_alg=merge)
         return data
 
+    merge = MergeAlg.add if add else MergeAlg.replace
     write_windows(dst, driver, options, width=width, height=height, count=1, dtype=out_dtype, crs=target,
-                  transform=transform, nodata=fill, compute=compute, progress=progress, what="rasterized",
+                  transform=transform, nodata=nodata, compute=compute, progress=progress, what="rasterized",
                   window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK)
     if counts["dropped"]:
         warnings.append("some features could not be projected to the output CRS (they lie outside its valid area) "

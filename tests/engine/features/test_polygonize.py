@@ -14,8 +14,8 @@ import rasterio.features
 import shapely
 import shapely.geometry
 
-import gdal_mcp.engine.raster.polygonize as polygonize_module
-from gdal_mcp.engine.raster.polygonize import polygonize
+import gdal_mcp.engine.features.polygonize as polygonize_module
+from gdal_mcp.engine.features.polygonize import polygonize
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
 from tests.conftest import DATA

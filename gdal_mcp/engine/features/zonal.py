@@ -19,6 +19,7 @@ default for float32 data accumulates in float32), so they can differ in the last
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import warnings as pywarnings
@@ -33,14 +34,17 @@ import shapely
 from rasterio.features import rasterize
 from rasterio.windows import Window
 
+from gdal_mcp.engine.crs import layer_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.geometry_transform import reproject_2d as reproject_geometries
+from gdal_mcp.engine.geometry_transform import transformer
 from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.categories import ClassTally, PixelAreas, check_categorical_dtype, pixel_areas
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.region import select_bands
 from gdal_mcp.engine.raster.stats import _Accumulator
 from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, iter_windows
 from gdal_mcp.engine.vector.opening import choose_layer, list_layers
-from gdal_mcp.engine.vector.rasterize import layer_crs, reproject_geometries, transformer
 from gdal_mcp.engine.vector.stream import geometries, read_layer, summarize_vector, vector_driver, write_layer
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import ZonalResult
@@ -113,14 +117,17 @@ def _boxify(geom: Any, ds: Any) -> Any:
     return shapely.MultiPolygon(boxes)
 
 
-def zone_statistics(ds: Any, band: int, geom: Any, stats: list[str], all_touched: bool) -> dict[str, Any]:
-    """The statistics of `band` under one geometry (in the raster's CRS)."""
+def zone_statistics(ds: Any, band: int, geom: Any, stats: list[str], all_touched: bool,
+                    areas: PixelAreas | None = None) -> dict[str, Any]:
+    """The statistics of `band` under one geometry (in the raster's CRS); with `areas` (categorical) also
+    "classes": {value: {count, area_m2, area_ha, fraction}}, fraction of the zone's valid pixels."""
     if geom is not None and not geom.is_empty and "Point" in geom.geom_type:
         geom = _boxify(geom, ds)
     acc = _Accumulator()
     nodata = 0
     keep_values = any(s in VALUE_STATS or s.startswith("percentile_") for s in stats)
     parts: list[np.ndarray] = []
+    tally = ClassTally(f"band {band} (under one zone)") if areas is not None else None
     win = None if geom is None or geom.is_empty else _window(ds, geom.bounds)
     if win is not None:
         block = ds.block_shapes[band - 1]
@@ -135,6 +142,8 @@ def zone_statistics(ds: Any, band: int, geom: Any, stats: list[str], all_touched
                 invalid = invalid | np.isnan(data)
             nodata += int(np.count_nonzero(inside & invalid))
             values = data[inside & ~invalid]
+            if tally is not None and areas is not None:
+                tally.add(data, ~inside | invalid, areas.for_window(w))
             with np.errstate(invalid="ignore", over="ignore"):
                 acc.add(values, 0)
             if keep_values and values.size:
@@ -172,6 +181,8 @@ def zone_statistics(ds: Any, band: int, geom: Any, stats: list[str], all_touched
             out[s] = float(keys[int(np.argmin(counts))])
         else:
             out[s] = float(np.percentile(values, float(s.split("_", 1)[1])))
+    if tally is not None and areas is not None:
+        out["classes"] = tally.as_json(areas.method != "none")
     return out
 
 
@@ -190,11 +201,17 @@ def _json_value(v: Any) -> Any:
 
 @wrap_gdal_errors
 def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int = 1, stats: list[str] | None = None,
-                all_touched: bool = False, id_field: str | None = None, limit: int = 200, dst: str | None = None,
-                format: str | None = None, progress: Progress = no_progress) -> tuple[ZonalResult, list[str]]:
+                all_touched: bool = False, id_field: str | None = None, categorical: bool = False, limit: int = 200,
+                dst: str | None = None, format: str | None = None,
+                progress: Progress = no_progress) -> tuple[ZonalResult, list[str]]:
     """Statistics of `band` of `raster` under each feature of `zones`; with `dst`, also a copy of the zones
-    carrying the statistics as attributes."""
-    names = check_stats(DEFAULT_STATS if stats is None else stats)
+    carrying the statistics as attributes.
+
+    `categorical`: each zone also gets "classes", {value: {count, area_m2, area_ha, fraction}} (fraction of the
+    zone's valid pixels; areas as raster_stats categorical computes them), written to `dst` as one JSON text
+    field "classes". Without `stats`, only count is computed besides.
+    """
+    names = check_stats((["count"] if categorical else DEFAULT_STATS) if stats is None else stats)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
         raise GdalMcpError("invalid-argument", f"limit must be an integer from 0 to {MAX_LIMIT}; pass dst to get "
                            "every zone in a file")
@@ -219,6 +236,11 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
         elif zones_crs is None and raster_crs is not None:
             warnings.append("the zones have no CRS: their coordinates are taken to be in the raster's CRS")
         trans = transformer(zones_crs, raster_crs)
+        areas = None
+        if categorical:
+            check_categorical_dtype(dtype, band)
+            areas = pixel_areas(ds)
+            warnings.extend(areas.warnings)
         rows: list[dict[str, Any]] = []
         state = {"done": 0, "dropped": 0, "missing": 0}
         columns = None if dst is not None else ([id_field] if id_field else [])
@@ -237,7 +259,7 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
                 ids = batch.column(id_field).to_pylist() if id_field else None
                 out = []
                 for i, geom in enumerate(geoms):
-                    values = zone_statistics(ds, band, geom, names, all_touched)
+                    values = zone_statistics(ds, band, geom, names, all_touched, areas)
                     out.append(values)
                     index = state["done"]
                     state["done"] += 1
@@ -259,11 +281,11 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
                     state["done"] += max(0, batch.num_rows - max(room, 0))
                 row_count = state["done"]
             else:
-                replaced = [s for s in names if s in fields]
+                replaced = [s for s in names + (["classes"] if categorical else []) if s in fields]
                 if replaced:
                     warnings.append(f"the zones' field(s) {', '.join(replaced)} are replaced by the statistics of the "
                                     "same name in dst")
-                schema, batches = _with_stats(st, names, compute)
+                schema, batches = _with_stats(st, names, compute, categorical)
                 failure: list[BaseException] = []
 
                 def guarded() -> Iterator[pa.RecordBatch]:
@@ -297,17 +319,22 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
     return result, warnings
 
 
-def _with_stats(st: Any, names: list[str], compute: Any) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    """The zones' schema plus one column per statistic (replacing a field of the same name), and the batches."""
+def _with_stats(st: Any, names: list[str], compute: Any,
+                categorical: bool = False) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The zones' schema plus one column per statistic (replacing a field of the same name), and the batches;
+    categorical adds the text field "classes" (the JSON of the zone's classes)."""
     types = {s: (pa.int64() if s in INTEGER_STATS else pa.float64()) for s in names}
-    kept = [f for f in st.schema if f.name not in types]
-    schema = pa.schema(kept + [pa.field(s, t) for s, t in types.items()])
+    extra = [pa.field("classes", pa.string())] if categorical else []
+    kept = [f for f in st.schema if f.name not in types and not (categorical and f.name == "classes")]
+    schema = pa.schema(kept + [pa.field(s, t) for s, t in types.items()] + extra)
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in st.batches:
             values = compute(batch)
             arrays = [batch.column(f.name) for f in kept]
             arrays += [pa.array([v[s] for v in values], type=types[s]) for s in names]
+            if categorical:
+                arrays.append(pa.array([json.dumps(v["classes"]) for v in values], type=pa.string()))
             yield pa.record_batch(arrays, schema=schema)
 
     return schema, batches()

@@ -13,8 +13,8 @@ import shapely
 from pyproj import Transformer
 from rasterio.features import geometry_mask
 
-import gdal_mcp.engine.raster.zonal as zonal_module
-from gdal_mcp.engine.raster.zonal import zonal_stats
+import gdal_mcp.engine.features.zonal as zonal_module
+from gdal_mcp.engine.features.zonal import zonal_stats
 from gdal_mcp.errors import GdalMcpError
 from tests.conftest import DATA
 

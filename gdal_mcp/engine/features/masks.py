@@ -7,17 +7,14 @@ layer (+ where), reprojected to a target CRS with edges densified". CRS argument
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
-
+from gdal_mcp.engine.bbox import check_bbox
 from gdal_mcp.engine.crs import parse_crs
+from gdal_mcp.engine.geometry_transform import reproject_densified as reproject
+from gdal_mcp.engine.geometry_transform import same_crs  # noqa: F401 - (re-exported from its old home)
 from gdal_mcp.errors import GdalMcpError
-
-# Edges are densified to this fraction of the mask's extent before projecting, so they follow the projection.
-DENSIFY_FRACTION = 1 / 100
 
 
 def check_choice(bbox: Any, geometry: Any, mask: Any) -> str:
@@ -37,21 +34,6 @@ def check_owners(kind: str, **values: Any) -> None:
         owner = owners[name]
         if value is not None and owner != kind:
             raise GdalMcpError("invalid-argument", f"{name} only applies with {owner}; remove it or pass {owner}")
-
-
-def check_bbox(bbox: Any) -> tuple[float, float, float, float]:
-    """Four finite numbers with minx < maxx and miny < maxy."""
-    try:
-        values = tuple(float(v) for v in bbox)
-    except (TypeError, ValueError):
-        values = ()
-    if len(values) != 4 or not all(math.isfinite(v) for v in values):
-        raise GdalMcpError("invalid-argument", "bbox must be four finite numbers [minx, miny, maxx, maxy]")
-    minx, miny, maxx, maxy = values
-    if not (minx < maxx and miny < maxy):
-        raise GdalMcpError("invalid-argument", "bbox must be [minx, miny, maxx, maxy] with minx < maxx and miny < maxy"
-                           " (a box crossing the antimeridian must be split)")
-    return minx, miny, maxx, maxy
 
 
 def geojson_geometries(obj: Any) -> list[Any]:
@@ -133,55 +115,6 @@ def polygons(geoms: Iterable[Any]) -> list[Any]:
         raise GdalMcpError("invalid-argument", f"clip needs polygons but got {', '.join(sorted(kinds))}; buffer points "
                            "or lines first (vector tools) or pass a bbox")
     return parts
-
-
-def _wkt(crs: Any) -> str:
-    return crs.to_wkt() if hasattr(crs, "to_wkt") else str(crs)
-
-
-def same_crs(a: Any, b: Any) -> bool:
-    """True when both CRSs describe the same system (by their own equality, else pyproj's)."""
-    if a is None or b is None:
-        return a is b
-    try:
-        if a == b:
-            return True
-    except Exception:  # noqa: BLE001 - unlike types may refuse to compare
-        pass
-    from pyproj import CRS
-
-    try:
-        return bool(CRS.from_user_input(_wkt(a)) == CRS.from_user_input(_wkt(b)))
-    except Exception:  # noqa: BLE001 - a CRS pyproj cannot parse is compared by its text
-        return _wkt(a) == _wkt(b)
-
-
-def reproject(geoms: list[Any], src_crs: Any, dst_crs: Any, *, target: str = "raster") -> list[Any]:
-    """Geometries from src_crs to dst_crs (x/y order), edges densified so they follow the projection.
-
-    `target` names what dst_crs belongs to ("raster", "layer") in the error for unprojectable parts.
-    """
-    import shapely
-    from pyproj import Transformer
-
-    if src_crs is None or dst_crs is None or same_crs(src_crs, dst_crs):
-        return geoms
-    transformer = Transformer.from_crs(_wkt(src_crs), _wkt(dst_crs), always_xy=True)
-    xmin, ymin, xmax, ymax = shapely.total_bounds(geoms)
-    span = max(xmax - xmin, ymax - ymin)
-    if span > 0:
-        geoms = list(shapely.segmentize(geoms, span * DENSIFY_FRACTION))
-
-    def project(xy: np.ndarray) -> np.ndarray:
-        x, y = transformer.transform(xy[:, 0], xy[:, 1])
-        return np.column_stack([x, y])
-
-    out = list(shapely.transform(geoms, project))
-    coords = shapely.get_coordinates(out)
-    if coords.size and not np.isfinite(coords).all():
-        raise GdalMcpError("invalid-argument", f"part of the geometry cannot be projected to the {target}'s CRS (it lies "
-                           f"outside that projection's valid area); use a geometry that stays near the {target}")
-    return out
 
 
 def mask_polygons(*, target_crs: Any, target: str = "raster", bbox: Any = None, bbox_crs: str | None = None,

@@ -1,0 +1,87 @@
+"""crs_info, crs_search and transform_coordinates engines against pyproj and the GDAL CLI (gdaltransform)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from pyproj import CRS, Transformer
+
+from gdal_mcp.engine.coordinates import describe, search, transform
+from gdal_mcp.errors import GdalMcpError
+
+LISBON = (-9.25, 38.65, -9.05, 38.80)
+
+
+def test_utm_zone_of_lisbon_comes_first() -> None:
+    res = search(bbox=LISBON, kind="projected", limit=100)
+    assert res.matches[0].crs == "EPSG:32629"
+    codes = [m.crs for m in res.matches]
+    # the current national CRS (ETRS89 / Portugal TM06) is offered before historical Portuguese grids
+    assert codes[1] == "EPSG:3763" and len(codes) == len(set(codes))
+    assert codes.index("EPSG:3763") < codes.index("EPSG:20790")
+    for m in res.matches:  # every match covers the bbox, as pyproj's database says
+        a = CRS.from_user_input(m.crs).area_of_use
+        assert a.south <= LISBON[1] and a.north >= LISBON[3], m
+        if a.west <= a.east:
+            assert a.west <= LISBON[0] and a.east >= LISBON[2], m
+        else:  # the area crosses the antimeridian
+            assert LISBON[0] >= a.west or LISBON[2] <= a.east, m
+
+
+def test_search_by_name() -> None:
+    res = search(query="Lambert-93")
+    assert res.matches[0].crs == "EPSG:2154" and res.matches[0].name == "RGF93 v1 / Lambert-93"
+    assert search(query="ETRS89 / LAEA Europe").matches[0].crs == "EPSG:3035"
+    assert search(query="EPSG:32632").matches[0].name == "WGS 84 / UTM zone 32N"
+    geo = search(query="WGS 84", kind="geographic")
+    assert geo.matches[0].crs == "EPSG:4326" and all(m.kind.startswith("geographic") for m in geo.matches)
+    assert search(query="no such crs anywhere").matches == []
+    with pytest.raises(GdalMcpError) as e:
+        search()
+    assert e.value.code == "invalid-argument"
+
+
+def test_describe_matches_pyproj() -> None:
+    d = describe("EPSG:4326")
+    ref = CRS.from_epsg(4326)
+    assert (d.epsg, d.kind, d.datum, d.ellipsoid) == (4326, "geographic", ref.datum.name, ref.ellipsoid.name)
+    assert d.axis_order == "Lat/Lon" and d.units == ["degree"]
+    assert d.area_of_use and d.area_of_use.west == -180
+    u = describe("32629")
+    assert u.kind == "projected" and u.utm_zone == "29N" and u.units == ["metre"] and u.projection == "Transverse Mercator"
+    assert u.axis_order == "E/N" and u.semi_major_m == pytest.approx(6378137.0)
+
+
+def test_transform_agrees_with_pyproj() -> None:
+    pts = [(-9.1393, 38.7223), (2.3522, 48.8566), (-74.006, 40.7128)]
+    res = transform(pts, "EPSG:4326", "EPSG:3857")
+    ref = Transformer.from_crs(4326, 3857, always_xy=True)
+    for (x, y), out in zip(pts, res.points, strict=True):
+        ex, ey = ref.transform(x, y)
+        assert abs(out[0] - ex) < 1e-3 and abs(out[1] - ey) < 1e-3
+    assert res.always_xy and res.src_axis_order.startswith("x/y")
+    back = transform([tuple(p) for p in res.points], "EPSG:3857", "EPSG:4326")  # type: ignore[misc]
+    for (x, y), out in zip(pts, back.points, strict=True):
+        assert abs(out[0] - x) < 1e-9 and abs(out[1] - y) < 1e-9
+    native = transform([(38.7223, -9.1393)], "EPSG:4326", "EPSG:32629", always_xy=False)
+    xy = transform([(-9.1393, 38.7223)], "EPSG:4326", "EPSG:32629")
+    assert native.points[0] == pytest.approx(xy.points[0], abs=1e-6)
+    assert native.src_axis_order.startswith("Lat")
+
+
+def test_transform_failures_are_null_with_a_warning() -> None:
+    res = transform([(0, 0), (179.9, 0)], "EPSG:4326", "+proj=geos +h=35786023 +lon_0=-75 +sweep=x")
+    assert res.points[1] == [None, None] and res.failed == 1 and res.warnings
+
+
+@pytest.mark.skipif(shutil.which("gdaltransform") is None, reason="gdaltransform (Debian gdal-bin) not installed")
+def test_transform_agrees_with_gdaltransform() -> None:
+    pts = [(-9.1393, 38.7223), (-8.6291, 41.1579)]
+    out = subprocess.run(["gdaltransform", "-s_srs", "EPSG:4326", "-t_srs", "EPSG:3763", "-output_xy"],
+                         input="\n".join(f"{x} {y}" for x, y in pts), capture_output=True, text=True, check=True)
+    ref = [tuple(map(float, line.split())) for line in out.stdout.splitlines() if line.strip()]
+    res = transform(pts, "EPSG:4326", "EPSG:3763")
+    for got, exp in zip(res.points, ref, strict=True):
+        assert abs(got[0] - exp[0]) < 1e-3 and abs(got[1] - exp[1]) < 1e-3  # 1 mm
