@@ -32,10 +32,11 @@ class AuditLog:
         self._lock = threading.Lock()
 
     def write(self, *, tool: str, arguments: dict[str, Any], outcome: str, duration_ms: float,
-              outputs: Iterable[str] = ()) -> None:
+              outputs: Iterable[str] = (), task: str | None = None) -> None:
+        """`task`: the MCP task id of a call run as a task (its creation and its run are two records)."""
         if self.path is None:
             return
-        record = {
+        record: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
             "tool": tool,
             "arguments": self.sandbox.scrub_obj(arguments),
@@ -43,6 +44,33 @@ class AuditLog:
             "duration_ms": round(duration_ms, 1),
             "outputs": list(outputs),
         }
+        if task is not None:
+            record["task"] = task
+        self._append(record)
+
+    def confirmation(self, *, tool: str, arguments: dict[str, Any], question: str, kind: str, answer: str,
+                     channel: str, detail: str | None = None, token_fingerprint: str | None = None) -> None:
+        """A confirmation record: what the person was shown, the answer (approved, declined, cancelled, refused),
+        the channel (elicitation, console with the fingerprint of the token used, or policy), when."""
+        if self.path is None:
+            return
+        record: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
+            "event": "confirmation",
+            "tool": tool,
+            "arguments": self.sandbox.scrub_obj(arguments),
+            "kind": kind,
+            "shown": self.sandbox.scrub(question),
+            "answer": answer,
+            "channel": channel,
+        }
+        if detail is not None:
+            record["detail"] = detail
+        if token_fingerprint is not None:
+            record["token"] = token_fingerprint
+        self._append(record)
+
+    def _append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, default=str)
         with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gdal_mcp import __version__
-from gdal_mcp.config import Settings, parse_size
+from gdal_mcp.config import CONFIRM_POLICIES, Settings, parse_size
 
 ENV_PREFIX = "GDAL_MCP_"
 log = logging.getLogger("gdal_mcp")
@@ -76,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(env_workspaces=env_ws)
     p.add_argument("--read-only", action="store_true", default=_env_bool("READ_ONLY"),
                    help="refuse every tool that writes [GDAL_MCP_READ_ONLY=1]")
+    p.add_argument("--confirm", choices=CONFIRM_POLICIES, default=_env("CONFIRM", "destructive"),
+                   help="which calls a person must approve first, asked through the client (elicitation): never; "
+                        "destructive (default: replacing an existing file, raster_overviews, raster_edit, "
+                        "vector_convert append/add_layer); writes (also every new file); all (every call). A client "
+                        "that cannot ask its user gets confirmation-required [GDAL_MCP_CONFIRM]")
     p.add_argument("--timeout", type=float, default=float(_env("TIMEOUT", "600") or 600),
                    help="seconds a job may run before it is stopped (default 600) [GDAL_MCP_TIMEOUT]")
     p.add_argument("--max-memory", default=_env("MAX_MEMORY", "4G"),
@@ -133,6 +138,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         host=args.host,
         port=args.port,
         read_only=args.read_only,
+        confirm=args.confirm,
         timeout=args.timeout,
         max_memory=max_memory,
         workers=args.workers,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 GiB = 1024**3
 MiB = 1024**2
+CONFIRM_POLICIES = ("never", "destructive", "writes", "all")  # the same as confirm.Policy
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,11 @@ class Settings:
     recycle_rss: int = 192 * MiB
     max_resource_bytes: int = 16 * MiB
     max_message_bytes: int = 64 * MiB
+    confirm: str = "destructive"  # never|destructive|writes|all: which calls need a person's approval (confirm.py)
+
+    def __post_init__(self) -> None:
+        if self.confirm not in CONFIRM_POLICIES:
+            raise ValueError(f"confirm must be one of {', '.join(CONFIRM_POLICIES)}, not {self.confirm!r}")
 
 
 def parse_size(text: str) -> int:

@@ -19,6 +19,8 @@ ErrorCode = Literal[
     "cancelled",
     "resource-limit",
     "read-only",
+    "declined",
+    "confirmation-required",
     "internal-error",
 ]
 ERROR_CODES: tuple[str, ...] = get_args(ErrorCode)

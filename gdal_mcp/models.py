@@ -153,9 +153,14 @@ class RasterSummary(BaseModel):
     file_size: int = Field(description="Bytes on disk, sidecars included")
 
 
+DOWNLOAD_URL_DOC = ("Over the HTTP transport: where to download the file (GET, same bearer token, range requests, no "
+                    "size cap); null over stdio")
+
+
 class RasterWriteResult(BaseModel):
     output: str = Field(description="Workspace-relative path of the file written")
     uri: str = Field(description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
     summary: RasterSummary
     warnings: list[str] = Field(default_factory=list)
 
@@ -236,6 +241,7 @@ class SampleResult(BaseModel):
     points: list[PointSample] = Field(description="One per point given (empty with points_input: see output)")
     output: str | None = Field(None, description="With points_input: the point layer written, with band_1 … fields")
     uri: str | None = Field(None, description="Resource URI of output")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
     summary: VectorSummary | None = Field(None, description="With points_input: the layer written")
     sampled: int | None = Field(None, description="With points_input: points that fell on the raster")
     warnings: list[str] = Field(default_factory=list)
@@ -244,6 +250,7 @@ class SampleResult(BaseModel):
 class TableWriteResult(BaseModel):
     output: str
     uri: str
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
     rows: int
     columns: list[str]
     file_size: int
@@ -274,6 +281,7 @@ class VectorSummary(BaseModel):
 class VectorWriteResult(BaseModel):
     output: str = Field(description="Workspace-relative path of the file written")
     uri: str = Field(description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
     summary: VectorSummary
     warnings: list[str] = Field(default_factory=list)
 
@@ -283,6 +291,7 @@ class FromTableResult(BaseModel):
 
     output: str = Field("", description="Workspace-relative path of the file written")
     uri: str = Field("", description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
     summary: VectorSummary
     rows: int = Field(description="Rows read from the table (every one is written)")
     x: str | None = Field(None, description="Column read as x (longitude, easting)")
@@ -312,6 +321,7 @@ class MeasureResult(BaseModel):
                                                                        "all features")
     output: str | None = None
     uri: str | None = None
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
     summary: VectorSummary | None = Field(None, description="The vector file written with output")
     warnings: list[str] = Field(default_factory=list)
 
@@ -321,6 +331,7 @@ class MergeResult(BaseModel):
 
     output: str = Field("", description="Workspace-relative path of the file written")
     uri: str = ""
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
     mode: Literal["single", "layers"]
     inputs: int = Field(description="Datasets merged")
     feature_count: int = Field(description="Features written in all")

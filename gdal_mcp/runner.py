@@ -39,6 +39,8 @@ MEMORY_SAMPLE_INTERVAL = 0.2
 NEAR_LIMIT = 0.85
 #: how long a fresh worker may take to import GDAL before it counts as broken (not part of a job's --timeout)
 READY_TIMEOUT = 120.0
+#: how often idle workers are checked for deaths (then replaced at once)
+HEALTH_INTERVAL = 1.0
 
 
 class _NotStarted(Exception):
@@ -150,6 +152,7 @@ class Runner:
         self._busy: set[_Worker] = set()
         self._closed = False
         self._unspawned = 0  # workers start() has yet to spawn
+        self._health: asyncio.TimerHandle | None = None
 
     # ----- lifecycle ---------------------------------------------------------------------
     def _spawn(self) -> _Worker:
@@ -189,6 +192,8 @@ class Runner:
 
     def close(self) -> None:
         self._closed = True
+        if self._health is not None:
+            self._health.cancel()
         for w in list(self._all):
             try:
                 if w.alive():
@@ -228,17 +233,33 @@ class Runner:
             except RuntimeError:
                 pass  # no event loop: the next job's start() or replacement spawns one
 
+    def _check_idle(self) -> None:
+        """Every HEALTH_INTERVAL: replace the idle workers that died (the out-of-memory killer picks idle
+        workers too) without waiting for a job to find them, so the pool stays whole and warm."""
+        self._health = None
+        if self._closed:
+            return
+        for w in list(self._all - self._busy):
+            if not w.alive():
+                log.warning("worker %s died while idle (%s); starting a fresh one", w.pid,
+                            _exit_text(w.process.returncode))
+                self._replace(w)
+        self._health = asyncio.get_running_loop().call_later(HEALTH_INTERVAL, self._check_idle)
+
     async def _take_idle(self) -> _Worker:
-        """An idle worker that is alive. One that died while idle (the out-of-memory killer picks idle
-        workers too) is never handed a job: it is replaced and the next one is taken."""
+        """An idle worker that is alive: one that died while idle is never handed a job; it is replaced
+        (if the health check has not done so yet) and the next one is taken."""
         assert self._idle is not None
+        if self._health is None and not self._closed:
+            self._health = asyncio.get_running_loop().call_later(HEALTH_INTERVAL, self._check_idle)
         for _ in range(2 * (self.workers + 1)):
             w = await self._idle.get()
             if w.alive():
                 return w
-            log.warning("worker %s died while idle (%s); starting a fresh one", w.pid,
-                        _exit_text(w.process.returncode))
-            self._replace(w)
+            if w in self._all:  # not replaced yet
+                log.warning("worker %s died while idle (%s); starting a fresh one", w.pid,
+                            _exit_text(w.process.returncode))
+                self._replace(w)
         raise GdalMcpError("internal-error", "the worker processes keep dying as soon as they start; the server's "
                            "log (stderr) says why")
 

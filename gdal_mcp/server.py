@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import time
 from typing import Any
 
@@ -15,8 +16,10 @@ from fastmcp import FastMCP  # noqa: E402
 from fastmcp.exceptions import NotFoundError, ValidationError  # noqa: E402
 from fastmcp.server.lifespan import lifespan  # noqa: E402
 from fastmcp.server.middleware import Middleware, MiddlewareContext  # noqa: E402
+from fastmcp.tools import InputRequiredToolResult, ToolResult  # noqa: E402
+from fastmcp_tasks import TasksExtension  # noqa: E402
 
-from gdal_mcp import __version__  # noqa: E402
+from gdal_mcp import __version__, confirm, downloads  # noqa: E402
 from gdal_mcp.app import App  # noqa: E402
 from gdal_mcp.config import Settings  # noqa: E402
 from gdal_mcp.errors import GdalMcpError, envelope  # noqa: E402
@@ -46,7 +49,11 @@ inside a sandboxed workspace.
 - Failures return {"success": false, "error": {"code", "message"}}; the message says what to do. Codes:
   invalid-argument (fix the argument), not-found (check list_datasets / layer names), out-of-root (stay in the
   workspace), already-exists (overwrite=true or rename), unsupported, gdal-error (GDAL's own message), timeout
-  and resource-limit (work on a smaller area), cancelled, read-only (server started read-only), internal-error.
+  and resource-limit (work on a smaller area), cancelled, read-only (server started read-only), declined (the
+  user refused the change: nothing was done; do not retry unless they ask), confirmation-required (this client
+  cannot ask its user to approve a change: tell the user; never approve it yourself), internal-error.
+- Changing existing data (overwrite=true on an existing file, raster_overviews, raster_edit, vector_convert
+  mode=append/add_layer) first asks the user to approve, through the client (elicitation).
 """
 
 
@@ -64,10 +71,12 @@ def _validation_message(exc: BaseException) -> str:
 
 
 class EnvelopeAndAudit(Middleware):
-    """Protocol-level tool failures (bad arguments, unknown tool) get the envelope; every call is audited."""
+    """Protocol-level tool failures (bad arguments, unknown tool) get the envelope; every call is audited;
+    --confirm is applied (confirm.check) before the call runs or becomes a background task."""
 
     def __init__(self, app: App) -> None:
         self.app = app
+        self.tool_specs: dict[str, Any] = {}
 
     async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
         params = context.message
@@ -76,17 +85,24 @@ class EnvelopeAndAudit(Middleware):
         t0 = time.perf_counter()
         outcome = "internal-error"
         outputs: list[str] = []
+        task: str | None = None
         try:
             try:
-                result = await call_next(context)
+                asked = await confirm.check(self.app, context.fastmcp_context, name, arguments, self.tool_specs)
+                result = asked if asked is not None else await call_next(context)
             except ValidationError as e:
                 result = envelope(GdalMcpError("invalid-argument", _validation_message(e)))
             except NotFoundError:
                 result = envelope(GdalMcpError("not-found", f"unknown tool '{name}'; tools/list shows the tools"))
             except GdalMcpError as e:
                 result = envelope(self.app.scrub_error(e))
+            if not isinstance(result, ToolResult):  # a CreateTaskResult: the task's run is audited when it ends
+                outcome, task = "task-created", getattr(result, "task_id", None)
+                return result
             sc = result.structured_content or {}
-            if result.is_error:
+            if isinstance(result, InputRequiredToolResult):
+                outcome = "input-required"  # a confirmation question went to the client; the call comes again
+            elif result.is_error:
                 outcome = (sc.get("error") or {}).get("code", "internal-error")
             else:
                 outcome = "ok"
@@ -99,7 +115,7 @@ class EnvelopeAndAudit(Middleware):
             raise
         finally:
             self.app.audit.write(tool=name, arguments=arguments, outcome=outcome,
-                                 duration_ms=1000 * (time.perf_counter() - t0), outputs=outputs)
+                                 duration_ms=1000 * (time.perf_counter() - t0), outputs=outputs, task=task)
 
 
 async def _index_tool_schemas(mcp: FastMCP) -> None:
@@ -138,6 +154,11 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
         auth=auth,
         mask_error_details=True,
     )
+    # MCP tasks (2026-07-28 clients): the write tools may run in the background, polled by task id. One
+    # server, so the in-memory backend; Docket's worker runs in this event loop, beside the runner. Its own
+    # memory:// name: servers built in one process (tests) must not take each other's tasks.
+    tasks_backend = f"gdal-mcp-{secrets.token_hex(6)}"
+    mcp.add_extension(TasksExtension(url=f"memory://{tasks_backend}", name=tasks_backend))
     inspect_tools.register(mcp, app)
     raster_tools.register(mcp, app)
     vector_tools.register(mcp, app)
@@ -146,4 +167,6 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     crs_tools.register(mcp, app)
     resource_tools.register(mcp, app)
     prompt_tools.register(mcp, app)
+    if settings.transport == "http":
+        downloads.register(mcp, app)  # GET/HEAD /files/<path> beside /mcp
     return mcp, app

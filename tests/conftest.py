@@ -47,7 +47,9 @@ def audit_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def server(ws: Path, audit_path: Path) -> Iterator[tuple]:
-    mcp, app = build_server(Settings(workspaces=(ws,), workers=2, timeout=60, audit_log=audit_path))
+    # confirm="never": these tests are not about confirmation (tests/e2e/test_confirm.py is), and FastMCP's
+    # Client without an elicitation handler would get confirmation-required for every overwrite.
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=2, timeout=60, audit_log=audit_path, confirm="never"))
     yield mcp, app
     app.runner.close()
 

@@ -79,7 +79,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any,
         shutil.copy(DATA / "raster" / name, ws / name)
     for part in ("shp", "shx", "dbf", "prj"):
         shutil.copy(DATA / "vector" / f"points.{part}", ws / f"points.{part}")
-    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=60))
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=60, confirm="never"))
     app.cache.settle_ns = int(SETTLE * 1e9)
     ran: list[Any] = []
     real_run = app.runner.run

@@ -12,7 +12,7 @@ import pytest
 from gdal_mcp.cli import build_parser, settings_from_args
 from gdal_mcp.config import GiB, parse_size
 
-OPTIONS = ["--transport", "--host", "--port", "--workspace", "--read-only", "--timeout", "--max-memory",
+OPTIONS = ["--transport", "--host", "--port", "--workspace", "--read-only", "--confirm", "--timeout", "--max-memory",
            "--workers", "--audit-log", "--max-resource-size", "--max-message-size", "--log-level", "--allow-network",
            "--allow-origin", "--allow-host", "--version"]
 
@@ -35,7 +35,7 @@ def test_help_lists_every_option_and_its_env_var() -> None:
     for opt in OPTIONS:
         assert opt in out
     for env in ("GDAL_MCP_TRANSPORT", "GDAL_MCP_WORKSPACE", "GDAL_MCP_READ_ONLY", "GDAL_MCP_TIMEOUT",
-                "GDAL_MCP_MAX_MEMORY", "GDAL_MCP_WORKERS", "GDAL_MCP_AUDIT_LOG", "GDAL_MCP_TOKEN"):
+                "GDAL_MCP_MAX_MEMORY", "GDAL_MCP_WORKERS", "GDAL_MCP_AUDIT_LOG", "GDAL_MCP_TOKEN", "GDAL_MCP_CONFIRM"):
         assert env in out
 
 
@@ -45,12 +45,12 @@ def test_environment_variables_set_options(monkeypatch: pytest.MonkeyPatch, tmp_
     for k, v in {"GDAL_MCP_WORKSPACE": f"{tmp_path}{os.pathsep}{other}", "GDAL_MCP_READ_ONLY": "1",
                  "GDAL_MCP_TIMEOUT": "12", "GDAL_MCP_MAX_MEMORY": "1G", "GDAL_MCP_WORKERS": "3",
                  "GDAL_MCP_TRANSPORT": "http", "GDAL_MCP_PORT": "9123", "GDAL_MCP_TOKEN": "t",
-                 "GDAL_MCP_ALLOW_ORIGIN": "https://a.example,https://b.example"}.items():
+                 "GDAL_MCP_ALLOW_ORIGIN": "https://a.example,https://b.example", "GDAL_MCP_CONFIRM": "writes"}.items():
         monkeypatch.setenv(k, v)
     s = settings_from_args(build_parser().parse_args([]))
     assert s.workspaces == (tmp_path, other) and s.read_only and s.timeout == 12
     assert s.max_memory == GiB and s.workers == 3 and s.transport == "http" and s.port == 9123
-    assert s.token == "t" and s.allow_origins == ("https://a.example", "https://b.example")
+    assert s.token == "t" and s.allow_origins == ("https://a.example", "https://b.example") and s.confirm == "writes"
     # Flags win over the environment.
     s = settings_from_args(build_parser().parse_args(["--workspace", str(other), "--workers", "1"]))
     assert s.workspaces == (other,) and s.workers == 1
@@ -62,7 +62,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(k)
     s = settings_from_args(build_parser().parse_args([]))
     assert (s.transport, s.host, s.port, s.read_only, s.workers) == ("stdio", "127.0.0.1", 8000, False, 2)
-    assert s.workspaces == (Path(os.getcwd()),) and s.max_memory == 4 * GiB
+    assert s.workspaces == (Path(os.getcwd()),) and s.max_memory == 4 * GiB and s.confirm == "destructive"
 
 
 def test_bad_values_are_usage_errors(tmp_path: Path) -> None:
@@ -70,6 +70,8 @@ def test_bad_values_are_usage_errors(tmp_path: Path) -> None:
     assert out.returncode == 2 and "--workers" in out.stderr and out.stdout == ""
     out = run("--max-memory", "lots", "--workspace", str(tmp_path))
     assert out.returncode == 2 and "size" in out.stderr
+    out = run("--workspace", str(tmp_path), env={"GDAL_MCP_CONFIRM": "sometimes"})
+    assert out.returncode == 2 and "confirm must be one of never, destructive, writes, all" in out.stderr
     out = run("--workspace", str(tmp_path / "missing"))
     assert out.returncode != 0 and "not a directory" in out.stderr and out.stdout == ""
     assert "Traceback" not in out.stderr

@@ -142,6 +142,9 @@ def translate(exc: BaseException, dst: str | None = None) -> GdalMcpError | None
         return exc
     if (type(exc).__module__ or "").startswith(GDAL_MODULES):
         return GdalMcpError("gdal-error", gdal_message(exc))
+    if isinstance(exc, UnicodeDecodeError):
+        # Text read from the file (a CRS name, a field name or value) that is not valid in its encoding.
+        return GdalMcpError("gdal-error", f"the file holds text that is not valid {exc.encoding}: {exc}")
     if type(exc).__name__ == "GEOSException" and type(exc).__module__ == "shapely.errors":
         # GEOS refusing what GDAL read (a ring that does not close …): the input's geometry is corrupt.
         return GdalMcpError("gdal-error", f"invalid geometry in the data: {gdal_message(exc)}")

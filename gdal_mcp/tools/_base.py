@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import datetime
 import functools
+import inspect
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from mcp.types import ToolAnnotations
+from fastmcp.tools import ToolResult
+from fastmcp.utilities.tasks import TaskConfig
+from mcp.types import InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel
 
 from gdal_mcp.app import App
@@ -25,11 +31,20 @@ log = logging.getLogger("gdal_mcp.tools")
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MODIFY = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+#: how often a task's client is told to poll (progress messages change about that often)
+TASK_POLL_INTERVAL = datetime.timedelta(seconds=1)
 
 
 def gdal_tool(mcp: Any, app: App, *, title: str, annotations: ToolAnnotations, tags: set[str],
-              writes: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register an async tool whose GdalMcpError (or crash) becomes an isError envelope."""
+              writes: bool = False, task: bool | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register an async tool whose GdalMcpError (or crash) becomes an isError envelope.
+
+    `task`: the tool may run as an MCP task (a 2026-07-28 client that asks for one gets a task id at once
+    and polls it); by default every tool that is not read-only, the ones that can run long. Other calls
+    run inline as before.
+    """
+    if task is None:
+        task = not annotations.read_only_hint
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
@@ -46,10 +61,131 @@ def gdal_tool(mcp: Any, app: App, *, title: str, annotations: ToolAnnotations, t
                     "internal-error", app.sandbox.scrub(f"unexpected {type(e).__name__} in {fn.__name__}: {e}")
                 ))
 
-        mcp.tool(title=title, annotations=annotations, tags=tags | {"write" if writes else "read"})(wrapper)
+        # The description is given as is and the docstring cleared: FastMCP would otherwise import griffe to parse
+        # every docstring at start-up (~0.3 s of the cold start); parameter docs live in the Annotated Fields.
+        description = inspect.cleandoc(fn.__doc__ or "")
+        wrapper.__doc__ = None
+        mcp.tool(title=title, description=description, annotations=annotations,
+                 tags=tags | {"write" if writes else "read"},
+                 task=TaskConfig(mode="optional", poll_interval=TASK_POLL_INTERVAL) if task else None,
+                 )(audited_as_task(app, fn.__name__, linked(app, wrapper)) if task else linked(app, wrapper))
         return fn
 
     return decorate
+
+
+def download_url(app: App, display: str) -> str | None:
+    """Over HTTP, where a workspace file can be downloaded (GET /files/<path>, see gdal_mcp/downloads.py).
+
+    The host is the one the client reached this server by (its Host header, checked by the Host guard;
+    a task's worker sees the headers of the call that created it); else the bind address.
+    """
+    if app.settings.transport != "http":
+        return None
+    from urllib.parse import quote
+
+    from fastmcp.server.dependencies import get_http_headers
+
+    host = (get_http_headers(include_all=True) or {}).get("host")
+    if not host:
+        bind = app.settings.host if app.settings.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        host = f"[{bind}]:{app.settings.port}" if ":" in bind else f"{bind}:{app.settings.port}"
+    return f"http://{host}/files/{quote(display)}"
+
+
+def with_links(app: App, result: BaseModel) -> ToolResult:
+    """A write result as the tool's answer: the structured result, with download_url set over HTTP, and
+    an MCP resource link to each file it names (its gdal-mcp://files/ URI, name, media type and size)."""
+    from urllib.parse import unquote
+
+    import mcp.types as mt
+
+    from gdal_mcp.sandbox import RESOURCE_PREFIX
+    from gdal_mcp.tools.resources import mime_type
+
+    links: list[mt.ResourceLink] = []
+    for field in type(result).model_fields:
+        uri = getattr(result, field)
+        if not (field == "uri" or field.endswith("_uri")) or not isinstance(uri, str) or not uri.startswith(
+                RESOURCE_PREFIX):
+            continue
+        display = unquote(uri.removeprefix(RESOURCE_PREFIX))
+        try:
+            real = app.sandbox.resolve_file(display, what="output")
+            size = real.stat().st_size if real.is_file() else None
+        except (GdalMcpError, OSError):
+            continue
+        url = download_url(app, display)
+        if field == "uri" and url and "download_url" in type(result).model_fields:
+            result = result.model_copy(update={"download_url": url})
+        links.append(mt.ResourceLink(type="resource_link", uri=uri, name=real.name, mime_type=mime_type(real.name),
+                                     size=size, description=f"{display}, written by this call"
+                                     + (f" (download: {url})" if url else "")))
+    return ToolResult(content=[mt.TextContent(type="text", text=result.model_dump_json()), *links],
+                      structured_content=result.model_dump(mode="json"))
+
+
+def linked(app: App, wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """The tool with its write results carrying resource links (see with_links); other results as they are."""
+
+    @functools.wraps(wrapper)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        result = await wrapper(*args, **kwargs)
+        if isinstance(result, BaseModel) and not isinstance(result, ToolResult | InputRequiredResult) and any(
+                f == "uri" or f.endswith("_uri") for f in type(result).model_fields):
+            return with_links(app, result)
+        return result
+
+    return run
+
+
+def audit_outcome(result: Any) -> tuple[str, list[str]]:
+    """(outcome, outputs) of a tool's result for the audit log: 'ok' or the error code, the output written."""
+    if isinstance(result, InputRequiredResult):
+        return "input-required", []
+    if isinstance(result, ToolResult):
+        sc = result.structured_content or {}
+        if result.is_error:
+            return (sc.get("error") or {}).get("code", "internal-error"), []
+    else:
+        sc = result.model_dump() if isinstance(result, BaseModel) else {}
+    out = sc.get("output")
+    return "ok", [out] if isinstance(out, str) else []
+
+
+def audited_as_task(app: App, name: str, wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """The tool as registered when it may run as an MCP task.
+
+    A task runs in the tasks extension's worker, outside the middleware, which only sees the task being
+    created: the run itself (its outcome, or its cancellation) is audited here, with the task id.
+    """
+    from fastmcp_tasks.context import get_task_context
+
+    defaults = {k: p.default for k, p in inspect.signature(wrapper).parameters.items()}
+
+    def given(kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as the client gave them (the task receives them with every default filled in)."""
+        return {k: v for k, v in kwargs.items() if k != "ctx" and not (k in defaults and defaults[k] == v)}
+
+    @functools.wraps(wrapper)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        task = get_task_context()
+        if task is None:  # an inline call: the middleware audits it
+            return await wrapper(*args, **kwargs)
+        t0 = time.perf_counter()
+        outcome, outputs = "internal-error", list[str]()
+        try:
+            result = await wrapper(*args, **kwargs)
+            outcome, outputs = audit_outcome(result)
+            return result
+        except asyncio.CancelledError:  # tasks/cancel: the runner kills the worker, the partial output goes
+            outcome = "cancelled"
+            raise
+        finally:
+            app.audit.write(tool=name, arguments=given(kwargs), outcome=outcome,
+                            duration_ms=1000 * (time.perf_counter() - t0), outputs=outputs, task=task.task_id)
+
+    return run
 
 
 async def write_output(app: App, ctx: Any, job: Job[tuple[S, list[str]]], *, inputs: list[Any], output: str,

@@ -1,6 +1,7 @@
 """Decision prompts: each takes a dataset path and builds its text from the dataset's real metadata."""
 
 # No `from __future__ import annotations` here: FastMCP resolves prompt argument types at render time.
+import inspect
 import math
 from typing import Annotated, Any, Literal
 
@@ -77,6 +78,17 @@ class Facts:
                 f"extent {describe_extent(self.wgs84)}")
 
 
+def prompt(mcp: Any, **kwargs: Any) -> Any:
+    """mcp.prompt with the docstring passed as the description (FastMCP would import griffe to parse it)."""
+
+    def decorate(fn: Any) -> Any:
+        description = inspect.cleandoc(fn.__doc__ or "")
+        fn.__doc__ = None
+        return mcp.prompt(description=description, **kwargs)(fn)
+
+    return decorate
+
+
 def register(mcp: Any, app: App) -> None:
     async def facts(path: str) -> Facts:
         try:
@@ -111,7 +123,7 @@ def register(mcp: Any, app: App) -> None:
             return None
         return {"left": left, "bottom": bottom, "right": right, "top": top}
 
-    @mcp.prompt(title="Choose a CRS", tags={"crs"})
+    @prompt(mcp, title="Choose a CRS", tags={"crs"})
     async def choose_crs(
         path: Annotated[str, Field(description="Dataset in the workspace")],
         task: Annotated[Literal["area", "distance", "web_map", "local_survey", "general"],
@@ -149,7 +161,7 @@ def register(mcp: Any, app: App) -> None:
                       "then give the exact raster_reproject or vector_reproject call to make."]
         return [Message("\n".join(lines))]
 
-    @mcp.prompt(title="Choose a resampling method", tags={"raster"})
+    @prompt(mcp, title="Choose a resampling method", tags={"raster"})
     async def choose_resampling(
         path: Annotated[str, Field(description="Raster in the workspace")],
         operation: Annotated[Literal["reproject", "downsample", "upsample", "overviews"],
@@ -179,7 +191,7 @@ def register(mcp: Any, app: App) -> None:
         ]
         return [Message("\n".join(lines))]
 
-    @mcp.prompt(title="Make a raster web-ready", tags={"raster"})
+    @prompt(mcp, title="Make a raster web-ready", tags={"raster"})
     async def make_web_ready(path: Annotated[str, Field(description="Raster in the workspace")]) -> list[Message]:
         """Plan turning a raster into a web-ready Cloud Optimized GeoTIFF (compression, overviews, CRS)."""
         f = await facts(path)
@@ -205,7 +217,7 @@ def register(mcp: Any, app: App) -> None:
                       "raster_reproject call before it; then check the result with raster_info (is_cog)."]
         return [Message("I want to publish this raster on the web.\n\n" + "\n".join(steps))]
 
-    @mcp.prompt(title="Zonal analysis workflow", tags={"analysis"})
+    @prompt(mcp, title="Zonal analysis workflow", tags={"analysis"})
     async def zonal_workflow(
         raster: Annotated[str, Field(description="Raster with the values")],
         zones: Annotated[str, Field(description="Vector file with the zone polygons")],

@@ -101,7 +101,9 @@ def all_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def test_every_tool_resource_and_prompt_through_the_official_sdk(all_ws: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "gdal_mcp", "--workspace", str(all_ws)], env=env)
+    # --confirm never: the SDK's ClientSession cannot answer elicitation (test_confirm.py covers confirmation)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gdal_mcp", "--workspace", str(all_ws),
+                                                                 "--confirm", "never"], env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         names = {t.name for t in (await session.list_tools()).tools}

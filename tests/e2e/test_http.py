@@ -28,6 +28,7 @@ def free_port() -> int:
 
 def start(ws: Path, port: int, token: str | None, *extra: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
+    env["GDAL_MCP_CONFIRM"] = "never"  # the overwrite below is not about confirmation (test_confirm.py is)
     if token:
         env["GDAL_MCP_TOKEN"] = token
     return subprocess.Popen([sys.executable, "-m", "gdal_mcp", "--transport", "http", "--port", str(port),

@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,16 @@ async def test_failed_job_leaves_nothing(client: Client, ws: Path) -> None:
     assert err and not (ws / "new_dir").exists()
 
 
-async def test_client_cancel_removes_the_partial_output(client: Client, ws: Path) -> None:
+@pytest.fixture
+async def inline_client(server) -> AsyncIterator[Client]:  # noqa: ANN001
+    """A 2025-11-25 client: its calls run inline (a 2026-07-28 FastMCP client runs write tools as MCP tasks,
+    where a client-side timeout stops polling but not the job: tasks/cancel does, see tests/e2e/test_tasks.py)."""
+    async with Client(server[0], mode="legacy") as c:
+        yield c
+
+
+async def test_client_cancel_removes_the_partial_output(inline_client: Client, ws: Path) -> None:
+    client = inline_client
     with pytest.raises(McpError, match="timed out"):
         await client.call_tool("raster_convert", {**BIG_JOB, "output": "out/cancelled.tif"}, timeout=1.5)
     await wait_clean(ws, "out/cancelled.tif")
@@ -149,7 +159,7 @@ async def test_progress_audit_and_list_changed(server, ws: Path, audit_path: Pat
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(message)
 
-    async with Client(server[0], message_handler=Notes()) as c:
+    async with Client(server[0], message_handler=Notes(), mode="legacy") as c:  # inline: progress as notifications
         r = await c.call_tool("raster_reproject", {"input": "raster/RGB.byte.tif", "output": "out/prog.tif",
                                                    "dst_crs": "EPSG:3857"}, progress_handler=on_progress)
     assert not r.is_error
@@ -197,9 +207,9 @@ async def test_mosaic_input_pattern_src_nodata_and_bbox(client: Client, ws: Path
         assert ds.nodata == 0 and left < -77.99 and right > -77.01 and bottom < 24.01 and top > 24.99
 
 
-async def test_cancelled_reproject_leaves_nothing(client: Client, ws: Path) -> None:
+async def test_cancelled_reproject_leaves_nothing(inline_client: Client, ws: Path) -> None:
     with pytest.raises(McpError, match="timed out"):
-        await client.call_tool("raster_reproject", {"input": "huge.vrt", "src_crs": "EPSG:32618", "dst_crs": "EPSG:4326",
+        await inline_client.call_tool("raster_reproject", {"input": "huge.vrt", "src_crs": "EPSG:32618", "dst_crs": "EPSG:4326",
                                                     "resolution": 0.00002,  # under --max-pixels: 8e9 pixels
                                                     "output": "out/cancelled_warp.tif",
                                                     "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}},

@@ -39,8 +39,9 @@ from gdal_mcp.engine.raster.output import (
     cast,
     check_nodata,
     fits,
-    infer_driver,
     parse_dtype,
+    pixel_driver,
+    smallest_dtype,
     summarize,
     write_windows,
 )
@@ -55,26 +56,11 @@ from gdal_mcp.models import RasterSummary
 WINDOW_PIXELS = DEFAULT_WINDOW_PIXELS
 OUTPUT_BLOCK = (256, 256)
 MAX_SIDE = 2**31 - 1
-# Candidate output types for integral values, smallest first.
-INTEGER_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "int64", "uint64")
 
 
 # ---------------------------------------------------------------------------------------------- shared helpers
 
 # ---------------------------------------------------------------------------------------------- arguments
-
-def _smallest_dtype(values: list[float]) -> str:
-    """The smallest type holding every value exactly: integers first, then float32, else float64."""
-    finite = [v for v in values if not math.isnan(v)]
-    if len(finite) == len(values) and all(math.isfinite(v) and float(v).is_integer() for v in values):
-        for name in INTEGER_TYPES:
-            info = np.iinfo(name)
-            if all(info.min <= v <= info.max for v in values):
-                return name
-    if all(math.isnan(v) or float(np.float32(v)) == v for v in values):
-        return "float32"
-    return "float64"
-
 
 def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
@@ -265,9 +251,7 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
         if given:
             raise GdalMcpError("invalid-argument", f"like copies the whole grid of a raster; remove {', '.join(given)} "
                                "or drop like")
-    driver = infer_driver(dst, format)
-    if driver in ("VRT", "MEM"):
-        raise GdalMcpError("unsupported", f"rasterize cannot write {driver}; write GTiff or COG instead")
+    driver = pixel_driver(dst, format, "rasterize")
     options = normalize_options(creation_options)
     try:
         out_dtype = parse_dtype(dtype)
@@ -319,9 +303,9 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
         if attribute is not None and not invert and np.dtype(fields[attribute]).kind == "f":
             out_dtype = "float64"
         elif attribute is not None and not invert:
-            out_dtype = _smallest_dtype(_attribute_range(src, name, where, attribute) + [fill])
+            out_dtype = smallest_dtype(_attribute_range(src, name, where, attribute) + [fill])
         else:
-            out_dtype = _smallest_dtype([float(burn_value), fill]  # type: ignore[arg-type]
+            out_dtype = smallest_dtype([float(burn_value), fill]  # type: ignore[arg-type]
                                         + ([] if nodata is None else [float(nodata)]))
         if add and np.dtype(out_dtype).itemsize < 4 and np.dtype(out_dtype).kind in "iu":
             # Sums outgrow the burnt values: counts of points per cell need room.

@@ -41,7 +41,7 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.output import check_nodata, fits, infer_driver, parse_dtype, summarize, write_windows
+from gdal_mcp.engine.raster.output import check_nodata, fits, parse_dtype, pixel_driver, summarize, write_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -672,9 +672,7 @@ def calc(inputs: dict[str, str] | list[str], expression: str | list[str], dst: s
         warnings.append(f"input(s) {', '.join(unused)} are not used by the expression and were not read")
     dtype = parse_dtype(output_type) or "float32"
     out_nodata = _output_nodata(dtype, nodata, warnings)
-    driver = infer_driver(dst, format)
-    if driver in ("VRT", "MEM"):
-        raise GdalMcpError("unsupported", f"calc cannot write {driver}; write GTiff or COG instead")
+    driver = pixel_driver(dst, format, "calc")
     options = normalize_options(creation_options)
 
     with contextlib.ExitStack() as stack:

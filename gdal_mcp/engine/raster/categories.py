@@ -15,7 +15,6 @@ Pixel areas (`PixelAreas`, shared with zonal statistics):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +26,7 @@ from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.region import bbox_window, read_bands, select_bands
-from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, count_windows, iter_windows
+from gdal_mcp.engine.raster.region import bbox_window, iter_chunks, select_bands
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import BandCategories, CategoriesResult, ClassArea
 
@@ -234,7 +232,7 @@ def categories(path: str, bands: list[int] | None = None, bbox: tuple[float, flo
         warnings += [f"band {b}: scale {ds.scales[b - 1]} / offset {ds.offsets[b - 1]} are not applied; classes "
                      "are the stored values" for b in indexes if (ds.scales[b - 1], ds.offsets[b - 1]) != (1.0, 0.0)]
         tallies = [ClassTally(f"band {b}") for b in indexes]
-        for i, n, w, chunk in _chunks(ds, indexes, window):
+        for i, n, w, chunk in iter_chunks(ds, indexes, window):
             pixel = areas.for_window(w)
             for j, tally in enumerate(tallies):
                 data = np.ma.getdata(chunk[j])
@@ -258,15 +256,3 @@ def categories(path: str, bands: list[int] | None = None, bbox: tuple[float, flo
             pixel_area_m2=areas.constant,
             window=(int(window.col_off), int(window.row_off), int(window.width), int(window.height)),
             bands=out, warnings=warnings)
-
-
-def _chunks(ds: Any, bands: list[int], window: Window) -> Iterator[tuple[int, int, Window, np.ma.MaskedArray]]:
-    """(i, n, window read, masked chunk (len(bands), h, w)) over `window`, as region.iter_chunks walks it."""
-    block = ds.block_shapes[0] if ds.block_shapes else (256, 256)
-    width, height = int(window.width), int(window.height)
-    col0, row0 = int(window.col_off), int(window.row_off)
-    budget = max(1, DEFAULT_WINDOW_PIXELS // max(1, len(bands)))
-    n = max(1, count_windows(width, height, block, budget))
-    for i, w in enumerate(iter_windows(width, height, block, budget)):
-        w = Window(w.col_off + col0, w.row_off + row0, w.width, w.height)
-        yield i, n, w, read_bands(ds, bands, window=w, masked=True)

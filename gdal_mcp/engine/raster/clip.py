@@ -29,7 +29,7 @@ from gdal_mcp.engine.raster.output import (
     check_nodata,
     copy_metadata,
     fits,
-    infer_driver,
+    pixel_driver,
     summarize,
     write_windows,
 )
@@ -212,9 +212,7 @@ def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None =
     """Clip `src` to a bbox, a GeoJSON geometry or the polygons of a vector file, writing `dst`."""
     kind = check_choice(bbox, geometry, mask)
     check_owners(kind, bbox_crs=bbox_crs, geometry_crs=geometry_crs, mask_layer=mask_layer, mask_where=mask_where)
-    driver = infer_driver(dst, format)
-    if driver in ("VRT", "MEM"):
-        raise GdalMcpError("unsupported", f"clip cannot write {driver}; write GTiff or COG instead")
+    driver = pixel_driver(dst, format, "clip")
     options = normalize_options(creation_options)
 
     with open_raster(src) as ds:

@@ -25,7 +25,7 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.output import infer_driver, summarize, write_windows
+from gdal_mcp.engine.raster.output import pixel_driver, summarize, write_windows
 from gdal_mcp.engine.raster.region import select_bands
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
@@ -55,9 +55,7 @@ def fill_nodata(src: str, dst: str, *, max_distance: float = 100, smoothing_iter
     if isinstance(smoothing_iterations, bool) or not isinstance(smoothing_iterations, int) or smoothing_iterations < 0:
         raise GdalMcpError("invalid-argument", "smoothing_iterations must be an integer >= 0 "
                            f"(got {smoothing_iterations!r})")
-    driver = infer_driver(dst, format)
-    if driver in ("VRT", "MEM"):
-        raise GdalMcpError("unsupported", f"fill cannot write {driver}; write GTiff or COG instead")
+    driver = pixel_driver(dst, format, "fill")
     options = normalize_options(creation_options)
     with open_raster(src) as ds:
         select_bands(ds, [band])

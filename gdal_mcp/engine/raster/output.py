@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import rasterio
 import rasterio.shutil
 from rasterio.drivers import raster_driver_extensions
@@ -39,6 +41,15 @@ def infer_driver(path: str | os.PathLike[str], fmt: str | None) -> str:
             return raster_driver_extensions()[candidate]
     raise GdalMcpError("invalid-argument", f"cannot tell the format from '{Path(path).name}'; pass format= "
                        "(e.g. GTiff, COG, PNG) or use a known extension (.tif, .png, .jpg, .nc, .gpkg, .vrt)")
+
+
+def pixel_driver(path: str | os.PathLike[str], fmt: str | None, what: str) -> str:
+    """The driver of an output whose pixels a job computes: infer_driver, refusing VRT and MEM (nothing to
+    reference, nothing left on disk)."""
+    driver = infer_driver(path, fmt)
+    if driver in ("VRT", "MEM"):
+        raise GdalMcpError("unsupported", f"{what} cannot write {driver}; write GTiff or COG instead")
+    return driver
 
 
 def summarize(path: str | os.PathLike[str]) -> RasterSummary:
@@ -87,6 +98,24 @@ def fits(value: float, dtype: str) -> bool:
         return False
     info = np.iinfo(np.dtype(dtype))
     return info.min <= value <= info.max and float(value).is_integer()
+
+
+# Candidate output types for integral values, smallest first.
+INTEGER_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "int64", "uint64")
+
+
+def smallest_dtype(values: list[float]) -> str:
+    """The smallest type holding every value exactly: integers first, then float32, else float64."""
+    finite = [v for v in values if not math.isnan(v)]
+    if len(finite) == len(values) and all(math.isfinite(v) and float(v).is_integer() for v in values):
+        for name in INTEGER_TYPES:
+            info = np.iinfo(name)
+            if all(info.min <= v <= info.max for v in values):
+                return name
+    if all(math.isnan(v) or float(np.float32(v)) == v for v in values):
+        return "float32"
+    return "float64"
+
 
 
 def check_nodata(value: float, dtype: str) -> float:

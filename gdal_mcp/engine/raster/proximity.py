@@ -32,9 +32,9 @@ from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     _delete,
     check_nodata,
-    infer_driver,
     output_profile,
     parse_dtype,
+    pixel_driver,
     staging_options,
     summarize,
     writable_driver,
@@ -130,9 +130,7 @@ def proximity(src: str, dst: str, *, band: int = 1, target_values: list[float] |
         check_nodata(nodata, dtype)
     if target_values is not None and (not target_values or not all(math.isfinite(v) for v in target_values)):
         raise GdalMcpError("invalid-argument", "target_values must be a non-empty list of pixel values, e.g. [1, 3]")
-    driver = infer_driver(dst, format)
-    if driver in ("VRT", "MEM"):
-        raise GdalMcpError("unsupported", f"proximity cannot write {driver}; write GTiff or COG instead")
+    driver = pixel_driver(dst, format, "proximity")
     options = normalize_options(creation_options)
     alg = [f"DISTUNITS={distance_units.upper()}"]
     if target_values is not None:

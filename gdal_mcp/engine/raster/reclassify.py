@@ -22,8 +22,9 @@ from gdal_mcp.engine.raster.output import (
     cast,
     check_nodata,
     fits,
-    infer_driver,
     parse_dtype,
+    pixel_driver,
+    smallest_dtype,
     summarize,
     write_windows,
 )
@@ -31,7 +32,6 @@ from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
-INTEGER_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "int64")
 MAX_RULES = 10_000
 
 
@@ -74,17 +74,6 @@ def parse_mapping(mapping: dict[str, Any]) -> dict[float, float]:
     return out
 
 
-def smallest_type(values: list[float]) -> str:
-    """The smallest numpy type that holds every value exactly (integers when all are integral)."""
-    finite = [v for v in values if not math.isnan(v)]
-    if any(math.isnan(v) for v in values) or not all(float(v).is_integer() for v in finite):
-        return "float32" if all(abs(v) < 1e38 for v in finite) else "float64"
-    for dt in INTEGER_TYPES:
-        if all(fits(v, dt) for v in finite):
-            return dt
-    return "float64"
-
-
 def _choose_nodata(values: list[float], dtype: str) -> float:
     """A nodata value for dtype that no class produces."""
     if np.issubdtype(np.dtype(dtype), np.floating):
@@ -111,7 +100,7 @@ def reclassify(src: str, dst: str, *, classes: list[dict[str, Any]] | None = Non
     if not (default in ("nodata", "keep") or (isinstance(default, int | float) and not isinstance(default, bool))):
         raise GdalMcpError("invalid-argument", f'default must be "nodata", "keep" or a number, got {default!r}')
     warnings: list[str] = []
-    driver = infer_driver(dst, format)
+    driver = pixel_driver(dst, format, "reclassify")
     options = normalize_options(creation_options)
 
     with open_raster(src) as ds:
@@ -127,7 +116,7 @@ def reclassify(src: str, dst: str, *, classes: list[dict[str, Any]] | None = Non
             info_values = ([float(np.iinfo(in_dtype).min), float(np.iinfo(in_dtype).max)]
                            if np.issubdtype(np.dtype(in_dtype), np.integer) else [0.5])
             candidates += info_values
-        dtype = parse_dtype(output_type) or smallest_type(candidates)
+        dtype = parse_dtype(output_type) or smallest_dtype(candidates)
         lossy = [v for v in candidates if not fits(v, dtype) or (np.issubdtype(np.dtype(dtype), np.integer)
                                                                   and not float(v).is_integer())]
         if lossy and output_type is not None:

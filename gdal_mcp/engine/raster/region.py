@@ -100,8 +100,9 @@ def bbox_window(ds, bbox, bbox_crs: str | None = None) -> Window:
     return Window(c0, r0, c1 - c0, r1 - r0)
 
 
-def iter_chunks(ds, bands: list[int], window: Window) -> Iterator[tuple[int, int, np.ma.MaskedArray]]:
-    """(i, n, masked chunk of shape (len(bands), h, w)) over `window`, the pixel budget shared by the bands."""
+def iter_chunks(ds, bands: list[int], window: Window) -> Iterator[tuple[int, int, Window, np.ma.MaskedArray]]:
+    """(i, n, window read, masked chunk of shape (len(bands), h, w)) over `window`, the pixel budget shared by
+    the bands."""
     block = ds.block_shapes[0] if ds.block_shapes else (256, 256)
     width, height = int(window.width), int(window.height)
     col0, row0 = int(window.col_off), int(window.row_off)
@@ -109,4 +110,4 @@ def iter_chunks(ds, bands: list[int], window: Window) -> Iterator[tuple[int, int
     n = max(1, count_windows(width, height, block, budget))
     for i, w in enumerate(iter_windows(width, height, block, budget)):
         w = Window(w.col_off + col0, w.row_off + row0, w.width, w.height)
-        yield i, n, read_bands(ds, bands, window=w, masked=True)
+        yield i, n, w, read_bands(ds, bands, window=w, masked=True)

@@ -22,7 +22,7 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.output import infer_driver, summarize, write_windows
+from gdal_mcp.engine.raster.output import pixel_driver, summarize, write_windows
 from gdal_mcp.engine.raster.region import select_bands
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
@@ -51,9 +51,7 @@ def sieve(src: str, dst: str, *, threshold: int, connectedness: Literal[4, 8] = 
     if connectedness not in (4, 8) or isinstance(connectedness, bool):
         raise GdalMcpError("invalid-argument", f"connectedness must be 4 (edges) or 8 (edges and corners), "
                            f"got {connectedness!r}")
-    driver = infer_driver(dst, format)
-    if driver in ("VRT", "MEM"):
-        raise GdalMcpError("unsupported", f"sieve cannot write {driver}; write GTiff or COG instead")
+    driver = pixel_driver(dst, format, "sieve")
     options = normalize_options(creation_options)
     with open_raster(src) as ds:
         select_bands(ds, [band])

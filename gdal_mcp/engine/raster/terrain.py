@@ -42,7 +42,7 @@ from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
-    infer_driver,
+    pixel_driver,
     summarize,
     write_windows,
 )
@@ -523,9 +523,7 @@ def terrain(src: str, dst: str, *, product: Product, band: int = 1, z_factor: fl
              "trigonometric": trigonometric, "colors": colors, "color_mode": color_mode, "alpha": alpha,
              "compute_edges": compute_edges}
     _unused(product, z, az, alt, slope_units, extra, warnings)
-    driver = infer_driver(dst, format)
-    if driver in ("VRT", "MEM"):
-        raise GdalMcpError("unsupported", f"terrain cannot write {driver}; write GTiff or COG instead")
+    driver = pixel_driver(dst, format, "terrain")
     options = normalize_options(creation_options)
 
     with open_raster(src) as ds:

@@ -175,9 +175,9 @@ def test_bbox_and_bands(tmp_path: Path) -> None:
 def test_streamed_in_several_windows_gives_the_same_areas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path, grid, _ = countries_grid(tmp_path / "countries.tif")
     whole = categories(path)
-    import gdal_mcp.engine.raster.categories as module
+    import gdal_mcp.engine.raster.region as region_module
 
-    monkeypatch.setattr(module, "DEFAULT_WINDOW_PIXELS", 5000)
+    monkeypatch.setattr(region_module, "DEFAULT_WINDOW_PIXELS", 5000)
     seen: list[str] = []
     split = categories(path, progress=lambda f, m="": seen.append(m))
     assert len(seen) > 20

@@ -1,0 +1,413 @@
+"""Human confirmation before a tool changes data (--confirm never|destructive|writes|all).
+
+Used from one place, the tool-call middleware in server.py (`check()`): it runs before FastMCP's
+tasks extension turns a call into a background task and before the tool body, with the live request
+(protocol era, the client's capabilities, the answers of a retried call), so confirmation happens
+before anything starts, in both protocol eras. Its parts:
+- `plan()` decides whether a call needs a person's approval under the server's policy and words the
+  question concretely (tool, what changes, size and date of what gets replaced, workspace-relative paths);
+- `obtain()` asks it through the channel the client offers: elicitation (`ctx.elicit` on 2025-11-25
+  and earlier; an InputRequiredResult the client answers by calling again on 2026-07-28), or the
+  approval console (`console_channel`, a hook: none yet), or else fails closed with
+  `confirmation-required`. It never asks the model. Every answer is written to the audit log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn, get_args
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from gdal_mcp.app import App
+from gdal_mcp.errors import GdalMcpError
+
+log = logging.getLogger("gdal_mcp.confirm")
+
+Policy = Literal["never", "destructive", "writes", "all"]
+POLICIES: tuple[str, ...] = get_args(Policy)
+Kind = Literal["replace", "modify", "create", "call"]
+DESTRUCTIVE: tuple[str, ...] = ("replace", "modify")
+ASKS: dict[str, tuple[str, ...]] = {
+    "never": (),
+    "destructive": DESTRUCTIVE,
+    "writes": (*DESTRUCTIVE, "create"),
+    "all": (*DESTRUCTIVE, "create", "call"),
+}
+# Tools whose argument makes an ordinary write change an existing dataset instead of creating one.
+MODIFYING_MODES: dict[str, tuple[str, frozenset[str]]] = {"vector_convert": ("mode", frozenset({"append", "add_layer"}))}
+REQUEST_KEY = "confirm"
+MAX_LEGACY_ROUNDS = 3
+FLAGS = ("overwrite", "external", "unset_nodata")  # booleans the question depends on (lax input: "true" is true)
+_BOOL = TypeAdapter(bool)
+
+
+class Approval(BaseModel):
+    """The form the person answers (one checkbox: clients render an empty form badly)."""
+
+    confirm: bool = Field(title="Approve", description="Tick to let the server go ahead; decline to leave every file as "
+                                                       "it is")
+
+
+@dataclass(frozen=True)
+class Existing:
+    """A file that the call would replace or change, as the person is shown it."""
+
+    display: str
+    size: int
+    mtime: float
+    mtime_ns: int
+    inode: int
+
+    def describe(self) -> str:
+        return f"{self.display} ({human_size(self.size)}, modified {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.mtime))})"
+
+
+@dataclass(frozen=True)
+class Question:
+    """What a call will do, in plain words, and the state of the files it describes."""
+
+    tool: str
+    kind: Kind
+    message: str
+    targets: tuple[Existing, ...]
+    arguments: dict[str, Any]
+    state: str  # digest of tool, arguments and the targets' identity: an answer binds to exactly this
+
+
+def human_size(n: int) -> str:
+    """1.2 GB, 340 KB, 12 bytes (decimal units, as file managers show them)."""
+    if n < 1000:
+        return f"{n} byte" + ("" if n == 1 else "s")
+    value = float(n)
+    for unit in ("KB", "MB", "GB", "TB", "PB"):
+        value /= 1000
+        if value < 999.95 or unit == "PB":
+            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _existing(app: App, path: Any) -> Existing | None:
+    """The workspace file `path` names, if it exists (resolved through the sandbox; None otherwise).
+
+    A path the sandbox refuses is not a confirmation matter: the tool refuses it itself and writes nothing.
+    """
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        real = app.sandbox.resolve_file(path, what="output")
+        st = real.stat()
+    except (GdalMcpError, OSError):
+        return None
+    if not real.is_file():
+        return None
+    return Existing(display=app.sandbox.display(real), size=st.st_size, mtime=st.st_mtime, mtime_ns=st.st_mtime_ns,
+                    inode=st.st_ino)
+
+
+def _shown(app: App, value: Any) -> str:
+    """An argument as the person reads it: paths workspace-relative, lists shortened."""
+    if isinstance(value, list | tuple):
+        items = [_shown(app, v) for v in value[:3]]
+        more = f" and {len(value) - 3} more" if len(value) > 3 else ""
+        return ", ".join(items) + more
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_shown(app, v)}" for k, v in list(value.items())[:5])
+    return app.sandbox.scrub(str(value))
+
+
+def _product(app: App, tool: str, title: str, a: dict[str, Any]) -> str:
+    """What the output will hold: 'a reprojection of dem.tif to EPSG:32632'."""
+    src = _shown(app, a["input"]) if a.get("input") else None
+    crs = a.get("dst_crs")
+    to_crs = f" to {crs}" if crs else ""
+    if tool in ("raster_reproject", "vector_reproject") and src:
+        return f"a reprojection of {src}{to_crs}" if crs else f"a resampled copy of {src}"
+    if tool in ("raster_convert", "vector_convert") and src:
+        fmt = a.get("format")
+        return f"a {fmt} conversion of {src}{to_crs}" if fmt else f"a conversion of {src}{to_crs}"
+    if tool == "raster_clip" and src:
+        return f"a clip of {src}"
+    if tool == "raster_mosaic":
+        parts = _shown(app, a["inputs"]) if a.get("inputs") else f"the rasters matching {_shown(app, a.get('input_pattern'))}"
+        return f"a mosaic of {parts}"
+    what = title[0].lower() + title[1:]
+    return f"the result of {tool} ({what}) on {src}" if src else f"the result of {tool} ({what})"
+
+
+def _modify_message(app: App, tool: str, title: str, a: dict[str, Any]) -> tuple[str, tuple[Existing, ...]] | None:
+    """Tools that change their input in place (annotated destructive)."""
+    src = _existing(app, a.get("input"))
+    if tool == "raster_overviews":
+        if src is None:
+            return None  # the tool refuses a missing input itself
+        if a.get("external"):
+            ovr = _existing(app, f"{a['input']}.ovr")
+            replacing = f", replacing {ovr.describe()}" if ovr else ""
+            levels = a.get("levels", "auto")
+            return (f"Write overviews of {src.display} (levels {_shown(app, levels)}, {a.get('resampling')} "
+                    f"resampling) to {src.display}.ovr{replacing}? {src.display} itself stays as it is.",
+                    (src, ovr) if ovr else (src,))
+        if a.get("action") == "delete":
+            return f"Rewrite {src.describe()} in place to remove all its overviews?", (src,)
+        return (f"Rewrite {src.describe()} in place to add overviews (levels {_shown(app, a.get('levels', 'auto'))}, "
+                f"{a.get('resampling')} resampling)?", (src,))
+    if tool == "raster_edit":
+        if src is None:
+            return None
+        changes = []
+        for key, label in (("crs", "set the CRS to"), ("nodata", "set nodata to"), ("scale", "set scale to"),
+                           ("offset", "set offset to"), ("bounds", "set the extent to"),
+                           ("metadata", "set metadata"), ("band_descriptions", "set band descriptions"),
+                           ("band_units", "set units to")):
+            if a.get(key) is not None:
+                changes.append(f"{label} {_shown(app, a[key])}")
+        if a.get("unset_nodata"):
+            changes.append("remove its nodata value")
+        what = "; ".join(changes) if changes else "rewrite its metadata"
+        return f"Change {src.describe()} in place: {what}? Pixel values stay as they are.", (src,)
+    if src is not None:
+        return f"Let {tool} ({title}) change {src.describe()} in place?", (src,)
+    return f"Let {tool} ({title}) change data in place?", ()
+
+
+def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str, Any], *,
+         writes: bool) -> Question | None:
+    """The question this call needs under the server's --confirm policy, or None to run it unasked."""
+    asks = ASKS[app.settings.confirm]
+    if app.settings.read_only and (writes or getattr(annotations, "read_only_hint", True) is False):
+        return None  # nothing can change: the tool refuses to write (read-only) by itself
+    a = arguments
+    kind: Kind
+    targets: tuple[Existing, ...] = ()
+    output = a.get("output") if isinstance(a.get("output"), str) else None
+    mode_arg = MODIFYING_MODES.get(tool)
+    if getattr(annotations, "destructive_hint", False):
+        kind = "modify"
+        worded = _modify_message(app, tool, title, a)
+        if worded is None:
+            return None
+        message, targets = worded
+    elif mode_arg is not None and a.get(mode_arg[0]) in mode_arg[1] and output is not None:
+        target = _existing(app, output)
+        if target is None:
+            return None  # nothing to add to: the tool refuses with not-found
+        kind, targets = "modify", (target,)
+        src = _shown(app, a.get("input"))
+        layer = a.get("output_layer")
+        if a.get(mode_arg[0]) == "append":
+            into = f"layer {layer} of " if layer else ""
+            message = f"Append the features of {src} to {into}{target.describe()}?"
+        else:
+            message = f"Add a new layer{' ' + layer if layer else ''} with the features of {src} to {target.describe()}?"
+    elif output is not None and (writes or getattr(annotations, "read_only_hint", True) is False):
+        target = _existing(app, output)
+        product = _product(app, tool, title, a)
+        if target is not None and a.get("overwrite"):
+            kind, targets = "replace", (target,)
+            message = f"Replace {target.describe()} with {product}?"
+        elif target is not None:
+            return None  # overwrite=false on an existing file: the tool refuses with already-exists
+        else:
+            kind = "create"
+            message = f"Create {_shown(app, output)} with {product}?"
+    elif writes:
+        kind, message = "create", f"Let {tool} ({title}) write to the workspace?"
+    else:
+        if "call" not in asks:
+            return None
+        kind = "call"
+        shown = ", ".join(f"{k}={_shown(app, v)}" for k, v in a.items() if v is not None and v != [] and k != "ctx")
+        message = f"Run {tool} ({title}){' with ' + shown if shown else ''}?"
+    state = hashlib.sha256(json.dumps(
+        {"tool": tool, "arguments": a, "targets": [(t.display, t.size, t.mtime_ns, t.inode) for t in targets]},
+        sort_keys=True, default=str).encode()).hexdigest()
+    question = Question(tool=tool, kind=kind, message=message, targets=targets, arguments=a, state=state)
+    if kind in asks:
+        return question
+    if kind in DESTRUCTIVE:  # let through by the operator's policy: still on record
+        app.audit.confirmation(tool=tool, arguments=a, question=message, kind=kind, answer="approved",
+                               channel="policy", detail=f"--confirm {app.settings.confirm}")
+    return None
+
+
+def _can_elicit(ctx: Any) -> bool:
+    """The client declared elicitation (form mode) in its capabilities."""
+    try:
+        cap = ctx.session.client_capabilities.elicitation
+    except Exception:  # noqa: BLE001 - no session, no request: nobody to ask
+        return False
+    if cap is None:
+        return False
+    # An empty capability means form mode (the original form of the capability); url-only cannot show a form.
+    return getattr(cap, "form", None) is not None or getattr(cap, "url", None) is None
+
+
+def _modern(ctx: Any) -> bool:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    rc = getattr(ctx, "request_context", None)
+    return rc is not None and rc.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def console_channel(app: App, question: Question) -> Any:
+    """The approval console (HTTP, --console): park the question and tell the agent where it waits.
+
+    Hook for the console work: returns None while no console is configured, so the call fails closed.
+    A console returns the result to hand back (confirmation-required with the id and URL), or raises.
+    """
+    return None
+
+
+def _answer(app: App, question: Question, action: str, approved: bool, channel: str, *,
+            detail: str | None = None) -> None:
+    answer = "approved" if approved else ("declined" if action in ("accept", "decline") else "cancelled")
+    app.audit.confirmation(tool=question.tool, arguments=question.arguments, question=question.message,
+                           kind=question.kind, answer=answer, channel=channel, detail=detail)
+    if not approved:
+        raise GdalMcpError("declined", f"the user {answer} {question.tool}: {question.message} Nothing was changed; "
+                           "do not retry unless the user asks for it")
+
+
+def _approved(action: str, content: Any) -> bool:
+    if action != "accept":
+        return False
+    confirm = content.get("confirm") if isinstance(content, dict) else getattr(content, "confirm", None)
+    return confirm is True
+
+
+async def obtain(app: App, ctx: Any, question: Question, replan: Any) -> Any:
+    """Get the person's answer to `question`. Returns None to go ahead, or a result to hand back to the client
+    (an InputRequiredResult on 2026-07-28, or what the console returns); raises `declined` or
+    `confirmation-required`. `replan()` recomputes the question just before the job runs: an answer given
+    for files that changed since is void, and the person is asked again."""
+    if ctx is not None and _can_elicit(ctx):
+        if _modern(ctx):
+            return _modern_round(app, ctx, question)
+        for _ in range(MAX_LEGACY_ROUNDS):
+            try:
+                result = await ctx.elicit(question.message, response_type=Approval)
+            except Exception as e:  # noqa: BLE001 - the client failed to ask: fail closed, never go ahead
+                log.warning("elicitation failed for %s: %s", question.tool, e)
+                _refuse(app, question, f"elicitation failed: {type(e).__name__}")
+            approved = _approved(result.action, getattr(result, "data", None))
+            _answer(app, question, result.action, approved, "elicitation", detail="ctx.elicit (2025-11-25)")
+            now = replan()
+            if now is None or now.state == question.state:
+                return None
+            question = now  # the files changed while the person was deciding: ask about what is there now
+        raise GdalMcpError("confirmation-required", f"the files of {question.tool} kept changing while the user was "
+                           "asked; nothing was done")
+    parked = console_channel(app, question)
+    if parked is not None:
+        return parked
+    _refuse(app, question, "it declares no elicitation support, and no approval console is set up")
+
+
+def _refuse(app: App, question: Question, why: str) -> NoReturn:
+    """Fail closed: nobody could be asked, so nothing is done."""
+    app.audit.confirmation(tool=question.tool, arguments=question.arguments, question=question.message,
+                           kind=question.kind, answer="refused", channel="policy", detail=why)
+    raise GdalMcpError(
+        "confirmation-required",
+        f"{question.tool} needs a person's approval first ({question.message}) and this client cannot ask its user "
+        f"({why}). Nothing was changed. Ask the user to run it from a client that supports elicitation; the "
+        f"operator may also start the server with --confirm never (now --confirm {app.settings.confirm})",
+    )
+
+
+def _modern_round(app: App, ctx: Any, question: Question) -> Any:
+    """2026-07-28: the server cannot push a request; return one, and read the answer when the client calls again."""
+    from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+
+    responses = ctx.input_responses
+    answer = responses.get(REQUEST_KEY) if responses is not None else None
+    if answer is not None and ctx.request_state == question.state:
+        approved = _approved(answer.action, answer.content)
+        _answer(app, question, answer.action, approved, "elicitation", detail="input-required retry (2026-07-28)")
+        return None
+    # First round, or an answer about other arguments or files that changed since it was given: ask (again).
+    return InputRequiredResult(request_state=question.state, input_requests={REQUEST_KEY: ElicitRequest(
+        params=ElicitRequestFormParams(message=question.message, requested_schema=_schema()))})
+
+
+def _schema() -> dict[str, Any]:
+    from fastmcp.server.elicitation import parse_elicit_response_type
+
+    return parse_elicit_response_type(Approval).schema
+
+
+def token_fingerprint(token: str) -> str:
+    """How the audit log names the token a console approval was made with: never the token itself."""
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the policy needs to know about a tool: its annotations, title, whether it always writes, signature."""
+
+    title: str
+    annotations: Any
+    writes: bool
+    signature: inspect.Signature | None
+
+    def arguments(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The call's arguments with the tool's defaults filled in (the raw JSON values otherwise)."""
+        a = dict(raw)
+        if self.signature is not None:
+            for name, param in self.signature.parameters.items():
+                if name != "ctx" and name not in a and param.default is not inspect.Parameter.empty:
+                    a[name] = param.default
+        for flag in FLAGS:
+            if flag in a and not isinstance(a[flag], bool):
+                try:
+                    a[flag] = _BOOL.validate_python(a[flag])
+                except ValidationError:
+                    a[flag] = False  # the tool rejects the argument itself
+        return a
+
+
+async def tool_spec(ctx: Any, name: str, cache: dict[str, ToolSpec | None]) -> ToolSpec | None:
+    """The spec of tool `name` on this server (None for an unknown tool), looked up once."""
+    if name not in cache:
+        tool = await ctx.fastmcp.get_tool(name)
+        if tool is None:
+            return None
+        fn = getattr(tool, "fn", None)
+        try:
+            signature = inspect.signature(fn) if fn is not None else None  # follows the wrapper to the tool's def
+        except (TypeError, ValueError):
+            signature = None
+        cache[name] = ToolSpec(title=tool.title or name, annotations=tool.annotations,
+                               writes="write" in (tool.tags or set()), signature=signature)
+    return cache[name]
+
+
+async def check(app: App, ctx: Any, name: str, raw: dict[str, Any], cache: dict[str, ToolSpec | None]) -> Any:
+    """Apply --confirm to a tools/call before it runs: None to go ahead, or a result to hand back instead
+    (the question as an InputRequiredResult on 2026-07-28); raises `declined` or `confirmation-required`."""
+    spec = await tool_spec(ctx, name, cache)
+    if spec is None:
+        return None  # unknown tool: the call fails with not-found by itself
+    called = spec.arguments(raw)
+
+    def replan() -> Question | None:
+        return plan(app, name, spec.title, spec.annotations, called, writes=spec.writes)
+
+    question = replan()
+    if question is None:
+        return None
+    result = await obtain(app, ctx, question, replan)
+    if result is None:
+        return None
+    from fastmcp.tools import InputRequiredToolResult
+
+    return InputRequiredToolResult(result)
+

@@ -1,0 +1,68 @@
+"""GET/HEAD /files/<path> over the HTTP transport: workspace files (tool outputs) for a person or a program.
+
+Behind the same bearer token as /mcp (or, later, an approval-console session), sandboxed like every
+path, streamed from disk in chunks (no --max-resource-size cap: that cap is for resources/read, which
+puts the whole file in one JSON message), with single and multiple byte ranges, ETag and Last-Modified
+(Starlette's FileResponse). The Host and Origin guards wrap this route like the MCP endpoint.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+
+from gdal_mcp.app import App
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.sandbox import TMP_PREFIX
+
+ROUTE = "/files/{path:path}"
+STATUS = {"out-of-root": 403, "not-found": 404, "invalid-argument": 400, "unsupported": 400}
+
+
+def console_session_ok(request: Request) -> bool:
+    """Whether the request carries a valid approval-console session cookie (the console is not built yet)."""
+    return False
+
+
+def _token_ok(app: App, request: Request) -> bool:
+    token = app.settings.token
+    if not token:
+        return True  # no token configured: the server only listens on loopback (cli.serve refuses otherwise)
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"success": False, "error": {"code": code, "message": message}}, status_code=status,
+                        headers=headers)
+
+
+def file_response(app: App, request: Request) -> Response:
+    """The response to GET/HEAD /files/<path>."""
+    if not (_token_ok(app, request) or console_session_ok(request)):
+        return _error(401, "unauthorized", "send the server's token as 'Authorization: Bearer <token>'",
+                      {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    path = request.path_params.get("path", "")
+    from gdal_mcp.tools.resources import mime_type
+
+    try:
+        if any(part.startswith(TMP_PREFIX) for part in path.split("/")):
+            raise GdalMcpError("not-found", f"'{path}' is an unfinished output; download it once its tool returns")
+        real = app.sandbox.resolve_file(path, what="file")
+        if real.is_dir():
+            raise GdalMcpError("invalid-argument", f"'{path}' is a directory; list_datasets lists it")
+    except GdalMcpError as e:
+        return _error(STATUS.get(e.code, 400), e.code, app.sandbox.scrub(e.message))
+    return FileResponse(real, media_type=mime_type(real.name), filename=real.name,
+                        content_disposition_type="attachment")
+
+
+def register(mcp: Any, app: App) -> None:
+    """Add the /files route to the server's HTTP app (custom routes are not behind FastMCP's auth: checked here)."""
+
+    @mcp.custom_route(ROUTE, methods=["GET", "HEAD"], name="download")
+    async def download(request: Request) -> Response:
+        return file_response(app, request)
