@@ -61,6 +61,33 @@ def make_source(path: Path, size_mb: float) -> Raster:
     return Raster(path, side, side)
 
 
+WARP_PROFILE = {
+    "driver": "GTiff", "dtype": "uint16", "count": BANDS, "crs": "EPSG:32633",
+    "tiled": True, "blockxsize": 512, "blockysize": 512, "compress": "DEFLATE", "zlevel": 1,
+    "bigtiff": "IF_SAFER", "num_threads": "ALL_CPUS",
+}
+
+
+def make_warp_source(path: Path, side: int, kind: str) -> Raster:
+    """The input of the large reproject cases (issue 13): `side`² × 3 uint16, EPSG:32633 (10 m pixels, around
+    48.7° N, 15° E), tiled 512, DEFLATE level 1. `kind` "random": uniform random values over the whole uint16
+    range (incompressible: the file is as large as its pixels); "smooth": the waves of `_pixels` with
+    PREDICTOR=2 (compressible: about 35 % of its pixels). Written window by window."""
+    profile = dict(WARP_PROFILE, width=side, height=side, transform=from_origin(410_000, 5_400_000, 10, 10))
+    if kind == "smooth":
+        profile["predictor"] = 2
+    rng = np.random.default_rng(1)
+    with rasterio.Env(**GDAL_ENV), rasterio.open(path, "w", **profile) as dst:
+        for row0 in range(0, side, ROWS_PER_WINDOW):
+            rows = min(ROWS_PER_WINDOW, side - row0)
+            if kind == "random":
+                data = rng.integers(0, 1 << 16, size=(BANDS, rows, side), dtype=np.uint16)
+            else:
+                data = _pixels(row0, rows, 0, side, rng)
+            dst.write(data, window=Window(0, row0, side, rows))
+    return Raster(path, side, side)
+
+
 def make_tiles(src: Raster, workdir: Path) -> list[Raster]:
     """The source split into 2 × 2 tiles that overlap by 5 % of its side, copied window by window."""
     half, overlap = src.width // 2, max(16, src.width // 20)

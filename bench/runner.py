@@ -24,8 +24,9 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from bench.generate import Raster, make_source, make_tiles
+from bench.generate import Raster, make_source, make_tiles, make_warp_source
 from bench.measure import MB, PeakRss, process_tree, rss_bytes, run_commands, tree_pss
+from bench.rastercmp import compare_rasters
 from bench.vector import POINTS, POINTS_SMALL, POLYGONS, Output, VectorInput, compare, inspect_output, make_vector
 
 RSS_TARGET_MB = 600
@@ -55,6 +56,7 @@ class Case:
     ext: str = "tif"
     source: str = "src.tif"  # the generated input; vector cases check their outputs' features against it
     out_crs: str | None = None  # vector: the CRS the output layer must have
+    compare: bool = False  # raster: compare the server's and the CLI's first outputs pixel by pixel
 
     @property
     def vector(self) -> bool:
@@ -93,6 +95,30 @@ CASES = {c.name: c for c in [
 ]}
 DEFAULT_CASES = ["reproject", "cog", "mosaic", "stats"]
 
+# Issue 13: reproject of a large input, incompressible (random) and compressible (smooth), to a tiled uncompressed
+# GTiff, and raster_stats on the random one. Their inputs (--warp-side) are generated only when one of them runs.
+WARP_SOURCES = {"random.tif": "random", "smooth.tif": "smooth"}
+TILED = {"TILED": "YES"}
+
+
+def _warp_case(name: str, source: str) -> Case:
+    return Case(name, "raster_reproject",
+                lambda i, _: {"input": source, "output": f"out_{name}_{i}.tif", "dst_crs": "EPSG:4326",
+                              "resampling": "nearest", "creation_options": TILED, "overwrite": True},
+                lambda i, _: [["gdalwarp", "-overwrite", "-multi", "-wo", "NUM_THREADS=ALL_CPUS", "-t_srs", "EPSG:4326",
+                               "-r", "near", *_co(TILED), source, f"cli_{name}_{i}.tif"]],
+                ratio_target=RATIO_TARGET, source=source, compare=True)
+
+
+CASES |= {c.name: c for c in [
+    _warp_case("reproject_random", "random.tif"),
+    _warp_case("reproject_smooth", "smooth.tif"),
+    Case("stats_random", "raster_stats", lambda i, _: {"input": "random.tif"},
+         lambda i, _: [["gdalinfo", "-stats", "random.tif"]], writes=False, cli_env={"GDAL_PAM_ENABLED": "NO"},
+         ratio_target=1.0, source="random.tif"),
+]}
+LARGE_CASES = ["reproject_random", "reproject_smooth", "stats_random"]
+
 
 def _vector_convert(name: str, source: str) -> Case:
     """GPKG -> FlatGeobuf, as `ogr2ogr -f FlatGeobuf out.fgb in.gpkg`."""
@@ -121,7 +147,8 @@ CASES |= {c.name: c for c in [
     _vector_reproject("vreproject_polygons", "polygons.gpkg"),
 ]}
 VECTOR_CASES = ["vconvert_points_200k", "vconvert_points", "vconvert_polygons", "vreproject_points", "vreproject_polygons"]
-GROUPS = {"raster": DEFAULT_CASES, "vector": VECTOR_CASES, "all": DEFAULT_CASES + VECTOR_CASES}
+GROUPS = {"raster": DEFAULT_CASES, "vector": VECTOR_CASES, "large": LARGE_CASES,
+          "all": DEFAULT_CASES + VECTOR_CASES}
 
 
 @dataclass
@@ -153,13 +180,14 @@ class Result:
     server: Side = field(default_factory=Side)
     cli: Side = field(default_factory=Side)
     expected_features: int | None = None  # vector: the input's feature count
+    comparison: str | None = None  # raster `compare` cases: server vs CLI output, pixel by pixel (repetition 1)
 
 
 # ----- the two sides ------------------------------------------------------------------------------------------
 
 def _clean(workdir: Path, *names: str) -> None:
     """Remove outputs (and the source's PAM statistics) so every run starts alike."""
-    for name in (*names, "src.tif.aux.xml"):
+    for name in (*names, "src.tif.aux.xml", *(f"{s}.aux.xml" for s in WARP_SOURCES)):
         (workdir / name).unlink(missing_ok=True)
 
 
@@ -209,7 +237,7 @@ async def _server_run(side: Side, session: ClientSession, server_pid: int, case:
         payload = r.structured_content or [getattr(c, "text", c) for c in r.content]
         side.error = f"{case.tool} returned an error: {payload}"
         return
-    if case.writes and not _finish_outputs(side, workdir, case, outputs, i, keep):
+    if case.writes and not _finish_outputs(side, workdir, case, outputs, i, keep or (case.compare and i == 0)):
         side.error = f"{case.tool} reported success but {outputs[0]} does not exist"
         return
     side.seconds.append(seconds)
@@ -231,7 +259,7 @@ async def _cli_run(side: Side, case: Case, i: int, tiles: list[str], workdir: Pa
     side.peak_rss.append(run.peak_rss)
     side.largest_process.append(run.maxrss)
     side.inherited_rss.append(run.inherited)
-    if case.writes and not _finish_outputs(side, workdir, case, outputs, i, keep):
+    if case.writes and not _finish_outputs(side, workdir, case, outputs, i, keep or (case.compare and i == 0)):
         side.error = f"{' && '.join(' '.join(c) for c in case.commands(i, tiles))} exited 0 but {outputs[0]} does not exist"
 
 
@@ -252,6 +280,25 @@ def _at_rest(pid: int, when: str) -> str:
     return (f"server tree at rest {when}: {len(sizes)} processes, {sum(sizes) / MB:.0f} MB summed RSS "
             f"(per process {', '.join(f'{b / MB:.0f}' for b in sizes)}), {tree_pss(pid) / MB:.0f} MB summed PSS "
             "(shared pages counted once)")
+
+
+def _compare_outputs(res: Result, workdir: Path, keep: bool) -> None:
+    """Compare the first repetition's two outputs (kept for this, outside the timing), then delete them."""
+    names = [_outputs(prefix, res.case, 0) for prefix in ("out", "cli")]
+    paths = [workdir / n[0] for n in names]
+    try:
+        if all(p.exists() for p in paths):
+            log(f"{res.case.name}: comparing the two outputs pixel by pixel")
+            t0 = time.perf_counter()
+            res.comparison = compare_rasters(*paths).text + f" (compared in {time.perf_counter() - t0:.0f} s)"
+        else:
+            res.comparison = "not compared: " + " and ".join(p.name for p in paths if not p.exists()) + " missing"
+    except Exception as e:  # noqa: BLE001 - an unreadable output is reported, not fatal
+        res.comparison = f"comparison failed: {type(e).__name__}: {e}"
+    finally:
+        if not keep:
+            for n in names:
+                _clean(workdir, *n)
 
 
 async def run_cases(results: list[Result], workdir: Path, tiles: list[str], repeat: int, cli: bool, keep: bool,
@@ -279,6 +326,8 @@ async def run_cases(results: list[Result], workdir: Path, tiles: list[str], repe
                         await _server_run(res.server, session, pid, case, i, tiles, workdir, keep)
                     elif who == "cli" and cli and res.cli.error is None:
                         await _cli_run(res.cli, case, i, tiles, workdir, keep)
+                if case.compare and i == 0:
+                    await asyncio.to_thread(_compare_outputs, res, workdir, keep)
                 if res.server.error and (res.cli.error or not cli):
                     break
             for who, side in (("server", res.server), ("CLI", res.cli)):
@@ -399,7 +448,7 @@ def _vector_stack() -> str:
 
 
 def report(results: list[Result], src: Raster | None, tiles: list[Raster], repeat: int, cli: str | None,
-           notes: list[str], vectors: Sequence[VectorInput] = ()) -> tuple[str, bool]:
+           notes: list[str], vectors: Sequence[VectorInput] = (), warp_sources: Sequence[Raster] = ()) -> tuple[str, bool]:
     """The markdown report and whether every case met its targets."""
     lines = [
         f"# gdal-mcp benchmark — {datetime.now().astimezone().isoformat(timespec='seconds')}",
@@ -414,6 +463,10 @@ def report(results: list[Result], src: Raster | None, tiles: list[Raster], repea
             f"- input: `src.tif` {src.width} × {src.height} × 3 uint16, tiled 256, DEFLATE, EPSG:32618: "
             f"{src.pixel_bytes / MB:.0f} MB of pixels, {src.path.stat().st_size / MB:.0f} MB on disk"
             + (f"; mosaic: 4 overlapping tiles, {sum(t.pixel_bytes for t in tiles) / MB:.0f} MB of pixels" if tiles else ""))
+    lines += [f"- input: `{w.path.name}` {w.width} × {w.height} × 3 uint16 ({WARP_SOURCES[w.path.name]} values), "
+              f"tiled 512, DEFLATE level 1{', PREDICTOR=2' if WARP_SOURCES[w.path.name] == 'smooth' else ''}, "
+              f"EPSG:32633: {w.pixel_bytes / MB:.0f} MB of pixels, "
+              f"{w.path.stat().st_size / MB:.0f} MB on disk" for w in warp_sources]
     lines += [f"- vector input: {v.describe()}" for v in vectors]
     lines += [
         f"- {repeat} repetition(s) per side, alternating server/CLI (ABBA); wall time is the median, peak RSS the maximum "
@@ -454,6 +507,8 @@ def report(results: list[Result], src: Raster | None, tiles: list[Raster], repea
         if s.output_bytes or c.output_bytes:
             sizes = [[round(b / MB) for b in side.output_bytes] for side in (s, c)]
             detail.append(f"output MB server {sizes[0]}, CLI {sizes[1]}")
+        if res.comparison:
+            detail.append(res.comparison)
         if res.case.vector and (s.outputs or c.outputs):
             counts = [[o.features for o in side.outputs] for side in (s, c)]
             crs = [sorted({str(o.crs) for o in side.outputs}) for side in (s, c)]
@@ -485,10 +540,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--size-mb", type=float, default=1000, help="MiB of pixels in the source raster (default 1000)")
     p.add_argument("--points", type=int, default=POINTS, help=f"points in points.gpkg (default {POINTS:,})")
     p.add_argument("--polygons", type=int, default=POLYGONS, help=f"polygons in polygons.gpkg (default {POLYGONS:,})")
+    p.add_argument("--warp-side", type=int, default=18000,
+                   help="side of random.tif and smooth.tif, the inputs of the `large` cases (default 18000)")
+    p.add_argument("--reuse-inputs", action="store_true",
+                   help="reuse random.tif/smooth.tif already in --workdir if they have --warp-side (not removed at the end)")
     p.add_argument("--repeat", type=int, default=3, help="runs per side and case (default 3)")
     p.add_argument("--cases", default="raster",
                    help=f"comma-separated cases or groups: raster ({','.join(DEFAULT_CASES)}; the default), "
-                        f"vector ({','.join(VECTOR_CASES)}), all")
+                        f"vector ({','.join(VECTOR_CASES)}), all (raster and vector), large ({','.join(LARGE_CASES)}; "
+                        "opt-in, not in all)")
     p.add_argument("--workdir", type=Path, help="work directory (default: a fresh temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the inputs and outputs instead of removing them")
     p.add_argument("--markdown", type=Path, metavar="FILE", help="also write the report to FILE")
@@ -498,9 +558,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.cases = ["smoke"] if args.smoke else _case_names(args.cases)
     unknown = [c for c in args.cases if c not in CASES]
     if unknown or not args.cases:
-        p.error(f"unknown case(s) {unknown}; choose from {','.join(GROUPS['all'])} or the groups {','.join(GROUPS)}")
-    if args.repeat < 1 or args.size_mb <= 0 or args.points < 1 or args.polygons < 1:
-        p.error("--repeat, --size-mb, --points and --polygons must be positive")
+        p.error(f"unknown case(s) {unknown}; choose from {','.join(GROUPS['all'] + LARGE_CASES)} "
+                f"or the groups {','.join(GROUPS)}")
+    if args.repeat < 1 or args.size_mb <= 0 or args.points < 1 or args.polygons < 1 or args.warp_side < 64:
+        p.error("--repeat, --size-mb, --points and --polygons must be positive, --warp-side at least 64")
     return args
 
 
@@ -511,6 +572,20 @@ def _cli_version(cases: list[Case]) -> str:
         return _version(["gdalinfo", "--version"])
     parts = [f"{_version(['gdalinfo', '--version'])} (`gdalinfo --version`)"] if raster else []
     return "; ".join([*parts, f"{_version(['ogrinfo', '--version'])} (`ogrinfo --version`)"])
+
+
+def _side_of(path: Path) -> int | None:
+    """The side of an existing square 3-band uint16 input, None if it is missing or not one."""
+    if not path.exists():
+        return None
+    import rasterio
+
+    try:
+        with rasterio.open(path) as ds:
+            ok = ds.width == ds.height and ds.count == 3 and ds.dtypes[0] == "uint16"
+            return ds.width if ok else None
+    except rasterio.errors.RasterioIOError:
+        return None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -527,19 +602,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     src: Raster | None = None
     tiles: list[Raster] = []
+    warp_sources: list[Raster] = []
     vectors: dict[str, VectorInput] = {}
     sizes = {"points.gpkg": ("Point", args.points, 1), SMALL_POINTS_FILE: ("Point", POINTS_SMALL, 2),
              "polygons.gpkg": ("Polygon", args.polygons, 3)}
     written: list[str] = []  # inputs this run generated (removed at the end from a directory it did not create)
     try:
         t0 = time.perf_counter()
-        if any(not c.vector for c in cases):
+        if any(c.source == "src.tif" for c in cases):
             log(f"generating ~{args.size_mb:g} MiB of pixels in {workdir}")
             written.append("src.tif")
             src = make_source(workdir / "src.tif", args.size_mb)
             if any(c.name == "mosaic" for c in cases):
                 written += [f"tile{k}.tif" for k in range(1, 5)]
                 tiles = make_tiles(src, workdir)
+        for name in dict.fromkeys(c.source for c in cases if c.source in WARP_SOURCES):
+            path = workdir / name
+            if args.reuse_inputs and _side_of(path) == args.warp_side:
+                log(f"reusing {path} ({args.warp_side}² × 3)")
+                warp_sources.append(Raster(path, args.warp_side, args.warp_side))
+                continue
+            log(f"generating {name}: {args.warp_side}² × 3 uint16, {WARP_SOURCES[name]} values, in {workdir}")
+            written.append(name)
+            warp_sources.append(make_warp_source(path, args.warp_side, WARP_SOURCES[name]))
         for name in dict.fromkeys(c.source for c in cases if c.vector):
             geometry_type, count, seed = sizes[name]
             log(f"generating {name}: {count:,} {geometry_type.lower()}s in {workdir}")
@@ -548,10 +633,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         log(f"generated in {time.perf_counter() - t0:.1f} s")
         results = [Result(c, expected_features=vectors[c.source].count if c.vector else None) for c in cases]
         notes: list[str] = []
-        warmup = ("raster_info", {"path": "src.tif"}) if src else ("vector_info", {"path": next(iter(vectors))})
+        rasters = [r.path.name for r in ([src] if src else []) + warp_sources]
+        warmup = ("raster_info", {"path": rasters[0]}) if rasters else ("vector_info", {"path": next(iter(vectors))})
         asyncio.run(run_cases(results, workdir, [t.path.name for t in tiles], args.repeat, cli is not None, args.keep,
                               notes, warmup))
-        text, ok = report(results, src, tiles, args.repeat, cli, notes, list(vectors.values()))
+        text, ok = report(results, src, tiles, args.repeat, cli, notes, list(vectors.values()), warp_sources)
     finally:
         if args.keep:
             log(f"kept {workdir}")

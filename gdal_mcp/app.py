@@ -7,7 +7,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -30,11 +30,13 @@ class AuditLog:
         self.path = path
         self.sandbox = sandbox
         self._lock = threading.Lock()
+        #: called with every record, written to a file or not (the approval console keeps the last 100)
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def write(self, *, tool: str, arguments: dict[str, Any], outcome: str, duration_ms: float,
               outputs: Iterable[str] = (), task: str | None = None) -> None:
         """`task`: the MCP task id of a call run as a task (its creation and its run are two records)."""
-        if self.path is None:
+        if self.path is None and not self.listeners:
             return
         record: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
@@ -52,7 +54,7 @@ class AuditLog:
                      channel: str, detail: str | None = None, token_fingerprint: str | None = None) -> None:
         """A confirmation record: what the person was shown, the answer (approved, declined, cancelled, refused),
         the channel (elicitation, console with the fingerprint of the token used, or policy), when."""
-        if self.path is None:
+        if self.path is None and not self.listeners:
             return
         record: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
@@ -71,6 +73,10 @@ class AuditLog:
         self._append(record)
 
     def _append(self, record: dict[str, Any]) -> None:
+        for listener in self.listeners:
+            listener(record)
+        if self.path is None:
+            return
         line = json.dumps(record, default=str)
         with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
@@ -96,6 +102,7 @@ class App:
         )
         self.audit = AuditLog(settings.audit_log, self.sandbox)
         self.cache = MetadataCache()
+        self.console: Any = None  # the approval console (console.Console) over HTTP with --console
 
     def require_writable(self, tool: str) -> None:
         if self.settings.read_only:
@@ -112,7 +119,11 @@ class App:
                       output: OutputTarget | None = None) -> R:
         """Run an engine function in a worker, relaying progress; commit or discard its output."""
 
+        tracker = self.console.track(job.FUNC) if self.console is not None and not quick else None
+
         async def relay(fraction: float, message: str) -> None:
+            if tracker is not None:
+                tracker.progress(fraction, self.sandbox.scrub(message))
             if ctx is not None:
                 try:
                     await ctx.report_progress(progress=round(fraction * 100, 2), total=100,
@@ -122,7 +133,11 @@ class App:
 
         committed = False
         try:
-            result = await self.runner.run(job, progress=relay, quick=quick)
+            work = self.runner.run(job, progress=relay, quick=quick)
+            try:
+                result = await (tracker.run(work) if tracker is not None else work)  # the console may cancel it
+            except GdalMcpError as e:  # every failure names the file it is about
+                raise GdalMcpError(e.code, job.naming_input(e.message)) from None
             if output is not None:
                 placed = await asyncio.to_thread(output.commit)
                 committed = True

@@ -81,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "destructive (default: replacing an existing file, raster_overviews, raster_edit, "
                         "vector_convert append/add_layer); writes (also every new file); all (every call). A client "
                         "that cannot ask its user gets confirmation-required [GDAL_MCP_CONFIRM]")
+    p.add_argument("--console", action=argparse.BooleanOptionalAction,
+                   default=(_env("CONSOLE") or "1").strip().lower() not in ("0", "false", "no", "off"),
+                   help="HTTP: the approval console at /console (default on): a client that cannot ask its user "
+                        "gets a confirmation id, and a person approves or denies it there; also shows and cancels "
+                        "running jobs [GDAL_MCP_CONSOLE=0 to turn off]")
+    p.add_argument("--confirm-timeout", type=float, default=float(_env("CONFIRM_TIMEOUT", "600") or 600),
+                   metavar="SECONDS", help="how long a confirmation parked in the console waits (default 600) "
+                                           "[GDAL_MCP_CONFIRM_TIMEOUT]")
     p.add_argument("--timeout", type=float, default=float(_env("TIMEOUT", "600") or 600),
                    help="seconds a job may run before it is stopped (default 600) [GDAL_MCP_TIMEOUT]")
     p.add_argument("--max-memory", default=_env("MAX_MEMORY", "4G"),
@@ -132,6 +140,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ValueError("--max-pixels must be at least 4 (a 2x2 grid)")
     if args.timeout <= 0:
         raise ValueError("--timeout must be positive")
+    if args.confirm_timeout <= 0:
+        raise ValueError("--confirm-timeout must be positive")
     return Settings(
         workspaces=tuple(Path(w) for w in workspaces),
         transport=args.transport,
@@ -139,6 +149,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         port=args.port,
         read_only=args.read_only,
         confirm=args.confirm,
+        console=args.console,
+        confirm_timeout=args.confirm_timeout,
         timeout=args.timeout,
         max_memory=max_memory,
         workers=args.workers,

@@ -32,6 +32,8 @@ class Settings:
     max_resource_bytes: int = 16 * MiB
     max_message_bytes: int = 64 * MiB
     confirm: str = "destructive"  # never|destructive|writes|all: which calls need a person's approval (confirm.py)
+    console: bool = True  # HTTP: the approval console at /console (console.py); parks confirmations there
+    confirm_timeout: float = 600.0  # seconds a parked confirmation waits for the person
 
     def __post_init__(self) -> None:
         if self.confirm not in CONFIRM_POLICIES:

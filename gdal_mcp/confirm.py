@@ -8,7 +8,7 @@ before anything starts, in both protocol eras. Its parts:
   question concretely (tool, what changes, size and date of what gets replaced, workspace-relative paths);
 - `obtain()` asks it through the channel the client offers: elicitation (`ctx.elicit` on 2025-11-25
   and earlier; an InputRequiredResult the client answers by calling again on 2026-07-28), or the
-  approval console (`console_channel`, a hook: none yet), or else fails closed with
+  approval console (`console_channel`: HTTP with --console, see console.py), or else fails closed with
   `confirmation-required`. It never asks the model. Every answer is written to the audit log.
 """
 
@@ -42,6 +42,8 @@ ASKS: dict[str, tuple[str, ...]] = {
 # Tools whose argument makes an ordinary write change an existing dataset instead of creating one.
 MODIFYING_MODES: dict[str, tuple[str, frozenset[str]]] = {"vector_convert": ("mode", frozenset({"append", "add_layer"}))}
 REQUEST_KEY = "confirm"
+STATUS_TOOL = "confirmation_status"  # the console's read-only tool (console.py)
+CONFIRMATION_ARG = "confirmation_id"  # taken off every tools/call by the middleware (server.py)
 MAX_LEGACY_ROUNDS = 3
 FLAGS = ("overwrite", "external", "unset_nodata")  # booleans the question depends on (lax input: "true" is true)
 _BOOL = TypeAdapter(bool)
@@ -258,10 +260,12 @@ def _modern(ctx: Any) -> bool:
 def console_channel(app: App, question: Question) -> Any:
     """The approval console (HTTP, --console): park the question and tell the agent where it waits.
 
-    Hook for the console work: returns None while no console is configured, so the call fails closed.
-    A console returns the result to hand back (confirmation-required with the id and URL), or raises.
+    Returns None without a console (stdio, or --no-console), so the call fails closed; else the
+    confirmation-required result with the confirmation id, the console URL and the expiry (console.py).
     """
-    return None
+    if app.console is None:
+        return None
+    return app.console.required(app.console.park(question), "This client cannot ask its user (no elicitation).")
 
 
 def _answer(app: App, question: Question, action: str, approved: bool, channel: str, *,
@@ -390,9 +394,14 @@ async def tool_spec(ctx: Any, name: str, cache: dict[str, ToolSpec | None]) -> T
     return cache[name]
 
 
-async def check(app: App, ctx: Any, name: str, raw: dict[str, Any], cache: dict[str, ToolSpec | None]) -> Any:
+async def check(app: App, ctx: Any, name: str, raw: dict[str, Any], cache: dict[str, ToolSpec | None], *,
+                confirmation_id: str | None = None) -> Any:
     """Apply --confirm to a tools/call before it runs: None to go ahead, or a result to hand back instead
-    (the question as an InputRequiredResult on 2026-07-28); raises `declined` or `confirmation-required`."""
+    (the question as an InputRequiredResult on 2026-07-28, or the console's confirmation-required); raises
+    `declined` or `confirmation-required`. `confirmation_id`: the call repeats one parked in the approval
+    console; it goes ahead if the person approved exactly this call on these files."""
+    if name == STATUS_TOOL:
+        return None  # asking about a confirmation is never itself asked about
     spec = await tool_spec(ctx, name, cache)
     if spec is None:
         return None  # unknown tool: the call fails with not-found by itself
@@ -404,10 +413,17 @@ async def check(app: App, ctx: Any, name: str, raw: dict[str, Any], cache: dict[
     question = replan()
     if question is None:
         return None
+    if confirmation_id is not None:
+        if app.console is None:
+            raise GdalMcpError("invalid-argument", "confirmation_id is only for the approval console (HTTP "
+                               "transport with --console); call the tool without it")
+        return app.console.redeem(confirmation_id, question)
     result = await obtain(app, ctx, question, replan)
     if result is None:
         return None
-    from fastmcp.tools import InputRequiredToolResult
+    from fastmcp.tools import InputRequiredToolResult, ToolResult
 
+    if isinstance(result, ToolResult):
+        return result  # the console's confirmation-required
     return InputRequiredToolResult(result)
 

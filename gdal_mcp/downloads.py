@@ -22,9 +22,9 @@ ROUTE = "/files/{path:path}"
 STATUS = {"out-of-root": 403, "not-found": 404, "invalid-argument": 400, "unsupported": 400}
 
 
-def console_session_ok(request: Request) -> bool:
-    """Whether the request carries a valid approval-console session cookie (the console is not built yet)."""
-    return False
+def console_session_ok(app: App, request: Request) -> bool:
+    """Whether the request carries a valid approval-console session cookie (gdal_mcp/console.py)."""
+    return app.console is not None and app.console.session(request) is not None
 
 
 def _token_ok(app: App, request: Request) -> bool:
@@ -42,7 +42,7 @@ def _error(status: int, code: str, message: str, headers: dict[str, str] | None 
 
 def file_response(app: App, request: Request) -> Response:
     """The response to GET/HEAD /files/<path>."""
-    if not (_token_ok(app, request) or console_session_ok(request)):
+    if not (_token_ok(app, request) or console_session_ok(app, request)):
         return _error(401, "unauthorized", "send the server's token as 'Authorization: Bearer <token>'",
                       {"WWW-Authenticate": 'Bearer error="invalid_token"'})
     path = request.path_params.get("path", "")

@@ -13,6 +13,7 @@ declared with `Job[R]` so `App.execute(job)` is typed as returning `R`.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
@@ -64,6 +65,31 @@ class Job(Generic[R]):
     @property
     def name(self) -> str:
         return self.FUNC
+
+    def naming_input(self, message: str) -> str:
+        """`message` prefixed with the dataset the job reads, unless it already names that file (or the
+        file the job writes).
+
+        GDAL's own messages often do not say which file they are about ('TIFFReadDirectory: …', 'Error in
+        fread() …'), nor do a timeout or a crashed worker; the caller makes the path workspace-relative.
+        """
+        kwargs = self.kwargs()
+        path = next((v for k in INPUT_FIELDS if isinstance(v := kwargs.get(k), str) and v), None)
+        if path is None:
+            return message
+        # The file names in a GDAL name: NETCDF:"/w/f.nc":var, HDF5:"/w/f.h5"://x, /vsizip//w/a.zip/m.shp
+        names = {path}
+        output = kwargs.get(self.OUTPUT) if self.OUTPUT else None
+        for file in [*(re.findall(r'"([^"]+)"', path) or [path]), *([output] if isinstance(output, str) else [])]:
+            parts = [p for p in file.split("/") if p]
+            # A member of an archive is named by its archive: "m.tif" alone could be in any zip.
+            names.update([p for p in parts if p.lower().endswith(ARCHIVE_SUFFIXES)] or parts[-1:])
+        return message if any(n and n in message for n in names) else f"{path}: {message}"
+
+
+#: Job fields holding the dataset a job reads (the first one set is the one failures name).
+INPUT_FIELDS = ("path", "src", "input", "raster")
+ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".gz", ".7z", ".rar")
 
 
 class WriteJob(Job[R]):
@@ -730,7 +756,7 @@ def all_jobs() -> list[type[Job[Any]]]:
         cls = pending.pop()
         for sub in cls.__subclasses__():
             pending.append(sub)
-            if "FUNC" in sub.__dict__:
+            if "FUNC" in sub.__dict__ and sub.__module__ == __name__:  # not test doubles defined elsewhere
                 found.append(sub)
     return sorted(found, key=lambda c: c.__name__)
 

@@ -19,7 +19,7 @@ from fastmcp.server.middleware import Middleware, MiddlewareContext  # noqa: E40
 from fastmcp.tools import InputRequiredToolResult, ToolResult  # noqa: E402
 from fastmcp_tasks import TasksExtension  # noqa: E402
 
-from gdal_mcp import __version__, confirm, downloads  # noqa: E402
+from gdal_mcp import __version__, confirm, console, downloads  # noqa: E402
 from gdal_mcp.app import App  # noqa: E402
 from gdal_mcp.config import Settings  # noqa: E402
 from gdal_mcp.errors import GdalMcpError, envelope  # noqa: E402
@@ -41,8 +41,19 @@ inside a sandboxed workspace.
   Archives: /vsizip/a.zip/f.tif; subdatasets: NETCDF:"f.nc":var, HDF5:"f.h5"://x. Outside paths are refused.
 - Inspect first: raster_info / vector_info, then raster_preview / vector_preview to look at the data.
   Multi-layer sources (GPKG, GPX, OSM) need layer=.
+- One vocabulary everywhere: `input`/`inputs` (or `input_pattern`, a glob such as 'tiles/*.tif') is what a tool
+  reads, `output` what it writes; `bbox` is in `bbox_crs`, by default the CRS of the data read (the output CRS
+  where the bbox defines a new grid); `resolution` is in the units of its CRS (DEGREES on EPSG:4326). CRS
+  arguments take codes, PROJ/WKT or names ("WGS 84 / UTM zone 32N"); crs_search finds one for a place or name,
+  crs_info describes it, transform_coordinates converts points.
 - Prefer COG for raster outputs (raster_convert format="COG"); keep analysis in a projected CRS. Distances
-  on lon/lat layers: give units="m" (vector_buffer, vector_simplify) rather than degrees.
+  (vector_buffer, vector_simplify, vector_join max_distance) are in metres by default, also on lon/lat layers;
+  areas and lengths on lon/lat data are geodesic (vector_measure, raster_stats categorical=true).
+- Analysis: vector_join (points in polygons, nearest, attribute join; aggregate for counts/sums per zone),
+  vector_overlay, vector_dissolve, vector_from_table (CSV/XLSX to points), vector_merge; raster_calc (band math,
+  composites of many scenes), raster_reclassify, raster_contour, raster_terrain, zonal_stats (categorical=true for
+  class areas per zone), raster_fill_nodata, raster_sieve, raster_proximity, raster_sample (points_input writes
+  values to a point layer).
 - Write tools never overwrite unless overwrite=true and never leave partial files. Each returns a
   gdal-mcp://files/… URI: resources/read returns the file (small files), gdal-mcp://info/raster|vector/… the
   metadata. Prompts help choose a CRS, a resampling method, web publishing and zonal workflows.
@@ -53,7 +64,10 @@ inside a sandboxed workspace.
   user refused the change: nothing was done; do not retry unless they ask), confirmation-required (this client
   cannot ask its user to approve a change: tell the user; never approve it yourself), internal-error.
 - Changing existing data (overwrite=true on an existing file, raster_overviews, raster_edit, vector_convert
-  mode=append/add_layer) first asks the user to approve, through the client (elicitation).
+  mode=append/add_layer) first asks the user to approve, through the client (elicitation). Over HTTP a
+  client that cannot ask gets confirmation-required with a confirmation_id and the approval console's URL:
+  tell the user, wait (confirmation_status), then repeat the call with the same arguments plus
+  confirmation_id=<id> (every tool accepts it).
 """
 
 
@@ -82,13 +96,21 @@ class EnvelopeAndAudit(Middleware):
         params = context.message
         name = params.name
         arguments = dict(params.arguments or {})
+        # confirmation_id (approval console) is an argument of every call, taken off before the tool validates
+        confirmation_id = arguments.pop(confirm.CONFIRMATION_ARG, None) if name != confirm.STATUS_TOOL else None
+        if name != confirm.STATUS_TOOL and confirm.CONFIRMATION_ARG in (params.arguments or {}):
+            context = context.copy(message=params.model_copy(update={"arguments": dict(arguments)}))
         t0 = time.perf_counter()
         outcome = "internal-error"
         outputs: list[str] = []
         task: str | None = None
         try:
             try:
-                asked = await confirm.check(self.app, context.fastmcp_context, name, arguments, self.tool_specs)
+                if confirmation_id is not None and not isinstance(confirmation_id, str):
+                    raise GdalMcpError("invalid-argument", "confirmation_id must be the string a "
+                                       "confirmation-required error gave")
+                asked = await confirm.check(self.app, context.fastmcp_context, name, arguments, self.tool_specs,
+                                            confirmation_id=confirmation_id)
                 result = asked if asked is not None else await call_next(context)
             except ValidationError as e:
                 result = envelope(GdalMcpError("invalid-argument", _validation_message(e)))
@@ -169,4 +191,6 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     prompt_tools.register(mcp, app)
     if settings.transport == "http":
         downloads.register(mcp, app)  # GET/HEAD /files/<path> beside /mcp
+        if settings.console:
+            console.register(mcp, app)  # /console (approval console) and the confirmation_status tool
     return mcp, app

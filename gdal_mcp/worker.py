@@ -11,7 +11,6 @@ import importlib
 import logging
 import os
 import pickle
-import re
 import sys
 import time
 import traceback
@@ -99,44 +98,14 @@ def _release_memory() -> None:
         pass  # not glibc
 
 
-def _classify(exc: BaseException, job: Any = None) -> tuple[str, str]:
+def _classify(exc: BaseException) -> tuple[str, str]:
     from gdal_mcp.engine.failures import translate
 
     mapped = translate(exc)
     if mapped is not None:
-        if mapped.code == "resource-limit":  # about the job as a whole or its output, not its input file
-            return mapped.code, mapped.message
-        return mapped.code, _naming_input(mapped.message, job)
+        return mapped.code, mapped.message
     logging.getLogger("gdal_mcp.worker").error("unexpected error in job:\n%s", traceback.format_exc())
-    return "internal-error", _naming_input(f"unexpected {type(exc).__name__}: {str(exc).strip()}", job)
-
-
-INPUT_ARGUMENTS = ("path", "src", "input", "raster")
-ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".gz", ".7z", ".rar")
-
-
-def _naming_input(message: str, job: Any) -> str:
-    """The message, prefixed with the job's input dataset unless it already names that file.
-
-    GDAL's own messages often do not say which file they are about ('TIFFReadDirectory: …', 'Error in
-    fread() …'); the server makes the path workspace-relative.
-    """
-    try:
-        kwargs = job.kwargs()
-    except Exception:  # noqa: BLE001 - not a typed job
-        return message
-    path = next((v for k in INPUT_ARGUMENTS if isinstance(v := kwargs.get(k), str) and v), None)
-    if path is None:
-        return message
-    # The file names in a GDAL name: NETCDF:"/w/f.nc":var, HDF5:"/w/f.h5"://x, /vsizip//w/a.zip/m.shp
-    names = {path}
-    for file in re.findall(r'"([^"]+)"', path) or [path]:
-        parts = [p for p in file.split("/") if p]
-        names.update(parts[-1:])
-        names.update(p for p in parts if p.lower().endswith(ARCHIVE_SUFFIXES))
-    if any(n in message for n in names):
-        return message
-    return f"{path}: {message}"
+    return "internal-error", f"unexpected {type(exc).__name__}: {str(exc).strip()}"
 
 
 def engine_function(job: Any) -> Any:
@@ -193,7 +162,7 @@ def main(conn: Any) -> None:
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 return
-            reply = ("error", *_classify(exc, job))
+            reply = ("error", *_classify(exc))
         del job
         _release_memory()
         try:

@@ -48,6 +48,12 @@ def classify(path: Path) -> DatasetEntry:
         warnings.simplefilter("ignore")
         import rasterio
 
+        from gdal_mcp.engine.raster.headers import check_header
+
+        try:
+            check_header(str(path))
+        except GdalMcpError as e:
+            return DatasetEntry(path=rel, kind="other", size=size, detail=e.message.replace(str(path), path.name))
         try:
             with rasterio.open(str(path)) as ds:
                 if ds.count or ds.subdatasets:

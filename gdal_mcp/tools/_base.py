@@ -18,6 +18,7 @@ from mcp.types import InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel
 
 from gdal_mcp.app import App
+from gdal_mcp.console import CURRENT_TOOL
 from gdal_mcp.errors import GdalMcpError, envelope
 from gdal_mcp.jobs import Job
 from gdal_mcp.sandbox import OutputTarget
@@ -49,6 +50,7 @@ def gdal_tool(mcp: Any, app: App, *, title: str, annotations: ToolAnnotations, t
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            CURRENT_TOOL.set(fn.__name__)  # the approval console names this call's jobs by it (inline or task)
             try:
                 if writes:
                     app.require_writable(fn.__name__)
@@ -185,7 +187,37 @@ def audited_as_task(app: App, name: str, wrapper: Callable[..., Any]) -> Callabl
             app.audit.write(tool=name, arguments=given(kwargs), outcome=outcome,
                             duration_ms=1000 * (time.perf_counter() - t0), outputs=outputs, task=task.task_id)
 
+    run.__signature__ = hashable_signature(name, wrapper)  # type: ignore[attr-defined]
     return run
+
+
+class _ListDefault(list):  # type: ignore[type-arg]
+    """A list parameter default that can be hashed (as the tuple of its items); otherwise a plain list."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self))
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        return handler(list)  # the JSON schema's default: a plain array
+
+
+def hashable_signature(name: str, fn: Callable[..., Any]) -> inspect.Signature:
+    """`fn`'s signature (annotations evaluated) with list defaults made hashable.
+
+    The tasks extension's worker (Docket) hashes a task function's signature to cache it; one unhashable
+    default (`percentiles=[2, 98]`) raised inside its worker loop and stopped every task of the server.
+    A default that still cannot be hashed fails here, when the server is built.
+    """
+    sig = inspect.signature(fn, eval_str=True)
+    sig = sig.replace(parameters=[p.replace(default=_ListDefault(p.default)) if type(p.default) is list else p
+                                  for p in sig.parameters.values()])
+    try:
+        hash(sig)
+    except TypeError as e:
+        raise TypeError(f"tool {name}: a parameter default cannot be hashed ({e}), so it cannot run as an MCP "
+                        "task; use an immutable default (a tuple, None) or task=False") from None
+    return sig
 
 
 async def write_output(app: App, ctx: Any, job: Job[tuple[S, list[str]]], *, inputs: list[Any], output: str,

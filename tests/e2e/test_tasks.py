@@ -4,6 +4,7 @@ messages, the result, cancellation (worker killed, nothing left); legacy clients
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import shutil
@@ -72,6 +73,20 @@ async def test_write_tools_are_task_capable_and_read_tools_inline(tasks_server: 
         assert tools[name].task_config.mode == "optional", name
     for name in ("raster_info", "vector_info", "list_datasets", "raster_stats", "vector_features", "crs_info"):
         assert not tools[name].task_config.supports_tasks(), name
+
+
+async def test_every_task_tool_can_be_queued(tasks_server: tuple, modern: Client) -> None:
+    """Docket hashes a task function's signature; one unhashable default (a list) once stopped its worker loop,
+    and with it every task of the server."""
+    for tool in await tasks_server[0].list_tools(run_middleware=False):
+        if tool.task_config.supports_tasks():
+            hash(inspect.signature(tool.fn))
+    # raster_preview has a list default (percentiles=[2, 98]): run as a task, then another task after it
+    for _ in range(2):
+        task = await call_tool_task(modern, "raster_preview", {"input": "raster/slope.tif", "max_size": 64})
+        r = await asyncio.wait_for(task.result(), 60)
+        assert not r.is_error and r.content[0].type == "image"
+        assert max(r.structured_content["width"], r.structured_content["height"]) == 64
 
 
 async def test_reproject_as_a_task_polled_to_its_result(modern: Client, tasks_server: tuple, tmp_path: Path) -> None:

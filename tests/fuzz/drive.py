@@ -91,8 +91,9 @@ class FuzzServer:
         self.restarts = 0
         self.workers_seen: set[int] = set()  # worker processes seen between calls (replaced ones included)
         self.pid: int | None = None
-        self._stack: contextlib.AsyncExitStack | None = None
         self.session: ClientSession | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop_event = asyncio.Event()
 
     def params(self) -> StdioServerParameters:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
@@ -105,20 +106,40 @@ class FuzzServer:
             env=env, cwd=str(self.source) if self.source is not None else None)
 
     async def start(self) -> None:
-        stack = contextlib.AsyncExitStack()
-        read, write = await stack.enter_async_context(stdio_client(self.params(), errlog=self.errlog))
-        session = await stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
-        self._stack, self.session = stack, session
-        pids = _server_pids(self.workspace)
-        self.pid = pids[0] if pids else None
+        # The SDK's contexts live in a task of their own: when the server dies, their task groups cancel that
+        # task, not the caller's.
+        ready, self._stop_event = asyncio.Event(), asyncio.Event()
+        failure: list[BaseException] = []
+
+        async def serve() -> None:
+            try:
+                async with stdio_client(self.params(), errlog=self.errlog) as (read, write), \
+                        ClientSession(read, write) as session:
+                    await session.initialize()
+                    self.session = session
+                    pids = _server_pids(self.workspace)
+                    self.pid = pids[0] if pids else None
+                    ready.set()
+                    await self._stop_event.wait()
+            except BaseException as e:  # noqa: BLE001 - the transport closing under a dead server lands here
+                if not ready.is_set():
+                    failure.append(e)
+            finally:
+                ready.set()
+
+        self._task = asyncio.create_task(serve())
+        await ready.wait()
+        if failure:
+            raise RuntimeError(f"the server did not start: {failure[0]!r}")
 
     async def stop(self) -> None:
-        stack, self._stack, self.session = self._stack, None, None
-        if stack is not None:
-            with contextlib.suppress(Exception):
-                with anyio_timeout(15):
-                    await stack.aclose()
+        task, self._task, self.session = self._task, None, None
+        if task is not None:
+            self._stop_event.set()
+            try:
+                await asyncio.wait_for(task, 15)
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - it is going away either way
+                pass
 
     async def __aenter__(self) -> FuzzServer:
         await self.start()

@@ -67,7 +67,8 @@ class Case:
         return self.dataset.replace("{dir}", directory)
 
     def names(self, directory: str) -> tuple[str, ...]:
-        """Strings that count as 'naming the file' in an error message."""
+        """Strings that count as 'naming the file' in an error message: the dataset's workspace path, the file
+        it opens (for an archive member: the archive) and the file that was mutated (a shapefile's .dbf …)."""
         main = self.dataset.replace("{dir}/", "")
         m = re.search(r'"\{dir\}/([^"]+)"', self.dataset) or re.search(r"\{dir\}/([^/]+)", self.dataset)
         container = m.group(1) if m else main

@@ -11,12 +11,14 @@ import rasterio
 from rasterio.errors import RasterioIOError
 
 from gdal_mcp.engine import guard
+from gdal_mcp.engine.raster.headers import check_header
 from gdal_mcp.errors import GdalMcpError
 
 
 @contextlib.contextmanager
 def open_raster(path: str, **kwargs: Any) -> Iterator[rasterio.io.DatasetReader]:
     """Open a raster, mapping GDAL's refusal to a clear error and checking the files it reaches."""
+    check_header(path)
     try:
         ds = rasterio.open(path, **kwargs)
     except RasterioIOError as e:

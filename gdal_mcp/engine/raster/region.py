@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from rasterio.windows import Window
 
+from gdal_mcp.engine.bbox import check_bbox, transform_bbox
 from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, count_windows, iter_windows
 from gdal_mcp.errors import GdalMcpError
@@ -60,27 +61,17 @@ def bbox_window(ds, bbox, bbox_crs: str | None = None) -> Window:
         if bbox_crs is not None:
             raise GdalMcpError("invalid-argument", "bbox_crs was given without bbox; give bbox too, or omit bbox_crs")
         return Window(0, 0, ds.width, ds.height)
-    from gdal_mcp.engine.features.masks import check_bbox
-
     left, bottom, right, top = check_bbox(bbox)
     if bbox_crs is not None:
         crs = parse_crs(bbox_crs, "bbox_crs")
         if ds.crs is None or not ds.crs.to_wkt():
             raise GdalMcpError("invalid-argument", "the raster has no CRS, so a bbox in bbox_crs cannot be placed "
                                "on it; omit bbox_crs and give the bbox in the raster's own coordinates")
-        if crs != ds.crs:
-            from rasterio.warp import transform_bounds
-
-            try:
-                left, bottom, right, top = transform_bounds(crs, ds.crs, left, bottom, right, top, densify_pts=21)
-            except Exception as e:  # noqa: BLE001 - PROJ refuses points outside the projection's domain
-                raise GdalMcpError("invalid-argument", f"bbox cannot be transformed from {bbox_crs} to the raster's "
-                                   f"CRS ({crs_text(ds.crs)}): {e}") from None
-            if not all(math.isfinite(v) for v in (left, bottom, right, top)):
-                raise GdalMcpError("invalid-argument", f"bbox lies outside the domain of the raster's CRS "
-                                   f"({crs_text(ds.crs)}); give a bbox over the raster")
+        left, bottom, right, top = transform_bbox((left, bottom, right, top), crs, ds.crs, target="raster")
     try:
         inverse = ~ds.transform
+        if not all(math.isfinite(v) for v in tuple(inverse)[:6]):
+            raise ValueError("the inverse overflows")  # e.g. a pixel size of 5e-324
     except Exception:  # noqa: BLE001 - a degenerate geotransform
         raise GdalMcpError("invalid-argument", "the raster's geotransform cannot be inverted, so a bbox cannot "
                            "be placed on it; omit bbox") from None

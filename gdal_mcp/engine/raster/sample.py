@@ -67,6 +67,8 @@ def sample(path: str, points: list[tuple[float, float]], points_crs: str | None 
                                        f"raster's CRS ({crs_text(ds.crs)}): {e}") from None
         try:
             inverse = ~ds.transform
+            if not all(math.isfinite(v) for v in tuple(inverse)[:6]):
+                raise ValueError("the inverse overflows")  # e.g. a pixel size of 5e-324
         except Exception:  # noqa: BLE001 - a degenerate geotransform
             raise GdalMcpError("invalid-argument", "the raster's geotransform cannot be inverted, so points "
                                "cannot be placed on it") from None

@@ -147,6 +147,19 @@ def filter_columns(fields: list[str], columns: list[str], where: str | None) -> 
     return list(columns) + [f for f in fields if f not in columns and f.lower() in text]
 
 
+def _read_batches(reader: Any, path: str) -> Iterator[pa.RecordBatch]:
+    """The reader's batches; GDAL failing in the middle of a layer (a corrupt page …) is a gdal-error."""
+    it = iter(reader)
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as e:  # Arrow passes GDAL's read error on as OSError
+            raise GdalMcpError("gdal-error", f"GDAL cannot read {path}: {e}") from None
+        yield batch
+
+
 @contextlib.contextmanager
 def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
                bbox: tuple[float, float, float, float] | None = None, columns: list[str] | None = None,
@@ -196,7 +209,7 @@ def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
             # fit is clipped with only this warning, so it is kept for the caller to refuse the result.
             warnings.filterwarnings("always", message=".*overflow occurred.*")
             with pyogrio.raw.open_arrow(path, **kwargs) as (meta, reader):
-                schema, batches = reader.schema, iter(reader)
+                schema, batches = reader.schema, _read_batches(reader, path)
                 if columns is not None and read_columns != columns:
                     # Fields read only for the where clause are dropped again.
                     keep = [f.name for f in schema if f.name in columns or f.name == geometry_column(schema)]
