@@ -239,12 +239,17 @@ class Runner:
         self._health = None
         if self._closed:
             return
-        for w in list(self._all - self._busy):
-            if not w.alive():
-                log.warning("worker %s died while idle (%s); starting a fresh one", w.pid,
-                            _exit_text(w.process.returncode))
-                self._replace(w)
-        self._health = asyncio.get_running_loop().call_later(HEALTH_INTERVAL, self._check_idle)
+        try:
+            for w in list(self._all - self._busy):
+                if not w.alive():
+                    log.warning("worker %s died while idle (%s); starting a fresh one", w.pid,
+                                _exit_text(w.process.returncode))
+                    self._replace(w)
+        except Exception:  # noqa: BLE001 - the check must keep running whatever one replacement did
+            log.exception("health check of the idle workers failed; trying again in %s s", HEALTH_INTERVAL)
+        finally:
+            if not self._closed:
+                self._health = asyncio.get_running_loop().call_later(HEALTH_INTERVAL, self._check_idle)
 
     async def _take_idle(self) -> _Worker:
         """An idle worker that is alive: one that died while idle is never handed a job; it is replaced
