@@ -324,9 +324,10 @@ def register(mcp: Any, app: App) -> None:
     ) -> VectorWriteResult:
         """Contour lines of a DEM (like gdal_contour): one LineString per contour line with fields ID and the level
         (attribute, default "elev"), or with polygons=true filled polygons between levels (fields ID, amin, amax).
-        Coordinates are in the raster's CRS; lines run through the pixel centres' grid to the raster edge. The raster
-        is read in strips and lines crossing strip borders are joined, so memory stays bounded for lines (polygons
-        are held until written, as gdal_contour does)."""
+        Coordinates are in the raster's CRS; lines run through the pixel centres' grid to the raster edge. It runs
+        GDAL's own contour algorithm (the features gdal_contour writes), which reads the raster line by line and
+        writes each line once finished, so memory stays bounded for lines (polygons are held until written, as
+        gdal_contour does)."""
         src = app.sandbox.resolve_input(input)
         job = jobs.ContourJob(src=src.gdal_path, interval=interval, levels=levels, base=base, band=band,
                               polygons=polygons, attribute=attribute, nodata=nodata, format=format)

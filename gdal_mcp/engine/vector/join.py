@@ -34,6 +34,7 @@ from gdal_mcp.engine.vector.layer_map import share, write_guarded
 from gdal_mcp.engine.vector.opening import choose_layer
 from gdal_mcp.engine.vector.stream import (
     BATCH_SIZE,
+    LAYER_OPTIONS,
     geometries,
     geometry_column,
     read_layer,
@@ -54,7 +55,6 @@ CONVERSE = {"intersects": "intersects", "within": "contains", "contains": "withi
 MIN_RADIUS_M = 6_335_000.0
 # Features per batch read (tests lower it to exercise many batches).
 READ_BATCH = BATCH_SIZE
-LAYER_OPTIONS: dict[str, dict[str, str]] = {"CSV": {"GEOMETRY": "AS_WKT"}}
 
 
 @dataclass

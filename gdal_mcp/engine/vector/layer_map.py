@@ -19,6 +19,7 @@ from gdal_mcp.engine.vector.geomtypes import GeomType, contains_multi, layer_typ
 from gdal_mcp.engine.vector.opening import choose_layer
 from gdal_mcp.engine.vector.stream import (
     BATCH_SIZE,
+    LAYER_OPTIONS,
     geometries,
     read_layer,
     relay,
@@ -34,9 +35,6 @@ READ_BATCH = BATCH_SIZE
 # Output formats that do not hold a layer to one geometry type (no Multi promotion needed), by dimension.
 LENIENT_DRIVERS: dict[str, tuple[int, ...]] = {"GeoJSON": (0, 1, 2), "GeoJSONSeq": (0, 1, 2),
                                                "ESRI Shapefile": (1, 2)}
-# Layer creation options some formats need to hold a geometry at all (convert.py has the same; it belongs in
-# stream.write_layer).
-LAYER_OPTIONS: dict[str, dict[str, str]] = {"CSV": {"GEOMETRY": "AS_WKT"}}
 
 
 # op(geometries, record=True) -> new geometries (None for none); record=False in the type-checking pass,

@@ -39,6 +39,9 @@ VECTOR_DRIVERS = {
 }
 
 # Files that belong to a vector file of this extension: same stem, these extensions.
+# Layer creation options a format needs to hold a geometry at all: write_layer applies them (a caller's own
+# options win); CSV keeps the geometry as a WKT column.
+LAYER_OPTIONS: dict[str, dict[str, str]] = {"CSV": {"GEOMETRY": "AS_WKT"}}
 SIDECARS = {".shp": {"shx", "dbf", "prj", "cpg", "qix", "sbn", "sbx", "shp.xml"}, ".tab": {"dat", "map", "id", "ind"},
             ".csv": {"csvt", "prj"}, ".gml": {"xsd", "gfs"}}
 
@@ -278,7 +281,9 @@ def write_layer(dst: str, stream_schema: pa.Schema, batches: Iterator[pa.RecordB
                 reader, dst, layer=layer, driver=driver,
                 geometry_name=column,
                 geometry_type=geometry_type if column else None,
-                crs=crs if column else None, layer_options=layer_options or None, append=append,
+                crs=crs if column else None,
+                layer_options={**(LAYER_OPTIONS.get(driver, {}) if column else {}), **(layer_options or {})} or None,
+                append=append,
             )
         except OGR_ERRORS as e:
             raise GdalMcpError("gdal-error", f"GDAL could not write {driver}: {e}") from None
