@@ -54,19 +54,22 @@ class Tile:
         return self.window[0] - self.read[0], self.window[1] - self.read[1]
 
 
-def tile_side(bytes_per_pixel: int, *, tile_bytes: int = TILE_BYTES) -> int:
-    """The side in pixels of square tiles holding about `tile_bytes` at `bytes_per_pixel` (all bands)."""
-    side = math.isqrt(max(1, tile_bytes // max(1, bytes_per_pixel)))
+def tile_side(bytes_per_pixel: int, *, tile_bytes: int | None = None) -> int:
+    """The side in pixels of square tiles holding about `tile_bytes` (default TILE_BYTES, read at each call) at
+    `bytes_per_pixel` (all bands)."""
+    budget = TILE_BYTES if tile_bytes is None else tile_bytes
+    side = math.isqrt(max(1, budget // max(1, bytes_per_pixel)))
     return int(min(MAX_TILE_SIDE, max(TILE_ALIGN, side // TILE_ALIGN * TILE_ALIGN)))
 
 
-def plan(width: int, height: int, *, bytes_per_pixel: int, halo: int = 0, tile_bytes: int = TILE_BYTES) -> list[Tile]:
+def plan(width: int, height: int, *, bytes_per_pixel: int, halo: int = 0,
+         tile_bytes: int | None = None) -> list[Tile]:
     """The tiles covering a width x height grid, row by row, each with its read window (halo pixels on every
     side, clipped to the grid). Deterministic: the same grid and pixel size always give the same tiles."""
     if width < 1 or height < 1:
         return []
     side = tile_side(bytes_per_pixel, tile_bytes=tile_bytes)
-    tiles = []
+    tiles: list[Tile] = []
     for row in range(0, height, side):
         for col in range(0, width, side):
             w, h = min(side, width - col), min(side, height - row)
@@ -119,3 +122,18 @@ def map_tiles(fn: Callable[[T], U], items: Sequence[T]) -> Iterator[tuple[int, U
     """(index, fn(items[index])) for every item, as each finishes, in any order, by the current executor."""
     check_tile_function(fn)
     return current_mapper()(fn, items)  # type: ignore[no-any-return]
+
+
+def in_order(results: Iterator[tuple[int, T]]) -> Iterator[tuple[int, T]]:
+    """`results` (index, value) as they arrive, re-sorted into index order (0, 1, 2 …): a result that arrives
+    early is held until those before it came. Float reductions merged in this order give the same numbers
+    whichever order the executor finished the tiles in."""
+    held: dict[int, T] = {}
+    following = 0
+    for i, value in results:
+        held[i] = value
+        while following in held:
+            yield following, held.pop(following)
+            following += 1
+    for i in sorted(held):  # indexes that were not contiguous from 0
+        yield i, held.pop(i)

@@ -8,8 +8,15 @@ percentile_<q> (numpy's linear percentile).
 
 Memory: zones are read in Arrow batches (stream.read_layer) and reprojected to the raster's CRS; for each
 zone only the window of its bounds is read, in chunks of at most WINDOW_PIXELS pixels. Sums and moments are
-accumulated chunk by chunk in float64; the pixel values themselves are kept (for one zone at a time) only
-when a value statistic (median, majority, minority, unique, percentile) is asked for.
+accumulated chunk by chunk in float64; the pixel values themselves are kept, as distinct values and their
+counts, only when a value statistic (median, majority, minority, unique, percentile) is asked for, and then
+for a group of zones covering at most VALUE_PIXELS pixels (or one larger zone) at a time.
+
+Tiles: the raster is split into tiles (engine/tiles.py); each tile that a zone's window reaches computes that
+zone's partial results there (`zonal_tile`, run wherever the executor runs it: count, nodata, moments, min/max,
+the distinct values with their counts, the class counts and areas), and the job merges each zone's partial
+results in tile-index order, so the numbers are the same whichever order the tiles finished in. A valid polygon
+is sent to a tile clipped to the tile's extent plus two pixels (the pixels of the tile are the same).
 
 Differences from rasterstats, on purpose: the band's GDAL mask is used (rasterstats assumes nodata -999
 when the raster has none, and ignores alpha/per-dataset masks); `nodata` counts masked zone pixels inside
@@ -24,6 +31,7 @@ import math
 import re
 import warnings as pywarnings
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,7 @@ import shapely
 from rasterio.features import rasterize
 from rasterio.windows import Window
 
+from gdal_mcp.engine import tiles
 from gdal_mcp.engine.crs import layer_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.geometry_transform import reproject_2d as reproject_geometries
@@ -42,7 +51,7 @@ from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.categories import ClassTally, PixelAreas, check_categorical_dtype, pixel_areas
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.region import select_bands
-from gdal_mcp.engine.raster.stats import _Accumulator
+from gdal_mcp.engine.raster.stats import _Accumulator, _lerp_percentile, _needed_ranks
 from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, iter_windows
 from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.engine.vector.stream import geometries, read_layer, summarize_vector, vector_driver, write_layer
@@ -59,6 +68,8 @@ PERCENTILE = re.compile(r"^percentile_(\d+(?:\.\d+)?)$")
 # its size (data, mask, zone, selected values); tests lower it to split zones into several chunks.
 WINDOW_PIXELS = DEFAULT_WINDOW_PIXELS // 4
 ZONE_BATCH = 1024
+# Pixels of the zones' windows whose values are held at once when a value statistic needs them.
+VALUE_PIXELS = 16 * 1024 * 1024
 MAX_LIMIT = 10_000
 
 
@@ -117,46 +128,112 @@ def _boxify(geom: Any, ds: Any) -> Any:
     return shapely.MultiPolygon(boxes)
 
 
-def zone_statistics(ds: Any, band: int, geom: Any, stats: list[str], all_touched: bool,
-                    areas: PixelAreas | None = None) -> dict[str, Any]:
-    """The statistics of `band` under one geometry (in the raster's CRS); with `areas` (categorical) also
-    "classes": {value: {count, area_m2, area_ha, fraction}}, fraction of the zone's valid pixels."""
-    if geom is not None and not geom.is_empty and "Point" in geom.geom_type:
-        geom = _boxify(geom, ds)
-    acc = _Accumulator()
-    nodata = 0
-    keep_values = any(s in VALUE_STATS or s.startswith("percentile_") for s in stats)
-    parts: list[np.ndarray] = []
-    tally = ClassTally(f"band {band} (under one zone)") if areas is not None else None
-    win = None if geom is None or geom.is_empty else _window(ds, geom.bounds)
-    if win is not None:
-        block = ds.block_shapes[band - 1]
-        for sub in iter_windows(int(win.width), int(win.height), block, WINDOW_PIXELS):
-            w = Window(win.col_off + sub.col_off, win.row_off + sub.row_off, sub.width, sub.height)
-            chunk = ds.read(band, window=w, masked=True)
-            inside = rasterize([(geom, 1)], out_shape=(int(w.height), int(w.width)), transform=ds.window_transform(w),
-                               fill=0, all_touched=all_touched, dtype="uint8").astype(bool)
-            data = np.ma.getdata(chunk)
-            invalid = np.ma.getmaskarray(chunk)
-            if np.issubdtype(data.dtype, np.floating):
-                invalid = invalid | np.isnan(data)
-            nodata += int(np.count_nonzero(inside & invalid))
-            values = data[inside & ~invalid]
-            if tally is not None and areas is not None:
-                tally.add(data, ~inside | invalid, areas.for_window(w))
-            with np.errstate(invalid="ignore", over="ignore"):
-                acc.add(values, 0)
-            if keep_values and values.size:
-                parts.append(values)
+@dataclass
+class ZonePart:
+    """What one tile (or all of them, merged) holds of one zone: the moments of its valid pixels, its nodata
+    pixels, its distinct values with their counts (when kept) and its class tally (categorical)."""
+
+    acc: _Accumulator = field(default_factory=_Accumulator)
+    nodata: int = 0
+    keys: list[np.ndarray] = field(default_factory=list)
+    counts: list[np.ndarray] = field(default_factory=list)
+    tally: ClassTally | None = None
+
+    def merge(self, other: ZonePart) -> None:
+        with np.errstate(invalid="ignore", over="ignore"):
+            self.acc.merge(other.acc)
+        self.nodata += other.nodata
+        self.keys += other.keys
+        self.counts += other.counts
+        if other.tally is not None:
+            if self.tally is None:
+                self.tally = ClassTally(other.tally.label)
+            self.tally.merge(other.tally)
+
+    def values(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct values, sorted, and how many pixels hold each."""
+        if not self.keys:
+            return np.empty(0, dtype=dtype), np.empty(0, dtype=np.int64)
+        keys, inverse = np.unique(np.concatenate(self.keys), return_inverse=True)
+        counts = np.zeros(keys.size, dtype=np.int64)
+        np.add.at(counts, inverse.ravel(), np.concatenate(self.counts))
+        return keys, counts
+
+
+@dataclass(frozen=True)
+class ZonalTile:
+    """One raster tile and the zones whose windows reach it (picklable)."""
+
+    path: str
+    band: int
+    #: (col_off, row_off, width, height) of the tile in the raster's pixels
+    window: tuple[int, int, int, int]
+    #: (zone number, WKB in the raster's CRS, the zone's window (col_off, row_off, width, height))
+    zones: tuple[tuple[int, bytes, tuple[int, int, int, int]], ...]
+    all_touched: bool
+    keep_values: bool
+    categorical: bool
+    window_pixels: int
+
+
+def zonal_tile(spec: ZonalTile) -> list[tuple[int, ZonePart]]:
+    """Each zone's partial results within one tile: its pixels there (the zone's window cut to the tile) read
+    in chunks, a pixel taken when the zone's rasterization burns it."""
+    col, row, width, height = spec.window
+    out = []
+    with open_raster(spec.path) as ds:
+        areas = pixel_areas(ds) if spec.categorical else None
+        block = ds.block_shapes[spec.band - 1]
+        for number, wkb, (zc, zr, zw, zh) in spec.zones:
+            part = ZonePart(tally=ClassTally(f"band {spec.band} (under one zone)") if areas is not None else None)
+            c0, r0 = max(col, zc), max(row, zr)
+            c1, r1 = min(col + width, zc + zw), min(row + height, zr + zh)
+            geom = shapely.from_wkb(wkb)
+            values_parts: list[np.ndarray] = []
+            if c1 > c0 and r1 > r0 and not geom.is_empty:
+                for sub in iter_windows(c1 - c0, r1 - r0, block, spec.window_pixels):
+                    w = Window(c0 + sub.col_off, r0 + sub.row_off, sub.width, sub.height)
+                    chunk = ds.read(spec.band, window=w, masked=True)
+                    inside = rasterize([(geom, 1)], out_shape=(int(w.height), int(w.width)),
+                                       transform=ds.window_transform(w), fill=0, all_touched=spec.all_touched,
+                                       dtype="uint8").astype(bool)
+                    data = np.ma.getdata(chunk)
+                    invalid = np.ma.getmaskarray(chunk)
+                    if np.issubdtype(data.dtype, np.floating):
+                        invalid = invalid | np.isnan(data)
+                    part.nodata += int(np.count_nonzero(inside & invalid))
+                    values = data[inside & ~invalid]
+                    if part.tally is not None and areas is not None:
+                        part.tally.add(data, ~inside | invalid, areas.for_window(w))
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        part.acc.add(values, 0)
+                    if spec.keep_values and values.size:
+                        values_parts.append(values)
+            if values_parts:
+                keys, counts = np.unique(np.concatenate(values_parts), return_counts=True)
+                part.keys, part.counts = [keys], [counts.astype(np.int64)]
+            out.append((number, part))
+    return out
+
+
+def _statistics(part: ZonePart, stats: list[str], dtype: np.dtype, areas: PixelAreas | None) -> dict[str, Any]:
+    """The statistics of one zone from its merged partial results; with `areas` (categorical) also "classes":
+    {value: {count, area_m2, area_ha, fraction}}, fraction of the zone's valid pixels."""
+    acc = part.acc
     n = acc.n
-    values = np.concatenate(parts) if parts else np.empty(0, dtype=ds.dtypes[band - 1])
-    keys, counts = np.unique(values, return_counts=True) if keep_values else (values, values)
+    keys, counts = part.values(dtype) if part.keys else (np.empty(0, dtype=dtype), np.empty(0, dtype=np.int64))
+    cumulative = np.cumsum(counts)
+
+    def at(ranks: list[int]) -> dict[int, np.generic]:
+        """The values of the given ranks (0-based) of the zone's sorted valid values."""
+        return {r: keys[int(np.searchsorted(cumulative, r, side="right"))] for r in ranks}
+
     out: dict[str, Any] = {}
     for s in stats:
         if s == "count":
             out[s] = n
         elif s == "nodata":
-            out[s] = nodata
+            out[s] = part.nodata
         elif n == 0:
             out[s] = None
         elif s == "min":
@@ -172,7 +249,9 @@ def zone_statistics(ds: Any, band: int, geom: Any, stats: list[str], all_touched
         elif s == "range":
             out[s] = acc.hi - acc.lo
         elif s == "median":
-            out[s] = float(np.median(values))
+            # np.median: the middle value, or the mean (in the band's type) of the two middle ones
+            middle = at(sorted({(n - 1) // 2, n // 2}))
+            out[s] = float(np.median(np.array(list(middle.values()), dtype=keys.dtype)))
         elif s == "unique":
             out[s] = int(keys.size)
         elif s == "majority":
@@ -180,10 +259,118 @@ def zone_statistics(ds: Any, band: int, geom: Any, stats: list[str], all_touched
         elif s == "minority":
             out[s] = float(keys[int(np.argmin(counts))])
         else:
-            out[s] = float(np.percentile(values, float(s.split("_", 1)[1])))
-    if tally is not None and areas is not None:
+            q = float(s.split("_", 1)[1])
+            out[s] = _lerp_percentile(q, n, at(_needed_ranks(n, [q])), keys.dtype)
+    if areas is not None:
+        tally = part.tally or ClassTally("")
         out["classes"] = tally.as_json(areas.method != "none")
     return out
+
+
+def _clipped(geom: Any, ds: Any, window: tuple[int, int, int, int], clippable: bool) -> Any:
+    """A valid polygon (`clippable`) cut to the extent of `window` plus two pixels on every side (the pixels of
+    the window burn the same); other geometries as they are."""
+    if not clippable:
+        return geom
+    col, row, width, height = window
+    corners = [ds.transform @ (c, r) for c in (col - 2, col + width + 2) for r in (row - 2, row + height + 2)]
+    xs, ys = [x for x, _ in corners], [y for _, y in corners]
+    box = (min(xs), min(ys), max(xs), max(ys))
+    minx, miny, maxx, maxy = geom.bounds
+    if box[0] <= minx and box[1] <= miny and maxx <= box[2] and maxy <= box[3]:
+        return geom
+    return shapely.clip_by_rect(geom, *box)
+
+
+def zones_statistics(path: str, ds: Any, band: int, geoms: list[Any], stats: list[str], all_touched: bool,
+                     areas: PixelAreas | None, tick: Any = None) -> list[dict[str, Any]]:
+    """The statistics of `band` under each geometry (in the raster's CRS), in order, tile by tile.
+    `tick(finished)` is called after every tile with the number of these zones finished so far."""
+    keep_values = any(s in VALUE_STATS or s.startswith("percentile_") for s in stats)
+    dtype = np.dtype(ds.dtypes[band - 1])
+    bpp = dtype.itemsize
+    plan = tiles.plan(ds.width, ds.height, bytes_per_pixel=bpp)
+    side = tiles.tile_side(bpp)  # the plan is a grid of side x side tiles, row by row
+    across = math.ceil(ds.width / side)
+    assert len(plan) == across * math.ceil(ds.height / side), "tiles.plan is not a regular grid"
+    windows: list[Window | None] = []
+    geoms = list(geoms)
+    for i, geom in enumerate(geoms):
+        if geom is not None and not geom.is_empty and "Point" in geom.geom_type:
+            geoms[i] = geom = _boxify(geom, ds)
+        windows.append(None if geom is None or geom.is_empty else _window(ds, geom.bounds))
+    results: list[dict[str, Any] | None] = [None] * len(geoms)
+    finished = {"zones": 0}
+    for i, win in enumerate(windows):
+        if win is None:
+            results[i] = _statistics(ZonePart(), stats, dtype, areas)
+            finished["zones"] += 1
+    # Groups of zones computed together; when values are kept, at most VALUE_PIXELS of zone windows at once.
+    groups: list[list[int]] = [[]]
+    held = 0
+    for i, win in enumerate(windows):
+        if win is None:
+            continue
+        size = int(win.width) * int(win.height)
+        if keep_values and groups[-1] and held + size > VALUE_PIXELS:
+            groups.append([])
+            held = 0
+        groups[-1].append(i)
+        held += size
+    if tick is not None and finished["zones"]:
+        tick(finished["zones"])
+    for group in groups:
+        if not group:
+            continue
+        reach: dict[int, list[int]] = {}  # tile index -> zones whose windows reach it
+        for i in group:
+            w = windows[i]
+            assert w is not None
+            c0, r0 = int(w.col_off), int(w.row_off)
+            c1, r1 = c0 + int(w.width) - 1, r0 + int(w.height) - 1
+            for tr in range(r0 // side, r1 // side + 1):
+                for tc in range(c0 // side, c1 // side + 1):
+                    reach.setdefault(tr * across + tc, []).append(i)
+        order = sorted(reach)
+        remaining = {i: 0 for i in group}  # tiles each zone reaches, then those still to merge
+        for t in order:
+            for i in reach[t]:
+                remaining[i] += 1
+        # Polygons reaching several tiles are sent clipped to each (when valid: a clip of an invalid one could
+        # burn other pixels).
+        clippable = {i: remaining[i] > 1 and geoms[i].geom_type.endswith("Polygon") and bool(shapely.is_valid(geoms[i]))
+                     for i in group}
+        specs = []
+        for t in order:
+            tile = plan[t]
+            zones = []
+            for i in reach[t]:
+                w = windows[i]
+                assert w is not None
+                zones.append((i, shapely.to_wkb(_clipped(geoms[i], ds, tile.window, clippable[i])),
+                              (int(w.col_off), int(w.row_off), int(w.width), int(w.height))))
+            specs.append(ZonalTile(path=path, band=band, window=tile.window, zones=tuple(zones),
+                                   all_touched=all_touched, keep_values=keep_values, categorical=areas is not None,
+                                   window_pixels=WINDOW_PIXELS))
+        parts = {i: ZonePart() for i in group}
+
+        def arrived(results_: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+            for result in results_:
+                if tick is not None:
+                    tick(finished["zones"])  # after every tile (on a cluster, where a cancel arrives)
+                yield result
+
+        # Each zone's partial results merged in tile order: the same floats whichever order tiles finished in.
+        for _, tile_parts in tiles.in_order(arrived(tiles.map_tiles(zonal_tile, specs))):
+            for i, part in tile_parts:
+                parts[i].merge(part)
+                remaining[i] -= 1
+                if remaining[i] == 0:
+                    results[i] = _statistics(parts.pop(i), stats, dtype, areas)
+                    finished["zones"] += 1
+        if tick is not None:
+            tick(finished["zones"])
+    return [r if r is not None else {} for r in results]
 
 
 # ---------------------------------------------------------------------------------------------- all zones
@@ -257,17 +444,20 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
                 geoms, dropped = reproject_geometries(raw, trans)
                 state["dropped"] += dropped
                 ids = batch.column(id_field).to_pylist() if id_field else None
-                out = []
-                for i, geom in enumerate(geoms):
-                    values = zone_statistics(ds, band, geom, names, all_touched, areas)
-                    out.append(values)
+                before = state["done"]
+
+                def tick(finished: int) -> None:
+                    done = before + finished
+                    progress(min(0.99, done / total) if total else 0.5,
+                             f"zonal statistics: {done}" + (f"/{total}" if total else "") + " zones")
+
+                out = zones_statistics(raster, ds, band, list(geoms), names, all_touched, areas, tick)
+                for i, values in enumerate(out):
                     index = state["done"]
                     state["done"] += 1
                     if len(rows) < limit:
                         rows.append({"id": _json_value(ids[i] if ids is not None else index),
                                      **{k: _json_value(v) for k, v in values.items()}})
-                    progress(min(0.99, state["done"] / total) if total else 0.5,
-                             f"zonal statistics: {state['done']}" + (f"/{total}" if total else "") + " zones")
                 return out
 
             if dst is None:

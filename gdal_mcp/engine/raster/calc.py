@@ -20,6 +20,11 @@ or NaN in an input is left out of that pixel's reduction; `count(S)` is the numb
 none), every other reduction is nodata where no input is valid. The reductions are results like any other
 value: `(max(S) - min(S)) / mean(S)`, `where(count(S) >= 3, median(S), nan)`. The stack is streamed window by
 window; the window shrinks with the number of inputs so at most STACK_VALUES stacked values are in memory.
+
+The output grid is split into tiles (engine/tiles.py); `calc_tile` computes one tile, window by window,
+wherever the executor runs it, and returns its pixels with its warning counters, which the job adds up (integers:
+exact in any order). Every output pixel depends only on the input pixels at the same place, so the tiling never
+changes a pixel.
 """
 
 from __future__ import annotations
@@ -30,18 +35,20 @@ import keyword
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any
 
 import numpy as np
 from rasterio.windows import Window
 
+from gdal_mcp.engine import tiles
 from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.output import check_nodata, fits, parse_dtype, pixel_driver, summarize, write_windows
+from gdal_mcp.engine.raster.output import check_nodata, fits, parse_dtype, pixel_driver, summarize, write_tiles
+from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -617,6 +624,7 @@ class _Source:
     spec: str
     ds: Any
     band: int
+    path: str = ""
 
 
 def _open_source(stack: contextlib.ExitStack, label: str, spec: str, band: int | None) -> tuple[_Source, bool]:
@@ -627,7 +635,7 @@ def _open_source(stack: contextlib.ExitStack, label: str, spec: str, band: int |
     if not 1 <= (chosen or 1) <= ds.count:
         raise GdalMcpError("invalid-argument", f"input {label}: band {chosen} does not exist; {spec} has {ds.count} "
                            "band(s) (write \"path:N\" or pass band=N for band N)")
-    return _Source(label=label, spec=spec, ds=ds, band=chosen or 1), chosen is not None
+    return _Source(label=label, spec=spec, ds=ds, band=chosen or 1, path=path), chosen is not None
 
 
 @wrap_gdal_errors
@@ -666,7 +674,6 @@ def calc(inputs: dict[str, str] | list[str], expression: str | list[str], dst: s
     used: list[str] = []
     for one in compiled:
         used.extend(n for n in one.names if n not in used)
-    reductions = sorted({r for one in compiled for r in one.reductions} | {"count"}) if stacked else []
     unused = [n for n in names if n not in used]
     if unused:
         warnings.append(f"input(s) {', '.join(unused)} are not used by the expression and were not read")
@@ -696,82 +703,144 @@ def calc(inputs: dict[str, str] | list[str], expression: str | list[str], dst: s
             warnings.append(f"{defaulted} of the {len(sources)} inputs have several bands; band 1 of each was read "
                             "(pass band=N, or \"path:N\" per input, to choose another)")
 
+        # Stack mode: windows of at most STACK_VALUES / inputs pixels (iter_windows may double its target).
+        window_pixels = WINDOW_PIXELS
+        if stacked:
+            window_pixels = min(WINDOW_PIXELS, max(1, STACK_VALUES // (2 * len(sources)))) * len(expressions)
+        plan = tiles.plan(ref.width, ref.height, bytes_per_pixel=len(expressions) * np.dtype(dtype).itemsize)
+        specs = [CalcTile(sources=tuple((s.label, s.path, s.band) for s in sources), expressions=tuple(expressions),
+                          names=tuple(names), stacked=stacked, dtype=dtype, nodata=out_nodata, window=t.window,
+                          window_pixels=window_pixels) for t in plan]
         counts = [_Counts() for _ in compiled]
-        integer = np.issubdtype(np.dtype(dtype), np.integer)
 
-        def finish(result: np.ndarray, masked: np.ndarray, empty: np.ndarray | None, env: Env,
-                   count: _Counts) -> np.ndarray:
-            """Cast one band's values to the output type; masked, NaN, ±inf and out-of-range become nodata."""
-            bad = ~np.isfinite(result) & ~masked
-            if bad.any():
-                if empty is not None:
-                    count.no_valid_input += int((bad & empty).sum())
-                    bad_left = bad & ~empty
-                else:
-                    bad_left = bad
-                by_zero = bad_left & env.divided_by_zero
-                count.divided_by_zero += int(by_zero.sum())
-                count.not_finite += int((bad_left & ~by_zero).sum())
-            invalid = masked | bad
-            if integer:
-                info = np.iinfo(np.dtype(dtype))
-                rounded = np.round(result)
-                count.clamped += int(((rounded < info.min) | (rounded > info.max))[~invalid].sum())
-                result = np.clip(np.where(invalid, 0, rounded), info.min, info.max)
-            out = result.astype(dtype)
-            if not integer:
-                overflow = ~np.isfinite(out) & ~invalid  # beyond Float32's range
-                if overflow.any():
-                    count.not_finite += int(overflow.sum())
-                    invalid = invalid | overflow
-            count.hit_nodata += int((out[~invalid] == out_nodata).sum())
-            out[invalid] = out_nodata
-            return out
-
-        def compute(w: Window) -> np.ndarray:
-            shape = (int(w.height), int(w.width))
-            values: dict[str, np.ndarray] = {}
-            masks: dict[str, np.ndarray] = {}
-            reduced: dict[str, np.ndarray] = {}
-            empty = None
-            if stacked:
-                layers = np.empty((len(sources), shape[0] * shape[1]), dtype=np.float64)
-                for layer, source in zip(layers, sources, strict=True):
-                    data = source.ds.read(source.band, window=w, masked=True, out_dtype="float64")
-                    plane = layer.reshape(shape)
-                    plane[...] = np.ma.getdata(data)
-                    plane[np.ma.getmaskarray(data)] = np.nan
-                reduced = {k: v.reshape(shape) for k, v in reduce_stack(layers, reductions).items()}
-                del layers
-                empty = reduced["count"] == 0
-            else:
-                for source in sources:
-                    data = source.ds.read(source.band, window=w, masked=True, out_dtype="float64")
-                    values[source.label] = np.ma.getdata(data)
-                    masks[source.label] = np.ma.getmaskarray(data)
-            bands = []
-            for one, count in zip(compiled, counts, strict=True):
-                masked = np.zeros(shape, dtype=bool)
-                for name in one.names if not stacked else ():
-                    masked |= masks[name]
-                env = Env(values=values, reduced=reduced)
-                with np.errstate(all="ignore"):
-                    result = np.broadcast_to(_as_number(one.evaluate(env)), shape).astype(np.float64)
-                bands.append(finish(result, masked, empty, env, count))
-            return bands[0] if len(bands) == 1 else np.stack(bands)
+        def merge(_: int, result: tuple[np.ndarray, list[tuple[int, ...]]]) -> np.ndarray:
+            """A tile's pixels, after adding its counters (integers: exact in any order)."""
+            pixels, tile_counts = result
+            for total, part in zip(counts, tile_counts, strict=True):
+                for name, value in zip(COUNTERS, part, strict=True):
+                    setattr(total, name, getattr(total, name) + value)
+            return pixels
 
         def describe(out: Any) -> None:
             for i, text in enumerate(expressions, start=1):
                 out.set_band_description(i, text.strip())
 
-        # Stack mode: windows of at most STACK_VALUES / inputs pixels (iter_windows may double its target).
-        window_pixels = WINDOW_PIXELS
-        if stacked:
-            window_pixels = min(WINDOW_PIXELS, max(1, STACK_VALUES // (2 * len(sources)))) * len(expressions)
-        write_windows(dst, driver, options, width=ref.width, height=ref.height, count=len(expressions), dtype=dtype,
-                      crs=ref.crs, transform=ref.transform, nodata=out_nodata, compute=compute, progress=progress,
-                      what="calc", window_pixels=window_pixels, prepare=describe)
+        write_tiles(dst, driver, options, width=ref.width, height=ref.height, count=len(expressions), dtype=dtype,
+                    crs=ref.crs, transform=ref.transform, nodata=out_nodata, fn=calc_tile, specs=specs,
+                    windows=[t.window for t in plan], progress=progress, what="calc", prepare=describe, pixels=merge)
     for i, (text, count) in enumerate(zip(expressions, counts, strict=True), start=1):
         label = f"band {i} ({text.strip()[:60]})" if len(expressions) > 1 else ""
         warnings.extend(_warnings(count, dtype, out_nodata, inputs=len(sources), band=label))
     return summarize(dst), warnings
+
+
+# ---------------------------------------------------------------------------------------------- tiles
+
+COUNTERS = ("divided_by_zero", "not_finite", "clamped", "hit_nodata", "no_valid_input")
+
+
+@dataclass(frozen=True)
+class CalcTile:
+    """One output tile of a calculation: everything a worker needs to compute it (picklable)."""
+
+    #: (label, path, band) of every input read, in the order the job opened them
+    sources: tuple[tuple[str, str, int], ...]
+    expressions: tuple[str, ...]
+    #: the input names of named mode (empty in stack mode)
+    names: tuple[str, ...]
+    stacked: bool
+    dtype: str
+    nodata: float
+    #: (col_off, row_off, width, height) of the tile in the output (= input) grid
+    window: tuple[int, int, int, int]
+    #: output pixels (all bands) per window read inside the tile
+    window_pixels: int
+
+
+def calc_tile(spec: CalcTile) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """The (bands, h, w) output pixels of one tile and, per expression, its counters (COUNTERS order).
+
+    The tile is computed window by window (the window bounds the float64 temporaries and, in stack mode, the
+    stacked values), exactly as the whole grid would be: every output pixel depends only on the input pixels
+    at the same place."""
+    compiled = _compile_all(list(spec.expressions), list(spec.names), spec.stacked)
+    reductions = sorted({r for one in compiled for r in one.reductions} | {"count"}) if spec.stacked else []
+    col, row, width, height = spec.window
+    out = np.empty((len(compiled), height, width), dtype=spec.dtype)
+    counts = [_Counts() for _ in compiled]
+    with contextlib.ExitStack() as stack:
+        if spec.stacked:
+            _allow_open_files(len(spec.sources))
+        sources = [_Source(label=label, spec=path, ds=stack.enter_context(open_raster(path)), band=band, path=path)
+                   for label, path, band in spec.sources]
+        for w in iter_windows(width, height, (256, 256), max(1, spec.window_pixels // len(compiled))):
+            r0, c0, h, ww = int(w.row_off), int(w.col_off), int(w.height), int(w.width)
+            out[:, r0:r0 + h, c0:c0 + ww] = _compute(sources, compiled, reductions, Window(col + c0, row + r0, ww, h),
+                                                     spec.stacked, spec.dtype, spec.nodata, counts)
+    return out, [astuple(c) for c in counts]
+
+
+def _finish(result: np.ndarray, masked: np.ndarray, empty: np.ndarray | None, env: Env, count: _Counts, dtype: str,
+            out_nodata: float) -> np.ndarray:
+    """Cast one band's values to the output type; masked, NaN, ±inf and out-of-range become nodata."""
+    integer = np.issubdtype(np.dtype(dtype), np.integer)
+    bad = ~np.isfinite(result) & ~masked
+    if bad.any():
+        if empty is not None:
+            count.no_valid_input += int((bad & empty).sum())
+            bad_left = bad & ~empty
+        else:
+            bad_left = bad
+        by_zero = bad_left & env.divided_by_zero
+        count.divided_by_zero += int(by_zero.sum())
+        count.not_finite += int((bad_left & ~by_zero).sum())
+    invalid = masked | bad
+    if integer:
+        info = np.iinfo(np.dtype(dtype))
+        rounded = np.round(result)
+        count.clamped += int(((rounded < info.min) | (rounded > info.max))[~invalid].sum())
+        result = np.clip(np.where(invalid, 0, rounded), info.min, info.max)
+    out = result.astype(dtype)
+    if not integer:
+        overflow = ~np.isfinite(out) & ~invalid  # beyond Float32's range
+        if overflow.any():
+            count.not_finite += int(overflow.sum())
+            invalid = invalid | overflow
+    count.hit_nodata += int((out[~invalid] == out_nodata).sum())
+    out[invalid] = out_nodata
+    return out
+
+
+def _compute(sources: list[_Source], compiled: list[Compiled], reductions: list[str], w: Window, stacked: bool,
+             dtype: str, out_nodata: float, counts: list[_Counts]) -> np.ndarray:
+    """The (bands, h, w) output pixels of window `w`, adding to `counts`."""
+    shape = (int(w.height), int(w.width))
+    values: dict[str, np.ndarray] = {}
+    masks: dict[str, np.ndarray] = {}
+    reduced: dict[str, np.ndarray] = {}
+    empty = None
+    if stacked:
+        layers = np.empty((len(sources), shape[0] * shape[1]), dtype=np.float64)
+        for layer, source in zip(layers, sources, strict=True):
+            data = source.ds.read(source.band, window=w, masked=True, out_dtype="float64")
+            plane = layer.reshape(shape)
+            plane[...] = np.ma.getdata(data)
+            plane[np.ma.getmaskarray(data)] = np.nan
+        reduced = {k: v.reshape(shape) for k, v in reduce_stack(layers, reductions).items()}
+        del layers
+        empty = reduced["count"] == 0
+    else:
+        for source in sources:
+            data = source.ds.read(source.band, window=w, masked=True, out_dtype="float64")
+            values[source.label] = np.ma.getdata(data)
+            masks[source.label] = np.ma.getmaskarray(data)
+    bands = []
+    for one, count in zip(compiled, counts, strict=True):
+        masked = np.zeros(shape, dtype=bool)
+        for name in one.names if not stacked else ():
+            masked |= masks[name]
+        env = Env(values=values, reduced=reduced)
+        with np.errstate(all="ignore"):
+            result = np.broadcast_to(_as_number(one.evaluate(env)), shape).astype(np.float64)
+        bands.append(_finish(result, masked, empty, env, count, dtype, out_nodata))
+    return np.stack(bands)

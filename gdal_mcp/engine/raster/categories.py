@@ -15,6 +15,7 @@ Pixel areas (`PixelAreas`, shared with zonal statistics):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +23,15 @@ import numpy as np
 import rasterio
 from rasterio.windows import Window
 
+from gdal_mcp.engine import tiles
 from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster import region
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.region import bbox_window, iter_chunks, select_bands
+from gdal_mcp.engine.raster.region import bbox_window, read_bands, select_bands
+from gdal_mcp.engine.raster.stats import reduction_windows
+from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import BandCategories, CategoriesResult, ClassArea
 
@@ -172,6 +177,18 @@ class ClassTally:
             self.counts[k] = self.counts.get(k, 0) + int(counts[i])
             if sums is not None:
                 self.areas[k] = self.areas.get(k, 0.0) + float(sums[i])
+        self._check()
+
+    def merge(self, other: ClassTally) -> None:
+        """Add another tally (of another part of the raster): counts exactly, areas in the order merged."""
+        self.invalid += other.invalid
+        for k, c in other.counts.items():
+            self.counts[k] = self.counts.get(k, 0) + c
+        for k, a in other.areas.items():
+            self.areas[k] = self.areas.get(k, 0.0) + a
+        self._check()
+
+    def _check(self) -> None:
         if len(self.counts) > MAX_CLASSES:
             raise GdalMcpError("invalid-argument", f"{self.label} has more than {MAX_CLASSES} distinct values: it "
                                "does not look categorical. Group the values into classes first with "
@@ -213,6 +230,41 @@ def check_categorical_dtype(dtype: np.dtype, band: int) -> None:
         raise GdalMcpError("unsupported", f"band {band} is {dtype.name}; class areas need real-valued bands")
 
 
+# ---------------------------------------------------------------------------------------------- tiles
+
+@dataclass(frozen=True)
+class CategoriesTile:
+    """One tile of the class-area pass (picklable)."""
+
+    path: str
+    bands: tuple[int, ...]
+    #: (col_off, row_off, width, height) in the raster's pixels
+    window: tuple[int, int, int, int]
+    #: pixels (all bands) per chunk read inside the tile: the chunk by chunk area sums depend on it
+    window_pixels: int
+
+
+def categories_tile(spec: CategoriesTile) -> list[ClassTally]:
+    """Per band, the class counts and areas of one tile, streamed in chunks."""
+    bands = list(spec.bands)
+    col, row, width, height = spec.window
+    with rasterio.Env(GDAL_NUM_THREADS="ALL_CPUS"), open_raster(spec.path) as ds:
+        areas = pixel_areas(ds)
+        tallies = [ClassTally(f"band {b}") for b in spec.bands]
+        block = ds.block_shapes[0] if ds.block_shapes else (256, 256)
+        for sub in iter_windows(width, height, block, max(1, spec.window_pixels // len(bands))):
+            w = Window(col + sub.col_off, row + sub.row_off, sub.width, sub.height)
+            chunk = read_bands(ds, bands, window=w, masked=True)
+            pixel = areas.for_window(w)
+            for j, tally in enumerate(tallies):
+                data = np.ma.getdata(chunk[j])
+                invalid = np.ma.getmaskarray(chunk[j])
+                if data.dtype.kind == "f":
+                    invalid = invalid | np.isnan(data)
+                tally.add(data, invalid, pixel)
+    return tallies
+
+
 # ---------------------------------------------------------------------------------------------- raster_stats
 
 @wrap_gdal_errors
@@ -222,7 +274,7 @@ def categories(path: str, bands: list[int] | None = None, bbox: tuple[float, flo
 
     Nodata, masked and NaN pixels are left out. Values are the stored ones (scale/offset not applied).
     """
-    with rasterio.Env(GDAL_NUM_THREADS="ALL_CPUS"), open_raster(path) as ds:
+    with open_raster(path) as ds:
         indexes = list(dict.fromkeys(select_bands(ds, bands)))
         window = bbox_window(ds, bbox, bbox_crs)
         for b in indexes:
@@ -232,15 +284,19 @@ def categories(path: str, bands: list[int] | None = None, bbox: tuple[float, flo
         warnings += [f"band {b}: scale {ds.scales[b - 1]} / offset {ds.offsets[b - 1]} are not applied; classes "
                      "are the stored values" for b in indexes if (ds.scales[b - 1], ds.offsets[b - 1]) != (1.0, 0.0)]
         tallies = [ClassTally(f"band {b}") for b in indexes]
-        for i, n, w, chunk in iter_chunks(ds, indexes, window):
-            pixel = areas.for_window(w)
-            for j, tally in enumerate(tallies):
-                data = np.ma.getdata(chunk[j])
-                invalid = np.ma.getmaskarray(chunk[j])
-                if data.dtype.kind == "f":
-                    invalid = invalid | np.isnan(data)
-                tally.add(data, invalid, pixel)
-            progress((i + 1) / n, f"class areas: window {i + 1}/{n}")
+        bytes_per_pixel = sum(np.dtype(ds.dtypes[b - 1]).itemsize for b in indexes)
+        specs = [CategoriesTile(path=path, bands=tuple(indexes), window=win, window_pixels=region.DEFAULT_WINDOW_PIXELS)
+                 for win in reduction_windows(ds, window, bytes_per_pixel)]
+
+        def arrived(results: Iterator[tuple[int, list[ClassTally]]]) -> Iterator[tuple[int, list[ClassTally]]]:
+            for k, result in enumerate(results, start=1):
+                progress(k / len(specs), f"class areas: tile {k}/{len(specs)}")
+                yield result
+
+        # Areas are float sums: merged in tile order, they are the same whichever order the tiles finished in.
+        for _, parts in tiles.in_order(arrived(tiles.map_tiles(categories_tile, specs))):
+            for tally, part in zip(tallies, parts, strict=True):
+                tally.merge(part)
         with_area = areas.method != "none"
         out = []
         for b, tally in zip(indexes, tallies, strict=True):

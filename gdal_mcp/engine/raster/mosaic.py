@@ -1,22 +1,28 @@
 """Mosaics, like gdalbuildvrt (+ gdal_translate) / gdal_merge: later inputs win where they overlap.
 
-rasterio has no VRT builder, so the mosaic is described as VRT XML (the one place we write it), then
-either saved (format="VRT") or streamed window by window into the output format.
+rasterio has no VRT builder, so the mosaic is described as VRT XML (the one place we write it), then either
+saved (format="VRT") or computed in output tiles (engine/tiles.py): each tile reads its window from a VRT of
+the same grid holding only the inputs that reach it (`mosaic_tile`, run wherever the executor runs it), and the
+job writes it into its window of the output.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+import numpy as np
 import rasterio
 import rasterio.shutil
 from rasterio.warp import calculate_default_transform, transform_bounds
 
+from gdal_mcp.engine import guard, tiles
 from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.grid import DEFAULT_MAX_PIXELS, check_grid, describe_units
@@ -28,14 +34,12 @@ from gdal_mcp.engine.raster.output import (
     fits,
     infer_driver,
     summarize,
-    writable_driver,
-    write_windows,
+    write_tiles,
 )
 from gdal_mcp.engine.raster.warp import reproject, resampling_method
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
-WINDOW_PIXELS = 8 * 1024 * 1024
 GDAL_TYPE = {"uint8": "Byte", "int8": "Int8", "uint16": "UInt16", "int16": "Int16", "uint32": "UInt32", "int32": "Int32",
              "uint64": "UInt64", "int64": "Int64", "float32": "Float32", "float64": "Float64"}
 
@@ -113,9 +117,19 @@ def _target_bbox(bbox: Any, bbox_crs: str | None, target: Any) -> tuple[float, f
     return float(out[0]), float(out[1]), float(out[2]), float(out[3])
 
 
+def dst_rect(s: Source, minx: float, maxy: float, res: tuple[float, float]) -> tuple[float, float, float, float]:
+    """Where a source lies on the mosaic grid, in (fractional) output pixels: x_off, y_off, x_size, y_size."""
+    return ((s.bounds[0] - minx) / res[0], (maxy - s.bounds[3]) / res[1], (s.bounds[2] - s.bounds[0]) / res[0],
+            (s.bounds[3] - s.bounds[1]) / res[1])
+
+
 def vrt_xml(sources: list[Source], *, width: int, height: int, minx: float, maxy: float, res: tuple[float, float],
-            crs: Any, separate: bool, nodata: float | None, resampling: str, relative_to: str | None = None) -> str:
-    """gdalbuildvrt's XML: ComplexSources honour each input's nodata; later sources are drawn on top."""
+            crs: Any, separate: bool, nodata: float | None, resampling: str, relative_to: str | None = None,
+            keep: Collection[int] | None = None) -> str:
+    """gdalbuildvrt's XML: ComplexSources honour each input's nodata; later sources are drawn on top.
+
+    `keep`: the indexes of the sources to write (the others are left out, their bands stay), for a tile's VRT.
+    """
 
     def name(path: str) -> tuple[str, int]:
         if relative_to and not path.startswith("/vsi"):
@@ -124,10 +138,7 @@ def vrt_xml(sources: list[Source], *, width: int, height: int, minx: float, maxy
 
     def source(s: Source, band: int) -> str:
         fn, rel = name(s.path)
-        x_off = (s.bounds[0] - minx) / res[0]
-        y_off = (maxy - s.bounds[3]) / res[1]
-        x_size = (s.bounds[2] - s.bounds[0]) / res[0]
-        y_size = (s.bounds[3] - s.bounds[1]) / res[1]
+        x_off, y_off, x_size, y_size = dst_rect(s, minx, maxy, res)
         kind = "ComplexSource" if s.nodata is not None else "SimpleSource"
         attr = f' resampling="{resampling}"' if resampling != "nearest" else ""
         nd = f"<NODATA>{_num(s.nodata)}</NODATA>" if s.nodata is not None else ""
@@ -138,13 +149,15 @@ def vrt_xml(sources: list[Source], *, width: int, height: int, minx: float, maxy
 
     dtype = GDAL_TYPE[sources[0].dtype]
     bands: list[str] = []
+    layout: list[tuple[str, list[tuple[Source, int]]]]
     if separate:
-        layout = [[(s, b)] for s in sources for b in range(1, s.count + 1)]
+        layout = [("gray", [(s, b)] if keep is None or k in keep else []) for k, s in enumerate(sources)
+                  for b in range(1, s.count + 1)]
     else:
-        layout = [[(s, b) for s in sources] for b in range(1, sources[0].count + 1)]
-    for i, members in enumerate(layout, start=1):
+        drawn = sources if keep is None else [sources[k] for k in sorted(keep)]
+        layout = [(sources[0].colorinterp[b - 1], [(s, b) for s in drawn]) for b in range(1, sources[0].count + 1)]
+    for i, (ci, members) in enumerate(layout, start=1):
         nd = f"<NoDataValue>{_num(nodata)}</NoDataValue>" if nodata is not None else ""
-        ci = members[0][0].colorinterp[members[0][1] - 1] if not separate else "gray"
         ci_xml = f"<ColorInterp>{ci.capitalize()}</ColorInterp>" if ci not in ("undefined",) else ""
         bands.append(f'<VRTRasterBand dataType="{dtype}" band="{i}">{nd}{ci_xml}'
                      + "".join(source(s, b) for s, b in members) + "</VRTRasterBand>")
@@ -249,7 +262,9 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
             progress(0.3 * k / len(foreign), f"warping input {k + 1}/{len(foreign)} to the mosaic CRS")
             reproject(s.path, tmp, dst_crs=target.to_wkt(), resampling=resampling, resolution=list(res),
                       bbox=(left, bottom, right, top), threads=threads, src_nodata=src_nodata,
-                      options={"TILED": "YES", "COMPRESS": "ZSTD", "ZSTD_LEVEL": "1", "BIGTIFF": "IF_SAFER"})
+                      options={"TILED": "YES", "COMPRESS": "ZSTD", "ZSTD_LEVEL": "1", "BIGTIFF": "IF_SAFER"},
+                      progress=_part(progress, 0.3 * k / len(foreign), 0.3 / len(foreign),
+                                     f"input {k + 1}/{len(foreign)}: "))
             warped = describe(tmp)
             s.path, s.width, s.height, s.bounds, s.res, s.crs = tmp, warped.width, warped.height, warped.bounds, \
                 warped.res, warped.crs
@@ -259,25 +274,60 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
             Path(dst).write_text(xml)
             progress(1.0, "wrote the VRT")
             return summarize(dst), warnings
-        xml = vrt_xml(sources, width=width, height=height, minx=minx, maxy=maxy, res=res, crs=target,
-                      separate=separate, nodata=out_nodata, resampling=resampling)
-        start = 0.3 if foreign else 0.0
-        with rasterio.open(xml) as vrt:
-            if not writable_driver(driver):
-                progress(start, f"writing {driver} with GDAL CreateCopy")
-                rasterio.shutil.copy(vrt, dst, driver=driver, **opts)
-            else:
-                def set_colours(out: Any) -> None:
-                    out.colorinterp = vrt.colorinterp
+        grid_xml = functools.partial(vrt_xml, sources, width=width, height=height, minx=minx, maxy=maxy, res=res,
+                                     crs=target, separate=separate, nodata=out_nodata, resampling=resampling)
+        with rasterio.open(grid_xml()) as vrt:
+            count, dtype, transform, colorinterp = vrt.count, vrt.dtypes[0], vrt.transform, vrt.colorinterp
+        plan = tiles.plan(width, height, bytes_per_pixel=count * np.dtype(dtype).itemsize)
+        rects = np.array([dst_rect(s, minx, maxy, res) for s in sources], dtype="float64").reshape(-1, 4)
+        specs = [MosaicTile(grid_xml(keep=set(_reaching(rects, t.window))), t.window) for t in plan]
 
-                write_windows(dst, driver, opts, width=width, height=height, count=vrt.count, dtype=vrt.dtypes[0],
-                              crs=target, transform=vrt.transform, nodata=out_nodata,
-                              compute=lambda w: vrt.read(window=w),
-                              progress=lambda f, m="": progress(start + (1 - start) * f, m), what="mosaicked",
-                              window_pixels=WINDOW_PIXELS, block=(256, width), prepare=set_colours)
-        progress(1.0, f"wrote {driver}")
+        def set_colours(out: Any) -> None:
+            out.colorinterp = colorinterp
+
+        start = 0.3 if foreign else 0.0
+        write_tiles(dst, driver, opts, width=width, height=height, count=count, dtype=dtype, crs=target,
+                    transform=transform, nodata=out_nodata, fn=mosaic_tile, specs=specs,
+                    windows=[t.window for t in plan], progress=_part(progress, start, 1 - start),
+                    what="mosaicked", prepare=set_colours)
     finally:
         for tmp in staged:
             if os.path.exists(tmp):
                 rasterio.shutil.delete(tmp)
     return summarize(dst), warnings
+
+
+def _part(progress: Progress, start: float, share: float, prefix: str = "") -> Progress:
+    """A progress callback for one part of the job: its fractions land in [start, start + share]."""
+
+    def report(fraction: float, message: str = "") -> None:
+        progress(start + share * fraction, prefix + message)
+
+    return report
+
+
+def _reaching(rects: Any, window: tuple[int, int, int, int]) -> list[int]:
+    """The indexes of the sources whose place on the grid (`dst_rect`s) reaches the window, grown by a pixel so that
+    no source a resampling kernel could draw on is left out (the VRT reads nothing from the others)."""
+    col, row, w, h = window
+    x0, y0 = rects[:, 0], rects[:, 1]
+    x1, y1 = x0 + rects[:, 2], y0 + rects[:, 3]
+    hit = (x0 < col + w + 1) & (x1 > col - 1) & (y0 < row + h + 1) & (y1 > row - 1)
+    return [int(i) for i in np.flatnonzero(hit)]
+
+
+@dataclass(frozen=True)
+class MosaicTile:
+    """One output tile of a mosaic: a VRT of the whole mosaic grid holding only the inputs that reach the tile."""
+
+    xml: str
+    window: tuple[int, int, int, int]  # (col_off, row_off, width, height) in the mosaic grid
+
+
+def mosaic_tile(spec: MosaicTile) -> Any:
+    """The (bands, height, width) pixels of one mosaic tile, read from its VRT (later inputs drawn on top)."""
+    from rasterio.windows import Window
+
+    with rasterio.open(spec.xml) as vrt:
+        guard.check_files(vrt.files)  # the inputs the job checked: checked again where the tile runs
+        return vrt.read(window=Window(*spec.window))

@@ -221,6 +221,21 @@ def _delete(path: str) -> None:
         os.remove(path)
 
 
+def close_checked(dataset: Any) -> None:
+    """Close a dataset being written, raising GDAL's error when writing its last cached blocks fails: rasterio's
+    close ignores it, so a disk that fills up then would leave an incomplete file and no error."""
+    try:
+        from rasterio._err import _ERROR_STACK, stack_errors  # no public way in rasterio 1.4
+    except ImportError:  # pragma: no cover - another rasterio: close as it does
+        dataset.close()
+        return
+    with stack_errors():
+        dataset.close()
+        errors = list(_ERROR_STACK.get())
+    if errors:
+        raise errors[0]  # the cause ("Write error"); what follows are its consequences
+
+
 def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, count: int, dtype: str,
                   crs: Any, transform: Any, nodata: float | None, compute: Any, progress: Any, what: str,
                   window_pixels: int, block: tuple[int, int] = (256, 256), prepare: Any = None) -> None:
@@ -251,6 +266,7 @@ def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int,
                 else:
                     out.write(data, window=w)
                 progress(share * i / len(wins), f"{what} window {i}/{len(wins)}")
+            close_checked(out)
         if staged:
             progress(share, f"writing {driver} with GDAL CreateCopy")
             rasterio.shutil.copy(write_path, dst, driver=driver, **options)
@@ -265,3 +281,102 @@ def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int,
     finally:
         if staged:
             _delete(write_path)
+
+
+def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, count: int, dtype: str,
+                crs: Any, transform: Any, nodata: float | None, fn: Any, specs: list[Any],
+                windows: list[tuple[int, int, int, int]], progress: Any, what: str, prepare: Any = None,
+                pixels: Any = None, start: str | None = None) -> None:
+    """The one tile assembler: `fn(specs[i])` (a tile function run by the executor through `tiles.map_tiles`)
+    returns the (count, h, w) pixels of `windows[i]` (col_off, row_off, width, height), written there as each
+    tile arrives, in any order. Progress after every tile (on a cluster that is where a cancel arrives).
+
+    CreateCopy-only drivers (COG, PNG …) get a tiled GTiff staged beside `dst`, then copied (overviews and all).
+    `prepare(dataset)` may set metadata before pixels are written; `start` is the first progress message (what the
+    job is about to do). A failure leaves no partial `dst` or staging file.
+    """
+    from rasterio.windows import Window
+
+    from gdal_mcp.engine import tiles
+
+    staged = not writable_driver(driver)
+    write_path = str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst
+    profile = output_profile("GTiff" if staged else driver, width=width, height=height, count=count, dtype=dtype,
+                             crs=crs, transform=transform, nodata=nodata,
+                             options=staging_options(driver) if staged else options)
+    share = 0.8 if staged else 1.0
+    total = len(specs)
+    existed = os.path.exists(dst)
+    try:
+        with rasterio.open(write_path, "w", **profile) as out:
+            if prepare is not None:
+                prepare(out)
+            progress(0.0, start or f"{what} 0/{total} tiles")
+            results = tiles.map_tiles(fn, specs)
+            writer = _TileWriter(out)
+            try:
+                for done, (i, data) in enumerate(results, start=1):
+                    if pixels is not None:  # a tile function that also returns counters: pixels(i, result) -> pixels
+                        data = pixels(i, data)
+                    col, row, w, h = windows[i]
+                    writer.write(data if data.ndim == 3 else data[np.newaxis], Window(col, row, w, h))
+                    del data
+                    progress(share * done / total, f"{what} {done}/{total} tiles")
+            finally:
+                try:
+                    close = getattr(results, "close", None)
+                    if close is not None:
+                        close()  # an error or a cancel: the executor stops the tiles not yet done
+                finally:
+                    writer.finish()  # before `out` is closed, whatever happened
+            close_checked(out)
+        if staged:
+            progress(share, f"writing {driver} with GDAL CreateCopy")
+            rasterio.shutil.copy(write_path, dst, driver=driver, **options)
+        progress(1.0, f"wrote {driver}")
+    except BaseException as exc:
+        full = disk_full(exc, dst)  # before the partial file goes: removing it frees the disk again
+        if not existed:
+            _delete(dst)
+        if full is not None:
+            raise full from exc
+        raise
+    finally:
+        if staged:
+            _delete(write_path)
+
+
+class _TileWriter:
+    """Writes tiles into `out` on a thread of its own, so the next tile is computed (GDAL releases the GIL) while
+    this one is written. One tile waits at most: memory stays bounded; a write error surfaces at the next tile."""
+
+    def __init__(self, out: Any) -> None:
+        import queue
+        import threading
+
+        self.out = out
+        self.queue: queue.Queue[tuple[Any, Any] | None] = queue.Queue(maxsize=1)
+        self.failure: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, name="tile-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            if not self.failure:
+                try:
+                    self.out.write(item[0], window=item[1])
+                except BaseException as exc:  # noqa: BLE001 - raised in the job's thread
+                    self.failure.append(exc)
+            del item
+
+    def write(self, data: Any, window: Any) -> None:
+        if self.failure:
+            raise self.failure[0]
+        self.queue.put((data, window))
+
+    def finish(self) -> None:
+        """Wait for the tiles handed over to be written; raise the first write error."""
+        self.queue.put(None)
+        self.thread.join()
+        if self.failure:
+            raise self.failure[0]

@@ -6,6 +6,12 @@ sorts like the value (its bits, with the sign handled), and the order statistics
 found by radix selection, 16 bits per pass. 8- and 16-bit bands are done in one pass (a full bincount);
 32-bit bands in two; 64-bit bands in at most four, usually fewer (once a candidate range holds few enough
 values, they are collected and sorted).
+
+Each pass of `raster_stats` is a map over tiles (engine/tiles.py; `stats_first_tile`, then `stats_refine_tile`,
+run wherever the executor runs them) returning partial results that merge exactly: key histograms, value
+histograms, candidate counts and collected keys add up (integers: any order), and the per-tile moments (count,
+mean, M2, sum, min, max) are merged in tile-index order, so the floats are the same whichever order the tiles
+finished in.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import rasterio
 from rasterio.enums import MaskFlags
 from rasterio.windows import Window
 
+from gdal_mcp.engine import tiles
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster import region
@@ -60,6 +67,21 @@ class _Accumulator:
         self.lo = min(self.lo, float(v.min()))
         self.hi = max(self.hi, float(v.max()))
 
+    def merge(self, other: _Accumulator) -> None:
+        """Add another accumulator's values (Chan et al.'s pairwise update, as `add` does per chunk)."""
+        self.invalid += other.invalid
+        k = other.n
+        if k == 0:
+            return
+        delta = other.mean - self.mean
+        n = self.n + k
+        self.mean += delta * k / n
+        self.m2 += other.m2 + delta * delta * self.n * k / n
+        self.n = n
+        self.total += other.total
+        self.lo = min(self.lo, other.lo)
+        self.hi = max(self.hi, other.hi)
+
     def result(self) -> BandStatistics:
         total = self.n + self.invalid
         if self.n == 0:
@@ -86,7 +108,8 @@ def valid_values(chunk: np.ndarray) -> tuple[np.ndarray, int]:
     return values, int(data.size - values.size)
 
 
-def _chunks(ds, bands: list[int], window: Window | None) -> Iterator[tuple[int, int, np.ndarray]]:
+def _chunks(ds, bands: list[int], window: Window | None,
+            window_pixels: int | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
     """(i, n, chunk of shape (len(bands), h, w)) over `window` (default: all), in strips of whole blocks.
 
     The next chunk is read (by GDAL, which releases the GIL) while the caller works on this one. Bands
@@ -99,8 +122,8 @@ def _chunks(ds, bands: list[int], window: Window | None) -> Iterator[tuple[int, 
     row0 = int(window.row_off) if window else 0
     block = ds.block_shapes[0] if ds.block_shapes else (256, 256)
     # All bands are read together, so a window holds DEFAULT_WINDOW_PIXELS pixels summed over bands
-    # (region's, as iter_chunks uses it).
-    budget = max(1, region.DEFAULT_WINDOW_PIXELS // max(1, len(bands)))
+    # (region's, as iter_chunks uses it), or `window_pixels`.
+    budget = max(1, (window_pixels or region.DEFAULT_WINDOW_PIXELS) // max(1, len(bands)))
     n = max(1, count_windows(width, height, block, budget))
     masked = any(ds.mask_flag_enums[b - 1] != [MaskFlags.all_valid] for b in bands)
     windows = (Window(w.col_off + col0, w.row_off + row0, w.width, w.height)
@@ -397,18 +420,113 @@ def _check_bins(histogram_bins: int | None) -> int | None:
     return int(histogram_bins)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Tiles: each pass maps a tile function over the area read; partial results merge exactly.
+
+@dataclass(frozen=True)
+class Refine:
+    """What one band counts in a later pass: its value histogram (bins, lo, hi) and, per candidate group
+    (key prefix of `known` bits), the histogram of the next 16 key bits (`counted`) or the keys themselves."""
+
+    known: int
+    hist: tuple[int, float, float] | None
+    groups: tuple[tuple[int, bool], ...]
+
+
+@dataclass(frozen=True)
+class StatsTile:
+    """One tile of one statistics pass (picklable: what a worker needs to compute it)."""
+
+    path: str
+    bands: tuple[int, ...]
+    #: (col_off, row_off, width, height) in the raster's pixels
+    window: tuple[int, int, int, int]
+    percentiles: tuple[float, ...]
+    bins: int | None
+    #: pixels (all bands) per chunk read inside the tile: chunk by chunk moments depend on it
+    window_pixels: int
+    #: empty: the first pass; else one entry per band, the later pass's work
+    refine: tuple[Refine, ...] = ()
+
+
+#: pass 1, per band: the moments (empty but for the invalid count on 8/16-bit bands) and the first key histogram
+FirstPart = tuple[_Accumulator, np.ndarray | None]
+#: later passes, per band: the value histogram, and per group its next-digit counts or its collected keys
+RefinePart = tuple[np.ndarray | None, list[np.ndarray]]
+
+
+def stats_first_tile(spec: StatsTile) -> list[FirstPart]:
+    """The first pass over one tile: per band, its moments and first key histogram."""
+    return [(w.acc, w.first) for w in _tile_pass(spec)]
+
+
+def stats_refine_tile(spec: StatsTile) -> list[RefinePart]:
+    """A later pass over one tile: per band, its value histogram and its candidates' counts or keys."""
+    return [(w.hist_counts if w.hist_pending else None,
+             [g.counts if g.counts is not None else
+              (np.concatenate(g.chunks) if g.chunks else np.empty(0, np.dtype(f"u{w.dtype.itemsize}")))
+              for g in w.groups]) for w in _tile_pass(spec)]
+
+
+def _tile_pass(spec: StatsTile) -> list[_BandWork]:
+    """One pass over one tile, accumulated in a _BandWork per band (as the whole area once was)."""
+    with rasterio.Env(GDAL_NUM_THREADS="ALL_CPUS"), open_raster(spec.path) as ds:
+        bands = list(spec.bands)
+        work = [_BandWork(b, np.dtype(ds.dtypes[b - 1]), list(spec.percentiles), spec.bins) for b in bands]
+        if spec.refine:
+            for w, r in zip(work, spec.refine, strict=True):
+                w.first = None
+                w.known = r.known
+                w.groups = [_Group(prefix=prefix, below=0, count=0, ranks=[],
+                                   counts=np.zeros(1 << DIGIT_BITS, dtype=np.int64) if counted else None)
+                            for prefix, counted in r.groups]
+                if r.hist is not None:
+                    w.bins, w.acc.lo, w.acc.hi = r.hist
+                    w.hist_pending = True
+                    w.hist_counts = np.zeros(r.hist[0], dtype=np.int64)
+        window = Window(*spec.window)
+        for _, _, chunk in _chunks(ds, bands, window, spec.window_pixels):
+            for j, w in enumerate(work):
+                if spec.refine:
+                    w.refine_pass(chunk[j])
+                else:
+                    w.first_pass(chunk[j])
+    return work
+
+
+#: The pixel bytes of one reduction tile. A reduction tile returns a few small arrays, not its pixels, and reads
+#: its pixels in chunks, so it can be larger than an output tile: the next chunk is read while one is counted
+#: only within a tile. Measured with raster_stats on 13219² x 3 uint16 (DEFLATE, 256 blocks, 2 busy cores):
+#: 4096² tiles 4.6-4.9 s, 2048² tiles 6.3-6.4 s, the former whole-raster pass 4.7-6.0 s.
+REDUCTION_TILE_BYTES = 4 * tiles.TILE_BYTES
+
+
+def reduction_windows(ds: Any, window: Window, bytes_per_pixel: int) -> list[tuple[int, int, int, int]]:
+    """The tiles (`tiles.plan`) of a whole-area reduction over `window`, in raster pixels. A striped file
+    (blocks as wide as the raster) gets each row of tiles as one full-width item, so that every strip is
+    decompressed once rather than once per tile column."""
+    col0, row0 = int(window.col_off), int(window.row_off)
+    plan = tiles.plan(int(window.width), int(window.height), bytes_per_pixel=bytes_per_pixel,
+                      tile_bytes=REDUCTION_TILE_BYTES)
+    block = ds.block_shapes[0] if ds.block_shapes else (256, 256)
+    if block[1] >= ds.width and any(t.window[0] for t in plan):
+        rows = dict.fromkeys((t.window[1], t.window[3]) for t in plan)
+        return [(col0, row0 + r, int(window.width), h) for r, h in rows]
+    return [(col0 + c, row0 + r, w, h) for c, r, w, h in (t.window for t in plan)]
+
+
 @wrap_gdal_errors
 def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[float] | None = None,
                  histogram_bins: int | None = None, bbox: tuple[float, float, float, float] | None = None,
                  bbox_crs: str | None = None, progress: Progress = no_progress) -> RasterStatsResult:
     """Exact per-band statistics, percentiles (numpy's linear definition) and histogram, streamed.
 
-    Nodata, masks and NaN are excluded. Values are the stored ones (scale/offset not applied).
+    Nodata, masks and NaN are excluded. Values are the stored ones (scale/offset not applied). Each pass is a
+    map over tiles whose partial results merge exactly (see the module docstring).
     """
     qs = _check_percentiles(percentiles)
     bins = _check_bins(histogram_bins)
-    # GDAL decompresses the blocks of one read on all cores (GTiff and COG; other drivers ignore it).
-    with rasterio.Env(GDAL_NUM_THREADS="ALL_CPUS"), open_raster(path) as ds:
+    with open_raster(path) as ds:
         indexes = select_bands(ds, bands)
         indexes = list(dict.fromkeys(indexes))
         window = bbox_window(ds, bbox, bbox_crs)
@@ -419,40 +537,62 @@ def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[fl
             work.append(_BandWork(b, dtype, qs, bins))
         warnings = [f"band {b}: scale {ds.scales[b - 1]} / offset {ds.offsets[b - 1]} are not applied; statistics "
                     "are of the stored values" for b in indexes if (ds.scales[b - 1], ds.offsets[b - 1]) != (1.0, 0.0)]
-        total_passes = 1 + max(w.extra_passes() for w in work)
-        done = 0.0
+        windows = reduction_windows(ds, window, sum(w.dtype.itemsize for w in work))
+    total_passes = 1 + max(w.extra_passes() for w in work)
+    done = 0.0
 
-        def report(p: int, i: int, n: int) -> None:
-            nonlocal done
-            total = max(total_passes, p)
-            done = max(done, min(1.0, (p - 1 + (i + 1) / n) / total))
-            progress(done, f"statistics pass {p}/{total}: window {i + 1}/{n}")
+    def report(p: int, i: int, n: int) -> None:
+        nonlocal done
+        total = max(total_passes, p)
+        done = max(done, min(1.0, (p - 1 + (i + 1) / n) / total))
+        progress(done, f"statistics pass {p}/{total}: tile {i + 1}/{n}")
 
-        for i, n, chunk in _chunks(ds, indexes, window):
-            for j, w in enumerate(work):
-                w.first_pass(chunk[j])
-            report(1, i, n)
-        for w in work:
-            w.finish_first()
-        p = 1
-        while active := [w for w in work if w.needs_pass()]:
-            p += 1
-            for i, n, chunk in _chunks(ds, [w.index for w in active], window):
-                for j, w in enumerate(active):
-                    w.refine_pass(chunk[j])
-                report(p, i, n)
-            for w in active:
-                w.finish_refine()
-        progress(1.0, f"statistics done in {p} pass(es)")
-        for w in work:
-            if w.acc.n == 0:
-                warnings.append(f"band {w.index} has no valid pixels in the area read (all nodata/masked)")
-            elif not (math.isfinite(w.acc.lo) and math.isfinite(w.acc.hi)):
-                warnings.append(f"band {w.index} holds infinite values: mean/std are not finite"
-                                + (" and no histogram was made" if bins else ""))
-        return RasterStatsResult(
-            path=path,
-            window=(int(window.col_off), int(window.row_off), int(window.width), int(window.height)),
-            bands=[w.result() for w in work],
-            warnings=warnings,
-        )
+    def specs(active: list[_BandWork], refine: bool) -> list[StatsTile]:
+        jobs = tuple(Refine(known=w.known, hist=(w.bins, w.acc.lo, w.acc.hi) if w.hist_pending and w.bins else None,
+                            groups=tuple((g.prefix, g.counts is not None) for g in w.groups)) for w in active)
+        return [StatsTile(path=path, bands=tuple(w.index for w in active), window=win, percentiles=tuple(qs),
+                          bins=bins, window_pixels=region.DEFAULT_WINDOW_PIXELS, refine=jobs if refine else ())
+                for win in windows]
+
+    # Pass 1: integer histograms add up as tiles arrive; the moments are merged in tile order at the end.
+    moments: dict[int, list[_Accumulator]] = {}
+    for k, (i, parts) in enumerate(tiles.map_tiles(stats_first_tile, specs(work, refine=False))):
+        for w, (_, first) in zip(work, parts, strict=True):
+            if first is not None and w.first is not None:
+                w.first += first
+        moments[i] = [acc for acc, _ in parts]
+        report(1, k, len(windows))
+    for i in sorted(moments):
+        for w, acc in zip(work, moments.pop(i), strict=True):
+            with np.errstate(invalid="ignore", over="ignore"):  # infinite values: mean/std become inf/nan
+                w.acc.merge(acc)
+    for w in work:
+        w.finish_first()
+    p = 1
+    while active := [w for w in work if w.needs_pass()]:
+        p += 1
+        for k, (_, refined) in enumerate(tiles.map_tiles(stats_refine_tile, specs(active, refine=True))):
+            for w, (hist, groups) in zip(active, refined, strict=True):
+                if hist is not None and w.hist_counts is not None:
+                    w.hist_counts += hist
+                for g, part in zip(w.groups, groups, strict=True):
+                    if g.counts is not None:
+                        g.counts += part
+                    elif part.size:
+                        g.chunks.append(part)
+            report(p, k, len(windows))
+        for w in active:
+            w.finish_refine()
+    progress(1.0, f"statistics done in {p} pass(es)")
+    for w in work:
+        if w.acc.n == 0:
+            warnings.append(f"band {w.index} has no valid pixels in the area read (all nodata/masked)")
+        elif not (math.isfinite(w.acc.lo) and math.isfinite(w.acc.hi)):
+            warnings.append(f"band {w.index} holds infinite values: mean/std are not finite"
+                            + (" and no histogram was made" if bins else ""))
+    return RasterStatsResult(
+        path=path,
+        window=(int(window.col_off), int(window.row_off), int(window.width), int(window.height)),
+        bands=[w.result() for w in work],
+        warnings=warnings,
+    )

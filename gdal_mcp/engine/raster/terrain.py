@@ -24,7 +24,9 @@ elevations always count as nodata (gdaldem lets NaN flow into the result when th
 nodata); arithmetic is done in float64 (gdaldem reads Float32).
 Color-relief follows GDAL >= 3.9.2 (OSGeo/gdal#10596): older gdaldem (3.6 in Debian 12) rounded
 interpolated colours with +0.45 instead of +0.5, and its exact_color_entry mode missed most exact matches.
-The raster is streamed window by window; each window is read with a one-pixel halo.
+The output grid is split into tiles (engine/tiles.py, a one-pixel halo), each computed by `terrain_tile`
+wherever the executor runs it, window by window; each window is read with a one-pixel halo. Every output pixel
+depends only on its 3x3 neighbourhood and the raster's own edges, so the tiling never changes a pixel.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from rasterio.windows import Window
 
+from gdal_mcp.engine import tiles
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
@@ -44,8 +48,9 @@ from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     pixel_driver,
     summarize,
-    write_windows,
+    write_tiles,
 )
+from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -270,14 +275,36 @@ def _window_values(ds: Any, band: int, w: Window, nodata: float | None, product:
 ColorEntry = tuple[float, int, int, int, int]
 
 
-def _band_range(ds: Any, band: int, nodata: float | None) -> tuple[float, float]:
-    """Exact min and max of the band's valid pixels (what gdaldem's ComputeStatistics gives)."""
+@dataclass(frozen=True)
+class RangeTile:
+    """One tile of the band's min/max pass (color-relief percentages)."""
+
+    path: str
+    band: int
+    nodata: float | None
+    window: tuple[int, int, int, int]
+
+
+def range_tile(spec: RangeTile) -> tuple[float, float]:
+    """(min, max) of the valid pixels of one tile; (inf, -inf) when it has none."""
     low, high = math.inf, -math.inf
-    for _, w in ds.block_windows(band):
-        values = _read(ds, band, w, nodata)
-        valid = values[~np.isnan(values)]
-        if valid.size:
-            low, high = min(low, float(valid.min())), max(high, float(valid.max()))
+    col, row, width, height = spec.window
+    with open_raster(spec.path) as ds:
+        for w in iter_windows(width, height, ds.block_shapes[spec.band - 1], 4 * WINDOW_PIXELS):
+            values = _read(ds, spec.band, Window(col + w.col_off, row + w.row_off, w.width, w.height), spec.nodata)
+            valid = values[~np.isnan(values)]
+            if valid.size:
+                low, high = min(low, float(valid.min())), max(high, float(valid.max()))
+    return low, high
+
+
+def _band_range(src: str, ds: Any, band: int, nodata: float | None) -> tuple[float, float]:
+    """Exact min and max of the band's valid pixels (what gdaldem's ComputeStatistics gives), tile by tile."""
+    low, high = math.inf, -math.inf
+    plan = tiles.plan(ds.width, ds.height, bytes_per_pixel=8)
+    specs = [RangeTile(path=src, band=band, nodata=nodata, window=t.window) for t in plan]
+    for _, (lo, hi) in tiles.map_tiles(range_tile, specs):
+        low, high = min(low, lo), max(high, hi)
     if low > high:
         raise GdalMcpError("invalid-argument", "the band has no valid pixels, so percentages in colors cannot be "
                            "resolved; give absolute elevations instead")
@@ -532,7 +559,7 @@ def terrain(src: str, dst: str, *, product: Product, band: int = 1, z_factor: fl
         nodata = ds.nodatavals[band - 1]
         if relief:
             assert colors is not None
-            _color_relief(ds, band, dst, driver, options, nodata=nodata, colors=colors, mode=color_mode, alpha=alpha,
+            _color_relief(src, ds, band, dst, driver, options, nodata=nodata, colors=colors, mode=color_mode, alpha=alpha,
                           warnings=warnings, progress=progress)
             return summarize(dst), warnings
         t = ds.transform
@@ -550,44 +577,101 @@ def terrain(src: str, dst: str, *, product: Product, band: int = 1, z_factor: fl
         hillshade = product == "hillshade"
         out_dtype = "uint8" if hillshade else "float32"
         out_nodata = float(HILLSHADE_NODATA) if hillshade else TERRAIN_NODATA
-
-        def compute(w: Window) -> np.ndarray:
-            values = _window_values(ds, band, w, nodata, product, params, compute_edges)
-            missing = np.isnan(values)
-            if hillshade:
-                # gdaldem hands GDAL a Float32 that GDAL writes to Byte as (GByte)(clamp(v) + 0.5f), in float32
-                shade = np.clip(values.astype(np.float32), 0, 255)
-                values = np.floor(shade + np.float32(0.5)).astype(np.float64)
-            values[missing] = out_nodata
-            return values.astype(out_dtype)
-
-        write_windows(dst, driver, options, width=ds.width, height=ds.height, count=1, dtype=out_dtype, crs=ds.crs,
-                      transform=ds.transform, nodata=out_nodata, compute=compute, progress=progress, what=product,
-                      window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK)
+        plan = tiles.plan(ds.width, ds.height, bytes_per_pixel=np.dtype(out_dtype).itemsize, halo=1)
+        specs = [TerrainTile(path=src, band=band, nodata=nodata, product=product, params=params,
+                             compute_edges=compute_edges, dtype=out_dtype, out_nodata=out_nodata, window=t.window,
+                             window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK) for t in plan]
+        write_tiles(dst, driver, options, width=ds.width, height=ds.height, count=1, dtype=out_dtype, crs=ds.crs,
+                    transform=ds.transform, nodata=out_nodata, fn=terrain_tile, specs=specs,
+                    windows=[t.window for t in plan], progress=progress, what=product)
     return summarize(dst), warnings
 
 
-def _color_relief(ds: Any, band: int, dst: str, driver: str, options: dict[str, str], *, nodata: float | None,
-                  colors: str | list[Any], mode: str, alpha: bool, warnings: list[str], progress: Progress) -> None:
-    if nodata is not None and math.isnan(nodata):
-        nodata = math.nan
-    entries = _parse_colors(colors, nodata, lambda: _band_range(ds, band, nodata), warnings)
-    table = _process_colors(entries, nodata, mode)
-    count = 4 if alpha else 3
+@dataclass(frozen=True)
+class TerrainTile:
+    """One output tile of a terrain product (picklable: what a worker needs to compute it)."""
+
+    path: str
+    band: int
+    nodata: float | None
+    product: str
+    params: dict[str, Any]
+    compute_edges: bool
+    dtype: str
+    out_nodata: float
+    #: (col_off, row_off, width, height) in the DEM's grid
+    window: tuple[int, int, int, int]
+    window_pixels: int
+    block: tuple[int, int]
+
+
+def terrain_tile(spec: TerrainTile) -> np.ndarray:
+    """The (h, w) output pixels of one tile, computed window by window, each window read with its one-pixel halo
+    (the raster's own edges handled as gdaldem does, wherever the tile lies)."""
+    col, row, width, height = spec.window
+    out = np.empty((height, width), dtype=spec.dtype)
+    with open_raster(spec.path) as ds:
+        for w in iter_windows(width, height, spec.block, spec.window_pixels):
+            r0, c0, h, ww = int(w.row_off), int(w.col_off), int(w.height), int(w.width)
+            values = _window_values(ds, spec.band, Window(col + c0, row + r0, ww, h), spec.nodata, spec.product,
+                                    spec.params, spec.compute_edges)
+            missing = np.isnan(values)
+            if spec.product == "hillshade":
+                # gdaldem hands GDAL a Float32 that GDAL writes to Byte as (GByte)(clamp(v) + 0.5f), in float32
+                shade = np.clip(values.astype(np.float32), 0, 255)
+                values = np.floor(shade + np.float32(0.5)).astype(np.float64)
+            values[missing] = spec.out_nodata
+            out[r0:r0 + h, c0:c0 + ww] = values.astype(spec.dtype)
+    return out
+
+
+@dataclass(frozen=True)
+class ReliefTile:
+    """One output tile of color-relief."""
+
+    path: str
+    band: int
+    table: list[list[float]]
+    mode: str
+    count: int
+    window: tuple[int, int, int, int]
+    window_pixels: int
+    block: tuple[int, int]
+
+
+def relief_tile(spec: ReliefTile) -> np.ndarray:
+    """The (count, h, w) colours of one tile, window by window."""
+    col, row, width, height = spec.window
+    out = np.empty((spec.count, height, width), dtype=np.uint8)
     # gdaldem reads Byte, Int16 and UInt16 as integers and everything else as Float32.
     exact_types = ("uint8", "int16", "uint16")
-    dtype = ds.dtypes[band - 1]
+    with open_raster(spec.path) as ds:
+        dtype = ds.dtypes[spec.band - 1]
+        for w in iter_windows(width, height, spec.block, spec.window_pixels):
+            r0, c0, h, ww = int(w.row_off), int(w.col_off), int(w.height), int(w.width)
+            data = ds.read(spec.band, window=Window(col + c0, row + r0, ww, h))
+            values = data.astype(np.float64) if dtype in exact_types else data.astype(np.float32).astype(np.float64)
+            out[:, r0:r0 + h, c0:c0 + ww] = _colorize(values, spec.table, spec.mode)[:spec.count]
+    return out
 
-    def compute(w: Window) -> np.ndarray:
-        data = ds.read(band, window=w)
-        values = data.astype(np.float64) if dtype in exact_types else data.astype(np.float32).astype(np.float64)
-        return _colorize(values, table, mode)[:count]
+
+def _color_relief(src: str, ds: Any, band: int, dst: str, driver: str, options: dict[str, str], *,
+                  nodata: float | None, colors: str | list[Any], mode: str, alpha: bool, warnings: list[str],
+                  progress: Progress) -> None:
+    if nodata is not None and math.isnan(nodata):
+        nodata = math.nan
+    entries = _parse_colors(colors, nodata, lambda: _band_range(src, ds, band, nodata), warnings)
+    table = _process_colors(entries, nodata, mode)
+    count = 4 if alpha else 3
+    plan = tiles.plan(ds.width, ds.height, bytes_per_pixel=count)
+    specs = [ReliefTile(path=src, band=band, table=table, mode=mode, count=count, window=t.window,
+                        window_pixels=max(1, WINDOW_PIXELS // count), block=OUTPUT_BLOCK) for t in plan]
 
     def prepare(out: Any) -> None:
         from rasterio.enums import ColorInterp
 
         out.colorinterp = [ColorInterp.red, ColorInterp.green, ColorInterp.blue, ColorInterp.alpha][:count]
 
-    write_windows(dst, driver, options, width=ds.width, height=ds.height, count=count, dtype="uint8", crs=ds.crs,
-                  transform=ds.transform, nodata=None, compute=compute, progress=progress, what="color-relief",
-                  window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK, prepare=prepare)
+    write_tiles(dst, driver, options, width=ds.width, height=ds.height, count=count, dtype="uint8", crs=ds.crs,
+                transform=ds.transform, nodata=None, fn=relief_tile, specs=specs, windows=[t.window for t in plan],
+                progress=progress, what="color-relief", prepare=prepare)

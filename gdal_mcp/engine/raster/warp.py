@@ -1,4 +1,6 @@
-"""Reprojection, like gdalwarp: one dataset-to-dataset warp by GDAL's chunked, multi-threaded warper.
+"""Reprojection, like gdalwarp: the output grid in tiles (engine/tiles.py), each warped by GDAL's multi-threaded
+warper into an array wherever the executor runs it (locally one after another, or on a cluster's workers), and
+written into its window of the output by the job.
 
 Sources are georeferenced by a geotransform, GCPs (polynomial of order 1-3 or thin plate spline) or RPCs.
 """
@@ -6,21 +8,17 @@ Sources are georeferenced by a geotransform, GCPs (polynomial of order 1-3 or th
 from __future__ import annotations
 
 import math
-import os
-import threading
-import time
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import rasterio
-import rasterio.shutil
 from rasterio.crs import CRS
 from rasterio.enums import Resampling
 from rasterio.transform import Affine
 from rasterio.warp import calculate_default_transform, transform_bounds
 from rasterio.warp import reproject as rasterio_reproject
 
+from gdal_mcp.engine import tiles
 from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.grid import DEFAULT_MAX_PIXELS, check_grid, describe_units
@@ -32,18 +30,16 @@ from gdal_mcp.engine.raster.output import (
     check_nodata,
     fits,
     infer_driver,
-    output_profile,
     parse_dtype,
-    staging_options,
     summarize,
-    writable_driver,
+    write_tiles,
 )
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
-# Measured on 3 x 18000^2 random uint16 (bench/, BENCHMARKS.md): a dataset-to-dataset warp with a 64 MB warp
-# buffer matches gdalwarp -multi; the former WarpedVRT window loop took 1.7x (a warper start-up and a serial
-# write per window). A larger buffer costs memory without gaining time.
+# GDAL's warp buffer for one tile (a 2048^2 x 3 uint16 tile and its source window fit: one chunk per tile). Measured
+# on 3 x 18000^2 random uint16 (bench/, BENCHMARKS.md) for a whole-dataset warp: a larger buffer costs memory
+# without gaining time.
 WARP_MEM_LIMIT_MB = 64
 
 
@@ -228,8 +224,8 @@ def reproject(src: str, dst: str, *, dst_crs: str | None = None, src_crs: str | 
 
     The grid comes from `like` (another raster's CRS, transform and size), or from dst_crs (default: the
     source's CRS) with resolution / size / bbox. Sources without a geotransform are warped through their
-    GCPs (polynomial or thin plate spline) or RPCs. GDAL's chunked, multi-threaded warper writes straight
-    into the output (a staged GTiff for CreateCopy-only formats such as COG).
+    GCPs (polynomial or thin plate spline) or RPCs. The output is warped tile by tile (`warp_tile`, run by the
+    executor) and written window by window (a staged GTiff for CreateCopy-only formats such as COG).
     """
     warnings: list[str] = []
     if like is not None:
@@ -288,78 +284,73 @@ def reproject(src: str, dst: str, *, dst_crs: str | None = None, src_crs: str | 
                             "declared nodata (the input has none): pass nodata= (e.g. 0 if 0 never occurs in the data, "
                             "or a value outside the data's range) so that they are masked")
         warp_options = {**georef.options}
-        _warp(ds, dst, driver, opts, width=width, height=height, dtype=dtype, crs=target, transform=transform,
+        _warp(ds, src, dst, driver, opts, width=width, height=height, dtype=dtype, crs=target, transform=transform,
               src_nodata=in_nodata, nodata=out_nodata, resampling=method, threads=threads,
               warp_options=warp_options, progress=progress)
     return summarize(dst), warnings
 
 
-def _warp(ds: Any, dst: str, driver: str, options: dict[str, str], *, width: int, height: int, dtype: str, crs: Any,
-          transform: Affine, src_nodata: float | None, nodata: float | None, resampling: Resampling, threads: int,
-          warp_options: dict[str, str], progress: Progress) -> None:
-    """One dataset-to-dataset warp with GDAL's ChunkAndWarpMulti (no window loop: GDAL overlaps reading, warping
-    and writing); CreateCopy-only drivers get a GTiff staged beside `dst`, then copied. No partial file is left."""
-    staged = not writable_driver(driver)
-    write_path = str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst
-    profile = output_profile("GTiff" if staged else driver, width=width, height=height, count=ds.count, dtype=dtype,
-                             crs=crs, transform=transform, nodata=nodata,
-                             options=staging_options(driver) if staged else options)
-    indexes = list(range(1, ds.count + 1))
-    share = 0.8 if staged else 1.0
-    existed = os.path.exists(dst)
-    try:
-        with rasterio.open(write_path, "w", **profile) as out:
-            try:
-                out.colorinterp = ds.colorinterp
-            except Exception:  # noqa: BLE001 - not every driver takes every interpretation
-                pass
-            progress(0.0, f"warping {width}x{height} x {ds.count} band(s)")
+def _warp(ds: Any, src: str, dst: str, driver: str, options: dict[str, str], *, width: int, height: int, dtype: str,
+          crs: Any, transform: Affine, src_nodata: float | None, nodata: float | None, resampling: Resampling,
+          threads: int, warp_options: dict[str, str], progress: Progress) -> None:
+    """The output grid as tiles (`tiles.plan`), each warped by `warp_tile` wherever the executor runs it and
+    written into its window here; CreateCopy-only drivers get a GTiff staged beside `dst`, then copied.
 
-            def work() -> None:
-                rasterio_reproject(
-                    rasterio.band(ds, indexes), rasterio.band(out, indexes), src_nodata=src_nodata, dst_nodata=nodata,
-                    resampling=resampling, num_threads=max(1, threads), warp_mem_limit=WARP_MEM_LIMIT_MB,
-                    init_dest_nodata=True, **warp_options)
-
-            with rasterio.Env(GDAL_NUM_THREADS=str(max(1, threads))):
-                _with_heartbeat(work, progress, share, "warping")
-        if staged:
-            progress(share, f"writing {driver} with GDAL CreateCopy")
-            rasterio.shutil.copy(write_path, dst, driver=driver, **options)
-        progress(1.0, f"wrote {driver}")
-    except BaseException:
-        if not existed and os.path.exists(dst):
-            try:
-                rasterio.shutil.delete(dst)
-            except Exception:  # noqa: BLE001
-                os.remove(dst)
-        raise
-    finally:
-        if staged and os.path.exists(write_path):
-            rasterio.shutil.delete(write_path)
-
-
-def _with_heartbeat(work: Any, progress: Progress, share: float, what: str) -> None:
-    """Run `work` in a thread (GDAL releases the GIL) and report elapsed time every second meanwhile.
-
-    rasterio exposes no progress callback for a warp, so the fraction stays put while the message moves;
-    a client sees the job alive, and a cancel still kills the worker process at once.
+    One code path in every executor, so an output is pixel-identical whichever ran it (GDAL's approximate
+    transformer depends on the chunking, so a whole-dataset warp would differ slightly). Measured on 3 x 9000^2
+    uint16: 2048 tiles into arrays plus window writes 1.01 s, one dataset-to-dataset warp 1.20 s.
     """
-    failure: list[BaseException] = []
+    import numpy as np
 
-    def run() -> None:
+    plan = tiles.plan(width, height, bytes_per_pixel=ds.count * np.dtype(dtype).itemsize)
+    common = WarpTile(src=src, indexes=tuple(range(1, ds.count + 1)), window=(0, 0, width, height),
+                      transform=tuple(transform)[:6], crs=crs.to_wkt(version="WKT2_2019"), dtype=dtype,
+                      src_nodata=src_nodata, nodata=nodata, resampling=resampling.name,
+                      warp_options=tuple(sorted(warp_options.items())), threads=max(1, threads))
+    specs = [replace(common, window=t.window,
+                     transform=tuple(transform @ Affine.translation(t.window[0], t.window[1]))[:6]) for t in plan]
+    colorinterp = ds.colorinterp
+
+    def set_colours(out: Any) -> None:
         try:
-            work()
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            failure.append(e)
+            out.colorinterp = colorinterp
+        except Exception:  # noqa: BLE001 - not every driver takes every interpretation
+            pass
 
-    thread = threading.Thread(target=run, name="warp", daemon=True)
-    start = time.monotonic()
-    thread.start()
-    while True:
-        thread.join(1.0)
-        if not thread.is_alive():
-            break
-        progress(0.05 * share, f"{what} ({time.monotonic() - start:.0f} s)")
-    if failure:
-        raise failure[0]
+    write_tiles(dst, driver, options, width=width, height=height, count=ds.count, dtype=dtype, crs=crs,
+                transform=transform, nodata=nodata, fn=warp_tile, specs=specs, windows=[t.window for t in plan],
+                progress=progress, what="warped", prepare=set_colours,
+                start=f"warping {width}x{height} x {ds.count} band(s) in {len(plan)} tile(s)")
+
+
+@dataclass(frozen=True)
+class WarpTile:
+    """One output tile of a reprojection: everything `warp_tile` needs (picklable; it may run on another machine)."""
+
+    src: str
+    indexes: tuple[int, ...]
+    window: tuple[int, int, int, int]  # (col_off, row_off, width, height) in the output grid
+    transform: tuple[float, ...]  # the tile's own geotransform (a, b, c, d, e, f)
+    crs: str  # the output CRS as WKT2
+    dtype: str
+    src_nodata: float | None
+    nodata: float | None
+    resampling: str
+    warp_options: tuple[tuple[str, str], ...]  # GDAL transformer options (SRC_METHOD, SRC_SRS … for GCPs/RPCs)
+    threads: int
+
+
+def warp_tile(spec: WarpTile) -> Any:
+    """Warp the source into one output tile: a (bands, height, width) array of the output type."""
+    import numpy as np
+
+    _, _, width, height = spec.window
+    fill = spec.nodata if spec.nodata is not None else 0
+    dest = np.full((len(spec.indexes), height, width), fill, dtype=spec.dtype)
+    with open_raster(spec.src) as ds, rasterio.Env(GDAL_NUM_THREADS=str(spec.threads)):
+        rasterio_reproject(
+            rasterio.band(ds, list(spec.indexes)), dest, dst_transform=Affine(*spec.transform),
+            dst_crs=CRS.from_wkt(spec.crs), src_nodata=spec.src_nodata, dst_nodata=spec.nodata,
+            resampling=Resampling[spec.resampling], num_threads=spec.threads, warp_mem_limit=WARP_MEM_LIMIT_MB,
+            init_dest_nodata=True, **dict(spec.warp_options))
+    return dest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tracemalloc
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from pyproj import Transformer
 from rasterio.features import geometry_mask
 
 import gdal_mcp.engine.features.zonal as zonal_module
+import gdal_mcp.engine.tiles as tiles_module
 from gdal_mcp.engine.features.zonal import zonal_stats
 from gdal_mcp.errors import GdalMcpError
 from tests.conftest import DATA
@@ -206,11 +208,25 @@ def test_dst_shapefile_replaces_a_field_of_the_same_name(tmp_path: Path) -> None
     assert fields[1].tolist() == [95, 73]
 
 
-def test_progress_is_reported_per_zone() -> None:
+def test_progress_is_reported_per_tile_with_the_zones_finished(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tiles_module, "TILE_ALIGN", 8)  # 16 x 16 tiles: 6 x 5 of them on slope.tif
+    monkeypatch.setattr(tiles_module, "MAX_TILE_SIDE", 16)
     reports: list[tuple[float, str]] = []
     zonal_stats(SLOPE, POLYGONS, progress=lambda f, m="": reports.append((f, m)))
-    assert [m for _, m in reports] == ["zonal statistics: 1/2 zones", "zonal statistics: 2/2 zones",
-                                       "zonal statistics of 2 zones"]
+    # The tiles the zones' windows reach (pixels covering their bounds, rounded outward).
+    reached = set()
+    with rasterio.open(SLOPE) as ds:
+        for geom in shapely.from_wkb(pyogrio.raw.read(POLYGONS)[2]):
+            w = ds.window(*geom.bounds)
+            c0, r0 = max(0, math.floor(w.col_off)), max(0, math.floor(w.row_off))
+            c1, r1 = min(ds.width, math.ceil(w.col_off + w.width)), min(ds.height, math.ceil(w.row_off + w.height))
+            cols, rows = range(c0 // 16, (c1 - 1) // 16 + 1), range(r0 // 16, (r1 - 1) // 16 + 1)
+            reached |= {(r, c) for r in rows for c in cols}
+    messages = [m for _, m in reports]
+    assert len(reached) > 2 and len(messages) == len(reached) + 2  # one per tile, the group's end, the total
+    assert messages[-2:] == ["zonal statistics: 2/2 zones", "zonal statistics of 2 zones"]
+    finished = [int(m.split(": ")[1].split("/")[0]) for m in messages[:-1]]
+    assert finished == sorted(finished) and [f for f, _ in reports] == sorted(f for f, _ in reports)
     assert reports[-1][0] == 1.0
 
 

@@ -176,8 +176,11 @@ def test_streamed_in_several_windows_gives_the_same_areas(tmp_path: Path, monkey
     path, grid, _ = countries_grid(tmp_path / "countries.tif")
     whole = categories(path)
     import gdal_mcp.engine.raster.region as region_module
+    import gdal_mcp.engine.tiles as tiles_module
 
     monkeypatch.setattr(region_module, "DEFAULT_WINDOW_PIXELS", 5000)
+    monkeypatch.setattr(tiles_module, "TILE_ALIGN", 16)  # 23 tiles (full-width rows of the striped file)
+    monkeypatch.setattr(tiles_module, "MAX_TILE_SIDE", 16)
     seen: list[str] = []
     split = categories(path, progress=lambda f, m="": seen.append(m))
     assert len(seen) > 20

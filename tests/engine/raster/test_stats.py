@@ -15,6 +15,7 @@ from rasterio.windows import Window
 
 import gdal_mcp.engine.raster.region as region_mod
 import gdal_mcp.engine.raster.stats as stats_mod
+import gdal_mcp.engine.tiles as tiles_mod
 from gdal_mcp.engine.raster.stats import raster_stats
 from gdal_mcp.errors import GdalMcpError
 from tests.conftest import DATA, huge_vrt
@@ -176,9 +177,12 @@ def _synthetic(path: Path, dtype: str, rng: np.random.Generator) -> tuple[np.nda
 ])
 def test_every_dtype_exact_over_many_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: str,
                                              passes: int) -> None:
-    # Small windows and a small candidate buffer force many windows and every refinement step.
+    # Small tiles, small windows and a small candidate buffer force many tiles, many windows per tile and every
+    # refinement step.
     monkeypatch.setattr(region_mod, "DEFAULT_WINDOW_PIXELS", 3000)
     monkeypatch.setattr(stats_mod, "COLLECT_LIMIT", 40)
+    monkeypatch.setattr(tiles_mod, "TILE_ALIGN", 32)
+    monkeypatch.setattr(tiles_mod, "MAX_TILE_SIDE", 64)
     a, nodata = _synthetic(tmp_path / f"{dtype}.tif", dtype, np.random.default_rng(7))
     v = a[a != nodata]
     if v.dtype.kind == "f":
@@ -196,11 +200,13 @@ def test_every_dtype_exact_over_many_windows(tmp_path: Path, monkeypatch: pytest
         assert b.percentiles[stats_mod._percent_key(q)] == float(np.percentile(v, q)), q
     counts, edges = numpy_histogram(v, 37)
     assert b.histogram.counts == counts and b.histogram.edges == edges
-    # Progress: monotone, per window, naming the pass.
+    # Progress: monotone, per tile, naming the pass.
     fractions = [f for f, _ in messages]
     assert fractions == sorted(fractions) and 0 < fractions[0] and fractions[-1] <= 1
-    n = stats_mod.count_windows(150, 130, (32, 32), 3000)
-    assert n > 3 and messages[-2][1] == f"statistics pass {passes}/{passes}: window {n}/{n}"
+    n = len(tiles_mod.plan(150, 130, bytes_per_pixel=a.dtype.itemsize))
+    assert n == 9 and stats_mod.count_windows(64, 64, (32, 32), 3000) > 1
+    assert messages[-2][1] == f"statistics pass {passes}/{passes}: tile {n}/{n}"
+    assert len(messages) == passes * n + 1
     assert messages[-1] == (1.0, f"statistics done in {passes} pass(es)")
     assert not any(f"pass {passes + 1}/" in m for _, m in messages)
 
@@ -232,7 +238,7 @@ def test_huge_sourceless_vrt_is_streamed(tmp_path: Path) -> None:
     assert (b.valid_count, b.min, b.max, b.mean, b.std) == (20000 * 20000, 0, 0, 0, 0)
     assert b.percentiles == dict.fromkeys(["2", "25", "50", "75", "98"], 0.0)
     assert b.histogram.counts == [0, 20000 * 20000]
-    assert len(messages) > 50 and messages[-2].startswith("statistics pass 1/1: window")
+    assert len(messages) == 26 and messages[-2] == "statistics pass 1/1: tile 25/25"  # 4096 x 4096 Byte tiles
     assert peak < 150 * 2**20, f"peak traced memory {peak / 2**20:.0f} MiB"
 
 

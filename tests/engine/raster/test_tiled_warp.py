@@ -1,0 +1,233 @@
+"""reproject and mosaic in tiles: the same pixels whatever runs the tiles (a parallel mapper finishing them in
+another order than the local one), correct at the tile seams (gdalwarp / gdalbuildvrt), cancel between tiles."""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import rasterio
+
+from gdal_mcp.engine import tiles
+from gdal_mcp.engine.raster.mosaic import mosaic
+from gdal_mcp.engine.raster.warp import reproject
+from gdal_mcp.errors import GdalMcpError
+from tests.cli_reference import gdal_cli
+from tests.conftest import DATA
+
+R = DATA / "raster"
+RGB = str(R / "RGB.byte.tif")
+TILES = [str(R / f"rgb{i}.tif") for i in (1, 2, 3, 4)]
+SMALL = 1  # tile_bytes: tiles of TILE_ALIGN pixels
+ALIGN = 128  # RGB.byte.tif (791 x 718) in 7 x 6 tiles
+
+
+class PoolMapper:
+    """A real parallel executor: tiles submitted in reversed order to worker processes, yielded as they finish."""
+
+    def __init__(self, pool: ProcessPoolExecutor) -> None:
+        self.pool = pool
+        self.orders: list[list[int]] = []
+
+    def __call__(self, fn: Any, items: Any) -> Iterator[tuple[int, Any]]:
+        futures: dict[Future[Any], int] = {self.pool.submit(fn, items[i]): i for i in reversed(range(len(items)))}
+        order: list[int] = []
+        self.orders.append(order)
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    order.append(futures[f])
+                    yield futures[f], f.result()
+        finally:
+            for f in pending:
+                f.cancel()
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ProcessPoolExecutor]:
+    # spawn: the parent has GDAL's thread pools; a forked child would inherit their locks
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as p:
+        yield p
+
+
+@pytest.fixture
+def small_tiles(monkeypatch) -> None:
+    monkeypatch.setattr(tiles, "TILE_ALIGN", ALIGN)
+    monkeypatch.setattr(tiles, "plan", functools.partial(tiles.plan, tile_bytes=SMALL))
+
+
+def read_all(path: Path) -> tuple[Any, np.ndarray, list[np.ndarray]]:
+    with rasterio.open(path) as ds:
+        overviews = [ds.read(out_shape=(ds.count, ds.height // f, ds.width // f)) for f in ds.overviews(1)]
+        return (ds.profile["crs"], ds.transform, ds.nodata, ds.dtypes), ds.read(), overviews
+
+
+def assert_identical(a: Path, b: Path) -> None:
+    meta_a, pixels_a, ovr_a = read_all(a)
+    meta_b, pixels_b, ovr_b = read_all(b)
+    assert meta_a == meta_b
+    assert np.array_equal(pixels_a, pixels_b, equal_nan=pixels_a.dtype.kind == "f")
+    assert len(ovr_a) == len(ovr_b) and all(np.array_equal(x, y) for x, y in zip(ovr_a, ovr_b, strict=True))
+
+
+def run_both(tmp_path: Path, pool: ProcessPoolExecutor, make: Any, name: str) -> PoolMapper:
+    """make(dst) locally and under the pool mapper; the outputs must be identical."""
+    make(tmp_path / f"local_{name}")
+    mapper = PoolMapper(pool)
+    with tiles.using(mapper):
+        make(tmp_path / f"pool_{name}")
+    assert_identical(tmp_path / f"local_{name}", tmp_path / f"pool_{name}")
+    return mapper
+
+
+def several_out_of_order(mapper: PoolMapper) -> None:
+    assert mapper.orders and all(len(o) > 4 for o in mapper.orders), mapper.orders
+    # Submitted last-first to two processes: tile 0 cannot be the first to finish.
+    assert all(o != sorted(o) and sorted(o) == list(range(len(o))) for o in mapper.orders), mapper.orders
+
+
+@pytest.mark.usefixtures("small_tiles")
+@pytest.mark.parametrize(("name", "kwargs"), [
+    ("bilinear.tif", {"dst_crs": "EPSG:4326", "resampling": "bilinear"}),
+    ("nearest_nodata.tif", {"dst_crs": "EPSG:32617", "nodata": 0}),
+    ("float.tif", {"resolution": 450, "resampling": "average", "src_nodata": 255, "output_type": "Float32",
+                   "nodata": -1}),
+    ("cog.tif", {"dst_crs": "EPSG:3857", "format": "COG", "resampling": "cubic"}),
+])
+def test_reproject_is_the_same_whichever_executor_runs_the_tiles(tmp_path, pool, name, kwargs) -> None:
+    mapper = run_both(tmp_path, pool, lambda dst: reproject(RGB, str(dst), threads=2, **kwargs), name)
+    several_out_of_order(mapper)
+    if kwargs.get("format") == "COG":
+        with rasterio.open(tmp_path / f"pool_{name}") as ds:
+            assert ds.overviews(1), "a COG of this size has overviews"
+        assert sorted(p.name for p in tmp_path.iterdir()) == [f"local_{name}", f"pool_{name}"]
+
+
+@pytest.mark.usefixtures("small_tiles")
+def test_reproject_through_gcps_is_the_same_whichever_executor_runs_the_tiles(tmp_path, pool) -> None:
+    from tests.engine.raster.gcp_rasters import gcp_copy
+
+    src = gcp_copy(tmp_path / "gcp.tif", bend=3000.0)
+    mapper = run_both(tmp_path, pool, lambda dst: reproject(str(src), str(dst), dst_crs="EPSG:4326",
+                                                            gcp_transformer="tps"), "tps.tif")
+    several_out_of_order(mapper)
+
+
+@pytest.mark.usefixtures("small_tiles")
+@pytest.mark.parametrize(("name", "args", "kwargs"), [
+    ("m.tif", TILES, {}),
+    ("bbox.tif", list(reversed(TILES)), {"bbox": (150000.0, 2600000.0, 230000.0, 2700000.0), "src_nodata": 0}),
+    ("sep.tif", TILES[:2], {"separate": True}),
+    ("wgs84_cog.tif", [TILES[0], RGB], {"dst_crs": "EPSG:4326", "format": "COG"}),
+])
+def test_mosaic_is_the_same_whichever_executor_runs_the_tiles(tmp_path, pool, name, args, kwargs) -> None:
+    mapper = run_both(tmp_path, pool, lambda dst: mosaic(args, str(dst), threads=2, **kwargs), name)
+    several_out_of_order(mapper)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"local_{name}", f"pool_{name}"], "staging files left"
+
+
+# ----- the tile seams against the GDAL command line (the existing tests' tolerances) ------------------------------
+@pytest.mark.usefixtures("small_tiles")
+def test_small_tiles_are_as_close_to_the_exact_warp_as_gdalwarp_is(tmp_path) -> None:
+    """GDAL interpolates the coordinate transformation linearly along each row of a chunk (error up to 1/8 pixel),
+    so a warp depends a little on its chunking: 128-pixel tiles differ from gdalwarp's one chunk (bilinear: ~10 %
+    of the pixels by more than 1). The reference is therefore the exact transformation (gdalwarp -et 0): the tiles
+    must be at least as close to it as gdalwarp itself, at the seams too (a tile placed wrongly would not be)."""
+    reproject(RGB, str(tmp_path / "ours.tif"), dst_crs="EPSG:4326", resampling="bilinear")
+    gdal_cli("gdalwarp", "-t_srs", "EPSG:4326", "-r", "bilinear", RGB, str(tmp_path / "cli.tif"))
+    gdal_cli("gdalwarp", "-et", "0", "-t_srs", "EPSG:4326", "-r", "bilinear", RGB, str(tmp_path / "exact.tif"))
+    with (rasterio.open(tmp_path / "ours.tif") as a, rasterio.open(tmp_path / "cli.tif") as b,
+          rasterio.open(tmp_path / "exact.tif") as x):
+        assert a.shape == b.shape == x.shape and a.transform == b.transform == x.transform
+        exact = x.read().astype(int)
+        ours = np.abs(a.read().astype(int) - exact) <= 1
+        cli = np.abs(b.read().astype(int) - exact) <= 1
+    seams = np.zeros(a.shape, dtype=bool)  # the rows and columns on either side of a tile edge
+    for k in range(ALIGN, max(a.shape), ALIGN):
+        seams[k - 1:k + 1, :] = True
+        seams[:, k - 1:k + 1] = True
+    assert ours.mean() >= cli.mean() > 0.85, (ours.mean(), cli.mean())
+    assert ours[:, seams].mean() >= cli[:, seams].mean(), (ours[:, seams].mean(), cli[:, seams].mean())
+
+
+@pytest.mark.usefixtures("small_tiles")
+def test_small_tiles_match_gdalbuildvrt_exactly(tmp_path) -> None:
+    from tests.engine.raster.test_mosaic import coarse_copy
+
+    coarse = coarse_copy(tmp_path)  # average resolution: inputs placed at fractional pixel offsets and scales
+    for name, inputs in (("tiles", TILES), ("average", [TILES[0], coarse])):
+        mosaic(inputs, str(tmp_path / f"{name}.tif"))
+        gdal_cli("gdalbuildvrt", str(tmp_path / f"{name}.vrt"), *inputs)
+        gdal_cli("gdal_translate", str(tmp_path / f"{name}.vrt"), str(tmp_path / f"{name}_cli.tif"))
+        with rasterio.open(tmp_path / f"{name}.tif") as ours, rasterio.open(tmp_path / f"{name}_cli.tif") as cli:
+            assert ours.transform.almost_equals(cli.transform, precision=1e-9) and ours.shape == cli.shape
+            assert np.array_equal(ours.read(), cli.read())
+
+
+# ----- progress after every tile; a cancel between tiles stops the rest and leaves nothing --------------------------
+@pytest.mark.usefixtures("small_tiles")
+def test_progress_after_every_tile_and_cancel_between_tiles(tmp_path, pool) -> None:
+    seen: list[tuple[float, str]] = []
+    reproject(RGB, str(tmp_path / "a.tif"), dst_crs="EPSG:4326", progress=lambda f, m="": seen.append((f, m)))
+    width, height = _grid(tmp_path / "a.tif")
+    n = len(tiles.plan(width, height, bytes_per_pixel=3))
+    assert n > 4
+    assert seen[0] == (0.0, f"warping {width}x{height} x 3 band(s) in {n} tile(s)")
+    assert [m for _, m in seen if m.startswith("warped ")] == [f"warped {k}/{n} tiles" for k in range(1, n + 1)]
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+
+    def cancel(fraction: float, message: str = "") -> None:
+        if message == "warped 2/" + str(n) + " tiles":
+            raise GdalMcpError("cancelled", "cancelled by the client")
+
+    mapper = PoolMapper(pool)
+    with tiles.using(mapper), pytest.raises(GdalMcpError) as e:
+        reproject(RGB, str(tmp_path / "b.tif"), dst_crs="EPSG:4326", format="COG", progress=cancel)
+    assert e.value.code == "cancelled"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tif"], "partial output or staging file left"
+    assert len(mapper.orders[0]) == 2, "the tiles after the cancel were still collected"
+
+
+def _grid(path: Path) -> tuple[int, int]:
+    with rasterio.open(path) as ds:
+        return ds.width, ds.height
+
+
+# ----- a write error on the writer thread (a full disk) surfaces as before: resource-limit, nothing left ----------
+@pytest.mark.parametrize("fmt", ["GTiff", "COG"])
+@pytest.mark.parametrize("small", [True, False], ids=["128-pixel tiles", "one tile"])
+def test_a_full_disk_while_tiles_are_written(tmp_path, monkeypatch, fmt, small) -> None:
+    """The last blocks reach the disk when the output is closed (rasterio's close ignores a failure there): with
+    small tiles that is where the disk fills up, and it must fail the job all the same."""
+    from rasterio.transform import from_origin
+
+    from tests.faults import mount_small_tmpfs, unmount
+
+    if small:
+        monkeypatch.setattr(tiles, "TILE_ALIGN", ALIGN)
+        monkeypatch.setattr(tiles, "plan", functools.partial(tiles.plan, tile_bytes=SMALL))
+    disk = tmp_path / "small"
+    reason = mount_small_tmpfs(disk, "2m")
+    if reason:
+        pytest.skip(reason)
+    try:
+        noise = tmp_path / "noise.tif"  # 4 MB of incompressible float32 for a 2 MB file system
+        with rasterio.open(noise, "w", driver="GTiff", width=1000, height=1000, count=1, dtype="float32",
+                           crs="EPSG:32631", transform=from_origin(500000, 5000000, 10, 10)) as ds:
+            ds.write(np.random.default_rng(3).random((1000, 1000), dtype="float32"), 1)
+        out = disk / "out.tif"
+        with pytest.raises(GdalMcpError) as e:
+            reproject(str(noise), str(out), dst_crs="EPSG:32632", format=fmt)
+        assert e.value.code == "resource-limit" and "disk is full" in e.value.message, e.value.message
+        assert list(disk.iterdir()) == [], "a partial output or staging file was left behind"
+    finally:
+        unmount(disk)

@@ -1,0 +1,54 @@
+"""tiles.plan: the tiles cover the grid exactly once, halos are clipped to it, plans are deterministic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gdal_mcp.engine import tiles
+
+
+@pytest.mark.parametrize(("width", "height", "bpp", "halo", "tile_bytes"), [
+    (1, 1, 1, 0, tiles.TILE_BYTES),
+    (791, 718, 3, 0, tiles.TILE_BYTES),     # one tile
+    (791, 718, 3, 1, 512 * 512 * 3),        # 2 x 2 tiles of 512, halo 1
+    (1500, 1100, 8, 3, 1),                  # the smallest side (TILE_ALIGN), halo 3
+    (5000, 3000, 6, 0, tiles.TILE_BYTES),   # 2048 tiles (32 MB / 6 bytes)
+    (9000, 200, 1, 2, tiles.TILE_BYTES),    # capped at MAX_TILE_SIDE
+])
+def test_plan_covers_the_grid_exactly_once_with_clipped_halos(width, height, bpp, halo, tile_bytes) -> None:
+    plan = tiles.plan(width, height, bytes_per_pixel=bpp, halo=halo, tile_bytes=tile_bytes)
+    assert [t.index for t in plan] == list(range(len(plan)))
+    cover = np.zeros((height, width), dtype=int)
+    for t in plan:
+        col, row, w, h = t.window
+        cover[row:row + h, col:col + w] += 1
+        # The read window: the tile grown by `halo` on each side, clipped to the grid (computed independently).
+        c0, r0, rw, rh = t.read
+        assert (c0, r0) == (max(0, col - halo), max(0, row - halo))
+        assert (c0 + rw, r0 + rh) == (min(width, col + w + halo), min(height, row + h + halo))
+        assert t.offset == (col - c0, row - r0)
+    assert (cover == 1).all()
+    # Sides: multiples of TILE_ALIGN (only the last column / row is shorter), never above MAX_TILE_SIDE, and about
+    # tile_bytes of pixels when that is between the two.
+    side = plan[0].window[2] if len(plan) > 1 else None
+    if side is not None:
+        assert side % tiles.TILE_ALIGN == 0 and tiles.TILE_ALIGN <= side <= tiles.MAX_TILE_SIDE
+        assert all(t.window[2] == side or t.window[0] + t.window[2] == width for t in plan)
+        assert all(t.window[3] == side or t.window[1] + t.window[3] == height for t in plan)
+        ideal = (tile_bytes / bpp) ** 0.5
+        if tiles.TILE_ALIGN <= ideal <= tiles.MAX_TILE_SIDE:
+            assert ideal - tiles.TILE_ALIGN < side <= ideal
+
+
+def test_plan_is_deterministic_and_row_major() -> None:
+    a = tiles.plan(5000, 3000, bytes_per_pixel=6, halo=1)
+    b = tiles.plan(5000, 3000, bytes_per_pixel=6, halo=1)
+    assert a == b and len(a) == 3 * 2
+    assert [t.window[:2] for t in a] == [(c, r) for r in (0, 2048) for c in (0, 2048, 4096)]
+    assert tiles.plan(0, 10, bytes_per_pixel=1) == [] and tiles.plan(10, 0, bytes_per_pixel=1) == []
+
+
+def test_map_tiles_refuses_functions_a_cluster_worker_cannot_import() -> None:
+    with pytest.raises(TypeError):
+        list(tiles.map_tiles(lambda x: x, [1]))
