@@ -9,6 +9,7 @@ different files (each read by a worker). Raw JSON-RPC lines on the pipes, so the
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -85,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=2)
     args = p.parse_args(argv)
 
+    # Up-to-date bytecode for the package, as an installed server has after its first run: a checkout edited under
+    # PYTHONDONTWRITEBYTECODE=1 would otherwise compile its changed modules on every cold start.
+    compileall.compile_dir(Path(__file__).resolve().parent.parent / "gdal_mcp", quiet=1)
     ws = Path(tempfile.mkdtemp(prefix="gdal-mcp-startup-"))
     try:
         make_workspace(ws, args.runs + args.calls + 1, 0)

@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -18,6 +18,9 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.jobs import Job, R
 from gdal_mcp.runner import Runner
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
+
+if TYPE_CHECKING:
+    from gdal_mcp.dask_runner import DaskRunner
 
 log = logging.getLogger("gdal_mcp")
 M = TypeVar("M", bound=BaseModel)
@@ -82,24 +85,40 @@ class AuditLog:
             fh.write(line + "\n")
 
 
+def _dask_runner(settings: Settings, worker_config: dict[str, Any]) -> DaskRunner:
+    """--executor dask: imported only then (distributed is an optional dependency, and slow to import)."""
+    try:
+        from gdal_mcp.dask_runner import DaskRunner
+    except ImportError as e:
+        raise ValueError(f"--executor dask needs the Dask extra ({e}): install gdal-mcp[dask]") from None
+    assert settings.dask_scheduler is not None  # Settings checks it
+    return DaskRunner(scheduler=settings.dask_scheduler, timeout=settings.timeout, max_memory=settings.max_memory,
+                      worker_config=worker_config)
+
+
 class App:
     """Everything a tool needs; built once per server."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.sandbox = Sandbox(settings.workspaces, allow_network=settings.allow_network)
-        self.runner = Runner(
-            workers=settings.workers,
-            timeout=settings.timeout,
-            max_memory=settings.max_memory,
-            recycle_rss=settings.recycle_rss,
-            worker_config={
-                "roots": [str(r) for r in self.sandbox.roots],
-                "allow_network": settings.allow_network,
-                "gdal_cache": settings.gdal_cache,
-                "log_level": settings.log_level.upper(),
-            },
-        )
+        worker_config = {
+            "roots": [str(r) for r in self.sandbox.roots],
+            "allow_network": settings.allow_network,
+            "gdal_cache": settings.gdal_cache,
+            "log_level": settings.log_level.upper(),
+        }
+        self.runner: Runner | DaskRunner
+        if settings.executor == "dask":
+            self.runner = _dask_runner(settings, worker_config)
+        else:
+            self.runner = Runner(
+                workers=settings.workers,
+                timeout=settings.timeout,
+                max_memory=settings.max_memory,
+                recycle_rss=settings.recycle_rss,
+                worker_config=worker_config,
+            )
         self.audit = AuditLog(settings.audit_log, self.sandbox)
         self.cache = MetadataCache()
         self.console: Any = None  # the approval console (console.Console) over HTTP with --console

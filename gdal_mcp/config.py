@@ -8,6 +8,7 @@ from pathlib import Path
 GiB = 1024**3
 MiB = 1024**2
 CONFIRM_POLICIES = ("never", "destructive", "writes", "all")  # the same as confirm.Policy
+EXECUTORS = ("local", "dask")
 
 
 @dataclass(frozen=True)
@@ -28,16 +29,41 @@ class Settings:
     allow_hosts: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
     gdal_cache: int = 64 * MiB
-    recycle_rss: int = 192 * MiB
+    # An idle worker holding more resident memory is replaced. One that has loaded both bundled GDALs (rasterio's,
+    # and pyogrio's on its first vector job) and run every kind of job holds ~230-250 MB: it stays; one holding
+    # another ~80 MB that a job left behind (after malloc_trim) is replaced.
+    recycle_rss: int = 320 * MiB
     max_resource_bytes: int = 16 * MiB
     max_message_bytes: int = 64 * MiB
     confirm: str = "destructive"  # never|destructive|writes|all: which calls need a person's approval (confirm.py)
     console: bool = True  # HTTP: the approval console at /console (console.py); parks confirmations there
     confirm_timeout: float = 600.0  # seconds a parked confirmation waits for the person
+    executor: str = "local"  # local (the worker pool, runner.py) or dask (a Dask cluster, dask_runner.py)
+    dask_scheduler: str | None = None  # tcp://host:8786, or local:N (a LocalCluster of N worker processes)
 
     def __post_init__(self) -> None:
         if self.confirm not in CONFIRM_POLICIES:
             raise ValueError(f"confirm must be one of {', '.join(CONFIRM_POLICIES)}, not {self.confirm!r}")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {self.executor!r}")
+        if self.executor == "dask":
+            if not self.dask_scheduler:
+                raise ValueError("--executor dask needs --dask-scheduler ADDRESS: the scheduler's address "
+                                 "(tcp://host:8786), or local:N to start N local worker processes")
+            local_workers(self.dask_scheduler)  # a malformed local:N fails here
+
+
+def local_workers(scheduler: str) -> int | None:
+    """N of a `local:N` scheduler address (a LocalCluster of N workers); None for a real address."""
+    if not scheduler.startswith("local:"):
+        if "://" not in scheduler and ":" not in scheduler:
+            raise ValueError(f"--dask-scheduler {scheduler!r}: give the scheduler's address (tcp://host:8786) "
+                             "or local:N")
+        return None
+    count = scheduler.removeprefix("local:")
+    if not count.isdigit() or int(count) < 1:
+        raise ValueError(f"--dask-scheduler {scheduler!r}: local:N needs a number of workers N >= 1, e.g. local:2")
+    return int(count)
 
 
 def parse_size(text: str) -> int:

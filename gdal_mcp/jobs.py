@@ -62,6 +62,17 @@ class Job(Generic[R]):
             raise TypeError(f"{type(self).__name__} writes no file")
         return dataclasses.replace(self, **{self.OUTPUT: path})
 
+    def paths(self) -> list[str]:
+        """Every dataset path the job names (inputs and its output), as the server resolved them: an executor
+        whose workers run elsewhere (Dask) checks them again there."""
+        kwargs = self.kwargs()
+        found: list[str] = []
+        for key in (*PATH_FIELDS, *((self.OUTPUT,) if self.OUTPUT else ())):
+            value = kwargs.get(key)
+            values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+            found += [v for v in values if isinstance(v, str) and v]
+        return found
+
     @property
     def name(self) -> str:
         return self.FUNC
@@ -90,6 +101,9 @@ class Job(Generic[R]):
 #: Job fields holding the dataset a job reads (the first one set is the one failures name).
 INPUT_FIELDS = ("path", "src", "input", "raster")
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".gz", ".7z", ".rar")
+#: Job fields naming datasets or directories the job reads (the output field is each job's OUTPUT).
+PATH_FIELDS = (*INPUT_FIELDS, "inputs", "zones", "like", "mask", "overlay", "join", "points", "append_to", "vrt_dir",
+               "directory")
 
 
 class WriteJob(Job[R]):

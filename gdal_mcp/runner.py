@@ -293,15 +293,20 @@ class Runner:
         """Run `job` on an idle worker.
 
         A worker that died before it took the job (killed while idle, or between hand-out and start) is
-        replaced and the job goes to a fresh worker, once, without the caller seeing it. A job that had
+        replaced and the job goes to the next idle worker, without the caller seeing it. A job that had
         started when its worker died is never run again (it may have had effects): the caller gets an error.
+
+        Several idle workers may have died at once (the OOM killer, a killed process group) and still look
+        alive: a SIGKILLed worker's process can only be reaped once all its threads have exited, a few ms
+        later. Each one found dead is replaced, so after at most the pool's size of them the next is fresh.
         """
-        for attempt in (1, 2):
+        attempts = self.workers + 2
+        for attempt in range(1, attempts + 1):
             w = await self._take_idle()
             try:
                 return await self._attempt(w, job, progress, limit)
             except _NotStarted:
-                if attempt == 2:
+                if attempt == attempts:
                     raise self._death_error(w) from None
                 log.warning("worker %s died before it took %s (%s); running it on a fresh worker", w.pid,
                             job.FUNC, _exit_text(w.process.returncode))
@@ -342,11 +347,7 @@ class Runner:
             if not w.ready:
                 raise GdalMcpError("internal-error", f"a worker process did not start within {READY_TIMEOUT:g} s "
                                    "(the machine may be overloaded); retry, and see the server's log") from None
-            raise GdalMcpError(
-                "timeout",
-                f"the job did not finish within {limit:g} s and was stopped; work on a smaller area "
-                "or start the server with a larger --timeout",
-            ) from None
+            raise timeout_error(limit) from None
         except (EOFError, OSError):
             if not started:
                 raise _NotStarted from None
@@ -423,6 +424,12 @@ class Runner:
                 "or start the server with a larger --max-memory",
             )
         return None
+
+
+def timeout_error(limit: float) -> GdalMcpError:
+    """The error of a job stopped at its time limit (either executor)."""
+    return GdalMcpError("timeout", f"the job did not finish within {limit:g} s and was stopped; work on a smaller "
+                        "area or start the server with a larger --timeout")
 
 
 def _exit_text(code: int | None) -> str:

@@ -11,6 +11,9 @@ from typing import Any
 
 os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+# py-key-value (FastMCP's session state, the tasks extension's client) type-checks itself with beartype, which only
+# warns: O0 skips building those checks (~60-100 ms of the cold start), nothing else changes.
+os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
 
 from fastmcp import FastMCP  # noqa: E402
 from fastmcp.exceptions import NotFoundError, ValidationError  # noqa: E402
@@ -23,6 +26,7 @@ from gdal_mcp import __version__, confirm, console, downloads  # noqa: E402
 from gdal_mcp.app import App  # noqa: E402
 from gdal_mcp.config import Settings  # noqa: E402
 from gdal_mcp.errors import GdalMcpError, envelope  # noqa: E402
+from gdal_mcp.http import register_health  # noqa: E402
 from gdal_mcp.tools import analysis as analysis_tools  # noqa: E402
 from gdal_mcp.tools import crs as crs_tools  # noqa: E402
 from gdal_mcp.tools import inspect as inspect_tools  # noqa: E402
@@ -191,6 +195,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     prompt_tools.register(mcp, app)
     if settings.transport == "http":
         downloads.register(mcp, app)  # GET/HEAD /files/<path> beside /mcp
+        register_health(mcp)  # GET /healthz, without a token (container health checks)
         if settings.console:
             console.register(mcp, app)  # /console (approval console) and the confirmation_status tool
     return mcp, app

@@ -192,6 +192,35 @@ async def test_worker_holding_too_much_memory_is_recycled(big: Path) -> None:
         lean.close()
 
 
+def gdal_libraries(pid: int) -> set[str]:
+    """The bundled GDAL libraries a process has loaded (rasterio's, and pyogrio's once it ran a vector job)."""
+    with open(f"/proc/{pid}/maps") as fh:
+        return {line.split("/")[-2] for line in fh if "/libgdal" in line}
+
+
+async def test_a_worker_that_ran_vector_jobs_is_not_recycled_at_the_default_threshold() -> None:
+    """pyogrio's second GDAL puts a worker well above its raster-only size: with the default recycle_rss it stays
+    in the pool (no fresh worker, and GDAL import, per vector call)."""
+    from gdal_mcp.app import App
+    from gdal_mcp.config import Settings
+
+    runner = App(Settings(workspaces=(DATA,), workers=1, confirm="never")).runner
+    shapes = str(DATA / "vector" / "naturalearth_lowres.shp")
+    try:
+        for _ in range(2):  # the pool's two processes take turns: each runs every job kind below
+            await runner.run(INFO(RGB, stats=True))
+        pids = set(runner.pids())
+        for job in (jobs.VectorInfoJob(path=shapes), jobs.FeaturesJob(path=shapes, limit=200)):
+            for _ in range(2):
+                await runner.run(job, quick=True)
+        await runner.run(INFO(RGB))
+        assert set(runner.pids()) == pids, "a worker was replaced after a vector call"
+        for pid in pids:
+            assert gdal_libraries(pid) == {"rasterio.libs", "pyogrio.libs"}, gdal_libraries(pid)
+    finally:
+        runner.close()
+
+
 # ----- faults: workers that die while idle, before a job starts, or of memory ------------------------------
 RGB = DATA / "raster" / "RGB.byte.tif"
 
@@ -216,9 +245,11 @@ async def test_workers_killed_while_idle_never_get_a_job(runner: Runner) -> None
     for pid in before:
         os.kill(pid, signal.SIGKILL)
     wait_dead(before)
-    # Replaced without waiting for a call: the pool stays whole (and warm).
+    # Replaced without waiting for a call: the pool stays whole (and warm). A killed worker's main thread is a
+    # zombie before its other threads have exited, and only then can it be reaped: until then runner.pids() still
+    # lists it, so wait for the replacements, not for any two pids.
     for _ in range(300):  # replacements import GDAL; allow 15 s on a loaded machine
-        if len(runner.pids()) == 2:
+        if len(runner.pids()) == 2 and not set(runner.pids()) & set(before):
             break
         await asyncio.sleep(0.05)
     after = runner.pids()
@@ -233,6 +264,19 @@ async def test_workers_killed_while_idle_never_get_a_job(runner: Runner) -> None
     general, quick = await asyncio.gather(runner.run(STATUS), runner.run(STATUS, quick=True))
     assert {general["pid"], quick["pid"]}.isdisjoint(after)
     assert len(runner.pids()) == 2 and not set(runner.pids()) & set(after)
+
+
+async def test_a_call_right_after_every_idle_worker_was_killed_runs_on_a_fresh_one(runner: Runner) -> None:
+    """Every worker killed at once and one call at once: it may be handed each dead worker in turn (they look
+    alive until their threads have exited); it still runs, on a replacement, without an error."""
+    for _ in range(3):
+        await runner.run(STATUS, quick=True)
+        killed = runner.pids()
+        assert len(killed) == 2
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        status = await runner.run(STATUS)
+        assert status["pid"] not in killed and status["pid"] in runner.pids()
 
 
 async def test_worker_dying_before_it_takes_the_job_is_replaced_and_the_job_runs(runner: Runner,

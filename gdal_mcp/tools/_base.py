@@ -9,6 +9,7 @@ import functools
 import inspect
 import logging
 import time
+import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -48,6 +49,11 @@ def gdal_tool(mcp: Any, app: App, *, title: str, annotations: ToolAnnotations, t
         task = not annotations.read_only_hint
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        # Evaluate the string annotations once: FastMCP reads them ~7 times per tool (signature, injected
+        # parameters, session ids, the output schema), and each time re-evaluated every Annotated[..., Field(...)]
+        # (about a third of building the server). The wrappers below share this dict (functools.wraps).
+        fn.__annotations__ = typing.get_type_hints(fn, include_extras=True)
+
         @functools.wraps(fn)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             CURRENT_TOOL.set(fn.__name__)  # the approval console names this call's jobs by it (inline or task)

@@ -53,7 +53,9 @@ class ReclassRange(BaseModel):
 
 
 def register(mcp: Any, app: App) -> None:
-    threads = app.settings.workers
+    # GDAL threads per job (warp, compression). On Dask a task is one worker thread, one core: parallelism comes
+    # from running tiles on several workers, and a tile using more threads would oversubscribe the cluster.
+    threads = 1 if app.settings.executor == "dask" else app.settings.workers
     max_pixels = app.settings.max_pixels
 
     @gdal_tool(mcp, app, title="Convert raster", annotations=WRITE, tags={"raster"}, writes=True)

@@ -1,0 +1,327 @@
+"""The worker side of the Dask executor (`--executor dask`): runs on the cluster's workers, never in the server.
+
+The server (gdal_mcp.dask_runner) registers `WorkerSetup` on every worker and submits `run_job(job, config,
+job_id)` for each job. A job runs with the same engine functions and guarantees as in the local pool:
+
+- the sandbox travels with the job (`config["roots"]`): its paths are checked again here, and every file GDAL
+  opens is checked through the engine guard;
+- progress goes to the server as Dask events (topic `PROGRESS_TOPIC`, throttled), and a per-job Dask Event
+  (`cancel_event(job_id)`) stops the job at its next progress call (between windows or tiles);
+- a job runs at most once: if its worker died and Dask hands the task to another worker, that attempt refuses
+  to start (a job may have had effects, e.g. an in-place edit);
+- an output is written into its own attempt directory and moved into the job's temporary directory only when
+  the job succeeded, so an attempt that died leaves nothing the server would commit;
+- the tiles of a tile-parallel job (engine/tiles.py) are submitted to the cluster by `DaskMapper`.
+
+Only distributed and gdal_mcp's GDAL-free modules are imported at the top: the server imports this module (with
+--executor dask only) for the functions it submits.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import shutil
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.worker import (
+    ENGINE_PREFIX,
+    PROGRESS_INTERVAL,
+    _classify,
+    engine_function,
+    quiet_libraries,
+    set_gdal_environment,
+)
+
+log = logging.getLogger("gdal_mcp.dask_worker")
+
+#: Dask event topic of the jobs' progress and start messages (msgpack-able dicts with the job id)
+PROGRESS_TOPIC = "gdal-mcp-progress"
+#: how often a running job asks the scheduler whether it was cancelled
+CANCEL_CHECK_INTERVAL = 0.2
+#: prefix of the directory an attempt writes into, inside the job's temporary output directory
+ATTEMPT_PREFIX = ".attempt-"
+#: the error a second attempt of a job gives (its first worker died while running it)
+RERUN_MESSAGE = "the Dask worker running this job died; a job is never run twice, since it may have had effects"
+#: tile tasks in flight per cluster thread (bounds the memory held by finished tiles waiting to be assembled)
+TILES_PER_THREAD = 2
+#: tiles run before new jobs; quick (metadata) jobs before both
+TILE_PRIORITY = 1
+
+
+def cancel_event(job_id: str) -> str:
+    return f"gdal-mcp-cancel-{job_id}"
+
+
+def started_event(job_id: str) -> str:
+    return f"gdal-mcp-started-{job_id}"
+
+
+class WorkerSetup(WorkerPlugin):
+    """A Dask WorkerPlugin: the GDAL environment of a gdal-mcp worker, set when the worker starts (before any job
+    imports rasterio). Unlike the local worker, stdout is left alone and no memory rlimit is set: a Dask
+    worker's memory limit is its nanny's (--memory-limit)."""
+
+    name = "gdal-mcp"
+    idempotent = False
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = dict(config)
+
+    def setup(self, worker: Any) -> None:
+        if self.config.get("stdout_to_stderr"):
+            # A worker of local:N inherited the server's stdout (over stdio, the MCP stream): nothing may reach it.
+            os.dup2(2, 1)
+            sys.stdout = sys.stderr
+        set_gdal_environment(self.config)
+        quiet_libraries()
+
+
+def probe(tokens: dict[str, str]) -> list[str]:
+    """Run on every worker at start-up: the probe files the server wrote (path -> content; for a directory, its
+    `listing`) this worker cannot read back, each with the reason."""
+    problems = []
+    for path, token in tokens.items():
+        try:
+            if token.startswith(LISTING):
+                seen = listing(path)
+            else:
+                with open(path, encoding="ascii") as fh:
+                    seen = fh.read(256)
+        except OSError as e:
+            problems.append(f"{path}: {e.strerror or e}")
+            continue
+        if seen != token:
+            problems.append(f"{path}: holds other content (a different file system is mounted at that path)")
+    return problems
+
+
+LISTING = "listing:"
+
+
+def listing(directory: str) -> str:
+    """What a directory holds (its first 200 names): the probe of a workspace nobody may write into."""
+    with os.scandir(directory) as entries:
+        names = sorted(e.name for e in entries)
+    return LISTING + "\n".join(names[:200])
+
+
+def worker_pid() -> int:
+    return os.getpid()
+
+
+# ----- sandbox on the worker --------------------------------------------------------------------------
+_sandboxes: dict[tuple[tuple[str, ...], bool], Any] = {}
+_sandbox_lock = threading.Lock()
+
+
+def _sandbox(config: dict[str, Any]) -> Any:
+    """The job's sandbox (cached per roots), installed as the engine guard of this worker process."""
+    from gdal_mcp.engine import guard
+    from gdal_mcp.sandbox import Sandbox
+
+    key = (tuple(config["roots"]), bool(config.get("allow_network", False)))
+    with _sandbox_lock:
+        sandbox = _sandboxes.get(key)
+        if sandbox is None:
+            try:
+                sandbox = Sandbox(config["roots"], allow_network=key[1])
+            except ValueError as e:
+                raise GdalMcpError("internal-error", f"the Dask worker {_address()} cannot use the workspace ({e}); "
+                                   "workers must mount the workspace at the same path as the server") from None
+            _sandboxes[key] = sandbox
+        # One guard per process: the workers of one cluster serve one server's workspace.
+        guard.install(sandbox.check_referenced)
+    return sandbox
+
+
+def _address() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except Exception:  # noqa: BLE001 - not in a worker (a direct call in a test)
+        return f"pid {os.getpid()}"
+
+
+# ----- attempt directories -------------------------------------------------------------------------------
+def _attempt_output(job: Any) -> tuple[Any, Path | None]:
+    """The job writing into a fresh attempt directory inside its temporary output directory (None: the job
+    writes no new file, e.g. an in-place edit)."""
+    from gdal_mcp.sandbox import TMP_DIR_RE
+
+    name = job.OUTPUT
+    dst = getattr(job, name, None) if name else None
+    if not isinstance(dst, str) or not dst:
+        return job, None
+    target = Path(dst)
+    if not TMP_DIR_RE.fullmatch(target.parent.name):
+        return job, None  # not a server-made temporary directory: nothing to isolate
+    attempt = target.parent / f"{ATTEMPT_PREFIX}{uuid.uuid4().hex}"
+    try:
+        attempt.mkdir()  # never parents: a temporary directory the server discarded is not made again
+    except FileNotFoundError:
+        raise GdalMcpError("cancelled", "the job's temporary output directory is gone: the server gave up on "
+                           "the job") from None
+    return job.writing_to(str(attempt / target.name)), attempt
+
+
+def _finish_attempt(attempt: Path) -> None:
+    """Move what a finished attempt wrote into the job's temporary directory (where the server commits it
+    from); the directories of attempts that died before go."""
+    tmp_dir = attempt.parent
+    for item in sorted(attempt.iterdir()):
+        os.replace(item, tmp_dir / item.name)
+    attempt.rmdir()
+    for other in tmp_dir.glob(f"{ATTEMPT_PREFIX}*"):
+        shutil.rmtree(other, ignore_errors=True)
+
+
+# ----- jobs ------------------------------------------------------------------------------------------
+class _Cancelled(GdalMcpError):
+    def __init__(self) -> None:
+        super().__init__("cancelled", "the job was cancelled")
+
+
+class _JobContext:
+    """Progress and cancellation of one job on this worker, shared with the tiles' mapper."""
+
+    def __init__(self, job_id: str, worker: Any, client: Any) -> None:
+        from distributed import Event
+
+        self.job_id = job_id
+        self.worker = worker
+        self.cancel = Event(cancel_event(job_id), client=client)
+        self._last_progress = 0.0
+        self._last_check = time.monotonic()
+        self._cancelled = False
+
+    def publish(self, kind: str, **fields: Any) -> None:
+        self.worker.log_event(PROGRESS_TOPIC, {"job": self.job_id, "kind": kind, **fields})
+
+    def progress(self, fraction: float, text: str = "") -> None:
+        now = time.monotonic()
+        if fraction >= 1.0 or now - self._last_progress >= PROGRESS_INTERVAL:
+            self._last_progress = now
+            self.publish("progress", fraction=float(min(max(fraction, 0.0), 1.0)), text=str(text))
+        self.check_cancel()
+
+    def check_cancel(self) -> None:
+        """Raise if the server cancelled the job (asked the scheduler at most every CANCEL_CHECK_INTERVAL)."""
+        now = time.monotonic()
+        if not self._cancelled and now - self._last_check >= CANCEL_CHECK_INTERVAL:
+            self._last_check = now
+            self._cancelled = bool(self.cancel.is_set())
+        if self._cancelled:
+            raise _Cancelled()
+
+
+def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
+    """The Dask task of one job: ("result", value) or ("error", code, message), like the local worker's replies."""
+    from distributed import Event, get_client, get_worker
+
+    from gdal_mcp.engine import tiles
+
+    worker = get_worker()
+    client = get_client()
+    started = Event(started_event(job_id), client=client)
+    if started.is_set():
+        return ("error", "internal-error", RERUN_MESSAGE)
+    started.set()
+    ctx = _JobContext(job_id, worker, client)
+    ctx.publish("started", address=str(worker.address), pid=os.getpid())
+    attempt: Path | None = None
+    try:
+        ctx.check_cancel()
+        func = engine_function(job)
+        sandbox = _sandbox(config)
+        sandbox.check_referenced(job.paths(), what="job path")
+        job, attempt = _attempt_output(job)
+        with tiles.using(DaskMapper(config, ctx)):
+            result = func(**job.kwargs(), progress=ctx.progress)
+        if attempt is not None:
+            _finish_attempt(attempt)
+            attempt = None
+        return ("result", result)
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        return ("error", *_classify(exc))
+    finally:
+        if attempt is not None:
+            shutil.rmtree(attempt, ignore_errors=True)
+
+
+# ----- tiles -------------------------------------------------------------------------------------------
+def run_tile(fn_module: str, fn_name: str, item: Any, config: dict[str, Any]) -> Any:
+    """The Dask task of one tile: the tile function imported by name (a gdal_mcp.engine module-level function,
+    like jobs), under the job's sandbox guard."""
+    from gdal_mcp.engine import tiles
+
+    if not fn_module.startswith(ENGINE_PREFIX):
+        raise ValueError(f"refusing to run {fn_module}:{fn_name}: not an engine function")
+    fn = getattr(importlib.import_module(fn_module), fn_name)
+    tiles.check_tile_function(fn)
+    _sandbox(config)
+    return fn(item)
+
+
+class DaskMapper:
+    """tiles.Mapper on a Dask cluster: the job's task submits its tiles to the cluster (it secedes from the
+    worker's thread pool while it waits), keeps at most TILES_PER_THREAD x the cluster's threads in flight, and
+    yields (index, result) as tiles finish. Closing the generator (an error, a cancel) cancels the rest."""
+
+    def __init__(self, config: dict[str, Any], ctx: _JobContext) -> None:
+        self.config = config
+        self.ctx = ctx
+
+    def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        from distributed import wait, worker_client
+
+        module, name = fn.__module__, fn.__name__
+        if not items:
+            return
+        # One job maps tiles several times (statistics passes, a range pass before colour relief): each call's
+        # keys are its own, so a result Dask still holds from an earlier call is never taken for this one's.
+        call = uuid.uuid4().hex[:12]
+        with worker_client() as client:
+            threads = sum(client.nthreads().values()) or 1
+            limit = max(2, TILES_PER_THREAD * threads)
+            pending: dict[Any, int] = {}
+            queue = iter(enumerate(items))
+
+            def submit_more() -> None:
+                for i, item in queue:
+                    future = client.submit(run_tile, module, name, item, self.config, pure=False, retries=0,
+                                           priority=TILE_PRIORITY, key=f"gdal-mcp-tile-{self.ctx.job_id}-{call}-{i}")
+                    pending[future] = i
+                    if len(pending) >= limit:
+                        return
+
+            try:
+                submit_more()
+                while pending:
+                    try:
+                        done, _ = wait(list(pending), timeout=CANCEL_CHECK_INTERVAL, return_when="FIRST_COMPLETED")
+                    except TimeoutError:
+                        done = set()
+                    self.ctx.check_cancel()
+                    for future in done:
+                        i = pending.pop(future)
+                        result = future.result()
+                        future.release()
+                        submit_more()
+                        yield i, result
+            finally:
+                if pending:
+                    client.cancel(list(pending))
