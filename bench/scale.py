@@ -71,8 +71,8 @@ async def run_config(config: Config, workdir: Path, source: str, repeat: int) ->
                                                                  *config.args], env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        warm = await session.call_tool("raster_info", {"input": source})
-        assert not warm.isError, warm.content
+        warm = await session.call_tool("raster_info", {"path": source})
+        assert not warm.is_error, warm.content
         for i in range(repeat):
             output = workdir / f"scale_{config.name.replace(':', '_')}_{i}.tif"
             marks: list[tuple[float, str]] = []
@@ -88,7 +88,7 @@ async def run_config(config: Config, workdir: Path, source: str, repeat: int) ->
                  "overwrite": True},
                 read_timeout_seconds=3600, progress_callback=on_progress)  # type: ignore[arg-type]
             t1 = time.perf_counter()
-            if result.isError:
+            if result.is_error:
                 raise RuntimeError(f"{config.name}: {result.content}")
             warped = [t for t, m in marks if m.startswith("warped ")]
             counts = [m for _, m in marks if m.startswith("warping ")]

@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,13 @@ ATTEMPT_PREFIX = ".attempt-"
 RERUN_MESSAGE = "the Dask worker running this job died; a job is never run twice, since it may have had effects"
 #: tile tasks in flight per cluster thread (bounds the memory held by finished tiles waiting to be assembled)
 TILES_PER_THREAD = 2
+#: tile arrays at least this large go through the shared file system (a .npy in the job's attempt directory,
+#: SPILL_DIR) rather than Dask's comms, which would pass every tile through the job worker's event loop. Measured
+#: on 2 cores, 3 x 18300^2 uint16 reprojected in 88 tiles by 2 workers: 6.2 s spilled, 6.8 s through the comms.
+SPILL_BYTES = 1024 * 1024
+SPILL_DIR = ".tiles"
+#: how many tile arrays this process spilled (for tests and diagnostics)
+spilled = [0]
 #: tiles run before new jobs; quick (metadata) jobs before both
 TILE_PRIORITY = 1
 
@@ -180,6 +188,7 @@ def _finish_attempt(attempt: Path) -> None:
     """Move what a finished attempt wrote into the job's temporary directory (where the server commits it
     from); the directories of attempts that died before go."""
     tmp_dir = attempt.parent
+    shutil.rmtree(attempt / SPILL_DIR, ignore_errors=True)  # tiles' arrays not read back (none when it succeeded)
     for item in sorted(attempt.iterdir()):
         os.replace(item, tmp_dir / item.name)
     attempt.rmdir()
@@ -247,7 +256,7 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
         sandbox = _sandbox(config)
         sandbox.check_referenced(job.paths(), what="job path")
         job, attempt = _attempt_output(job)
-        with tiles.using(DaskMapper(config, ctx)):
+        with tiles.using(DaskMapper(config, ctx, scratch=attempt / SPILL_DIR if attempt is not None else None)):
             result = func(**job.kwargs(), progress=ctx.progress)
         if attempt is not None:
             _finish_attempt(attempt)
@@ -263,9 +272,46 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
 
 
 # ----- tiles -------------------------------------------------------------------------------------------
-def run_tile(fn_module: str, fn_name: str, item: Any, config: dict[str, Any]) -> Any:
+@dataclass(frozen=True)
+class _Spilled:
+    """A tile's array left in a file of the job's attempt directory (on the shared file system)."""
+
+    path: str
+
+
+def _spill(value: Any, scratch: str) -> Any:
+    """Large arrays of a tile result (an array, or a tuple/list holding some) written to .npy files in `scratch`."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray) and value.nbytes >= SPILL_BYTES:
+        os.makedirs(scratch, exist_ok=True)
+        path = os.path.join(scratch, f"{uuid.uuid4().hex}.npy")
+        np.save(path, value, allow_pickle=False)
+        spilled[0] += 1
+        return _Spilled(path)
+    if isinstance(value, tuple | list):
+        return type(value)(_spill(v, scratch) for v in value)
+    return value
+
+
+def _unspill(value: Any) -> Any:
+    """The arrays `_spill` wrote, read back (each file removed once read)."""
+    import numpy as np
+
+    if isinstance(value, _Spilled):
+        try:
+            return np.load(value.path, allow_pickle=False)
+        finally:
+            os.remove(value.path)
+    if isinstance(value, tuple | list):
+        return type(value)(_unspill(v) for v in value)
+    return value
+
+
+def run_tile(fn_module: str, fn_name: str, item: Any, config: dict[str, Any], scratch: str | None = None) -> Any:
     """The Dask task of one tile: the tile function imported by name (a gdal_mcp.engine module-level function,
-    like jobs), under the job's sandbox guard."""
+    like jobs), under the job's sandbox guard. With `scratch` (a directory of the job's attempt, on the file
+    system every worker shares), its large arrays travel as files there instead of through Dask's comms."""
     from gdal_mcp.engine import tiles
 
     if not fn_module.startswith(ENGINE_PREFIX):
@@ -273,7 +319,8 @@ def run_tile(fn_module: str, fn_name: str, item: Any, config: dict[str, Any]) ->
     fn = getattr(importlib.import_module(fn_module), fn_name)
     tiles.check_tile_function(fn)
     _sandbox(config)
-    return fn(item)
+    result = fn(item)
+    return _spill(result, scratch) if scratch is not None else result
 
 
 class DaskMapper:
@@ -281,9 +328,10 @@ class DaskMapper:
     worker's thread pool while it waits), keeps at most TILES_PER_THREAD x the cluster's threads in flight, and
     yields (index, result) as tiles finish. Closing the generator (an error, a cancel) cancels the rest."""
 
-    def __init__(self, config: dict[str, Any], ctx: _JobContext) -> None:
+    def __init__(self, config: dict[str, Any], ctx: _JobContext, scratch: Path | None = None) -> None:
         self.config = config
         self.ctx = ctx
+        self.scratch = str(scratch) if scratch is not None else None
 
     def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
         from distributed import wait, worker_client
@@ -302,7 +350,7 @@ class DaskMapper:
 
             def submit_more() -> None:
                 for i, item in queue:
-                    future = client.submit(run_tile, module, name, item, self.config, pure=False, retries=0,
+                    future = client.submit(run_tile, module, name, item, self.config, self.scratch, pure=False, retries=0,
                                            priority=TILE_PRIORITY, key=f"gdal-mcp-tile-{self.ctx.job_id}-{call}-{i}")
                     pending[future] = i
                     if len(pending) >= limit:
@@ -318,7 +366,7 @@ class DaskMapper:
                     self.ctx.check_cancel()
                     for future in done:
                         i = pending.pop(future)
-                        result = future.result()
+                        result = _unspill(future.result())
                         future.release()
                         submit_more()
                         yield i, result

@@ -2,6 +2,9 @@
 # Everything it prints goes to stderr: `serve` speaks MCP on stdout.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Compile the environment's bytecode when uv installs it: without .pyc files (and where Python may not write them,
+# PYTHONDONTWRITEBYTECODE=1) every server start would compile FastMCP, pydantic … again (~9 s instead of ~1.3 s).
+export UV_COMPILE_BYTECODE="${UV_COMPILE_BYTECODE:-1}"
 if command -v uv >/dev/null 2>&1; then
   UV=(uv)
 else

@@ -185,7 +185,7 @@ async def test_tiled_write_job_committed_by_app_pixel_identical_to_local(app: Ap
     src = str(dask_ws / "raster" / "RGB.byte.tif")
     target = app.sandbox.resolve_output("out/rgb_4326.tif")
     job = jobs.ReprojectRasterJob(src=src, dst=str(target.tmp_path), dst_crs="EPSG:4326",
-                                  options={"COMPRESS": "DEFLATE"})
+                                  options={"COMPRESS": "DEFLATE", "TILED": "YES"})
     seen: list[str] = []
 
     class Ctx:
@@ -200,9 +200,47 @@ async def test_tiled_write_job_committed_by_app_pixel_identical_to_local(app: Ap
     assert total > 20, f"the job ran in {total} tiles: the cluster path was not exercised"
     # The same engine function run here, one tile after another, with the same plan: the same pixels.
     reference = tmp_path / "local.tif"
-    reproject(src, str(reference), dst_crs="EPSG:4326", options={"COMPRESS": "DEFLATE"})
+    reproject(src, str(reference), dst_crs="EPSG:4326", options={"COMPRESS": "DEFLATE", "TILED": "YES"})
     with rasterio.open(out) as a, rasterio.open(reference) as b:
         assert (a.crs, a.transform, a.nodata, a.shape) == (b.crs, b.transform, b.nodata, b.shape)
+        assert np.array_equal(a.read(), b.read())
+
+
+def _spill_bytes(n: int) -> int:
+    """On a worker: set SPILL_BYTES (the size above which tile arrays travel as files), return the old value."""
+    from gdal_mcp import dask_worker
+
+    old, dask_worker.SPILL_BYTES = dask_worker.SPILL_BYTES, n
+    return old
+
+
+def _spilled() -> int:
+    from gdal_mcp import dask_worker
+
+    return dask_worker.spilled[0]
+
+
+async def test_tile_arrays_travel_as_files_and_none_is_left(app: App, runner: DaskRunner, dask_ws: Path,
+                                                             tmp_path: Path, small_tiles: None) -> None:
+    """Every tile array spilled to a .npy in the job's attempt directory (SPILL_BYTES 0): the same pixels as a local
+    run, every file read back and removed, nothing left beside the committed output."""
+    from gdal_mcp.engine.raster.warp import reproject
+
+    src = str(dask_ws / "raster" / "RGB.byte.tif")
+    target = app.sandbox.resolve_output("out/rgb_spilled.tif")
+    job = jobs.ReprojectRasterJob(src=src, dst=str(target.tmp_path), dst_crs="EPSG:4326", options={"TILED": "YES"})
+    before = sum(runner._client.run(_spilled).values())
+    old = runner._client.run(_spill_bytes, 0)
+    try:
+        await app.execute(job, output=target)
+    finally:
+        runner._client.run(_spill_bytes, next(iter(old.values())))
+    out = dask_ws / "out" / "rgb_spilled.tif"
+    assert sum(runner._client.run(_spilled).values()) - before > 20, "the tiles did not travel as files"
+    assert out.is_file() and leftovers(dask_ws) == []
+    assert not [p for p in dask_ws.rglob("*.npy")], "a spilled tile was left behind"
+    reproject(src, str(tmp_path / "local.tif"), dst_crs="EPSG:4326", options={"TILED": "YES"})
+    with rasterio.open(out) as a, rasterio.open(tmp_path / "local.tif") as b:
         assert np.array_equal(a.read(), b.read())
 
 

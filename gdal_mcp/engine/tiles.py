@@ -63,16 +63,28 @@ def tile_side(bytes_per_pixel: int, *, tile_bytes: int | None = None) -> int:
 
 
 def plan(width: int, height: int, *, bytes_per_pixel: int, halo: int = 0,
-         tile_bytes: int | None = None) -> list[Tile]:
+         tile_bytes: int | None = None, full_width: bool = False) -> list[Tile]:
     """The tiles covering a width x height grid, row by row, each with its read window (halo pixels on every
-    side, clipped to the grid). Deterministic: the same grid and pixel size always give the same tiles."""
+    side, clipped to the grid). Deterministic: the same arguments always give the same tiles.
+
+    full_width: tiles are strips of whole rows (as many rows as fit the tile bytes), for outputs written in
+    scanline strips, where square tiles side by side would each rewrite the strips they share (measured: 3 x
+    18300^2 uint16 reprojected into a striped GTiff, 2 Dask workers, 12.9 s with square tiles)."""
     if width < 1 or height < 1:
         return []
-    side = tile_side(bytes_per_pixel, tile_bytes=tile_bytes)
+    if full_width:
+        budget = TILE_BYTES if tile_bytes is None else tile_bytes
+        # At least TILE_ALIGN / 2 rows, however wide the grid: GDAL's approximate transformer makes thin strips less
+        # exact (RGB.byte.tif to EPSG:4326, bilinear, share of pixels within 1 of gdalwarp -et 0: 16 rows 0.76,
+        # 64 rows 0.86, 128 rows 0.88, 256 rows 0.90; gdalwarp, the whole raster in one chunk, 0.90).
+        rows = min(MAX_TILE_SIDE, max(TILE_ALIGN // 2, budget // max(1, width * bytes_per_pixel)))
+        tile_w, tile_h = width, min(height, rows)
+    else:
+        tile_w = tile_h = tile_side(bytes_per_pixel, tile_bytes=tile_bytes)
     tiles: list[Tile] = []
-    for row in range(0, height, side):
-        for col in range(0, width, side):
-            w, h = min(side, width - col), min(side, height - row)
+    for row in range(0, height, tile_h):
+        for col in range(0, width, tile_w):
+            w, h = min(tile_w, width - col), min(tile_h, height - row)
             c0, r0 = max(0, col - halo), max(0, row - halo)
             c1, r1 = min(width, col + w + halo), min(height, row + h + halo)
             tiles.append(Tile(len(tiles), (col, row, w, h), (c0, r0, c1 - c0, r1 - r0)))

@@ -234,7 +234,13 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
         assert sha256(s.ws / "out/b.tif") == before_b
 
         # ---- cancel a long job: the worker is killed ---------------------------------------------
-        workers_before = children(s.proc.pid)
+        # Wait until no worker is busy (a replacement still importing GDAL would look like the job's worker).
+        for _ in range(40):
+            workers_before = children(s.proc.pid)
+            cpu_before = {p: _cpu(p) for p in workers_before}
+            await asyncio.sleep(0.25)
+            if all(_cpu(p) - cpu_before[p] < 3 for p in workers_before if alive(p)):
+                break
         cpu_before = {p: _cpu(p) for p in workers_before}
         long_call = asyncio.create_task(call(c, "raster_stats", input="huge.vrt"))
         row = await asyncio.to_thread(wait, d, "tr.job.running", 60,

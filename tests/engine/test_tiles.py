@@ -41,6 +41,25 @@ def test_plan_covers_the_grid_exactly_once_with_clipped_halos(width, height, bpp
             assert ideal - tiles.TILE_ALIGN < side <= ideal
 
 
+@pytest.mark.parametrize(("width", "height", "bpp", "halo", "tile_bytes"), [
+    (791, 718, 3, 1, tiles.TILE_BYTES),     # one strip: the whole grid
+    (21000, 15000, 6, 0, tiles.TILE_BYTES),  # 266 rows of 126 kB
+    (1500, 1100, 8, 2, 1),                  # TILE_ALIGN / 2 rows, halo 2
+])
+def test_full_width_plans_are_strips_of_whole_rows(width, height, bpp, halo, tile_bytes) -> None:
+    plan = tiles.plan(width, height, bytes_per_pixel=bpp, halo=halo, tile_bytes=tile_bytes, full_width=True)
+    cover = np.zeros(height, dtype=int)
+    for t in plan:
+        col, row, w, h = t.window
+        assert (col, w) == (0, width) and t.read[0] == 0 and t.read[2] == width
+        assert t.read[1] == max(0, row - halo) and t.read[1] + t.read[3] == min(height, row + h + halo)
+        cover[row:row + h] += 1
+    assert (cover == 1).all()
+    rows = plan[0].window[3]
+    assert rows == min(height, tiles.MAX_TILE_SIDE, max(tiles.TILE_ALIGN // 2, tile_bytes // (width * bpp)))
+    assert all(t.window[3] == rows for t in plan[:-1])
+
+
 def test_plan_is_deterministic_and_row_major() -> None:
     a = tiles.plan(5000, 3000, bytes_per_pixel=6, halo=1)
     b = tiles.plan(5000, 3000, bytes_per_pixel=6, halo=1)

@@ -41,13 +41,20 @@ from typing import Any
 import numpy as np
 from rasterio.windows import Window
 
-from gdal_mcp.engine import tiles
 from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.output import check_nodata, fits, parse_dtype, pixel_driver, summarize, write_tiles
+from gdal_mcp.engine.raster.output import (
+    check_nodata,
+    fits,
+    output_tiles,
+    parse_dtype,
+    pixel_driver,
+    summarize,
+    write_tiles,
+)
 from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
@@ -707,7 +714,8 @@ def calc(inputs: dict[str, str] | list[str], expression: str | list[str], dst: s
         window_pixels = WINDOW_PIXELS
         if stacked:
             window_pixels = min(WINDOW_PIXELS, max(1, STACK_VALUES // (2 * len(sources)))) * len(expressions)
-        plan = tiles.plan(ref.width, ref.height, bytes_per_pixel=len(expressions) * np.dtype(dtype).itemsize)
+        plan = output_tiles(driver, options, ref.width, ref.height,
+                            bytes_per_pixel=len(expressions) * np.dtype(dtype).itemsize)
         specs = [CalcTile(sources=tuple((s.label, s.path, s.band) for s in sources), expressions=tuple(expressions),
                           names=tuple(names), stacked=stacked, dtype=dtype, nodata=out_nodata, window=t.window,
                           window_pixels=window_pixels) for t in plan]

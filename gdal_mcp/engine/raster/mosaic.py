@@ -22,7 +22,7 @@ import rasterio
 import rasterio.shutil
 from rasterio.warp import calculate_default_transform, transform_bounds
 
-from gdal_mcp.engine import guard, tiles
+from gdal_mcp.engine import guard
 from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.grid import DEFAULT_MAX_PIXELS, check_grid, describe_units
@@ -33,6 +33,7 @@ from gdal_mcp.engine.raster.output import (
     bounded_threads,
     fits,
     infer_driver,
+    output_tiles,
     summarize,
     write_tiles,
 )
@@ -278,7 +279,7 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
                                      crs=target, separate=separate, nodata=out_nodata, resampling=resampling)
         with rasterio.open(grid_xml()) as vrt:
             count, dtype, transform, colorinterp = vrt.count, vrt.dtypes[0], vrt.transform, vrt.colorinterp
-        plan = tiles.plan(width, height, bytes_per_pixel=count * np.dtype(dtype).itemsize)
+        plan = output_tiles(driver, opts, width, height, bytes_per_pixel=count * np.dtype(dtype).itemsize)
         rects = np.array([dst_rect(s, minx, maxy, res) for s in sources], dtype="float64").reshape(-1, 4)
         specs = [MosaicTile(grid_xml(keep=set(_reaching(rects, t.window))), t.window) for t in plan]
 

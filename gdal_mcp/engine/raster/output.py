@@ -169,6 +169,26 @@ def output_profile(driver: str, *, width: int, height: int, count: int, dtype: s
     return profile
 
 
+def writes_in_strips(driver: str, options: dict[str, str]) -> bool:
+    """Whether write_tiles writes `dst` in scanline strips: GDAL's default GTiff layout (no TILED=YES) and the
+    raw formats. CreateCopy-only drivers are staged as a tiled GTiff."""
+    if not writable_driver(driver):
+        return False
+    if driver == "GTiff":
+        return str(options.get("TILED", "NO")).upper() not in ("YES", "TRUE", "ON", "1")
+    return True
+
+
+def output_tiles(driver: str, options: dict[str, str], width: int, height: int, *, bytes_per_pixel: int,
+                 halo: int = 0) -> list[Any]:
+    """The tile plan of an output write_tiles writes: square tiles, or whole-row strips when the output is
+    written in strips (each strip then written once, not once per tile beside it)."""
+    from gdal_mcp.engine import tiles
+
+    return tiles.plan(width, height, bytes_per_pixel=bytes_per_pixel, halo=halo,
+                      full_width=writes_in_strips(driver, options))
+
+
 def staging_options(driver: str) -> dict[str, str]:
     """Options of the intermediate GTiff written before a CreateCopy-only driver (COG, PNG …)."""
     return {"TILED": "YES", "BLOCKXSIZE": "512", "BLOCKYSIZE": "512", "COMPRESS": "ZSTD", "ZSTD_LEVEL": "1",

@@ -46,6 +46,7 @@ from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
+    output_tiles,
     pixel_driver,
     summarize,
     write_tiles,
@@ -577,7 +578,8 @@ def terrain(src: str, dst: str, *, product: Product, band: int = 1, z_factor: fl
         hillshade = product == "hillshade"
         out_dtype = "uint8" if hillshade else "float32"
         out_nodata = float(HILLSHADE_NODATA) if hillshade else TERRAIN_NODATA
-        plan = tiles.plan(ds.width, ds.height, bytes_per_pixel=np.dtype(out_dtype).itemsize, halo=1)
+        plan = output_tiles(driver, options, ds.width, ds.height, bytes_per_pixel=np.dtype(out_dtype).itemsize,
+                            halo=1)
         specs = [TerrainTile(path=src, band=band, nodata=nodata, product=product, params=params,
                              compute_edges=compute_edges, dtype=out_dtype, out_nodata=out_nodata, window=t.window,
                              window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK) for t in plan]
@@ -663,7 +665,7 @@ def _color_relief(src: str, ds: Any, band: int, dst: str, driver: str, options: 
     entries = _parse_colors(colors, nodata, lambda: _band_range(src, ds, band, nodata), warnings)
     table = _process_colors(entries, nodata, mode)
     count = 4 if alpha else 3
-    plan = tiles.plan(ds.width, ds.height, bytes_per_pixel=count)
+    plan = output_tiles(driver, options, ds.width, ds.height, bytes_per_pixel=count)
     specs = [ReliefTile(path=src, band=band, table=table, mode=mode, count=count, window=t.window,
                         window_pixels=max(1, WINDOW_PIXELS // count), block=OUTPUT_BLOCK) for t in plan]
 

@@ -18,7 +18,6 @@ from rasterio.transform import Affine
 from rasterio.warp import calculate_default_transform, transform_bounds
 from rasterio.warp import reproject as rasterio_reproject
 
-from gdal_mcp.engine import tiles
 from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.grid import DEFAULT_MAX_PIXELS, check_grid, describe_units
@@ -30,6 +29,7 @@ from gdal_mcp.engine.raster.output import (
     check_nodata,
     fits,
     infer_driver,
+    output_tiles,
     parse_dtype,
     summarize,
     write_tiles,
@@ -302,7 +302,7 @@ def _warp(ds: Any, src: str, dst: str, driver: str, options: dict[str, str], *, 
     """
     import numpy as np
 
-    plan = tiles.plan(width, height, bytes_per_pixel=ds.count * np.dtype(dtype).itemsize)
+    plan = output_tiles(driver, options, width, height, bytes_per_pixel=ds.count * np.dtype(dtype).itemsize)
     common = WarpTile(src=src, indexes=tuple(range(1, ds.count + 1)), window=(0, 0, width, height),
                       transform=tuple(transform)[:6], crs=crs.to_wkt(version="WKT2_2019"), dtype=dtype,
                       src_nodata=src_nodata, nodata=nodata, resampling=resampling.name,
