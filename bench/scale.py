@@ -6,7 +6,9 @@
 
 Each configuration starts `python -m gdal_mcp --executor dask --dask-scheduler local:N` over stdio (`--local`
 adds the default local worker pool as a reference) and drives it with the official `mcp` SDK: a warm-up
-raster_info, then `--repeat` reprojects to EPSG:4326 (nearest, tiled uncompressed GTiff). The wall time is the
+raster_info, then `--repeat` reprojects to EPSG:4326 (`--resampling`, default nearest; uncompressed GTiff:
+striped, GDAL's default, or
+tiled with `--tiled`). The wall time is the
 client's. Progress notifications (one per tile, throttled to 0.2 s by the worker) split it: "tiles" runs from
 the first "warped" message to the last, "assembly" from the last tile to the result (the writes still pending,
 the summary, the commit), "start" from the call to the first tile (grid, queueing, the first tile). Every output
@@ -64,7 +66,7 @@ def digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-async def run_config(config: Config, workdir: Path, source: str, repeat: int) -> None:
+async def run_config(config: Config, workdir: Path, source: str, repeat: int, tiled: bool, resampling: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
     params = StdioServerParameters(command=sys.executable, args=["-m", "gdal_mcp", "--workspace", str(workdir),
                                                                  "--confirm", "never", "--timeout", "3600",
@@ -84,8 +86,8 @@ async def run_config(config: Config, workdir: Path, source: str, repeat: int) ->
             t0 = time.perf_counter()
             result = await session.call_tool(
                 "raster_reproject",
-                {"input": source, "output": output.name, "dst_crs": DST_CRS, "resampling": "nearest",
-                 "overwrite": True},
+                {"input": source, "output": output.name, "dst_crs": DST_CRS, "resampling": resampling,
+                 "overwrite": True, **({"creation_options": {"TILED": "YES"}} if tiled else {})},
                 read_timeout_seconds=3600, progress_callback=on_progress)  # type: ignore[arg-type]
             t1 = time.perf_counter()
             if result.is_error:
@@ -103,9 +105,10 @@ async def run_config(config: Config, workdir: Path, source: str, repeat: int) ->
             output.unlink()
 
 
-def report(configs: list[Config], side: int, kind: str) -> str:
+def report(configs: list[Config], side: int, kind: str, tiled: bool, resampling: str) -> str:
+    layout = "tiled (TILED=YES: square tiles)" if tiled else "striped (GDAL's default layout: whole-row strips)"
     lines = [f"Reproject 3 x {side}^2 uint16 ({kind}, {3 * side * side * 2 / 1e9:.2f} GB of pixels, DEFLATE input) "
-             f"to {DST_CRS}, nearest, tiled uncompressed GTiff; median of the runs; CPU: {os.cpu_count()} cores",
+             f"to {DST_CRS}, {resampling}, uncompressed {layout} GTiff; median of the runs; CPU: {os.cpu_count()} cores",
              "", "| executor | wall s | start s | tiles s | assembly s | tiles | speed-up vs first | pixels |",
              "|---|---|---|---|---|---|---|---|"]
     base = statistics.median(r.wall for r in configs[0].runs)
@@ -125,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", default="1,2", help="Dask cluster sizes to run, in order (default 1,2)")
     p.add_argument("--local", action="store_true", help="also run the default local executor (--workers 2)")
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--resampling", default="nearest", help="nearest (default), bilinear, cubic …")
+    p.add_argument("--tiled", action="store_true", help="write a tiled GTiff (square tiles) instead of a striped one")
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--markdown", type=Path, default=None, help="append the report to this file")
     a = p.parse_args(argv)
@@ -141,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.local:
             configs.append(Config("local pool", ["--workers", "2"]))
         for c in configs:
-            asyncio.run(run_config(c, workdir, source, a.repeat))
-        text = report(configs, a.side, a.kind)
+            asyncio.run(run_config(c, workdir, source, a.repeat, a.tiled, a.resampling))
+        text = report(configs, a.side, a.kind, a.tiled, a.resampling)
         print(text)
         if a.markdown:
             with open(a.markdown, "a", encoding="utf-8") as fh:

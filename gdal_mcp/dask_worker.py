@@ -93,6 +93,26 @@ class WorkerSetup(WorkerPlugin):
             sys.stdout = sys.stderr
         set_gdal_environment(self.config)
         quiet_libraries()
+        tune_malloc()
+
+
+#: glibc mallopt parameters
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def tune_malloc() -> bool:
+    """Undo the allocator setting a Dask nanny gives its workers (MALLOC_TRIM_THRESHOLD_=65536, which also turns off
+    glibc's dynamic mmap threshold): with it every GDAL warp buffer is a fresh mmap and its pages fault in again.
+    Measured on 30 tiles of 2048^2 x 3 uint16 warped one after another: 1.55 s with glibc's defaults, 2.66 s with
+    the nanny's setting, 1.40 s with these (buffers under 32 MiB from the heap, the heap trimmed above 64 MiB).
+    False where the C library is not glibc."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 * 1024**2)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, 64 * 1024**2))
+    except (OSError, AttributeError):
+        return False
 
 
 def probe(tokens: dict[str, str]) -> list[str]:

@@ -71,3 +71,26 @@ def test_plan_is_deterministic_and_row_major() -> None:
 def test_map_tiles_refuses_functions_a_cluster_worker_cannot_import() -> None:
     with pytest.raises(TypeError):
         list(tiles.map_tiles(lambda x: x, [1]))
+
+
+def test_run_threads_yields_every_tile_once_and_stops_when_closed() -> None:
+    import threading
+    import time
+
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> int:
+        with lock:
+            started.append(i)
+        time.sleep(0.02 * (3 - i % 3))  # later tiles finish first now and then
+        return i * i
+
+    out = list(tiles.run_threads(work, list(range(12)), 2))
+    assert sorted(out) == [(i, i * i) for i in range(12)]
+    assert [i for i, _ in out] != list(range(12)), "two threads should finish some tiles out of order"
+    started.clear()
+    gen = tiles.run_threads(work, list(range(50)), 2)
+    next(gen)
+    gen.close()
+    assert len(started) <= 4, started  # at most the running tiles and one refill; the rest never start

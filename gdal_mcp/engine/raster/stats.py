@@ -499,6 +499,8 @@ def _tile_pass(spec: StatsTile) -> list[_BandWork]:
 #: only within a tile. Measured with raster_stats on 13219² x 3 uint16 (DEFLATE, 256 blocks, 2 busy cores):
 #: 4096² tiles 4.6-4.9 s, 2048² tiles 6.3-6.4 s, the former whole-raster pass 4.7-6.0 s.
 REDUCTION_TILE_BYTES = 4 * tiles.TILE_BYTES
+#: statistics tiles the local executor runs at once (their results are small)
+LOCAL_THREADS = 2
 
 
 def reduction_windows(ds: Any, window: Window, bytes_per_pixel: int) -> list[tuple[int, int, int, int]]:
@@ -556,7 +558,8 @@ def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[fl
 
     # Pass 1: integer histograms add up as tiles arrive; the moments are merged in tile order at the end.
     moments: dict[int, list[_Accumulator]] = {}
-    for k, (i, parts) in enumerate(tiles.map_tiles(stats_first_tile, specs(work, refine=False))):
+    first_pass = tiles.map_tiles(stats_first_tile, specs(work, refine=False), local_threads=LOCAL_THREADS)
+    for k, (i, parts) in enumerate(first_pass):
         for w, (_, first) in zip(work, parts, strict=True):
             if first is not None and w.first is not None:
                 w.first += first
@@ -571,7 +574,8 @@ def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[fl
     p = 1
     while active := [w for w in work if w.needs_pass()]:
         p += 1
-        for k, (_, refined) in enumerate(tiles.map_tiles(stats_refine_tile, specs(active, refine=True))):
+        refine_pass = tiles.map_tiles(stats_refine_tile, specs(active, refine=True), local_threads=LOCAL_THREADS)
+        for k, (_, refined) in enumerate(refine_pass):
             for w, (hist, groups) in zip(active, refined, strict=True):
                 if hist is not None and w.hist_counts is not None:
                     w.hist_counts += hist
