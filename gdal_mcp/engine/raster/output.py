@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -256,41 +259,35 @@ def close_checked(dataset: Any) -> None:
         raise errors[0]  # the cause ("Write error"); what follows are its consequences
 
 
-def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, count: int, dtype: str,
-                  crs: Any, transform: Any, nodata: float | None, compute: Any, progress: Any, what: str,
-                  window_pixels: int, block: tuple[int, int] = (256, 256), prepare: Any = None) -> None:
-    """The one window-by-window raster writer: `compute(window)` returns (h, w) or (count, h, w) pixels.
+@dataclass(frozen=True)
+class _Target:
+    profile: dict[str, Any]
+    path: str  # where the pixels are written: `dst`, or the staged GTiff beside it
+    staged: bool
 
-    Drivers that can only CreateCopy (COG, PNG …) get a tiled GTiff staged beside `dst`, then copied.
-    `prepare(dataset)` may set metadata (colour interpretation, descriptions) before pixels are written.
-    A failed write leaves no partial `dst` or staging file behind.
-    """
+    @property
+    def share(self) -> float:
+        """The part of the progress the pixels take (a staged output's CreateCopy takes the rest)."""
+        return 0.8 if self.staged else 1.0
+
+
+@contextmanager
+def _output(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, count: int, dtype: str,
+            crs: Any, transform: Any, nodata: float | None, progress: Any) -> Iterator[_Target]:
+    """Where a writer puts the pixels: `dst` itself, or, for drivers that can only CreateCopy (COG, PNG …), a tiled
+    GTiff staged beside it and copied to `dst` when the block ends. A failure leaves no partial `dst` or staging file;
+    a full disk becomes resource-limit naming the cause."""
     staged = not writable_driver(driver)
-    write_path = str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst
-    profile = output_profile("GTiff" if staged else driver, width=width, height=height, count=count, dtype=dtype,
-                             crs=crs, transform=transform, nodata=nodata,
-                             options=staging_options(driver) if staged else options)
-    from gdal_mcp.engine.raster.windows import iter_windows
-
-    wins = list(iter_windows(width, height, block, max(1, window_pixels // max(1, count))))
-    share = 0.8 if staged else 1.0
+    target = _Target(
+        output_profile("GTiff" if staged else driver, width=width, height=height, count=count, dtype=dtype, crs=crs,
+                       transform=transform, nodata=nodata, options=staging_options(driver) if staged else options),
+        str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst, staged)
     existed = os.path.exists(dst)
     try:
-        with rasterio.open(write_path, "w", **profile) as out:
-            if prepare is not None:
-                prepare(out)
-            for i, w in enumerate(wins, start=1):
-                data = compute(w)
-                if data.ndim == 2:
-                    out.write(data, 1, window=w)
-                else:
-                    out.write(data, window=w)
-                progress(share * i / len(wins), f"{what} window {i}/{len(wins)}")
-            close_checked(out)
+        yield target
         if staged:
-            progress(share, f"writing {driver} with GDAL CreateCopy")
-            rasterio.shutil.copy(write_path, dst, driver=driver, **options)
-            progress(1.0, f"wrote {driver}")
+            progress(target.share, f"writing {driver} with GDAL CreateCopy")
+            rasterio.shutil.copy(target.path, dst, driver=driver, **options)
     except BaseException as exc:
         full = disk_full(exc, dst)  # before the partial file goes: removing it frees the disk again
         if not existed:
@@ -300,7 +297,36 @@ def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int,
         raise
     finally:
         if staged:
-            _delete(write_path)
+            _delete(target.path)
+
+
+def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, count: int, dtype: str,
+                  crs: Any, transform: Any, nodata: float | None, compute: Any, progress: Any, what: str,
+                  window_pixels: int, block: tuple[int, int] = (256, 256), prepare: Any = None) -> None:
+    """The one window-by-window raster writer: `compute(window)` returns (h, w) or (count, h, w) pixels.
+
+    Drivers that can only CreateCopy (COG, PNG …) get a tiled GTiff staged beside `dst`, then copied.
+    `prepare(dataset)` may set metadata (colour interpretation, descriptions) before pixels are written.
+    A failed write leaves no partial `dst` or staging file behind.
+    """
+    from gdal_mcp.engine.raster.windows import iter_windows
+
+    wins = list(iter_windows(width, height, block, max(1, window_pixels // max(1, count))))
+    with _output(dst, driver, options, width=width, height=height, count=count, dtype=dtype, crs=crs,
+                 transform=transform, nodata=nodata, progress=progress) as target:
+        with rasterio.open(target.path, "w", **target.profile) as out:
+            if prepare is not None:
+                prepare(out)
+            for i, w in enumerate(wins, start=1):
+                data = compute(w)
+                if data.ndim == 2:
+                    out.write(data, 1, window=w)
+                else:
+                    out.write(data, window=w)
+                progress(target.share * i / len(wins), f"{what} window {i}/{len(wins)}")
+            close_checked(out)
+    if target.staged:
+        progress(1.0, f"wrote {driver}")
 
 
 def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, count: int, dtype: str,
@@ -319,16 +345,10 @@ def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, h
 
     from gdal_mcp.engine import tiles
 
-    staged = not writable_driver(driver)
-    write_path = str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst
-    profile = output_profile("GTiff" if staged else driver, width=width, height=height, count=count, dtype=dtype,
-                             crs=crs, transform=transform, nodata=nodata,
-                             options=staging_options(driver) if staged else options)
-    share = 0.8 if staged else 1.0
     total = len(specs)
-    existed = os.path.exists(dst)
-    try:
-        with rasterio.open(write_path, "w", **profile) as out:
+    with _output(dst, driver, options, width=width, height=height, count=count, dtype=dtype, crs=crs,
+                 transform=transform, nodata=nodata, progress=progress) as target:
+        with rasterio.open(target.path, "w", **target.profile) as out:
             if prepare is not None:
                 prepare(out)
             progress(0.0, start or f"{what} 0/{total} tiles")
@@ -341,7 +361,7 @@ def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, h
                     col, row, w, h = windows[i]
                     writer.write(data if data.ndim == 3 else data[np.newaxis], Window(col, row, w, h))
                     del data
-                    progress(share * done / total, f"{what} {done}/{total} tiles")
+                    progress(target.share * done / total, f"{what} {done}/{total} tiles")
             finally:
                 try:
                     close = getattr(results, "close", None)
@@ -350,20 +370,7 @@ def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, h
                 finally:
                     writer.finish()  # before `out` is closed, whatever happened
             close_checked(out)
-        if staged:
-            progress(share, f"writing {driver} with GDAL CreateCopy")
-            rasterio.shutil.copy(write_path, dst, driver=driver, **options)
-        progress(1.0, f"wrote {driver}")
-    except BaseException as exc:
-        full = disk_full(exc, dst)  # before the partial file goes: removing it frees the disk again
-        if not existed:
-            _delete(dst)
-        if full is not None:
-            raise full from exc
-        raise
-    finally:
-        if staged:
-            _delete(write_path)
+    progress(1.0, f"wrote {driver}")
 
 
 class _TileWriter:
