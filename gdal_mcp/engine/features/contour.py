@@ -28,7 +28,6 @@ then streamed in Arrow batches into the requested format and removed.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import os
 import shutil
@@ -41,11 +40,10 @@ import numpy as np
 import pyarrow as pa
 import rasterio
 
+from gdal_mcp.engine import gdal_c
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.overviews import _libgdal
-from gdal_mcp.engine.raster.proximity import ProgressFunc, _open
 from gdal_mcp.engine.raster.region import select_bands
 from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.engine.vector.opening import list_layers
@@ -110,43 +108,6 @@ def _data_range(ds: Any, band: int, nodata: float | None, progress: Progress, sh
 
 # ---------------------------------------------------------------------------------------------- GDAL
 
-def _lib() -> Any:
-    lib = _libgdal()
-    if lib is None:
-        raise GdalMcpError("unsupported", "cannot reach this rasterio's GDAL library for GDALContourGenerateEx")
-    if not getattr(lib, "_contour_ready", False):
-        c = ctypes
-        lib.GDALGetRasterBand.restype = c.c_void_p
-        lib.GDALGetRasterBand.argtypes = [c.c_void_p, c.c_int]
-        lib.GDALGetDriverByName.restype = c.c_void_p
-        lib.GDALGetDriverByName.argtypes = [c.c_char_p]
-        lib.GDALCreate.restype = c.c_void_p
-        lib.GDALCreate.argtypes = [c.c_void_p, c.c_char_p, c.c_int, c.c_int, c.c_int, c.c_int, c.c_void_p]
-        lib.GDALDatasetCreateLayer.restype = c.c_void_p
-        lib.GDALDatasetCreateLayer.argtypes = [c.c_void_p, c.c_char_p, c.c_void_p, c.c_int, c.POINTER(c.c_char_p)]
-        lib.OGR_Fld_Create.restype = c.c_void_p
-        lib.OGR_Fld_Create.argtypes = [c.c_char_p, c.c_int]
-        lib.OGR_Fld_Destroy.restype = None
-        lib.OGR_Fld_Destroy.argtypes = [c.c_void_p]
-        lib.OGR_L_CreateField.restype = c.c_int
-        lib.OGR_L_CreateField.argtypes = [c.c_void_p, c.c_void_p, c.c_int]
-        lib.GDALDatasetStartTransaction.restype = c.c_int
-        lib.GDALDatasetStartTransaction.argtypes = [c.c_void_p, c.c_int]
-        lib.GDALDatasetCommitTransaction.restype = c.c_int
-        lib.GDALDatasetCommitTransaction.argtypes = [c.c_void_p]
-        lib.GDALContourGenerateEx.restype = c.c_int
-        lib.GDALContourGenerateEx.argtypes = [c.c_void_p, c.c_void_p, c.POINTER(c.c_char_p), ProgressFunc, c.c_void_p]
-        lib.CPLErrorReset.restype = None
-        lib.CPLErrorReset.argtypes = []
-        lib._contour_ready = True
-    return lib
-
-
-def _strings(values: list[str]) -> Any:
-    """A NULL-terminated char** (GDAL's string lists)."""
-    return (ctypes.c_char_p * (len(values) + 1))(*[v.encode() for v in values], None)
-
-
 def _number(value: float) -> str:
     return repr(float(value))
 
@@ -154,28 +115,20 @@ def _number(value: float) -> str:
 def _generate(src: str, band: int, work: str, options: list[str], polygons: bool, progress: Progress,
               start: float, span: float) -> None:
     """GDALContourGenerateEx on band `band` of `src`, into a new GeoPackage `work` (layer TEMP_LAYER)."""
-    lib = _lib()
-    failure: list[BaseException] = []
-
-    def report(fraction: float, message: bytes | None, arg: Any) -> int:
-        try:
-            progress(start + span * fraction, f"contouring: {fraction:.0%} of the rows")
-        except BaseException as e:  # noqa: BLE001 - a cancel raised by the progress callback stops GDAL
-            failure.append(e)
-            return 0
-        return 1
+    lib = gdal_c.require("GDALContourGenerateEx")
+    callback, failure = gdal_c.progress_callback(
+        lambda fraction: progress(start + span * fraction, f"contouring: {fraction:.0%} of the rows"))
 
     def last_error() -> str:
-        return (lib.CPLGetLastErrorMsg() or b"").decode(errors="replace") or "unknown error"
+        return gdal_c.last_error(lib) or "unknown error"
 
-    callback = ProgressFunc(report)
     fields = [("ID", OFT_INTEGER)] + ([("amin", OFT_REAL), ("amax", OFT_REAL)] if polygons else
                                       [(TEMP_LEVEL, OFT_REAL)])
     err = closed = committed = 0
     message = ""
     with rasterio.Env():
         lib.CPLErrorReset()
-        source = _open(lib, src, update=False)
+        source = gdal_c.open_dataset(lib, src, update=False)
         try:
             out = lib.GDALCreate(lib.GDALGetDriverByName(b"GPKG"), os.fsencode(work), 0, 0, 0, 0, None)
             if not out:
@@ -183,7 +136,7 @@ def _generate(src: str, band: int, work: str, options: list[str], polygons: bool
             try:
                 layer = lib.GDALDatasetCreateLayer(out, TEMP_LAYER.encode(), None,
                                                    WKB_MULTIPOLYGON if polygons else WKB_LINESTRING,
-                                                   _strings(["SPATIAL_INDEX=NO"]))
+                                                   gdal_c.strings(["SPATIAL_INDEX=NO"]))
                 if not layer:
                     raise GdalMcpError("gdal-error", f"GDAL cannot create a layer in {work}: {last_error()}")
                 for name, kind in fields:
@@ -193,7 +146,7 @@ def _generate(src: str, band: int, work: str, options: list[str], polygons: bool
                     if created != 0:
                         raise GdalMcpError("gdal-error", f"GDAL cannot create the field {name}: {last_error()}")
                 lib.GDALDatasetStartTransaction(out, 0)
-                err = lib.GDALContourGenerateEx(lib.GDALGetRasterBand(source, band), layer, _strings(options),
+                err = lib.GDALContourGenerateEx(lib.GDALGetRasterBand(source, band), layer, gdal_c.strings(options),
                                                 callback, None)
                 message = last_error()
                 if err == 0:

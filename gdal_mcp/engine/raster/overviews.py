@@ -6,9 +6,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import functools
-import glob
 import math
 import os
 from typing import Any, Literal
@@ -20,6 +17,7 @@ from rasterio.io import driver_can_create
 
 from gdal_mcp.engine import guard
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.gdal_c import GDAL_OF_RASTER, GDAL_OF_READONLY, GDAL_OF_UPDATE, last_error, libgdal
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.engine.raster.opening import open_raster
@@ -75,52 +73,19 @@ def check_resampling(name: str) -> Resampling:
     return Resampling[key]
 
 
-@functools.lru_cache(maxsize=1)
-def _libgdal() -> Any:
-    """The GDAL library rasterio is linked to, through ctypes (rasterio has no way to clear overviews)."""
-    root = os.path.dirname(rasterio.__file__)
-    patterns = [os.path.join(root + ".libs", "libgdal*"), os.path.join(root, ".dylibs", "libgdal*"),
-                os.path.join(root + ".libs", "gdal*.dll"), os.path.join(root, "gdal*.dll")]
-    candidates = [p for pat in patterns for p in sorted(glob.glob(pat))]
-    if not candidates and (found := ctypes.util.find_library("gdal")):
-        candidates = [found]
-    for path in candidates:
-        try:
-            lib = ctypes.CDLL(path)
-            lib.GDALVersionInfo.restype = ctypes.c_char_p
-            lib.GDALVersionInfo.argtypes = [ctypes.c_char_p]
-            if lib.GDALVersionInfo(b"RELEASE_NAME").decode() != rasterio.__gdal_version__:
-                continue
-        except (OSError, AttributeError):
-            continue
-        lib.GDALOpenEx.restype = ctypes.c_void_p
-        lib.GDALOpenEx.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        lib.GDALBuildOverviews.restype = ctypes.c_int
-        lib.GDALBuildOverviews.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p,
-                                           ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        lib.GDALClose.restype = ctypes.c_int
-        lib.GDALClose.argtypes = [ctypes.c_void_p]
-        lib.CPLGetLastErrorMsg.restype = ctypes.c_char_p
-        lib.CPLGetLastErrorMsg.argtypes = []
-        return lib
-    return None
-
-
 def _clear_overviews(path: str) -> None:
     """GDALBuildOverviews with no levels: what `gdaladdo -clean` does."""
-    lib = _libgdal()
+    lib = libgdal()
     if lib is None:
         raise GdalMcpError("unsupported", "cannot reach this rasterio's GDAL library to remove overviews; rewrite the "
                            "file without them instead (convert it to GTiff)")
-    gdal_of_update, gdal_of_raster = 0x01, 0x02
     with rasterio.Env():  # registers the drivers
-        handle = lib.GDALOpenEx(os.fsencode(path), gdal_of_update | gdal_of_raster, None, None, None)
+        handle = lib.GDALOpenEx(os.fsencode(path), GDAL_OF_UPDATE | GDAL_OF_RASTER, None, None, None)
         if not handle:
-            raise GdalMcpError("gdal-error", f"GDAL cannot open {path} for update: "
-                               f"{(lib.CPLGetLastErrorMsg() or b'').decode(errors='replace')}")
+            raise GdalMcpError("gdal-error", f"GDAL cannot open {path} for update: {last_error(lib)}")
         try:
             err = lib.GDALBuildOverviews(handle, b"NONE", 0, None, 0, None, None, None)
-            message = (lib.CPLGetLastErrorMsg() or b"").decode(errors="replace")
+            message = last_error(lib)
         finally:
             closed = lib.GDALClose(handle)
         if err != 0 or closed not in (0, None):
@@ -285,7 +250,7 @@ def overviews_external(src: str, dst: str, *, levels: Literal["auto"] | list[int
     if not factors:
         raise GdalMcpError("invalid-argument", f"the raster ({width}x{height}) is already at most {AUTO_MIN_SIZE} pixels "
                            "on each side; no overview level is needed (pass levels to force some)")
-    lib = _libgdal()
+    lib = libgdal()
     if lib is None:
         raise GdalMcpError("unsupported", "cannot reach this rasterio's GDAL library to build external overviews; use "
                            "external=false")
@@ -295,17 +260,15 @@ def overviews_external(src: str, dst: str, *, levels: Literal["auto"] | list[int
         if old_ovr is not None:
             shutil.copy2(old_ovr, dst)
         progress(0.0, f"building external overviews {factors} ({method.name})")
-        gdal_of_raster, gdal_of_readonly = 0x02, 0x00
         array = (ctypes.c_int * len(factors))(*factors)
         with rasterio.Env():
-            handle = lib.GDALOpenEx(os.fsencode(link), gdal_of_raster | gdal_of_readonly, None, None, None)
+            handle = lib.GDALOpenEx(os.fsencode(link), GDAL_OF_RASTER | GDAL_OF_READONLY, None, None, None)
             if not handle:
-                raise GdalMcpError("gdal-error", f"GDAL cannot open {src}: "
-                                   f"{(lib.CPLGetLastErrorMsg() or b'').decode(errors='replace')}")
+                raise GdalMcpError("gdal-error", f"GDAL cannot open {src}: {last_error(lib)}")
             try:
                 err = lib.GDALBuildOverviews(handle, _gdal_resampling(method), len(factors), array, 0, None, None,
                                              None)
-                message = (lib.CPLGetLastErrorMsg() or b"").decode(errors="replace")
+                message = last_error(lib)
             finally:
                 lib.GDALClose(handle)
         if err != 0 or not os.path.isfile(dst):

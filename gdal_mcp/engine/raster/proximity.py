@@ -16,7 +16,6 @@ the GDAL bundled here compares it in the distance units, as documented.
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, Literal
 import rasterio
 import rasterio.shutil
 
+from gdal_mcp.engine import gdal_c
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
@@ -39,37 +39,9 @@ from gdal_mcp.engine.raster.output import (
     summarize,
     writable_driver,
 )
-from gdal_mcp.engine.raster.overviews import _libgdal
 from gdal_mcp.engine.raster.region import select_bands
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
-
-ProgressFunc = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_double, ctypes.c_char_p, ctypes.c_void_p)
-
-
-def _lib() -> Any:
-    lib = _libgdal()
-    if lib is None:
-        raise GdalMcpError("unsupported", "cannot reach this rasterio's GDAL library for GDALComputeProximity")
-    if not getattr(lib, "_proximity_ready", False):
-        lib.GDALGetRasterBand.restype = ctypes.c_void_p
-        lib.GDALGetRasterBand.argtypes = [ctypes.c_void_p, ctypes.c_int]
-        lib.GDALComputeProximity.restype = ctypes.c_int
-        lib.GDALComputeProximity.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p),
-                                             ProgressFunc, ctypes.c_void_p]
-        lib.CPLErrorReset.restype = None
-        lib.CPLErrorReset.argtypes = []
-        lib._proximity_ready = True
-    return lib
-
-
-def _open(lib: Any, path: str, update: bool) -> Any:
-    gdal_of_update, gdal_of_raster = 0x01, 0x02
-    handle = lib.GDALOpenEx(os.fsencode(path), gdal_of_raster | (gdal_of_update if update else 0), None, None, None)
-    if not handle:
-        raise GdalMcpError("gdal-error", f"GDAL cannot open {path}: "
-                           f"{(lib.CPLGetLastErrorMsg() or b'').decode(errors='replace')}")
-    return handle
 
 
 def _number(value: float) -> str:
@@ -78,28 +50,18 @@ def _number(value: float) -> str:
 
 def _compute(src: str, band: int, work: str, options: list[str], progress: Progress) -> None:
     """GDALComputeProximity from band `band` of `src` into band 1 of the existing raster `work`."""
-    lib = _lib()
-    failure: list[BaseException] = []
-
-    def report(fraction: float, message: bytes | None, arg: Any) -> int:
-        try:
-            progress(0.95 * fraction, "computing proximity")
-        except BaseException as e:  # noqa: BLE001 - a cancel raised by the progress callback stops GDAL
-            failure.append(e)
-            return 0
-        return 1
-
-    callback = ProgressFunc(report)
-    argv = (ctypes.c_char_p * (len(options) + 1))(*[o.encode() for o in options], None)
+    lib = gdal_c.require("GDALComputeProximity")
+    callback, failure = gdal_c.progress_callback(lambda fraction: progress(0.95 * fraction, "computing proximity"))
+    argv = gdal_c.strings(options)
     with rasterio.Env(CPL_TMPDIR=str(Path(work).parent)):  # GDAL's Float32 work file (non-Float32 outputs)
         lib.CPLErrorReset()
-        source = _open(lib, src, update=False)
+        source = gdal_c.open_dataset(lib, src, update=False)
         try:
-            target = _open(lib, work, update=True)
+            target = gdal_c.open_dataset(lib, work, update=True)
             try:
                 err = lib.GDALComputeProximity(lib.GDALGetRasterBand(source, band), lib.GDALGetRasterBand(target, 1),
                                                argv, callback, None)
-                message = (lib.CPLGetLastErrorMsg() or b"").decode(errors="replace")
+                message = gdal_c.last_error(lib)
             finally:
                 closed = lib.GDALClose(target)
         finally:

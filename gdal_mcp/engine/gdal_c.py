@@ -1,0 +1,120 @@
+"""GDAL's C API through ctypes, on the GDAL library rasterio is linked to (its wheel's bundled libgdal).
+
+For the few GDAL algorithms rasterio does not expose: GDALComputeProximity (raster_proximity),
+GDALContourGenerateEx (raster_contour), GDALBuildOverviews without levels or on a read-only dataset
+(raster_overviews delete / external). One loader that checks it found the same GDAL as rasterio's, one table of
+the signatures used, and the helpers every caller needs: open a dataset, a string list, the last error, a progress
+callback a cancel can stop. Never the system's GDAL bindings (no `osgeo`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import glob
+import os
+from collections.abc import Callable
+from typing import Any
+
+import rasterio
+
+from gdal_mcp.errors import GdalMcpError
+
+c = ctypes
+#: GDALProgressFunc: int (*)(double complete, const char *message, void *arg)
+ProgressFunc = c.CFUNCTYPE(c.c_int, c.c_double, c.c_char_p, c.c_void_p)
+_CHARPP = c.POINTER(c.c_char_p)
+
+#: name -> (restype, argtypes) of every function called
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "GDALVersionInfo": (c.c_char_p, [c.c_char_p]),
+    "GDALOpenEx": (c.c_void_p, [c.c_char_p, c.c_uint, c.c_void_p, c.c_void_p, c.c_void_p]),
+    "GDALClose": (c.c_int, [c.c_void_p]),
+    "GDALGetRasterBand": (c.c_void_p, [c.c_void_p, c.c_int]),
+    "GDALGetDriverByName": (c.c_void_p, [c.c_char_p]),
+    "GDALCreate": (c.c_void_p, [c.c_void_p, c.c_char_p, c.c_int, c.c_int, c.c_int, c.c_int, c.c_void_p]),
+    "GDALBuildOverviews": (c.c_int, [c.c_void_p, c.c_char_p, c.c_int, c.c_void_p, c.c_int, c.c_void_p,
+                                     c.c_void_p, c.c_void_p]),
+    "GDALComputeProximity": (c.c_int, [c.c_void_p, c.c_void_p, _CHARPP, ProgressFunc, c.c_void_p]),
+    "GDALContourGenerateEx": (c.c_int, [c.c_void_p, c.c_void_p, _CHARPP, ProgressFunc, c.c_void_p]),
+    "GDALDatasetCreateLayer": (c.c_void_p, [c.c_void_p, c.c_char_p, c.c_void_p, c.c_int, _CHARPP]),
+    "GDALDatasetStartTransaction": (c.c_int, [c.c_void_p, c.c_int]),
+    "GDALDatasetCommitTransaction": (c.c_int, [c.c_void_p]),
+    "OGR_Fld_Create": (c.c_void_p, [c.c_char_p, c.c_int]),
+    "OGR_Fld_Destroy": (None, [c.c_void_p]),
+    "OGR_L_CreateField": (c.c_int, [c.c_void_p, c.c_void_p, c.c_int]),
+    "CPLErrorReset": (None, []),
+    "CPLGetLastErrorMsg": (c.c_char_p, []),
+}
+
+GDAL_OF_READONLY, GDAL_OF_UPDATE, GDAL_OF_RASTER = 0x00, 0x01, 0x02
+
+
+@functools.lru_cache(maxsize=1)
+def libgdal() -> Any:
+    """The GDAL library rasterio is linked to, its functions declared; None when it cannot be found."""
+    root = os.path.dirname(rasterio.__file__)
+    patterns = [os.path.join(root + ".libs", "libgdal*"), os.path.join(root, ".dylibs", "libgdal*"),
+                os.path.join(root + ".libs", "gdal*.dll"), os.path.join(root, "gdal*.dll")]
+    candidates = [p for pat in patterns for p in sorted(glob.glob(pat))]
+    if not candidates and (found := ctypes.util.find_library("gdal")):
+        candidates = [found]
+    for path in candidates:
+        try:
+            lib = ctypes.CDLL(path)
+            lib.GDALVersionInfo.restype = c.c_char_p
+            lib.GDALVersionInfo.argtypes = [c.c_char_p]
+            if lib.GDALVersionInfo(b"RELEASE_NAME").decode() != rasterio.__gdal_version__:
+                continue  # another GDAL than rasterio's: its datasets and drivers are not rasterio's
+            for name, (restype, argtypes) in _SIGNATURES.items():
+                function = getattr(lib, name)
+                function.restype = restype
+                function.argtypes = argtypes
+        except (OSError, AttributeError):
+            continue
+        return lib
+    return None
+
+
+def require(function: str) -> Any:
+    """libgdal(), or `unsupported` saying which GDAL function could not be reached."""
+    lib = libgdal()
+    if lib is None:
+        raise GdalMcpError("unsupported", f"cannot reach this rasterio's GDAL library for {function}")
+    return lib
+
+
+def last_error(lib: Any) -> str:
+    """GDAL's last error message ("" when none)."""
+    return (lib.CPLGetLastErrorMsg() or b"").decode(errors="replace")
+
+
+def open_dataset(lib: Any, path: str, *, update: bool) -> Any:
+    """GDALOpenEx of a raster (in update mode or read-only); gdal-error with GDAL's message when it fails."""
+    handle = lib.GDALOpenEx(os.fsencode(path), GDAL_OF_RASTER | (GDAL_OF_UPDATE if update else GDAL_OF_READONLY),
+                            None, None, None)
+    if not handle:
+        raise GdalMcpError("gdal-error", f"GDAL cannot open {path}: {last_error(lib)}")
+    return handle
+
+
+def strings(values: list[str]) -> Any:
+    """A NULL-terminated char** (GDAL's string lists)."""
+    return (c.c_char_p * (len(values) + 1))(*[v.encode() for v in values], None)
+
+
+def progress_callback(report: Callable[[float], None]) -> tuple[Any, list[BaseException]]:
+    """A GDALProgressFunc calling report(fraction), and the list where it puts what report raised: a cancel raised
+    by an engine's progress stops GDAL (the callback returns 0), and the caller re-raises it after the call."""
+    failure: list[BaseException] = []
+
+    def call(fraction: float, message: bytes | None, arg: Any) -> int:
+        try:
+            report(fraction)
+        except BaseException as e:  # noqa: BLE001 - re-raised by the caller once GDAL has stopped
+            failure.append(e)
+            return 0
+        return 1
+
+    return ProgressFunc(call), failure
