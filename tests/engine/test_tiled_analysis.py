@@ -9,10 +9,9 @@ independent references (gdaldem, numpy, rasterstats) the same jobs are checked i
 
 from __future__ import annotations
 
-import multiprocessing
 import shutil
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from gdal_mcp.engine.raster.categories import categories
 from gdal_mcp.engine.raster.stats import raster_stats
 from gdal_mcp.engine.raster.terrain import terrain
 from tests.conftest import DATA
+from tests.engine.mappers import ProcessMapper, spawned_pool
 
 R = DATA / "raster"
 RGB = str(R / "RGB.byte.tif")
@@ -40,30 +40,9 @@ ZONAL_ALL = ["count", "min", "max", "mean", "sum", "std", "median", "majority", 
              "nodata", "percentile_10", "percentile_90.5"]
 
 
-class ProcessMapper:
-    """A parallel mapper: every item submitted to a process pool in reverse order, (index, result) yielded as
-    each completes. Records the order the indexes came in."""
-
-    def __init__(self, pool: ProcessPoolExecutor) -> None:
-        self.pool = pool
-        self.orders: list[list[int]] = []
-
-    def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
-        futures: dict[Future[Any], int] = {self.pool.submit(fn, items[i]): i for i in reversed(range(len(items)))}
-        order: list[int] = []
-        self.orders.append(order)
-        try:
-            for future in as_completed(futures):
-                order.append(futures[future])
-                yield futures[future], future.result()
-        finally:
-            for future in futures:
-                future.cancel()
-
-
 @pytest.fixture(scope="module")
 def pool() -> Iterator[ProcessPoolExecutor]:
-    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as executor:
+    with spawned_pool() as executor:
         yield executor
 
 

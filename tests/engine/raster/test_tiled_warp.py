@@ -4,9 +4,8 @@ another order than the local one), correct at the tile seams (gdalwarp / gdalbui
 from __future__ import annotations
 
 import functools
-import multiprocessing
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from gdal_mcp.engine.raster.warp import reproject
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
 from tests.conftest import DATA
+from tests.engine.mappers import ProcessMapper, spawned_pool
 
 R = DATA / "raster"
 RGB = str(R / "RGB.byte.tif")
@@ -28,33 +28,9 @@ SMALL = 1  # tile_bytes: tiles of TILE_ALIGN pixels
 ALIGN = 128  # RGB.byte.tif (791 x 718) in 7 x 6 tiles
 
 
-class PoolMapper:
-    """A real parallel executor: tiles submitted in reversed order to worker processes, yielded as they finish."""
-
-    def __init__(self, pool: ProcessPoolExecutor) -> None:
-        self.pool = pool
-        self.orders: list[list[int]] = []
-
-    def __call__(self, fn: Any, items: Any) -> Iterator[tuple[int, Any]]:
-        futures: dict[Future[Any], int] = {self.pool.submit(fn, items[i]): i for i in reversed(range(len(items)))}
-        order: list[int] = []
-        self.orders.append(order)
-        pending = set(futures)
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in done:
-                    order.append(futures[f])
-                    yield futures[f], f.result()
-        finally:
-            for f in pending:
-                f.cancel()
-
-
 @pytest.fixture(scope="module")
 def pool() -> Iterator[ProcessPoolExecutor]:
-    # spawn: the parent has GDAL's thread pools; a forked child would inherit their locks
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as p:
+    with spawned_pool() as p:
         yield p
 
 
@@ -78,17 +54,17 @@ def assert_identical(a: Path, b: Path) -> None:
     assert len(ovr_a) == len(ovr_b) and all(np.array_equal(x, y) for x, y in zip(ovr_a, ovr_b, strict=True))
 
 
-def run_both(tmp_path: Path, pool: ProcessPoolExecutor, make: Any, name: str) -> PoolMapper:
+def run_both(tmp_path: Path, pool: ProcessPoolExecutor, make: Any, name: str) -> ProcessMapper:
     """make(dst) locally and under the pool mapper; the outputs must be identical."""
     make(tmp_path / f"local_{name}")
-    mapper = PoolMapper(pool)
+    mapper = ProcessMapper(pool)
     with tiles.using(mapper):
         make(tmp_path / f"pool_{name}")
     assert_identical(tmp_path / f"local_{name}", tmp_path / f"pool_{name}")
     return mapper
 
 
-def several_out_of_order(mapper: PoolMapper) -> None:
+def several_out_of_order(mapper: ProcessMapper) -> None:
     assert mapper.orders and all(len(o) > 4 for o in mapper.orders), mapper.orders
     # Submitted last-first to two processes: tile 0 cannot be the first to finish.
     assert all(o != sorted(o) and sorted(o) == list(range(len(o))) for o in mapper.orders), mapper.orders
@@ -198,7 +174,7 @@ def test_progress_after_every_tile_and_cancel_between_tiles(tmp_path, pool) -> N
         if message == "warped 2/" + str(n) + " tiles":
             raise GdalMcpError("cancelled", "cancelled by the client")
 
-    mapper = PoolMapper(pool)
+    mapper = ProcessMapper(pool)
     with tiles.using(mapper), pytest.raises(GdalMcpError) as e:
         reproject(RGB, str(tmp_path / "b.tif"), dst_crs="EPSG:4326", format="COG", progress=cancel)
     assert e.value.code == "cancelled"
