@@ -19,7 +19,6 @@ Only distributed and gdal_mcp's GDAL-free modules are imported at the top: the s
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import shutil
@@ -36,7 +35,6 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.worker import (
-    ENGINE_PREFIX,
     PROGRESS_INTERVAL,
     _classify,
     engine_function,
@@ -336,10 +334,7 @@ def run_tile(fn_module: str, fn_name: str, item: Any, config: dict[str, Any], sc
     system every worker shares), its large arrays travel as files there instead of through Dask's comms."""
     from gdal_mcp.engine import tiles
 
-    if not fn_module.startswith(ENGINE_PREFIX):
-        raise ValueError(f"refusing to run {fn_module}:{fn_name}: not an engine function")
-    fn = getattr(importlib.import_module(fn_module), fn_name)
-    tiles.check_tile_function(fn)
+    fn = tiles.resolve(fn_module, fn_name)
     _sandbox(config)
     result = fn(item)
     return _spill(result, scratch) if scratch is not None else result
@@ -395,3 +390,10 @@ class DaskMapper:
             finally:
                 if pending:
                     client.cancel(list(pending))
+
+    def everywhere(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        """fn(*args) on every worker of the cluster (Client.run: in the worker process, beside its tasks)."""
+        from distributed import worker_client
+
+        with worker_client() as client:
+            return list(client.run(fn, *args).values())

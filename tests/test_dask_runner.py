@@ -228,7 +228,8 @@ async def test_tile_arrays_travel_as_files_and_none_is_left(app: App, runner: Da
 
     src = str(dask_ws / "raster" / "RGB.byte.tif")
     target = app.sandbox.resolve_output("out/rgb_spilled.tif")
-    job = jobs.ReprojectRasterJob(src=src, dst=str(target.tmp_path), dst_crs="EPSG:4326", options={"TILED": "YES"})
+    options = {"TILED": "YES", "COMPRESS": "DEFLATE"}  # compressed: assembled by the job, not written raw
+    job = jobs.ReprojectRasterJob(src=src, dst=str(target.tmp_path), dst_crs="EPSG:4326", options=options)
     before = sum(runner._client.run(_spilled).values())
     old = runner._client.run(_spill_bytes, 0)
     try:
@@ -239,8 +240,42 @@ async def test_tile_arrays_travel_as_files_and_none_is_left(app: App, runner: Da
     assert sum(runner._client.run(_spilled).values()) - before > 20, "the tiles did not travel as files"
     assert out.is_file() and leftovers(dask_ws) == []
     assert not [p for p in dask_ws.rglob("*.npy")], "a spilled tile was left behind"
-    reproject(src, str(tmp_path / "local.tif"), dst_crs="EPSG:4326", options={"TILED": "YES"})
+    reproject(src, str(tmp_path / "local.tif"), dst_crs="EPSG:4326", options=options)
     with rasterio.open(out) as a, rasterio.open(tmp_path / "local.tif") as b:
+        assert np.array_equal(a.read(), b.read())
+
+
+async def test_uncompressed_outputs_are_written_by_the_tiles_on_the_workers(app: App, runner: DaskRunner,
+                                                                           dask_ws: Path, tmp_path: Path,
+                                                                           small_tiles: None) -> None:
+    """A plain GTiff (GDAL's default striped layout) is written by the tile tasks where they ran, in the background,
+    flushed on every worker at the end (Client.run): no tile array comes back to the job (none spilled, even with
+    SPILL_BYTES 0), the pixels are the local run's, and nothing is left beside the committed output."""
+    from gdal_mcp.engine.raster.warp import reproject
+
+    src = str(dask_ws / "raster" / "RGB.byte.tif")
+    target = app.sandbox.resolve_output("out/rgb_raw.tif")
+    job = jobs.ReprojectRasterJob(src=src, dst=str(target.tmp_path), dst_crs="EPSG:4326", nodata=0)
+    before = sum(runner._client.run(_spilled).values())
+    old = runner._client.run(_spill_bytes, 0)
+    seen: list[str] = []
+
+    class Ctx:
+        async def report_progress(self, progress: float, total: float, message: str) -> None:
+            seen.append(message)
+
+    try:
+        await app.execute(job, ctx=Ctx(), output=target)
+    finally:
+        runner._client.run(_spill_bytes, next(iter(old.values())))
+    assert sum(runner._client.run(_spilled).values()) == before, "tile arrays came back to the job"
+    done = [m for m in seen if m.startswith("warped ") and m.endswith(" tiles")]
+    assert int(done[-1].split("/")[1].split()[0]) > 3, done[-1:]
+    out = dask_ws / "out" / "rgb_raw.tif"
+    assert out.is_file() and leftovers(dask_ws) == []
+    reproject(src, str(tmp_path / "local.tif"), dst_crs="EPSG:4326", nodata=0)
+    with rasterio.open(out) as a, rasterio.open(tmp_path / "local.tif") as b:
+        assert (a.nodata, a.transform, a.block_shapes) == (b.nodata, b.transform, b.block_shapes)
         assert np.array_equal(a.read(), b.read())
 
 

@@ -14,8 +14,9 @@ index order or exactly (counts, integer sums, min/max).
 
 Tile functions must be module-level functions of a `gdal_mcp.engine.*` module (a cluster worker imports
 them by name) taking one picklable argument; they open their inputs themselves and return plain values
-(numpy arrays, numbers, small dicts). They must not write into the job's output: the job's own process
-assembles the results (writes each tile's pixels into the output, or merges partial statistics).
+(numpy arrays, numbers, small dicts). They must not write into the job's output themselves: the job's assembler
+does (raster/output.write_tiles: through GDAL in the job's process, or, for an uncompressed GTiff, by wrapping the
+tile function in raster/rawtiff.write_tile, which writes each tile's pixels at their offsets where it ran).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ U = TypeVar("U")
 #: the pixel bytes (all bands) of one tile: 2048 x 2048 x 3 uint16 (measured: as fast as one whole-raster warp
 #: on 3 x 9000^2 uint16, faster than 1024 and 4096 tiles)
 TILE_BYTES = 32 * 1024**2
+#: the pixel bytes of one strip of whole rows (outputs written in scanline strips): a strip reads the input rows it
+#: crosses, and rows read by two strips are decoded twice, so strips are taller than square tiles are large
+#: (measured: 3 x 18300^2 uint16 reprojected into a striped GTiff by 2 processes, 57 strips of 256 rows 3.25 s,
+#: 29 of 512 rows 2.95 s, 15 of 1024 rows 2.82 s; 1 process 5.5 / 5.3 / 5.1 s)
+STRIP_BYTES = 64 * 1024**2
 #: tile sides are multiples of this (the output's block size: a tile never writes part of a block)
 TILE_ALIGN = 512
 #: and never larger than this, whatever the pixel size
@@ -67,13 +73,13 @@ def plan(width: int, height: int, *, bytes_per_pixel: int, halo: int = 0,
     """The tiles covering a width x height grid, row by row, each with its read window (halo pixels on every
     side, clipped to the grid). Deterministic: the same arguments always give the same tiles.
 
-    full_width: tiles are strips of whole rows (as many rows as fit the tile bytes), for outputs written in
+    full_width: tiles are strips of whole rows (as many rows as fit STRIP_BYTES or tile_bytes), for outputs written in
     scanline strips, where square tiles side by side would each rewrite the strips they share (measured: 3 x
     18300^2 uint16 reprojected into a striped GTiff, 2 Dask workers, 12.9 s with square tiles)."""
     if width < 1 or height < 1:
         return []
     if full_width:
-        budget = TILE_BYTES if tile_bytes is None else tile_bytes
+        budget = STRIP_BYTES if tile_bytes is None else tile_bytes
         # At least TILE_ALIGN / 2 rows, however wide the grid: GDAL's approximate transformer makes thin strips less
         # exact (RGB.byte.tif to EPSG:4326, bilinear, share of pixels within 1 of gdalwarp -et 0: 16 rows 0.76,
         # 64 rows 0.86, 128 rows 0.88, 256 rows 0.90; gdalwarp, the whole raster in one chunk, 0.90).
@@ -130,6 +136,18 @@ def check_tile_function(fn: Callable[..., Any]) -> None:
         raise TypeError(f"tile functions must be module-level functions of gdal_mcp.engine, not {module}.{qualname}")
 
 
+def resolve(module: str, name: str) -> Callable[..., Any]:
+    """The tile function `module.name`, imported by name (how a cluster worker, or a tile wrapping another tile
+    function, finds it): only module-level functions of gdal_mcp.engine."""
+    import importlib
+
+    if not module.startswith("gdal_mcp.engine."):
+        raise ValueError(f"refusing to run {module}:{name}: not an engine function")
+    fn = getattr(importlib.import_module(module), name)
+    check_tile_function(fn)
+    return fn  # type: ignore[no-any-return]
+
+
 def run_threads(fn: Callable[[T], U], items: Sequence[T], threads: int) -> Iterator[tuple[int, U]]:
     """The local mapper with `threads` tiles at once (GDAL and numpy release the GIL), as each finishes; at most
     `threads` tiles run or wait to be taken. Closing the iterator drops the tiles not started."""
@@ -167,6 +185,25 @@ def map_tiles(fn: Callable[[T], U], items: Sequence[T], *, local_threads: int = 
     if mapper is run_here and local_threads > 1 and len(items) > 1:
         return run_threads(fn, items, local_threads)
     return mapper(fn, items)  # type: ignore[no-any-return]
+
+
+def reaches_everywhere() -> bool:
+    """Whether `everywhere()` can run a function in every process the current executor runs tiles in."""
+    mapper = current_mapper()
+    return mapper is run_here or callable(getattr(mapper, "everywhere", None))
+
+
+def everywhere(fn: Callable[..., T], *args: Any) -> list[T]:
+    """fn(*args) in every process the current executor runs tiles in (this one locally, every worker of a
+    cluster), once the tiles of a `map_tiles` call have finished: what tiles left behind them there (writes a
+    tile handed to a background thread) is collected with it. Their results, in no particular order."""
+    mapper = current_mapper()
+    if mapper is run_here:
+        return [fn(*args)]
+    run = getattr(mapper, "everywhere", None)
+    if not callable(run):
+        raise TypeError(f"the executor's mapper {mapper!r} cannot run a function in every process")
+    return list(run(fn, *args))
 
 
 def in_order(results: Iterator[tuple[int, T]]) -> Iterator[tuple[int, T]]:

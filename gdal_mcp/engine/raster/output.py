@@ -344,10 +344,22 @@ def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, h
     from rasterio.windows import Window
 
     from gdal_mcp.engine import tiles
+    from gdal_mcp.engine.raster import rawtiff
 
     total = len(specs)
     with _output(dst, driver, options, width=width, height=height, count=count, dtype=dtype, crs=crs,
                  transform=transform, nodata=nodata, progress=progress) as target:
+        raw = None
+        if pixels is None and not target.staged and rawtiff.eligible(driver, options):
+            raw = rawtiff.create(target.path, target.profile, prepare)
+            if raw is not None and not all(raw.fits(w) for w in windows):
+                os.remove(target.path)
+                raw = None
+        if raw is not None:
+            _write_raw(raw, fn, specs, windows, target=target, progress=progress, what=what,
+                       start=start or f"{what} 0/{total} tiles")
+            progress(1.0, f"wrote {driver}")
+            return
         with rasterio.open(target.path, "w", **target.profile) as out:
             if prepare is not None:
                 prepare(out)
@@ -371,6 +383,48 @@ def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, h
                     writer.finish()  # before `out` is closed, whatever happened
             close_checked(out)
     progress(1.0, f"wrote {driver}")
+
+
+def _write_raw(raw: Any, fn: Any, specs: list[Any], windows: list[tuple[int, int, int, int]], *, target: _Target,
+               progress: Any, what: str, start: str) -> None:
+    """write_tiles into an uncompressed GTiff (rawtiff): each tile writes its own pixels where it ran, nothing
+    comes back to this process. Where the executor can reach every process afterwards, tiles write in the
+    background and every process is flushed at the end: the bytes written must add up to the bytes the tiles
+    produced (a worker that died with writes queued would otherwise leave holes)."""
+    from gdal_mcp.engine import tiles
+    from gdal_mcp.engine.raster import rawtiff
+
+    tiles.check_tile_function(fn)
+    background = tiles.reaches_everywhere()
+    wrapped = [rawtiff.RawTile(fn.__module__, fn.__name__, spec, (win[0], win[1], win[2], win[3]), raw, background)
+               for spec, win in zip(specs, windows, strict=True)]
+    progress(0.0, start)
+    results = tiles.map_tiles(rawtiff.write_tile, wrapped)
+    expected = 0
+    flushed = False
+    try:
+        for done, (_, nbytes) in enumerate(results, start=1):
+            expected += nbytes
+            progress(target.share * done / len(specs), f"{what} {done}/{len(specs)} tiles")
+        if background:
+            reports = tiles.everywhere(rawtiff.flush, raw.path)
+            flushed = True
+            for _, code, message in reports:
+                if message is not None:
+                    raise OSError(code, message) if code else GdalMcpError("internal-error", message)
+            if sum(r[0] for r in reports) != expected:
+                raise GdalMcpError("internal-error", f"{expected - sum(r[0] for r in reports)} bytes of tiles "
+                                   "were not written (a worker stopped before writing them); run the job again")
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()  # an error or a cancel: the executor stops the tiles not yet done
+        if background and not flushed:
+            try:
+                tiles.everywhere(rawtiff.flush, raw.path)  # the writes under way end before the file goes
+            except Exception:  # noqa: BLE001 - already failing
+                pass
+    rawtiff.finish(target.path, target.profile.get("nodata"))
 
 
 class _TileWriter:

@@ -1,0 +1,422 @@
+"""Tiles written straight into an uncompressed GTiff, by whichever process computed them.
+
+An uncompressed GTiff that GDAL created and closed without pixels holds every block at a fixed offset (GDAL
+extends the file sparse instead of writing zeros): block k of a plane lies at `base + k * block_bytes`. Once the
+job has created the file and verified that layout (`layout()`), a tile's pixels need no GDAL at all: the tile
+task copies them into the file's byte order (pixel- or band-interleaved, padded edge blocks) and writes them at
+their offsets (`write_window()`), in the cluster worker that computed them. Nothing goes through the job's
+process: no spilled arrays, no single writer all pixels funnel through, so the write scales with the workers.
+
+The bulk of each run is written with O_DIRECT (page-aligned, from a page-aligned buffer), the few bytes on
+either side of it through the page cache; file systems that refuse O_DIRECT get plain writes. O_DIRECT leaves
+the page cache alone: measured on this 2-core VM, writing 2 GB through the page cache costs 4-5 s of CPU (the
+hypervisor backs each new page on first touch) against 0.3 s direct (`BENCHMARKS.md`).
+
+Everything GDAL would otherwise decide stays GDAL's: the file, its header, tags and offsets are written by GDAL
+(`create()`), and a layout this module cannot verify exactly (compressed, sparse, big-endian, bit-packed, blocks
+not in order) is simply not used: `write_tiles` then assembles the tiles through GDAL as before.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import rasterio
+
+#: O_DIRECT alignment of file offsets, lengths and buffer addresses (a page: covers 512- and 4096-byte sectors)
+ALIGN = 4096
+#: runs shorter than this are written through the page cache (not worth the alignment)
+DIRECT_MIN = 1024 * 1024
+#: whether this process still tries O_DIRECT (a file system that refused it turns it off)
+_direct = [hasattr(os, "O_DIRECT")]
+
+_FALSE = ("NO", "FALSE", "OFF", "0")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the pixels of an uncompressed GTiff lie: one plane of blocks (pixel-interleaved: all bands
+    together) or one per band, each plane's blocks one after another in row-major order."""
+
+    path: str
+    width: int
+    height: int
+    count: int
+    dtype: str
+    pixel_interleaved: bool
+    block: tuple[int, int]  # (rows, cols)
+    bases: tuple[int, ...]  # the first block's offset of each plane
+
+    @property
+    def pixel_bytes(self) -> int:
+        """Bytes of one pixel in one plane."""
+        size = np.dtype(self.dtype).itemsize
+        return size * self.count if self.pixel_interleaved else size
+
+    @property
+    def block_bytes(self) -> int:
+        return self.block[0] * self.block[1] * self.pixel_bytes
+
+    @property
+    def blocks_across(self) -> int:
+        return -(-self.width // self.block[1])
+
+    def fits(self, window: tuple[int, int, int, int]) -> bool:
+        """Whether a window (col, row, width, height) can be written raw: whole rows of a striped file (its strips
+        lie one after another, so any rows are one run of bytes), or whole blocks of a tiled one (or reaching the
+        raster's edge)."""
+        col, row, w, h = window
+        bh, bw = self.block
+        if not (w > 0 and h > 0 and col >= 0 and row >= 0 and col + w <= self.width and row + h <= self.height):
+            return False
+        if bw == self.width:
+            return col == 0 and w == self.width
+        return (col % bw == 0 and row % bh == 0 and (w % bw == 0 or col + w == self.width)
+                and (h % bh == 0 or row + h == self.height))
+
+
+def eligible(driver: str, options: dict[str, str]) -> bool:
+    """Whether an output with these creation options may have a raw layout (checked again once created)."""
+    if driver != "GTiff" or sys.byteorder != "little":
+        return False
+    opts = {str(k).upper(): str(v).upper() for k, v in options.items()}
+    return (opts.get("COMPRESS", "NONE") == "NONE" and "NBITS" not in opts
+            and opts.get("SPARSE_OK", "NO") in _FALSE and opts.get("ENDIANNESS", "NATIVE") in ("NATIVE", "LITTLE")
+            and opts.get("PHOTOMETRIC", "") != "YCBCR")
+
+
+def create(path: str, profile: dict[str, Any], prepare: Any = None) -> Layout | None:
+    """Create `path` with GDAL, pixels left out, and return its verified layout (None: not a raw layout, and the
+    file is removed). The nodata value is not declared yet (GDAL would fill every block with it): `finish()`."""
+    from gdal_mcp.engine.raster.output import close_checked
+
+    created = {k: v for k, v in profile.items() if k != "nodata"}
+    with rasterio.open(path, "w", **created) as out:
+        if prepare is not None:
+            prepare(out)
+        close_checked(out)
+    found = layout(path)
+    if found is None:
+        os.remove(path)
+    return found
+
+
+def finish(path: str, nodata: float | None) -> None:
+    """Declare the nodata value once the pixels are in (only the header changes)."""
+    if nodata is None:
+        return
+    from gdal_mcp.engine.raster.output import close_checked
+
+    with rasterio.open(path, "r+") as ds:
+        ds.nodata = nodata
+        close_checked(ds)
+
+
+def layout(path: str) -> Layout | None:
+    """The raw layout of an uncompressed GTiff, verified block by block against GDAL's own offsets, or None."""
+    with open(path, "rb") as fh:
+        if fh.read(2) != b"II":
+            return None
+    with rasterio.open(path) as ds:
+        if ds.driver != "GTiff" or ds.compression is not None or len(set(ds.block_shapes)) != 1:
+            return None
+        if len(set(ds.dtypes)) != 1 or ds.tags(1, ns="IMAGE_STRUCTURE").get("NBITS"):
+            return None
+        pixel = ds.count == 1 or (ds.interleaving is not None and ds.interleaving.value == "PIXEL")
+        if ds.count > 1 and not pixel and (ds.interleaving is None or ds.interleaving.value != "BAND"):
+            return None
+        bh, bw = ds.block_shapes[0]
+        candidate = Layout(path, ds.width, ds.height, ds.count, ds.dtypes[0], pixel, (bh, bw), ())
+        across, down = candidate.blocks_across, -(-ds.height // bh)
+        size = candidate.block_bytes
+        last_rows = ds.height - (down - 1) * bh
+        bases, end = [], 0
+        for band in ([1] if pixel else range(1, ds.count + 1)):
+            def item(name: str, x: int, y: int, band: int = band) -> int | None:
+                value = ds.get_tag_item(f"{name}_{x}_{y}", "TIFF", bidx=band)
+                return int(value) if value else None
+
+            base = item("BLOCK_OFFSET", 0, 0)
+            if not base:
+                return None
+            for y in range(down):
+                for x in range(across):
+                    k = y * across + x
+                    if item("BLOCK_OFFSET", x, y) != base + k * size:
+                        return None
+            # Full blocks, but for strips the last one may hold only the rows left.
+            last = item("BLOCK_SIZE", across - 1, down - 1)
+            if item("BLOCK_SIZE", 0, 0) != size or last not in (size, last_rows * bw * candidate.pixel_bytes):
+                return None
+            bases.append(base)
+            end = max(end, base + (across * down - 1) * size + (last or 0))
+        if os.path.getsize(path) < end:
+            return None
+        return Layout(path, ds.width, ds.height, ds.count, ds.dtypes[0], pixel, (bh, bw), tuple(bases))
+
+
+def write_window(target: Layout, window: tuple[int, int, int, int], data: Any) -> int:
+    """Write the (count, h, w) pixels of `window` (whole blocks: `target.fits(window)`) at their offsets in the
+    file; the bytes written."""
+    return _write_runs(target.path, runs(target, window, data))
+
+
+def runs(target: Layout, window: tuple[int, int, int, int], data: Any) -> list[tuple[int, Any]]:
+    """The (file offset, bytes) runs holding the (count, h, w) pixels of `window` in the file's layout: one per
+    plane for whole rows, one per block and plane otherwise (edge blocks padded to their full size)."""
+    col, row, w, h = window
+    if not target.fits(window):
+        raise ValueError(f"window {window} does not cover whole {target.block} blocks")
+    if data.ndim == 2:
+        data = data[np.newaxis]
+    if data.shape != (target.count, h, w) or data.dtype != np.dtype(target.dtype):
+        raise ValueError(f"tile of {data.shape} {data.dtype}, the output takes ({target.count}, {h}, {w}) "
+                         f"{target.dtype}")
+    bh, bw = target.block
+    planes = [(target.bases[0], None)] if target.pixel_interleaved else [(base, b) for b, base in enumerate(target.bases)]
+    out = []
+    if bw == target.width:
+        # Whole rows: one contiguous run per plane.
+        for base, band in planes:
+            start = base + row * target.width * target.pixel_bytes
+            buf = _aligned(h * w * target.pixel_bytes, start)
+            _copy(buf, data, band, (h, w), (0, h, 0, w), target)
+            out.append((start, buf))
+        return out
+    for by in range(row // bh, -(-(row + h) // bh)):
+        for bx in range(col // bw, -(-(col + w) // bw)):
+            r0, c0 = by * bh - row, bx * bw - col
+            rows, cols = min(bh, h - r0), min(bw, w - c0)
+            for base, band in planes:
+                start = base + (by * target.blocks_across + bx) * target.block_bytes
+                buf = _aligned(target.block_bytes, start)
+                if rows < bh or cols < bw:
+                    buf[:] = 0
+                _copy(buf, data, band, (bh, bw), (r0, r0 + rows, c0, c0 + cols), target)
+                out.append((start, buf))
+    return out
+
+
+def _buffer_for(target: Layout, window: tuple[int, int, int, int]) -> tuple[int, Any, Any] | None:
+    """For a window that is one run of the file (whole rows of a single plane), that run's offset, its aligned
+    buffer and a (count, h, w) view of it in the file's pixel order, for a tile function to fill; else None."""
+    col, row, w, h = window
+    if not target.fits(window) or target.block[1] != target.width or (
+            target.count > 1 and not target.pixel_interleaved):
+        return None
+    start = target.bases[0] + row * target.width * target.pixel_bytes
+    buf = _aligned(h * w * target.pixel_bytes, start)
+    return start, buf, buf.view(target.dtype).reshape(h, w, target.count).transpose(2, 0, 1)
+
+
+def _write_runs(path: str, pieces: list[tuple[int, Any]]) -> int:
+    """Write the runs, then give their buffers back to the pool."""
+    with _Files(path) as files:
+        written = sum(files.write(offset, buf) for offset, buf in pieces)
+    _release(pieces)
+    return written
+
+
+class _Background:
+    """This process's writer thread: a tile's runs are written while the task computes the next tile (the
+    write waits on the disk, the next warp on the CPU). One tile waits at most (memory stays bounded). What was
+    written, and the first failure, are kept per output until `flush()` collects them."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self.cond = threading.Condition()
+        self.queue: queue.Queue[tuple[str, list[tuple[int, Any]]]] = queue.Queue(maxsize=1)
+        self.pending: dict[str, int] = {}
+        self.written: dict[str, int] = {}
+        self.failed: dict[str, tuple[int | None, str]] = {}
+        self.thread: threading.Thread | None = None
+
+    def submit(self, path: str, pieces: list[tuple[int, Any]]) -> None:
+        with self.cond:
+            if path in self.failed:
+                errno, message = self.failed[path]
+                raise OSError(errno, message) if errno else RuntimeError(message)
+            self.pending[path] = self.pending.get(path, 0) + 1
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="raw-tile-writer", daemon=True)
+                self.thread.start()
+        self.queue.put((path, pieces))
+
+    def _run(self) -> None:
+        while True:
+            path, pieces = self.queue.get()
+            written, failure = 0, None
+            try:
+                written = _write_runs(path, pieces)
+            except BaseException as exc:  # noqa: BLE001 - reported by flush()
+                failure = (exc.errno if isinstance(exc, OSError) else None, str(exc.strerror or exc)
+                           if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}")
+            del pieces
+            with self.cond:
+                self.written[path] = self.written.get(path, 0) + written
+                if failure is not None:
+                    self.failed.setdefault(path, failure)
+                self.pending[path] -= 1
+                self.cond.notify_all()
+
+    def flush(self, path: str) -> tuple[int, int | None, str | None]:
+        with self.cond:
+            self.cond.wait_for(lambda: self.pending.get(path, 0) == 0)
+            self.pending.pop(path, None)
+            errno, message = self.failed.pop(path, (None, None))
+            return self.written.pop(path, 0), errno, message
+
+
+_background = _Background()
+
+
+def flush(path: str) -> tuple[int, int | None, str | None]:
+    """Wait for this process's background writes into `path`: (bytes written, errno, message of the first
+    failure). Run by the job in every process its tiles ran in (tiles.everywhere), which also frees the pool."""
+    try:
+        return _background.flush(path)
+    finally:
+        clear_pool()
+
+
+def _copy(buf: Any, data: Any, band: int | None, shape: tuple[int, int], part: tuple[int, int, int, int],
+          target: Layout) -> None:
+    """Copy data[..., r0:r1, c0:c1] into the top-left of `buf` laid out as `shape` pixels of the plane."""
+    r0, r1, c0, c1 = part
+    rows, cols = shape
+    if band is None:
+        grid = buf.view(target.dtype).reshape(rows, cols, target.count)
+        grid[: r1 - r0, : c1 - c0] = data[:, r0:r1, c0:c1].transpose(1, 2, 0)
+    else:
+        grid = buf.view(target.dtype).reshape(rows, cols)
+        grid[: r1 - r0, : c1 - c0] = data[band, r0:r1, c0:c1]
+
+
+def _aligned(nbytes: int, offset: int) -> Any:
+    """An uninitialised uint8 buffer of `nbytes` whose address is congruent to the file `offset` modulo ALIGN, so
+    the page-aligned part of the run is also page-aligned in memory (what O_DIRECT needs). Taken from this
+    process's pool of written buffers when one of the size is there (`_release`)."""
+    size = nbytes + 2 * ALIGN
+    raw = None
+    with _pool_lock:
+        for i, pooled in enumerate(_pool):
+            if pooled.size == size:
+                raw = _pool.pop(i)
+                break
+    if raw is None:
+        raw = np.empty(size, dtype=np.uint8)
+    shift = (offset - raw.ctypes.data) % ALIGN
+    return raw[shift:shift + nbytes]
+
+
+def _release(pieces: list[tuple[int, Any]]) -> None:
+    """Give written buffers back to the pool (at most POOL_BYTES kept): the next tile's buffer is memory this
+    process already touched. A fresh 32 MiB+ array is a new mapping whose pages the kernel (on a VM, the
+    hypervisor too) must supply again, tile after tile."""
+    with _pool_lock:
+        for _, buf in pieces:
+            raw = buf.base
+            if isinstance(raw, np.ndarray) and raw.base is None and sum(b.size for b in _pool) + raw.size <= POOL_BYTES:
+                _pool.append(raw)
+
+
+def clear_pool() -> None:
+    with _pool_lock:
+        _pool.clear()
+
+
+#: how many bytes of written tile buffers a process keeps for the next tiles (two 32 MiB tiles)
+POOL_BYTES = 80 * 1024**2
+_pool: list[Any] = []
+_pool_lock = threading.Lock()
+
+
+class _Files:
+    """The output opened for writing (never created: a job that gave up and removed it gets ENOENT) through the
+    page cache, and with O_DIRECT for the aligned middle of long runs."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = -1
+        self.direct = -1
+
+    def __enter__(self) -> _Files:
+        self.fd = os.open(self.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in (self.direct, self.fd):
+            if fd >= 0:
+                os.close(fd)
+
+    def write(self, offset: int, buf: Any) -> int:
+        view = memoryview(buf)
+        end = offset + len(view)
+        lo, hi = -(-offset // ALIGN) * ALIGN, end // ALIGN * ALIGN
+        if hi - lo >= DIRECT_MIN and self._direct_fd() >= 0:
+            try:
+                _pwrite_all(self.direct, view[lo - offset: hi - offset], lo)
+            except OSError as e:
+                if e.errno != 22:  # EINVAL: this file system wants another alignment; write through the cache
+                    raise
+                _direct[0] = False
+                _pwrite_all(self.fd, view[lo - offset: hi - offset], lo)
+            _pwrite_all(self.fd, view[: lo - offset], offset)
+            _pwrite_all(self.fd, view[hi - offset:], hi)
+        else:
+            _pwrite_all(self.fd, view, offset)
+        return len(view)
+
+    def _direct_fd(self) -> int:
+        if self.direct < 0 and _direct[0]:
+            try:
+                self.direct = os.open(self.path, os.O_WRONLY | os.O_DIRECT | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                _direct[0] = False  # tmpfs before Linux 6.6 and others: plain writes
+        return self.direct
+
+
+def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
+    while len(view):
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+@dataclass(frozen=True)
+class RawTile:
+    """A tile function's work, written into a raw layout by the task that computed it."""
+
+    module: str
+    name: str
+    spec: Any
+    window: tuple[int, int, int, int]
+    target: Layout
+    background: bool  # written by this process's writer thread (the job then flushes every process)
+
+
+def write_tile(tile: RawTile) -> int:
+    """Tile function: compute `tile.spec` with the named tile function and write its pixels into the output; the
+    bytes it writes (the job's process gets no pixels). In the background the write may still be under way when
+    this returns: the job's `flush()` in every process waits for it and counts the bytes."""
+    from gdal_mcp.engine import tiles
+
+    fn = tiles.resolve(tile.module, tile.name)
+    buffer = _buffer_for(tile.target, tile.window) if "out" in inspect.signature(fn).parameters else None
+    if buffer is not None:
+        # The tile function fills the file's bytes in place (no copy afterwards).
+        offset, buf, view = buffer
+        fn(tile.spec, out=view)
+        pieces = [(offset, buf)]
+    else:
+        pieces = runs(tile.target, tile.window, fn(tile.spec))
+    if not tile.background:
+        return _write_runs(tile.target.path, pieces)
+    _background.submit(tile.target.path, pieces)
+    return sum(len(buf) for _, buf in pieces)
