@@ -349,11 +349,9 @@ def warp_tile(spec: WarpTile, out: Any = None) -> Any:
 
     _, _, width, height = spec.window
     fill = spec.nodata if spec.nodata is not None else 0
-    if out is None:
-        dest = np.full((len(spec.indexes), height, width), fill, dtype=spec.dtype)
-    else:
-        dest = out
-        dest[...] = fill
+    # GDAL writes every pixel of the destination (INIT_DEST, no SKIP_NOSOURCE: chunks without any source pixel are
+    # written filled too), so a reused `out` need not be cleared (test_warp_into_a_used_buffer_leaves_nothing_of_it).
+    dest = np.full((len(spec.indexes), height, width), fill, dtype=spec.dtype) if out is None else out
     with open_raster(spec.src) as ds, rasterio.Env(GDAL_NUM_THREADS=str(spec.threads)):
         rasterio_reproject(
             rasterio.band(ds, list(spec.indexes)), dest, dst_transform=Affine(*spec.transform),

@@ -216,3 +216,27 @@ def test_a_full_disk_while_tiles_are_written(tmp_path, monkeypatch, fmt, small) 
         assert list(disk.iterdir()) == [], "a partial output or staging file was left behind"
     finally:
         unmount(disk)
+
+
+@pytest.mark.parametrize("nodata", [None, 0, 255])
+@pytest.mark.parametrize("shift", [0, -300, 5000], ids=["inside", "half-outside", "all-outside"])
+def test_warp_into_a_used_buffer_leaves_nothing_of_it(nodata, shift) -> None:
+    """warp_tile(out=) does not clear the buffer it is given (a raw write's pooled buffer): GDAL must write every
+    pixel, also where no source pixel falls (the margins, a tile wholly outside the source)."""
+    from affine import Affine
+    from rasterio.crs import CRS
+    from rasterio.warp import calculate_default_transform
+
+    from gdal_mcp.engine.raster.warp import WarpTile, warp_tile
+
+    with rasterio.open(RGB) as ds:
+        transform, width, height = calculate_default_transform(ds.crs, "EPSG:4326", ds.width, ds.height, *ds.bounds)
+    spec = WarpTile(src=RGB, indexes=(1, 2, 3), window=(0, 0, width, height),
+                    transform=tuple(transform * Affine.translation(shift, shift))[:6],
+                    crs=CRS.from_epsg(4326).to_wkt(), dtype="uint8", src_nodata=None, nodata=nodata,
+                    resampling="nearest", warp_options=(), threads=1)
+    fresh = warp_tile(spec)
+    used = np.full((height, width, 3), 77, dtype="uint8")  # pixel-interleaved, full of an earlier tile's values
+    warp_tile(spec, out=used.transpose(2, 0, 1))
+    assert np.array_equal(used.transpose(2, 0, 1), fresh)
+    assert (shift == 5000) == (fresh == (nodata or 0)).all()
