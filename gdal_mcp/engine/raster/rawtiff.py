@@ -19,6 +19,7 @@ not in order) is simply not used: `write_tiles` then assembles the tiles through
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -167,9 +168,8 @@ def write_window(target: Layout, window: tuple[int, int, int, int], data: Any) -
     return _write_runs(target.path, runs(target, window, data))
 
 
-def runs(target: Layout, window: tuple[int, int, int, int], data: Any) -> list[tuple[int, Any]]:
-    """The (file offset, bytes) runs holding the (count, h, w) pixels of `window` in the file's layout: one per
-    plane for whole rows, one per block and plane otherwise (edge blocks padded to their full size)."""
+def check_tile(target: Layout, window: tuple[int, int, int, int], data: Any) -> Any:
+    """`data` as the (count, h, w) pixels of `window`, or ValueError when they cannot be written there raw."""
     col, row, w, h = window
     if not target.fits(window):
         raise ValueError(f"window {window} does not cover whole {target.block} blocks")
@@ -178,6 +178,26 @@ def runs(target: Layout, window: tuple[int, int, int, int], data: Any) -> list[t
     if data.shape != (target.count, h, w) or data.dtype != np.dtype(target.dtype):
         raise ValueError(f"tile of {data.shape} {data.dtype}, the output takes ({target.count}, {h}, {w}) "
                          f"{target.dtype}")
+    return data
+
+
+def extent(target: Layout, window: tuple[int, int, int, int]) -> int:
+    """The bytes `runs()` writes for `window` (edge blocks count whole)."""
+    col, row, w, h = window
+    planes = 1 if target.pixel_interleaved else target.count
+    if target.block[1] == target.width:
+        return h * w * target.pixel_bytes * planes
+    bh, bw = target.block
+    blocks = (-(-(row + h) // bh) - row // bh) * (-(-(col + w) // bw) - col // bw)
+    return blocks * target.block_bytes * planes
+
+
+def runs(target: Layout, window: tuple[int, int, int, int], data: Any) -> list[tuple[int, Any]]:
+    """The (file offset, bytes) runs holding the (count, h, w) pixels of `window` in the file's layout: one per
+    plane for whole rows; for blocks, one per plane and block row of the window (the blocks of a block row lie one
+    after another), edge blocks padded to their full size."""
+    col, row, w, h = window
+    data = check_tile(target, window, data)
     bh, bw = target.block
     planes = [(target.bases[0], None)] if target.pixel_interleaved else [(base, b) for b, base in enumerate(target.bases)]
     out = []
@@ -189,17 +209,22 @@ def runs(target: Layout, window: tuple[int, int, int, int], data: Any) -> list[t
             _copy(buf, data, band, (h, w), (0, h, 0, w), target)
             out.append((start, buf))
         return out
+    size = target.block_bytes
+    first, last = col // bw, -(-(col + w) // bw)
     for by in range(row // bh, -(-(row + h) // bh)):
-        for bx in range(col // bw, -(-(col + w) // bw)):
-            r0, c0 = by * bh - row, bx * bw - col
-            rows, cols = min(bh, h - r0), min(bw, w - c0)
-            for base, band in planes:
-                start = base + (by * target.blocks_across + bx) * target.block_bytes
-                buf = _aligned(target.block_bytes, start)
+        r0 = by * bh - row
+        rows = min(bh, h - r0)
+        for base, band in planes:
+            start = base + (by * target.blocks_across + first) * size
+            buf = _aligned((last - first) * size, start)
+            for j, bx in enumerate(range(first, last)):
+                c0 = bx * bw - col
+                cols = min(bw, w - c0)
+                block = buf[j * size:(j + 1) * size]
                 if rows < bh or cols < bw:
-                    buf[:] = 0
-                _copy(buf, data, band, (bh, bw), (r0, r0 + rows, c0, c0 + cols), target)
-                out.append((start, buf))
+                    block[:] = 0
+                _copy(block, data, band, (bh, bw), (r0, r0 + rows, c0, c0 + cols), target)
+            out.append((start, buf))
     return out
 
 
@@ -232,13 +257,15 @@ class _Background:
         import queue
 
         self.cond = threading.Condition()
-        self.queue: queue.Queue[tuple[str, list[tuple[int, Any]]]] = queue.Queue(maxsize=1)
+        self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
         self.pending: dict[str, int] = {}
         self.written: dict[str, int] = {}
         self.failed: dict[str, tuple[int | None, str]] = {}
         self.thread: threading.Thread | None = None
 
-    def submit(self, path: str, pieces: list[tuple[int, Any]]) -> None:
+    def submit(self, path: str, pieces: list[tuple[int, Any]] | Any) -> None:
+        """Queue runs to write into `path`: a list, or a function returning one (the copy into the file's layout
+        then also happens on the writer thread, beside the next tile's computation)."""
         with self.cond:
             if path in self.failed:
                 errno, message = self.failed[path]
@@ -254,7 +281,7 @@ class _Background:
             path, pieces = self.queue.get()
             written, failure = 0, None
             try:
-                written = _write_runs(path, pieces)
+                written = _write_runs(path, pieces if isinstance(pieces, list) else pieces())
             except BaseException as exc:  # noqa: BLE001 - reported by flush()
                 failure = (exc.errno if isinstance(exc, OSError) else None, str(exc.strerror or exc)
                            if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}")
@@ -408,15 +435,17 @@ def write_tile(tile: RawTile) -> int:
     from gdal_mcp.engine import tiles
 
     fn = tiles.resolve(tile.module, tile.name)
-    buffer = _buffer_for(tile.target, tile.window) if "out" in inspect.signature(fn).parameters else None
+    target, window = tile.target, tile.window
+    buffer = _buffer_for(target, window) if "out" in inspect.signature(fn).parameters else None
     if buffer is not None:
         # The tile function fills the file's bytes in place (no copy afterwards).
         offset, buf, view = buffer
         fn(tile.spec, out=view)
-        pieces = [(offset, buf)]
+        pieces: Any = [(offset, buf)]
     else:
-        pieces = runs(tile.target, tile.window, fn(tile.spec))
+        data = check_tile(target, window, fn(tile.spec))
+        pieces = functools.partial(runs, target, window, data)  # laid out by whoever writes them
     if not tile.background:
-        return _write_runs(tile.target.path, pieces)
-    _background.submit(tile.target.path, pieces)
-    return sum(len(buf) for _, buf in pieces)
+        return _write_runs(target.path, pieces if isinstance(pieces, list) else pieces())
+    _background.submit(target.path, pieces)
+    return extent(target, window)
