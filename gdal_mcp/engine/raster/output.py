@@ -350,14 +350,14 @@ def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, h
     with _output(dst, driver, options, width=width, height=height, count=count, dtype=dtype, crs=crs,
                  transform=transform, nodata=nodata, progress=progress) as target:
         raw = None
-        if pixels is None and not target.staged and rawtiff.eligible(driver, options):
+        if not target.staged and rawtiff.eligible(driver, options):
             raw = rawtiff.create(target.path, target.profile, prepare)
             if raw is not None and not all(raw.fits(w) for w in windows):
                 os.remove(target.path)
                 raw = None
         if raw is not None:
             _write_raw(raw, fn, specs, windows, target=target, progress=progress, what=what,
-                       start=start or f"{what} 0/{total} tiles")
+                       start=start or f"{what} 0/{total} tiles", pixels=pixels)
             progress(1.0, f"wrote {driver}")
             return
         with rasterio.open(target.path, "w", **target.profile) as out:
@@ -386,9 +386,10 @@ def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, h
 
 
 def _write_raw(raw: Any, fn: Any, specs: list[Any], windows: list[tuple[int, int, int, int]], *, target: _Target,
-               progress: Any, what: str, start: str) -> None:
+               progress: Any, what: str, start: str, pixels: Any = None) -> None:
     """write_tiles into an uncompressed GTiff (rawtiff): each tile writes its own pixels where it ran, nothing
-    comes back to this process. Where the executor can reach every process afterwards, tiles write in the
+    comes back to this process but, for a tile function that also returns counters (`pixels` given), those:
+    `pixels(i, (None, *counters))`. Where the executor can reach every process afterwards, tiles write in the
     background and every process is flushed at the end: the bytes written must add up to the bytes the tiles
     produced (a worker that died with writes queued would otherwise leave holes)."""
     from gdal_mcp.engine import tiles
@@ -396,15 +397,19 @@ def _write_raw(raw: Any, fn: Any, specs: list[Any], windows: list[tuple[int, int
 
     tiles.check_tile_function(fn)
     background = tiles.reaches_everywhere()
-    wrapped = [rawtiff.RawTile(fn.__module__, fn.__name__, spec, (win[0], win[1], win[2], win[3]), raw, background)
+    wrapped = [rawtiff.RawTile(fn.__module__, fn.__name__, spec, (win[0], win[1], win[2], win[3]), raw, background,
+                               counters=pixels is not None)
                for spec, win in zip(specs, windows, strict=True)]
     progress(0.0, start)
     results = tiles.map_tiles(rawtiff.write_tile, wrapped)
     expected = 0
     flushed = False
     try:
-        for done, (_, nbytes) in enumerate(results, start=1):
-            expected += nbytes
+        for done, (i, result) in enumerate(results, start=1):
+            if pixels is not None:
+                result, rest = result
+                pixels(i, rest)
+            expected += result
             progress(target.share * done / len(specs), f"{what} {done}/{len(specs)} tiles")
         if background:
             reports = tiles.everywhere(rawtiff.flush, raw.path)

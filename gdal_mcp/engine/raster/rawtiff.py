@@ -426,12 +426,14 @@ class RawTile:
     window: tuple[int, int, int, int]
     target: Layout
     background: bool  # written by this process's writer thread (the job then flushes every process)
+    counters: bool = False  # the tile function returns (pixels, *counters): the counters go back to the job
 
 
-def write_tile(tile: RawTile) -> int:
+def write_tile(tile: RawTile) -> Any:
     """Tile function: compute `tile.spec` with the named tile function and write its pixels into the output; the
     bytes it writes (the job's process gets no pixels). In the background the write may still be under way when
-    this returns: the job's `flush()` in every process waits for it and counts the bytes."""
+    this returns: the job's `flush()` in every process waits for it and counts the bytes. With `counters`, (the
+    bytes, (None, *counters))."""
     from gdal_mcp.engine import tiles
 
     fn = tiles.resolve(tile.module, tile.name)
@@ -440,12 +442,19 @@ def write_tile(tile: RawTile) -> int:
     if buffer is not None:
         # The tile function fills the file's bytes in place (no copy afterwards).
         offset, buf, view = buffer
-        fn(tile.spec, out=view)
+        result = fn(tile.spec, out=view)
+        if tile.counters:
+            rest = (None, *result[1:])
         pieces: Any = [(offset, buf)]
     else:
-        data = check_tile(target, window, fn(tile.spec))
+        result = fn(tile.spec)
+        if tile.counters:
+            result, rest = result[0], (None, *result[1:])
+        data = check_tile(target, window, result)
         pieces = functools.partial(runs, target, window, data)  # laid out by whoever writes them
     if not tile.background:
-        return _write_runs(target.path, pieces if isinstance(pieces, list) else pieces())
-    _background.submit(target.path, pieces)
-    return extent(target, window)
+        written = _write_runs(target.path, pieces if isinstance(pieces, list) else pieces())
+    else:
+        _background.submit(target.path, pieces)
+        written = extent(target, window)
+    return (written, rest) if tile.counters else written

@@ -248,3 +248,26 @@ def test_bytes_a_dead_worker_never_wrote_fail_the_job_and_leave_nothing(tmp_path
         reproject(RGB, str(tmp_path / "lost.tif"), dst_crs="EPSG:4326")
     assert e.value.code == "internal-error" and "not written" in e.value.message
     assert list(tmp_path.iterdir()) == []
+
+
+def test_calc_counters_come_back_from_raw_tiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """raster_calc's tiles return (pixels, counters): written raw, the counters still reach the job, so the
+    warnings (clamped values, division by zero) are the ones the GDAL-assembled output gives."""
+    from gdal_mcp.engine.raster.calc import calc
+
+    monkeypatch.setattr(tiles, "TILE_ALIGN", 128)
+    monkeypatch.setattr(tiles, "plan", functools.partial(tiles.plan, tile_bytes=1))
+    created: list[str] = []
+    real_create = rawtiff.create
+    monkeypatch.setattr(rawtiff, "create", lambda p, *a, **k: created.append(p) or real_create(p, *a, **k))
+    expressions = ["a * 3", "a / (a - 100)"]  # over 255 is clamped in Byte; a == 100 divides by zero
+    _, raw_warnings = calc({"a": RGB}, expressions, str(tmp_path / "raw.tif"), output_type="Byte", nodata=0)
+    assert len(created) == 1
+    _, gdal_warnings = calc({"a": RGB}, expressions, str(tmp_path / "gdal.tif"), output_type="Byte", nodata=0,
+                            creation_options={"COMPRESS": "LZW"})
+    assert len(created) == 1
+    assert raw_warnings == gdal_warnings
+    assert any("clamped" in w for w in raw_warnings) and any("divided by zero" in w for w in raw_warnings)
+    with rasterio.open(tmp_path / "raw.tif") as a, rasterio.open(tmp_path / "gdal.tif") as b:
+        assert a.descriptions == b.descriptions and a.nodata == b.nodata == 0
+        assert np.array_equal(a.read(), b.read())
