@@ -30,7 +30,7 @@ from rasterio.warp import reproject as rasterio_reproject
 from bench.generate import make_warp_source
 from gdal_mcp.config import parse_size
 from gdal_mcp.engine import tiles
-from gdal_mcp.engine.raster.warp import WARP_MEM_LIMIT_MB, reproject
+from gdal_mcp.engine.raster.warp import reproject
 
 DST_CRS = "EPSG:4326"
 
@@ -61,7 +61,7 @@ def whole_warp(src: Path, dst: Path, threads: int) -> None:
         indexes = list(range(1, ds.count + 1))
         with rasterio.open(dst, "w", **profile) as out, rasterio.Env(GDAL_NUM_THREADS=str(threads)):
             rasterio_reproject(rasterio.band(ds, indexes), rasterio.band(out, indexes), resampling=0,
-                               num_threads=threads, warp_mem_limit=WARP_MEM_LIMIT_MB, init_dest_nodata=True)
+                               num_threads=threads, warp_mem_limit=64, init_dest_nodata=True)
 
 
 def cpu_seconds() -> float:

@@ -37,12 +37,20 @@ from gdal_mcp.engine.raster.output import (
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
-# GDAL's warp buffer for one tile (GDAL splits a tile whose buffers do not fit into chunks). Small chunks stay in the
-# CPU caches, which matters most when several processes warp at once. Measured on 3 x 18300^2 random uint16 to
-# EPSG:4326, 29 strips of 512 rows, nearest, 1 / 2 processes: 1 MB 5.1 / 2.6 s, 2 MB 4.8 / 2.6 s, 4 MB 4.5 / 2.5 s,
-# 16 MB 5.0 / 2.9 s, 32 MB 5.3 / 2.9 s; bilinear 4 MB 34.3 / 17.1 s, 16 MB 33.3 / 16.8 s. (Earlier, with 57 strips
-# in one process: 64 MB 3.65 s / 265 MB peak RSS, 16 MB 3.93 s / 213 MB.)
-WARP_MEM_LIMIT_MB = 4
+# GDAL's warp buffer for one tile (GDAL splits a tile whose buffers do not fit into chunks). For nearest, whose
+# per-pixel work is a copy, small chunks that stay in the CPU caches are faster, the more so when several processes
+# warp at once; the other kernels compute more per pixel and pay for the source margin each chunk reads again.
+# Measured on 3 x 18300^2 random uint16 to EPSG:4326, 29 strips of 512 rows, 1 / 2 processes: nearest 1 MB 5.1 /
+# 2.6 s, 2 MB 4.8 / 2.6 s, 4 MB 4.5 / 2.5 s, 16 MB 5.0 / 2.9 s, 32 MB 5.3 / 2.9 s; bilinear 4 MB 34.3 / 17.1 s,
+# 16 MB 33.3 / 16.8 s. (Earlier, with 57 strips in one process: 64 MB 3.65 s / 265 MB peak RSS, 16 MB 3.93 s /
+# 213 MB.)
+WARP_MEM_LIMIT_MB = 16
+NEAREST_WARP_MEM_LIMIT_MB = 4
+
+
+def warp_mem_limit(resampling: str) -> int:
+    """GDAL's warp buffer (MB) for one tile warped with `resampling` (a Resampling name)."""
+    return NEAREST_WARP_MEM_LIMIT_MB if resampling == "nearest" else WARP_MEM_LIMIT_MB
 
 
 def resampling_method(name: str) -> Resampling:
@@ -356,6 +364,6 @@ def warp_tile(spec: WarpTile, out: Any = None) -> Any:
         rasterio_reproject(
             rasterio.band(ds, list(spec.indexes)), dest, dst_transform=Affine(*spec.transform),
             dst_crs=CRS.from_wkt(spec.crs), src_nodata=spec.src_nodata, dst_nodata=spec.nodata,
-            resampling=Resampling[spec.resampling], num_threads=spec.threads, warp_mem_limit=WARP_MEM_LIMIT_MB,
+            resampling=Resampling[spec.resampling], num_threads=spec.threads, warp_mem_limit=warp_mem_limit(spec.resampling),
             init_dest_nodata=True, **dict(spec.warp_options))
     return dest
