@@ -66,8 +66,7 @@ def digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-async def run_config(config: Config, workdir: Path, source: str, repeat: int, tiled: bool, resampling: str,
-                     settle: float = 0.0) -> None:
+async def run_config(config: Config, workdir: Path, source: str, repeat: int, tiled: bool, resampling: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
     params = StdioServerParameters(command=sys.executable, args=["-m", "gdal_mcp", "--workspace", str(workdir),
                                                                  "--confirm", "never", "--timeout", "3600",
@@ -104,10 +103,6 @@ async def run_config(config: Config, workdir: Path, source: str, repeat: int, ti
                   f"assembly {run.assembly:.2f}; {run.tile_count} tiles) load {os.getloadavg()[0]:.1f}",
                   file=sys.stderr)
             output.unlink()
-            if settle:
-                # Let the machine settle before the next run: the digest just read 2 GB and the unlink freed it.
-                await asyncio.to_thread(os.sync)
-                await asyncio.sleep(settle)
 
 
 def report(configs: list[Config], side: int, kind: str, tiled: bool, resampling: str) -> str:
@@ -133,8 +128,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", default="1,2", help="Dask cluster sizes to run, in order (default 1,2)")
     p.add_argument("--local", action="store_true", help="also run the default local executor (--workers 2)")
     p.add_argument("--repeat", type=int, default=2)
-    p.add_argument("--settle", type=float, default=0.0,
-                   help="seconds to wait (after a sync) between runs, once the output is checked and removed")
     p.add_argument("--resampling", default="nearest", help="nearest (default), bilinear, cubic …")
     p.add_argument("--tiled", action="store_true", help="write a tiled GTiff (square tiles) instead of a striped one")
     p.add_argument("--workdir", type=Path, default=None)
@@ -153,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.local:
             configs.append(Config("local pool", ["--workers", "2"]))
         for c in configs:
-            asyncio.run(run_config(c, workdir, source, a.repeat, a.tiled, a.resampling, a.settle))
+            asyncio.run(run_config(c, workdir, source, a.repeat, a.tiled, a.resampling))
         text = report(configs, a.side, a.kind, a.tiled, a.resampling)
         print(text)
         if a.markdown:
