@@ -11,7 +11,9 @@ job_id)` for each job. A job runs with the same engine functions and guarantees 
   to start (a job may have had effects, e.g. an in-place edit);
 - an output is written into its own attempt directory and moved into the job's temporary directory only when
   the job succeeded, so an attempt that died leaves nothing the server would commit;
-- the tiles of a tile-parallel job (engine/tiles.py) are submitted to the cluster by `DaskMapper`.
+- the tiles of a tile-parallel job (engine/tiles.py) are submitted to the cluster by `DaskMapper`; tiles of an
+  uncompressed GTiff write their pixels into the output where they ran (engine/raster/rawtiff.py, flushed on
+  every worker through `DaskMapper.everywhere`), other tiles' arrays come back to the job (spilled as files).
 
 Only distributed and gdal_mcp's GDAL-free modules are imported at the top: the server imports this module (with
 --executor dask only) for the functions it submits.
@@ -56,7 +58,8 @@ RERUN_MESSAGE = "the Dask worker running this job died; a job is never run twice
 #: hold page cache, not worker memory). 2 starved the other workers while the job's writer was busy (2 workers,
 #: 3 x 18300^2 nearest reproject: 3.65 s; 4: 3.47 s)
 TILES_PER_THREAD = 4
-#: tile arrays at least this large go through the shared file system (a .npy in the job's attempt directory,
+#: tile arrays at least this large (outputs the job assembles: compressed, COG …) go through the shared file
+#: system (a .npy in the job's attempt directory,
 #: SPILL_DIR) rather than Dask's comms, which would pass every tile through the job worker's event loop. Measured
 #: on 2 cores, 3 x 18300^2 uint16 reprojected in 88 tiles by 2 workers: 6.2 s spilled, 6.8 s through the comms.
 SPILL_BYTES = 1024 * 1024
