@@ -84,7 +84,7 @@ class Layout:
 
 def eligible(driver: str, options: dict[str, str]) -> bool:
     """Whether an output with these creation options may have a raw layout (checked again once created)."""
-    if driver != "GTiff" or sys.byteorder != "little":
+    if driver != "GTiff" or sys.byteorder != "little" or not hasattr(os, "pwrite"):
         return False
     opts = {str(k).upper(): str(v).upper() for k, v in options.items()}
     return (opts.get("COMPRESS", "NONE") == "NONE" and "NBITS" not in opts
