@@ -395,8 +395,16 @@ class DaskMapper:
                     client.cancel(list(pending))
 
     def everywhere(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
-        """fn(*args) on every worker of the cluster (Client.run: in the worker process, beside its tasks)."""
+        """fn(*args) on every worker of the cluster (Client.run: in the worker process, beside its tasks), on a
+        thread of its own: a function that waits (a flush of queued writes) never holds up the worker's event
+        loop, its heartbeats and comms."""
         from distributed import worker_client
 
         with worker_client() as client:
-            return list(client.run(fn, *args).values())
+            return list(client.run(_in_thread, fn, *args).values())
+
+
+async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args)

@@ -412,7 +412,7 @@ def _write_raw(raw: Any, fn: Any, specs: list[Any], windows: list[tuple[int, int
             expected += result
             progress(target.share * done / len(specs), f"{what} {done}/{len(specs)} tiles")
         if background:
-            reports = tiles.everywhere(rawtiff.flush, raw.path)
+            reports = tiles.everywhere(rawtiff.flush, raw.key)
             flushed = True
             for _, code, message in reports:
                 if message is not None:
@@ -426,7 +426,7 @@ def _write_raw(raw: Any, fn: Any, specs: list[Any], windows: list[tuple[int, int
             close()  # an error or a cancel: the executor stops the tiles not yet done
         if background and not flushed:
             try:
-                tiles.everywhere(rawtiff.flush, raw.path)  # the writes under way end before the file goes
+                tiles.everywhere(rawtiff.flush, raw.key)  # the writes under way end before the file goes
             except Exception:  # noqa: BLE001 - already failing
                 pass
     rawtiff.finish(target.path, target.profile.get("nodata"))

@@ -19,19 +19,24 @@ not in order) is simply not used: `write_tiles` then assembles the tiles through
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import functools
 import inspect
+import mmap
 import os
 import sys
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import rasterio
 
-#: O_DIRECT alignment of file offsets, lengths and buffer addresses (a page: covers 512- and 4096-byte sectors)
-ALIGN = 4096
+#: O_DIRECT alignment of file offsets, lengths and buffer addresses: a page (at least 4096, covering 512- and
+#: 4096-byte sectors), so that a direct run never shares a page with the buffered bytes of a neighbouring tile
+ALIGN = max(4096, mmap.PAGESIZE)
 #: runs shorter than this are written through the page cache (not worth the alignment)
 DIRECT_MIN = 1024 * 1024
 #: whether this process still tries O_DIRECT (a file system that refused it turns it off)
@@ -53,6 +58,12 @@ class Layout:
     pixel_interleaved: bool
     block: tuple[int, int]  # (rows, cols)
     bases: tuple[int, ...]  # the first block's offset of each plane
+    nonce: str = ""  # set by create(): one job's writes into the file, told from another job's into the same path
+
+    @property
+    def key(self) -> str:
+        """What background writes and their flush are kept under: this job's writes into this file."""
+        return f"{self.path}\0{self.nonce}"
 
     @property
     def pixel_bytes(self) -> int:
@@ -105,7 +116,8 @@ def create(path: str, profile: dict[str, Any], prepare: Any = None) -> Layout | 
     found = layout(path)
     if found is None:
         os.remove(path)
-    return found
+        return None
+    return dataclasses.replace(found, nonce=uuid.uuid4().hex)
 
 
 def finish(path: str, nodata: float | None) -> None:
@@ -251,34 +263,45 @@ def _write_runs(path: str, pieces: list[tuple[int, Any]]) -> int:
 class _Background:
     """This process's writer thread: a tile's runs are written while the task computes the next tile (the
     write waits on the disk, the next warp on the CPU). One tile waits at most (memory stays bounded). What was
-    written, and the first failure, are kept per output until `flush()` collects them."""
+    written, and the first failure, are kept per job and output (`Layout.key`) until `flush()` collects them."""
 
     def __init__(self) -> None:
         import queue
 
         self.cond = threading.Condition()
-        self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
+        self.queue: queue.Queue[tuple[str, str, Any]] = queue.Queue(maxsize=1)
         self.pending: dict[str, int] = {}
         self.written: dict[str, int] = {}
         self.failed: dict[str, tuple[int | None, str]] = {}
+        self.flushed: dict[str, None] = {}  # the last paths flushed (insertion order): their job has ended
         self.thread: threading.Thread | None = None
 
-    def submit(self, path: str, pieces: list[tuple[int, Any]] | Any) -> None:
+    def submit(self, target: Layout, pieces: list[tuple[int, Any]] | Any) -> None:
         """Queue runs to write into `path`: a list, or a function returning one (the copy into the file's layout
         then also happens on the writer thread, beside the next tile's computation)."""
+        key, path = target.key, target.path
         with self.cond:
-            if path in self.failed:
-                errno, message = self.failed[path]
-                raise OSError(errno, message) if errno else RuntimeError(message)
-            self.pending[path] = self.pending.get(path, 0) + 1
+            if key in self.flushed:
+                raise RuntimeError(f"{path}: the job writing it has ended (a tile that ran on after a cancel)")
+            if key in self.failed:
+                code, message = self.failed[key]
+                raise OSError(code, message) if code else RuntimeError(message)
             if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._run, name="raw-tile-writer", daemon=True)
-                self.thread.start()
-        self.queue.put((path, pieces))
+                thread = threading.Thread(target=self._run, name="raw-tile-writer", daemon=True)
+                thread.start()  # may fail (no memory for a stack): then nothing was counted
+                self.thread = thread
+            self.pending[key] = self.pending.get(key, 0) + 1
+        try:
+            self.queue.put((key, path, pieces))
+        except BaseException:
+            with self.cond:
+                self.pending[key] -= 1
+                self.cond.notify_all()
+            raise
 
     def _run(self) -> None:
         while True:
-            path, pieces = self.queue.get()
+            key, path, pieces = self.queue.get()
             written, failure = 0, None
             try:
                 written = _write_runs(path, pieces if isinstance(pieces, list) else pieces())
@@ -287,28 +310,43 @@ class _Background:
                            if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}")
             del pieces
             with self.cond:
-                self.written[path] = self.written.get(path, 0) + written
-                if failure is not None:
-                    self.failed.setdefault(path, failure)
-                self.pending[path] -= 1
+                self.pending[key] -= 1
+                if key not in self.flushed:  # else a late tile of an ended job: nothing to keep
+                    self.written[key] = self.written.get(key, 0) + written
+                    if failure is not None:
+                        self.failed.setdefault(key, failure)
+                elif not self.pending[key]:
+                    del self.pending[key]
                 self.cond.notify_all()
 
-    def flush(self, path: str) -> tuple[int, int | None, str | None]:
+    def flush(self, key: str, timeout: float | None = None) -> tuple[int, int | None, str | None]:
         with self.cond:
-            self.cond.wait_for(lambda: self.pending.get(path, 0) == 0)
-            self.pending.pop(path, None)
-            errno, message = self.failed.pop(path, (None, None))
-            return self.written.pop(path, 0), errno, message
+            done = self.cond.wait_for(lambda: self.pending.get(key, 0) == 0, timeout)
+            written = self.written.pop(key, 0)
+            code, message = self.failed.pop(key, (None, None))
+            if done:
+                self.pending.pop(key, None)
+            elif message is None:
+                message = f"writes into {key.split(chr(0))[0]} did not finish within {timeout:g} s"
+            self.flushed[key] = None
+            while len(self.flushed) > FLUSHED_KEPT:
+                del self.flushed[next(iter(self.flushed))]
+            return written, code, message
 
 
+#: how many ended outputs a process remembers, to turn away tiles that run on after their job ended
+FLUSHED_KEPT = 256
+#: how long a flush waits for a process's queued writes (a hung file system): then the job fails
+FLUSH_TIMEOUT = 600.0
 _background = _Background()
 
 
-def flush(path: str) -> tuple[int, int | None, str | None]:
-    """Wait for this process's background writes into `path`: (bytes written, errno, message of the first
-    failure). Run by the job in every process its tiles ran in (tiles.everywhere), which also frees the pool."""
+def flush(key: str) -> tuple[int, int | None, str | None]:
+    """Wait for this process's background writes of a job into its output (`Layout.key`): (bytes written, errno,
+    message of the first failure). Run by the job in every process its tiles ran in (tiles.everywhere), which also
+    frees the pool; later writes of that job in this process are refused."""
     try:
-        return _background.flush(path)
+        return _background.flush(key, FLUSH_TIMEOUT)
     finally:
         clear_pool()
 
@@ -344,13 +382,14 @@ def _aligned(nbytes: int, offset: int) -> Any:
 
 
 def _release(pieces: list[tuple[int, Any]]) -> None:
-    """Give written buffers back to the pool (at most POOL_BYTES kept): the next tile's buffer is memory this
-    process already touched. A fresh 32 MiB+ array is a new mapping whose pages the kernel (on a VM, the
-    hypervisor too) must supply again, tile after tile."""
+    """Give written buffers back to the pool (at most POOL_BUFFERS kept, none over POOL_MAX_BYTES): the next
+    tile's buffer is memory this process already touched. A fresh 32 MiB+ array is a new mapping whose pages the
+    kernel (on a VM, the hypervisor too) must supply again, tile after tile."""
     with _pool_lock:
         for _, buf in pieces:
             raw = buf.base
-            if isinstance(raw, np.ndarray) and raw.base is None and sum(b.size for b in _pool) + raw.size <= POOL_BYTES:
+            if (isinstance(raw, np.ndarray) and raw.base is None and raw.size <= POOL_MAX_BYTES
+                    and len(_pool) < POOL_BUFFERS):
                 _pool.append(raw)
 
 
@@ -359,8 +398,10 @@ def clear_pool() -> None:
         _pool.clear()
 
 
-#: how many bytes of written tile buffers a process keeps for the next tiles (two 32 MiB tiles)
-POOL_BYTES = 80 * 1024**2
+#: written tile buffers a process keeps for its next tiles: with the background writer, one tile is computed while
+#: one waits and one is written, so two come back between tiles
+POOL_BUFFERS = 2
+POOL_MAX_BYTES = 256 * 1024**2
 _pool: list[Any] = []
 _pool_lock = threading.Lock()
 
@@ -391,7 +432,7 @@ class _Files:
             try:
                 _pwrite_all(self.direct, view[lo - offset: hi - offset], lo)
             except OSError as e:
-                if e.errno != 22:  # EINVAL: this file system wants another alignment; write through the cache
+                if e.errno != errno.EINVAL:  # this file system wants another alignment: write through the cache
                     raise
                 _direct[0] = False
                 _pwrite_all(self.fd, view[lo - offset: hi - offset], lo)
@@ -405,8 +446,10 @@ class _Files:
         if self.direct < 0 and _direct[0]:
             try:
                 self.direct = os.open(self.path, os.O_WRONLY | os.O_DIRECT | getattr(os, "O_CLOEXEC", 0))
-            except OSError:
-                _direct[0] = False  # tmpfs before Linux 6.6 and others: plain writes
+            except OSError as e:
+                if e.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+                    _direct[0] = False  # tmpfs before Linux 6.6 and others: plain writes from now on
+                # anything else (out of descriptors …): plain writes this time
         return self.direct
 
 
@@ -444,7 +487,10 @@ def write_tile(tile: RawTile) -> Any:
         offset, buf, view = buffer
         result = fn(tile.spec, out=view)
         if tile.counters:
-            rest = (None, *result[1:])
+            result, rest = result[0], (None, *result[1:])
+        result = check_tile(target, window, result)
+        if not np.shares_memory(result, view):
+            view[...] = result  # it computed elsewhere after all
         pieces: Any = [(offset, buf)]
     else:
         result = fn(tile.spec)
@@ -455,6 +501,6 @@ def write_tile(tile: RawTile) -> Any:
     if not tile.background:
         written = _write_runs(target.path, pieces if isinstance(pieces, list) else pieces())
     else:
-        _background.submit(target.path, pieces)
+        _background.submit(target, pieces)
         written = extent(target, window)
     return (written, rest) if tile.counters else written

@@ -65,8 +65,8 @@ def test_every_layout_reads_back_what_was_written(tmp_path: Path, name: str) -> 
     data = random_pixels(kw["count"], height, width, kw["dtype"])
     if layout.block[1] == width:  # strips: any rows (37 is no multiple of any strip height here)
         windows = [(0, r, width, min(37, height - r)) for r in range(0, height, 37)]
-    else:
-        windows = block_windows(layout, 1, 1)
+    else:  # single blocks, and windows of several blocks across and down
+        windows = block_windows(layout, 1, 1) if name.endswith("512") else block_windows(layout, 2, 2)
     assert len(windows) > 3
     for col, row, w, h in reversed(windows):  # any order
         assert layout.fits((col, row, w, h))
@@ -196,15 +196,52 @@ def test_background_writes_are_counted_and_failures_reported(tmp_path: Path) -> 
     for row in range(0, 300, 100):
         pieces = rawtiff.runs(layout, (0, row, 400, 100), data[:, row:row + 100])
         total += sum(len(b) for _, b in pieces)
-        rawtiff._background.submit(str(path), pieces)
-    assert rawtiff.flush(str(path)) == (total, None, None) and total == 400 * 300
+        rawtiff._background.submit(layout, pieces)
+    assert rawtiff.flush(layout.key) == (total, None, None) and total == 400 * 300
     with rasterio.open(path) as ds:
         assert np.array_equal(ds.read(), data)
+    # Once flushed, the job has ended: a tile that ran on (after a cancel) is turned away, nothing is kept.
+    with pytest.raises(RuntimeError, match="has ended"):
+        rawtiff._background.submit(layout, rawtiff.runs(layout, (0, 0, 400, 100), data[:, :100]))
     # The output gone before the writes (a job that gave up): reported, never created again.
     os.remove(path)
-    rawtiff._background.submit(str(path), rawtiff.runs(layout, (0, 0, 400, 100), data[:, :100]))
-    written, code, message = rawtiff.flush(str(path))
+    again = rawtiff.Layout(**{**layout.__dict__, "nonce": "another job"})
+    rawtiff._background.submit(again, rawtiff.runs(again, (0, 0, 400, 100), data[:, :100]))
+    written, code, message = rawtiff.flush(again.key)
     assert (written, code) == (0, errno.ENOENT) and message and not path.exists()
+    assert layout.key not in rawtiff._background.pending and again.key not in rawtiff._background.failed
+
+
+def test_a_writer_thread_that_cannot_start_counts_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thread.start failing (no memory for a stack under the worker's address-space limit) fails the tile, and the
+    job's flush returns at once instead of waiting for a write that was never queued."""
+    import threading
+
+    path = tmp_path / "t.tif"
+    layout = rawtiff.create(str(path), profile(100, 100, count=1, dtype="uint8"))
+    assert layout is not None
+    background = rawtiff._Background()
+
+    def refuse(self: Any) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with pytest.raises(RuntimeError, match="new thread"):
+        background.submit(layout, rawtiff.runs(layout, (0, 0, 100, 100), np.zeros((1, 100, 100), "uint8")))
+    assert background.flush(layout.key, timeout=5) == (0, None, None)
+
+
+def test_a_flush_that_waits_too_long_fails_the_job(tmp_path: Path) -> None:
+    layout = rawtiff.create(str(tmp_path / "slow.tif"), profile(100, 100, count=1, dtype="uint8"))
+    assert layout is not None
+    background = rawtiff._Background()
+    import threading
+
+    gate = threading.Event()
+    background.submit(layout, lambda: gate.wait(10) and [])  # a write stuck on a hung file system
+    written, code, message = background.flush(layout.key, timeout=0.2)
+    assert written == 0 and code is None and message and "did not finish" in message
+    gate.set()
 
 
 def test_write_tiles_writes_the_default_gtiff_raw_with_gdals_pixels(tmp_path: Path,
