@@ -31,6 +31,8 @@ from typing import Any, Protocol, TypeVar
 T = TypeVar("T")
 U = TypeVar("U")
 
+#: the package tile functions must come from (a cluster worker imports them by name)
+ENGINE_PREFIX = "gdal_mcp.engine."
 #: the pixel bytes (all bands) of one tile: 2048 x 2048 x 3 uint16 (measured: as fast as one whole-raster warp
 #: on 3 x 9000^2 uint16, faster than 1024 and 4096 tiles)
 TILE_BYTES = 32 * 1024**2
@@ -132,7 +134,7 @@ def check_tile_function(fn: Callable[..., Any]) -> None:
     """Tile functions are module-level functions of gdal_mcp.engine: a cluster worker imports them by name."""
     module = getattr(fn, "__module__", "") or ""
     qualname = getattr(fn, "__qualname__", "") or ""
-    if not module.startswith("gdal_mcp.engine.") or "<" in qualname or "." in qualname:
+    if not module.startswith(ENGINE_PREFIX) or "<" in qualname or "." in qualname:
         raise TypeError(f"tile functions must be module-level functions of gdal_mcp.engine, not {module}.{qualname}")
 
 
@@ -141,7 +143,7 @@ def resolve(module: str, name: str) -> Callable[..., Any]:
     function, finds it): only module-level functions of gdal_mcp.engine."""
     import importlib
 
-    if not module.startswith("gdal_mcp.engine."):
+    if not module.startswith(ENGINE_PREFIX):
         raise ValueError(f"refusing to run {module}:{name}: not an engine function")
     fn = getattr(importlib.import_module(module), name)
     check_tile_function(fn)
