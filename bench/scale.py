@@ -11,8 +11,10 @@ striped, GDAL's default, or
 tiled with `--tiled`). The wall time is the
 client's. Progress notifications (one per tile, throttled to 0.2 s by the worker) split it: "tiles" runs from
 the first "warped" message to the last, "assembly" from the last tile to the result (the writes still pending,
-the summary, the commit), "start" from the call to the first tile (grid, queueing, the first tile). Every output
-is compared with the first configuration's, pixel for pixel. Not a test.
+the summary, the commit), "start" from the call to the first tile (grid, queueing, the first tile); "steal" is
+the CPU time the hypervisor took from this machine during the run (/proc/stat). Every output is compared with the
+first configuration's, pixel for pixel, after the timed runs (`--interleave`: all servers up at once, one run of each
+per round). Not a test.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +50,7 @@ class Run:
     assembly: float
     tile_count: int
     digest: str
+    steal: float = 0.0
 
 
 @dataclass
@@ -66,58 +70,112 @@ def digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-async def run_config(config: Config, workdir: Path, source: str, repeat: int, tiled: bool, resampling: str) -> None:
+def steal() -> float:
+    """CPU seconds the hypervisor took from this machine's CPUs so far (/proc/stat; 0 where there is none)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = fh.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+async def reproject(config: Config, session: ClientSession, workdir: Path, source: str, i: int, tiled: bool,
+                    resampling: str) -> Path:
+    output = workdir / f"scale_{config.name.replace(':', '_').replace(' ', '_')}_{i}.tif"
+    marks: list[tuple[float, str]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        marks.append((time.perf_counter(), message or ""))
+
+    s0, t0 = steal(), time.perf_counter()
+    result = await session.call_tool(
+        "raster_reproject",
+        {"input": source, "output": output.name, "dst_crs": DST_CRS, "resampling": resampling,
+         "overwrite": True, **({"creation_options": {"TILED": "YES"}} if tiled else {})},
+        read_timeout_seconds=3600, progress_callback=on_progress)  # type: ignore[arg-type]
+    t1 = time.perf_counter()
+    if result.is_error:
+        raise RuntimeError(f"{config.name}: {result.content}")
+    warped = [t for t, m in marks if m.startswith("warped ")]
+    counts = [m for _, m in marks if m.startswith("warping ")]
+    tile_count = int(counts[0].split(" in ")[1].split()[0]) if counts and " in " in counts[0] else 0
+    first, last = (warped[0], warped[-1]) if warped else (t0, t1)
+    run = Run(config.name, t1 - t0, first - t0, last - first, t1 - last, tile_count, "", steal() - s0)
+    config.runs.append(run)
+    print(f"{config.name} run {i + 1}: {run.wall:.2f} s (start {run.start:.2f}, tiles {run.tiles:.2f}, "
+          f"assembly {run.assembly:.2f}; {run.tile_count} tiles; steal {run.steal:.2f} s) load {os.getloadavg()[0]:.1f}",
+          file=sys.stderr)
+    return output
+
+
+async def open_session(stack: AsyncExitStack, config: Config, workdir: Path, source: str) -> ClientSession:
+    """A server for `config` over stdio, warmed up with a raster_info."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "gdal_mcp", "--workspace", str(workdir),
-                                                                 "--confirm", "never", "--timeout", "3600",
-                                                                 *config.args], env=env)
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        warm = await session.call_tool("raster_info", {"path": source})
-        assert not warm.is_error, warm.content
-        for i in range(repeat):
-            output = workdir / f"scale_{config.name.replace(':', '_')}_{i}.tif"
-            marks: list[tuple[float, str]] = []
-
-            async def on_progress(progress: float, total: float | None, message: str | None,
-                                  marks: list[tuple[float, str]] = marks) -> None:
-                marks.append((time.perf_counter(), message or ""))
-
-            t0 = time.perf_counter()
-            result = await session.call_tool(
-                "raster_reproject",
-                {"input": source, "output": output.name, "dst_crs": DST_CRS, "resampling": resampling,
-                 "overwrite": True, **({"creation_options": {"TILED": "YES"}} if tiled else {})},
-                read_timeout_seconds=3600, progress_callback=on_progress)  # type: ignore[arg-type]
-            t1 = time.perf_counter()
-            if result.is_error:
-                raise RuntimeError(f"{config.name}: {result.content}")
-            warped = [t for t, m in marks if m.startswith("warped ")]
-            counts = [m for _, m in marks if m.startswith("warping ")]
-            tile_count = int(counts[0].split(" in ")[1].split()[0]) if counts and " in " in counts[0] else 0
-            first, last = (warped[0], warped[-1]) if warped else (t0, t1)
-            run = Run(config.name, t1 - t0, first - t0, last - first, t1 - last, tile_count,
-                      await asyncio.to_thread(digest, output))
-            config.runs.append(run)
-            print(f"{config.name} run {i + 1}: {run.wall:.2f} s (start {run.start:.2f}, tiles {run.tiles:.2f}, "
-                  f"assembly {run.assembly:.2f}; {run.tile_count} tiles) load {os.getloadavg()[0]:.1f}",
-                  file=sys.stderr)
-            output.unlink()
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "gdal_mcp", "--workspace", str(workdir), "--confirm", "never", "--timeout", "3600", *config.args], env=env)
+    read, write = await stack.enter_async_context(stdio_client(params))
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    warm = await session.call_tool("raster_info", {"path": source})
+    assert not warm.is_error, warm.content
+    return session
 
 
-def report(configs: list[Config], side: int, kind: str, tiled: bool, resampling: str) -> str:
+async def hash_outputs(outputs: list[tuple[Run, Path]]) -> None:
+    for run, output in outputs:
+        run.digest = await asyncio.to_thread(digest, output)
+        output.unlink()
+    outputs.clear()
+
+
+async def run_all(configs: list[Config], workdir: Path, source: str, repeat: int, tiled: bool, resampling: str,
+                  interleave: bool) -> None:
+    """By default one server at a time, its `repeat` runs back to back. With `interleave`, all servers up at once
+    and `repeat` rounds of one run per configuration, the order rotating round by round (every configuration meets
+    the machine in the same states; but each idle Dask cluster costs ~8 % of a core meanwhile). Either way the
+    outputs are hashed only after the timed runs: reading 2 GB back and deleting it between runs made the next run
+    slower (BENCHMARKS.md)."""
+    outputs: list[tuple[Run, Path]] = []
+    if interleave:
+        async with AsyncExitStack() as stack:
+            sessions = [await open_session(stack, c, workdir, source) for c in configs]
+            for r in range(repeat):
+                for k in (r + j for j in range(len(configs))):
+                    c = configs[k % len(configs)]
+                    output = await reproject(c, sessions[k % len(configs)], workdir, source, len(c.runs), tiled,
+                                             resampling)
+                    outputs.append((c.runs[-1], output))
+        await hash_outputs(outputs)
+        return
+    for c in configs:
+        async with AsyncExitStack() as stack:
+            session = await open_session(stack, c, workdir, source)
+            for i in range(repeat):
+                output = await reproject(c, session, workdir, source, i, tiled, resampling)
+                outputs.append((c.runs[-1], output))
+        await hash_outputs(outputs)
+
+
+def report(configs: list[Config], side: int, kind: str, tiled: bool, resampling: str, interleave: bool) -> str:
     layout = "tiled (TILED=YES: square tiles)" if tiled else "striped (GDAL's default layout: whole-row strips)"
     lines = [f"Reproject 3 x {side}^2 uint16 ({kind}, {3 * side * side * 2 / 1e9:.2f} GB of pixels, DEFLATE input) "
              f"to {DST_CRS}, {resampling}, uncompressed {layout} GTiff; median of the runs; CPU: {os.cpu_count()} cores",
-             "", "| executor | wall s | start s | tiles s | assembly s | tiles | speed-up vs first | pixels |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"({'interleaved rounds' if interleave else 'configurations one after another'}); "
+             "speed-up: of the medians, and the median of the run-by-run ratios (run i against run i)",
+             "", "| executor | wall s | start s | tiles s | assembly s | steal s | tiles | speed-up vs first | "
+             "run by run (min–max) | pixels |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     base = statistics.median(r.wall for r in configs[0].runs)
     ref = configs[0].runs[0].digest
     for c in configs:
-        med = {k: statistics.median(getattr(r, k) for r in c.runs) for k in ("wall", "start", "tiles", "assembly")}
+        med = {k: statistics.median(getattr(r, k) for r in c.runs)
+               for k in ("wall", "start", "tiles", "assembly", "steal")}
         same = "identical" if all(r.digest == ref for r in c.runs) else "DIFFERENT"
+        rounds = [a.wall / b.wall for a, b in zip(configs[0].runs, c.runs, strict=False)]
         lines.append(f"| {c.name} | {med['wall']:.2f} | {med['start']:.2f} | {med['tiles']:.2f} | "
-                     f"{med['assembly']:.2f} | {c.runs[0].tile_count} | {base / med['wall']:.2f}x | {same} |")
+                     f"{med['assembly']:.2f} | {med['steal']:.2f} | {c.runs[0].tile_count} | {base / med['wall']:.2f}x | "
+                     f"{statistics.median(rounds):.2f}x ({min(rounds):.2f}–{max(rounds):.2f}) | {same} |")
     return "\n".join(lines)
 
 
@@ -130,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--resampling", default="nearest", help="nearest (default), bilinear, cubic …")
     p.add_argument("--tiled", action="store_true", help="write a tiled GTiff (square tiles) instead of a striped one")
+    p.add_argument("--interleave", action="store_true",
+                   help="all servers up at once, one run of each per round (default: one server at a time)")
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--markdown", type=Path, default=None, help="append the report to this file")
     a = p.parse_args(argv)
@@ -145,9 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                    for n in (int(x) for x in a.workers.split(","))]
         if a.local:
             configs.append(Config("local pool", ["--workers", "2"]))
-        for c in configs:
-            asyncio.run(run_config(c, workdir, source, a.repeat, a.tiled, a.resampling))
-        text = report(configs, a.side, a.kind, a.tiled, a.resampling)
+        asyncio.run(run_all(configs, workdir, source, a.repeat, a.tiled, a.resampling, a.interleave))
+        text = report(configs, a.side, a.kind, a.tiled, a.resampling, a.interleave)
         print(text)
         if a.markdown:
             with open(a.markdown, "a", encoding="utf-8") as fh:
