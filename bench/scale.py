@@ -135,26 +135,30 @@ async def run_all(configs: list[Config], workdir: Path, source: str, repeat: int
     and `repeat` rounds of one run per configuration, the order rotating round by round (every configuration meets
     the machine in the same states; but each idle Dask cluster costs ~8 % of a core meanwhile). Either way the
     outputs are hashed only after the timed runs: reading 2 GB back and deleting it between runs made the next run
-    slower (BENCHMARKS.md)."""
+    slower (BENCHMARKS.md). So the disk holds `repeat` outputs at once (interleaved: of every configuration)."""
     outputs: list[tuple[Run, Path]] = []
-    if interleave:
-        async with AsyncExitStack() as stack:
-            sessions = [await open_session(stack, c, workdir, source) for c in configs]
-            for r in range(repeat):
-                for k in (r + j for j in range(len(configs))):
-                    c = configs[k % len(configs)]
-                    output = await reproject(c, sessions[k % len(configs)], workdir, source, len(c.runs), tiled,
-                                             resampling)
+    try:
+        if interleave:
+            async with AsyncExitStack() as stack:
+                sessions = [await open_session(stack, c, workdir, source) for c in configs]
+                for r in range(repeat):
+                    for k in (r + j for j in range(len(configs))):
+                        c = configs[k % len(configs)]
+                        output = await reproject(c, sessions[k % len(configs)], workdir, source, len(c.runs), tiled,
+                                                 resampling)
+                        outputs.append((c.runs[-1], output))
+            await hash_outputs(outputs)
+            return
+        for c in configs:
+            async with AsyncExitStack() as stack:
+                session = await open_session(stack, c, workdir, source)
+                for i in range(repeat):
+                    output = await reproject(c, session, workdir, source, i, tiled, resampling)
                     outputs.append((c.runs[-1], output))
-        await hash_outputs(outputs)
-        return
-    for c in configs:
-        async with AsyncExitStack() as stack:
-            session = await open_session(stack, c, workdir, source)
-            for i in range(repeat):
-                output = await reproject(c, session, workdir, source, i, tiled, resampling)
-                outputs.append((c.runs[-1], output))
-        await hash_outputs(outputs)
+            await hash_outputs(outputs)
+    finally:
+        for _, output in outputs:  # a failed run: nothing of the benchmark's outputs is left in the work directory
+            output.unlink(missing_ok=True)
 
 
 def report(configs: list[Config], side: int, kind: str, tiled: bool, resampling: str, interleave: bool) -> str:
