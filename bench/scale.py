@@ -142,10 +142,10 @@ async def run_all(configs: list[Config], workdir: Path, source: str, repeat: int
             async with AsyncExitStack() as stack:
                 sessions = [await open_session(stack, c, workdir, source) for c in configs]
                 for r in range(repeat):
-                    for k in (r + j for j in range(len(configs))):
-                        c = configs[k % len(configs)]
-                        output = await reproject(c, sessions[k % len(configs)], workdir, source, len(c.runs), tiled,
-                                                 resampling)
+                    for j in range(len(configs)):
+                        k = (r + j) % len(configs)
+                        c = configs[k]
+                        output = await reproject(c, sessions[k], workdir, source, len(c.runs), tiled, resampling)
                         outputs.append((c.runs[-1], output))
             await hash_outputs(outputs)
             return

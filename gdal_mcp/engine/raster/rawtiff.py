@@ -4,7 +4,7 @@ An uncompressed GTiff that GDAL created and closed without pixels holds every bl
 extends the file sparse instead of writing zeros): block k of a plane lies at `base + k * block_bytes`. Once the
 job has created the file and verified that layout (`layout()`), a tile's pixels need no GDAL at all: the tile
 task copies them into the file's byte order (pixel- or band-interleaved, padded edge blocks) and writes them at
-their offsets (`write_window()`), in the cluster worker that computed them. Nothing goes through the job's
+their offsets (`write_tile()`), in the cluster worker that computed them. Nothing goes through the job's
 process: no spilled arrays, no single writer all pixels funnel through, so the write scales with the workers.
 
 The bulk of each run is written with O_DIRECT (page-aligned, from a page-aligned buffer), the few bytes on
@@ -78,6 +78,10 @@ class Layout:
     @property
     def blocks_across(self) -> int:
         return -(-self.width // self.block[1])
+
+    def row_offset(self, base: int, row: int) -> int:
+        """Where `row` starts in the plane at `base` of a striped file (its strips lie one after another)."""
+        return base + row * self.width * self.pixel_bytes
 
     def fits(self, window: tuple[int, int, int, int]) -> bool:
         """Whether a window (col, row, width, height) can be written raw: whole rows of a striped file (its strips
@@ -216,7 +220,7 @@ def runs(target: Layout, window: tuple[int, int, int, int], data: Any) -> list[t
     if bw == target.width:
         # Whole rows: one contiguous run per plane.
         for base, band in planes:
-            start = base + row * target.width * target.pixel_bytes
+            start = target.row_offset(base, row)
             buf = _aligned(h * w * target.pixel_bytes, start)
             _copy(buf, data, band, (h, w), (0, h, 0, w), target)
             out.append((start, buf))
@@ -247,7 +251,7 @@ def _buffer_for(target: Layout, window: tuple[int, int, int, int]) -> tuple[int,
     if not target.fits(window) or target.block[1] != target.width or (
             target.count > 1 and not target.pixel_interleaved):
         return None
-    start = target.bases[0] + row * target.width * target.pixel_bytes
+    start = target.row_offset(target.bases[0], row)
     buf = _aligned(h * w * target.pixel_bytes, start)
     return start, buf, buf.view(target.dtype).reshape(h, w, target.count).transpose(2, 0, 1)
 
@@ -481,22 +485,20 @@ def write_tile(tile: RawTile) -> Any:
 
     fn = tiles.resolve(tile.module, tile.name)
     target, window = tile.target, tile.window
+    # The tile function fills the file's bytes in place when it takes `out` and the window is one run of the file.
     buffer = _buffer_for(target, window) if "out" in inspect.signature(fn).parameters else None
+    result = fn(tile.spec) if buffer is None else fn(tile.spec, out=buffer[2])
+    rest = None
+    if tile.counters:
+        result, rest = result[0], (None, *result[1:])
+    data = check_tile(target, window, result)
+    pieces: Any
     if buffer is not None:
-        # The tile function fills the file's bytes in place (no copy afterwards).
         offset, buf, view = buffer
-        result = fn(tile.spec, out=view)
-        if tile.counters:
-            result, rest = result[0], (None, *result[1:])
-        result = check_tile(target, window, result)
-        if not np.shares_memory(result, view):
-            view[...] = result  # it computed elsewhere after all
-        pieces: Any = [(offset, buf)]
+        if not np.shares_memory(data, view):
+            view[...] = data  # it computed elsewhere after all
+        pieces = [(offset, buf)]
     else:
-        result = fn(tile.spec)
-        if tile.counters:
-            result, rest = result[0], (None, *result[1:])
-        data = check_tile(target, window, result)
         pieces = functools.partial(runs, target, window, data)  # laid out by whoever writes them
     if not tile.background:
         written = _write_runs(target.path, pieces if isinstance(pieces, list) else pieces())
