@@ -1,0 +1,24 @@
+# Sourced by scripts/test (and so by .ci/run): the references some tests compare with, installed when missing on a
+# Debian machine where this runs as root (a fresh CI machine). Never runtime dependencies of the server; best effort:
+# where they cannot be installed, the tests that need them skip and say why.
+#   gdal-bin, python3-gdal  the GDAL command-line tools (gdalwarp, ogr2ogr, gdaldem … and ogrmerge.py)
+#   chromium, chromium-driver  a headless browser for the approval console test (tests/e2e/test_console.py)
+# GDAL_MCP_NO_APT=1 skips this. Everything it prints goes to stderr.
+_references_missing() {
+  local pkgs=()
+  { command -v gdalinfo >/dev/null 2>&1 && dpkg -s python3-gdal >/dev/null 2>&1; } || pkgs+=(gdal-bin python3-gdal)
+  { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || pkgs+=(chromium chromium-driver)
+  echo "${pkgs[@]}"
+}
+if [ -z "${GDAL_MCP_NO_APT:-}" ] && command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1 \
+    && [ "$(id -u)" = 0 ]; then
+  _missing="$(_references_missing)"
+  if [ -n "$_missing" ]; then
+    echo "gdal-mcp: installing the tests' references with apt-get: $_missing (once)" >&2
+    # shellcheck disable=SC2086 # a list of package names
+    (export DEBIAN_FRONTEND=noninteractive && apt-get update -qq >&2 \
+      && apt-get install -y -qq $_missing >/dev/null) \
+      || echo "gdal-mcp: could not install $_missing: the tests comparing with them will skip" >&2
+  fi
+  unset _missing
+fi
