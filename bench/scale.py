@@ -11,9 +11,11 @@ striped, GDAL's default, or
 tiled with `--tiled`). The wall time is the
 client's. Progress notifications (one per tile, throttled to 0.2 s by the worker) split it: "tiles" runs from
 the first "warped" message to the last, "assembly" from the last tile to the result (the writes still pending,
-the summary, the commit), "start" from the call to the first tile (grid, queueing, the first tile); "steal" is
-the CPU time the hypervisor took from this machine during the run (/proc/stat). Every output is compared with the
-first configuration's, pixel for pixel, after the timed runs (`--interleave`: all servers up at once, one run of each
+the summary, the commit), "start" from the call to the first tile (grid, queueing, the first tile); "cpu" is
+the CPU time the whole machine was busy during the run (all processes and the kernel's threads; at most 2 x wall on
+2 cores), "server cpu" and "workers cpu" that of the server process (which holds local:N's scheduler) and of its
+worker processes, "steal" the CPU time the hypervisor took from the machine (/proc/stat). Every output is compared
+with the first configuration's, pixel for pixel, after the timed runs (`--interleave`: all servers up at once, one run of each
 per round). Not a test.
 """
 
@@ -51,6 +53,9 @@ class Run:
     tile_count: int
     digest: str
     steal: float = 0.0
+    cpu: float = 0.0
+    server_cpu: float = 0.0
+    workers_cpu: float = 0.0
 
 
 @dataclass
@@ -70,14 +75,36 @@ def digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def steal() -> float:
-    """CPU seconds the hypervisor took from this machine's CPUs so far (/proc/stat; 0 where there is none)."""
+def cpu_times() -> tuple[float, float]:
+    """CPU seconds this machine's CPUs were busy so far (user, nice, system, irq, softirq: every process and the
+    kernel's own threads, such as writeback) and those the hypervisor took from them (steal), from /proc/stat;
+    zeros where there is none."""
     try:
         with open("/proc/stat", encoding="ascii") as fh:
-            fields = fh.readline().split()
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+            fields = [int(v) for v in fh.readline().split()[1:9]]
+        tick = os.sysconf("SC_CLK_TCK")
+        return sum(fields[i] for i in (0, 1, 2, 5, 6)) / tick, fields[7] / tick
     except (OSError, IndexError, ValueError):
-        return 0.0
+        return 0.0, 0.0
+
+
+def tree_cpu() -> tuple[float, float]:
+    """CPU seconds so far of the servers this benchmark started (the scheduler and client of local:N run in them)
+    and of their descendants (the Dask workers, or the local pool's workers)."""
+    import psutil
+
+    servers = workers = 0.0
+    for server in psutil.Process().children():
+        for process in (server, *server.children(recursive=True)):
+            try:
+                t = process.cpu_times()
+            except psutil.Error:
+                continue
+            if process is server:
+                servers += t.user + t.system
+            else:
+                workers += t.user + t.system
+    return servers, workers
 
 
 async def reproject(config: Config, session: ClientSession, workdir: Path, source: str, i: int, tiled: bool,
@@ -88,7 +115,7 @@ async def reproject(config: Config, session: ClientSession, workdir: Path, sourc
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         marks.append((time.perf_counter(), message or ""))
 
-    s0, t0 = steal(), time.perf_counter()
+    (c0, s0), (p0, w0), t0 = cpu_times(), tree_cpu(), time.perf_counter()
     result = await session.call_tool(
         "raster_reproject",
         {"input": source, "output": output.name, "dst_crs": DST_CRS, "resampling": resampling,
@@ -101,10 +128,13 @@ async def reproject(config: Config, session: ClientSession, workdir: Path, sourc
     counts = [m for _, m in marks if m.startswith("warping ")]
     tile_count = int(counts[0].split(" in ")[1].split()[0]) if counts and " in " in counts[0] else 0
     first, last = (warped[0], warped[-1]) if warped else (t0, t1)
-    run = Run(config.name, t1 - t0, first - t0, last - first, t1 - last, tile_count, "", steal() - s0)
+    (c1, s1), (p1, w1) = cpu_times(), tree_cpu()
+    run = Run(config.name, t1 - t0, first - t0, last - first, t1 - last, tile_count, "", s1 - s0, c1 - c0, p1 - p0,
+              w1 - w0)
     config.runs.append(run)
     print(f"{config.name} run {i + 1}: {run.wall:.2f} s (start {run.start:.2f}, tiles {run.tiles:.2f}, "
-          f"assembly {run.assembly:.2f}; {run.tile_count} tiles; steal {run.steal:.2f} s) load {os.getloadavg()[0]:.1f}",
+          f"assembly {run.assembly:.2f}; {run.tile_count} tiles; cpu {run.cpu:.2f} s: server {run.server_cpu:.2f}, "
+          f"workers {run.workers_cpu:.2f}; steal {run.steal:.2f} s) load {os.getloadavg()[0]:.1f}",
           file=sys.stderr)
     return output
 
@@ -167,18 +197,19 @@ def report(configs: list[Config], side: int, kind: str, tiled: bool, resampling:
              f"to {DST_CRS}, {resampling}, uncompressed {layout} GTiff; median of the runs; CPU: {os.cpu_count()} cores",
              f"({'interleaved rounds' if interleave else 'configurations one after another'}); "
              "speed-up: of the medians, and the median of the run-by-run ratios (run i against run i)",
-             "", "| executor | wall s | start s | tiles s | assembly s | steal s | tiles | speed-up vs first | "
-             "run by run (min–max) | pixels |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "", "| executor | wall s | start s | tiles s | assembly s | cpu s | server cpu s | workers cpu s | steal s | "
+             "tiles | speed-up vs first | run by run (min–max) | pixels |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     base = statistics.median(r.wall for r in configs[0].runs)
     ref = configs[0].runs[0].digest
     for c in configs:
         med = {k: statistics.median(getattr(r, k) for r in c.runs)
-               for k in ("wall", "start", "tiles", "assembly", "steal")}
+               for k in ("wall", "start", "tiles", "assembly", "cpu", "server_cpu", "workers_cpu", "steal")}
         same = "identical" if all(r.digest == ref for r in c.runs) else "DIFFERENT"
         rounds = [a.wall / b.wall for a, b in zip(configs[0].runs, c.runs, strict=False)]
         lines.append(f"| {c.name} | {med['wall']:.2f} | {med['start']:.2f} | {med['tiles']:.2f} | "
-                     f"{med['assembly']:.2f} | {med['steal']:.2f} | {c.runs[0].tile_count} | {base / med['wall']:.2f}x | "
+                     f"{med['assembly']:.2f} | {med['cpu']:.2f} | {med['server_cpu']:.2f} | {med['workers_cpu']:.2f} | "
+                     f"{med['steal']:.2f} | {c.runs[0].tile_count} | {base / med['wall']:.2f}x | "
                      f"{statistics.median(rounds):.2f}x ({min(rounds):.2f}–{max(rounds):.2f}) | {same} |")
     return "\n".join(lines)
 

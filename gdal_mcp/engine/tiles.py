@@ -107,9 +107,54 @@ class Mapper(Protocol):
 
 
 def run_here(fn: Callable[[T], U], items: Sequence[T]) -> Iterator[tuple[int, U]]:
-    """The local mapper: one tile after another in this process (each may use the job's threads)."""
-    for i, item in enumerate(items):
-        yield i, fn(item)
+    """The local mapper: one tile after another in this process (each may use the job's threads), in one Session
+    (their sources stay open from one tile to the next)."""
+    session = Session()
+    try:
+        for i, item in enumerate(items):
+            with session.active():
+                result = fn(item)
+            yield i, result
+    finally:
+        session.close()
+
+
+class Session:
+    """What the tiles one thread runs one after another may share, active around each tile (`with
+    session.active():`) and closed after the last: engine modules keep resources in it by name (`resource`), e.g.
+    open_raster its open sources (engine/raster/opening.Keeper), so consecutive tiles neither open a source again
+    nor decode again the blocks they share. Nothing outside a tile sees it."""
+
+    _current = threading.local()
+
+    def __init__(self) -> None:
+        self._resources: dict[str, Any] = {}
+
+    @classmethod
+    def current(cls) -> Session | None:
+        """The session of the tile running on this thread (None outside tiles)."""
+        return getattr(cls._current, "session", None)
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        if Session.current() is not None:  # a tile inside a tile: the outer session
+            yield
+            return
+        Session._current.session = self
+        try:
+            yield
+        finally:
+            Session._current.session = None
+
+    def resource(self, name: str, make: Callable[[], T]) -> T:
+        """The session's resource `name` (made by `make()` at its first use; it has a close() method)."""
+        if name not in self._resources:
+            self._resources[name] = make()
+        return self._resources[name]  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        while self._resources:
+            self._resources.popitem()[1].close()
 
 
 _local = threading.local()
@@ -156,24 +201,34 @@ def run_threads(fn: Callable[[T], U], items: Sequence[T], threads: int) -> Itera
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
     queue = iter(enumerate(items))
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tile") as pool:
-        pending: dict[Future[U], int] = {}
-        try:
-            for i, item in queue:
-                pending[pool.submit(fn, item)] = i
-                if len(pending) >= threads:
-                    break
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    i = pending.pop(future)
-                    for j, item in queue:  # keep `threads` tiles going
-                        pending[pool.submit(fn, item)] = j
+    sessions: dict[int, Session] = {}  # one per thread of the pool
+
+    def call(item: T) -> U:
+        with sessions.setdefault(threading.get_ident(), Session()).active():
+            return fn(item)
+
+    try:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tile") as pool:
+            pending: dict[Future[U], int] = {}
+            try:
+                for i, item in queue:
+                    pending[pool.submit(call, item)] = i
+                    if len(pending) >= threads:
                         break
-                    yield i, future.result()
-        finally:
-            for future in pending:
-                future.cancel()
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        i = pending.pop(future)
+                        for j, item in queue:  # keep `threads` tiles going
+                            pending[pool.submit(call, item)] = j
+                            break
+                        yield i, future.result()
+            finally:
+                for future in pending:
+                    future.cancel()
+    finally:
+        for session in sessions.values():  # the pool's threads are done with them
+            session.close()
 
 
 def map_tiles(fn: Callable[[T], U], items: Sequence[T], *, local_threads: int = 1) -> Iterator[tuple[int, U]]:
