@@ -142,6 +142,27 @@ async def test_quick_metadata_job_runs_on_a_worker_set_up_like_ours(runner: Dask
     assert status["pid"] in runner.pids() and status["pid"] != os.getpid()
     assert status["vrt_python"] == "NO"  # the worker plugin's GDAL environment
     assert status["memory_limit"] is None  # no address-space rlimit: Dask's nanny limits memory
+    assert_workers_set_up(runner)
+
+
+def _worker_settings() -> tuple[object, object, object, bool]:
+    """Run in a Dask worker: the settings a local:N cluster gives it, and whether the tile modules are imported."""
+    import sys
+
+    import dask
+
+    from gdal_mcp.dask_worker import TILE_MODULES
+
+    return (dask.config.get("distributed.worker.profile.enabled"), dask.config.get("distributed.admin.tick.interval"),
+            dask.config.get("distributed.admin.system-monitor.interval"), all(m in sys.modules for m in TILE_MODULES))
+
+
+def assert_workers_set_up(runner: DaskRunner) -> None:
+    """Every worker of the local cluster (those the nannies restarted too): no profiler, slow ticks and system
+    monitor (LOCAL_CLUSTER_CONFIG), the tile modules imported when it joined (WorkerSetup)."""
+    replies = runner._client.run(_worker_settings)
+    assert len(replies) == 2
+    assert set(replies.values()) == {(False, "500ms", "2s", True)}, replies
 
 
 async def test_paths_are_checked_again_on_the_worker(runner: DaskRunner) -> None:
@@ -367,6 +388,7 @@ async def test_a_stuck_job_gets_its_worker_restarted(app: App, runner: DaskRunne
     assert leftovers(dask_ws) == [] and not (dask_ws / "out" / "stuck.tif").exists()
     await settled(runner)
     assert (await runner.run(jobs.RasterInfoJob(path=str(dask_ws / "raster" / "slope.tif")))).width == 84
+    assert_workers_set_up(runner)  # the restarted worker too
 
 
 async def test_timeout_stops_the_job(runner: DaskRunner, dask_ws: Path) -> None:
