@@ -65,10 +65,11 @@ QUICK_PRIORITY = 10
 #: a job that ended without a reply keeps its cancel flag set this long, so an attempt Dask still starts stops
 FLAG_CLEANUP_DELAY = 60.0
 PROBE_PREFIX = ".gdal-mcp-probe-"
-#: Dask settings of the LocalCluster local:N starts (its scheduler, nannies and workers). It has no dashboard, so nobody reads the workers' profiles or the system monitor's
-#: history. Measured idle on 2 cores, local:2 took 15-17 % of a core with Dask's defaults and 4 % with these
-#: (profiler off about -5 %, the event loops' tick every 0.5 s instead of 20 ms -5 %, the system monitor every 2 s
-#: -2 %): CPU the tiles of a busy machine would otherwise share.
+#: Dask settings of the LocalCluster local:N starts (its scheduler, nannies and workers). It has no dashboard, so
+#: nobody reads the workers' profiles or the system monitor's history. Measured idle on 2 cores, local:2 took
+#: 15-17 % of a core with Dask's defaults and 4 % with these (profiler off about -5 %, the event loops' tick every
+#: 0.5 s instead of 20 ms -5 %, the system monitor every 2 s -2 %): CPU the tiles of a busy machine would otherwise
+#: share.
 LOCAL_CLUSTER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "500ms",

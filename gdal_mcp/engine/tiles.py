@@ -3,8 +3,9 @@
 An engine function splits its output grid with `plan()` and hands a module-level tile function and the
 tiles to `map_tiles()`, which yields `(index, result)` as tiles finish, in any order. The executor that runs
 the job decides how: the local worker runs the tiles one after another in its own process (the default
-mapper below); on a Dask cluster the job's task submits them to the cluster's workers and gathers them (the
-executor installs its mapper with `using()` for the job's duration).
+mapper below), in one `Session` that keeps their sources open from one tile to the next; on a Dask cluster the
+job's task submits them to the cluster's workers and gathers them (the executor installs its mapper with `using()`
+for the job's duration).
 
 Results depend only on the plan, never on the executor, the number of workers or the completion order:
 the plan is a function of the output grid and the pixel size alone, and every tile is computed by the same
@@ -13,7 +14,8 @@ function from the same inputs. So an output is pixel-identical whichever executo
 index order or exactly (counts, integer sums, min/max).
 
 Tile functions must be module-level functions of a `gdal_mcp.engine.*` module (a cluster worker imports
-them by name) taking one picklable argument; they open their inputs themselves and return plain values
+them by name) taking one picklable argument; they open their inputs themselves (with open_raster, which may hand
+a tile the dataset an earlier tile of its Session opened: they only read it) and return plain values
 (numpy arrays, numbers, small dicts). They must not write into the job's output themselves: the job's assembler
 does (raster/output.write_tiles: through GDAL in the job's process, or, for an uncompressed GTiff, by wrapping the
 tile function in raster/rawtiff.write_tile, which writes each tile's pixels at their offsets where it ran).
