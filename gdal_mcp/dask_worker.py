@@ -117,12 +117,19 @@ TILE_MODULES = (
 )
 
 
+_preloaded = [False]
+
+
 def preload() -> None:
-    """Import what jobs and tiles need on this worker now (a module that fails to import is reported by the job
-    that needs it, not by a worker that fails to start)."""
+    """Import what jobs and tiles need on this worker now, once per process (a server that connects again sets the
+    worker up again). A module that fails to import is reported by the job that needs it, not by a worker that
+    fails to start."""
     import gc
     import importlib
 
+    if _preloaded[0]:
+        return
+    _preloaded[0] = True
     gc.disable()  # the collector's passes over the imports' objects cost time; they are frozen out of later ones
     try:
         _preload()
@@ -131,6 +138,7 @@ def preload() -> None:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001
                 log.warning("could not import %s on this worker", name, exc_info=True)
+        gc.collect()
         gc.freeze()
     except Exception:  # noqa: BLE001
         log.warning("preloading the engine on this worker failed", exc_info=True)

@@ -4,21 +4,25 @@
 #   gdal-bin, python3-gdal  the GDAL command-line tools (gdalwarp, ogr2ogr, gdaldem … and ogrmerge.py)
 #   chromium, chromium-driver  a headless browser for the approval console test (tests/e2e/test_console.py)
 # GDAL_MCP_NO_APT=1 skips this. Everything it prints goes to stderr.
-_references_missing() {
-  local pkgs=()
-  { command -v gdalinfo >/dev/null 2>&1 && dpkg -s python3-gdal >/dev/null 2>&1; } || pkgs+=(gdal-bin python3-gdal)
-  { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || pkgs+=(chromium chromium-driver)
-  echo "${pkgs[@]}"
+_references_missing() {  # one line per group of missing packages
+  { command -v gdalinfo >/dev/null 2>&1 && dpkg -s python3-gdal >/dev/null 2>&1; } || echo "gdal-bin python3-gdal"
+  { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || echo "chromium chromium-driver"
 }
 if [ -z "${GDAL_MCP_NO_APT:-}" ] && command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1 \
     && [ "$(id -u)" = 0 ]; then
   _missing="$(_references_missing)"
   if [ -n "$_missing" ]; then
-    echo "gdal-mcp: installing the tests' references with apt-get: $_missing (once)" >&2
-    # shellcheck disable=SC2086 # a list of package names
-    (export DEBIAN_FRONTEND=noninteractive && apt-get update -qq >&2 \
-      && apt-get install -y -qq $_missing >/dev/null) \
-      || echo "gdal-mcp: could not install $_missing: the tests comparing with them will skip" >&2
+    echo "gdal-mcp: installing the tests' references with apt-get:" $_missing >&2
+    # A group at a time (GDAL's tools, the browser): a package a distribution lacks costs only its own group.
+    _updated=""
+    while read -r _group; do
+      # shellcheck disable=SC2086 # a list of package names
+      (export DEBIAN_FRONTEND=noninteractive && { [ -n "$_updated" ] || apt-get update -qq >&2; } \
+        && apt-get install -y -qq $_group >/dev/null) \
+        || echo "gdal-mcp: could not install $_group: the tests comparing with them will skip" >&2
+      _updated=1
+    done <<< "$_missing"
+    unset _group _updated
   fi
   unset _missing
 fi

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -155,8 +155,21 @@ class Session:
         return self._resources[name]  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        while self._resources:
-            self._resources.popitem()[1].close()
+        """Close every resource (all of them, even when one fails; then the first error is raised)."""
+        resources, self._resources = list(self._resources.values()), {}
+        close_all(reversed(resources))
+
+
+def close_all(things: Iterable[Any]) -> None:
+    """close() every one of `things`; raise the first error once all were tried."""
+    failure: BaseException | None = None
+    for thing in things:
+        try:
+            thing.close()
+        except BaseException as exc:  # noqa: BLE001 - raised below, after the others were closed
+            failure = failure or exc
+    if failure is not None:
+        raise failure
 
 
 _local = threading.local()
@@ -229,8 +242,7 @@ def run_threads(fn: Callable[[T], U], items: Sequence[T], threads: int) -> Itera
                 for future in pending:
                     future.cancel()
     finally:
-        for session in sessions.values():  # the pool's threads are done with them
-            session.close()
+        close_all(sessions.values())  # the pool's threads are done with them
 
 
 def map_tiles(fn: Callable[[T], U], items: Sequence[T], *, local_threads: int = 1) -> Iterator[tuple[int, U]]:

@@ -53,8 +53,8 @@ class Keeper:
             self._open.pop(path)[2].close()
 
     def close(self) -> None:
-        while self._open:
-            self._open.popitem()[1][2].close()
+        entries, self._open = list(self._open.values()), OrderedDict()
+        tiles.close_all(entry[2] for entry in reversed(entries))
 
 
 @contextlib.contextmanager

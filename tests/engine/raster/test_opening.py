@@ -144,3 +144,60 @@ def test_local_tiles_open_the_source_once_and_give_the_same_pixels(tmp_path: Pat
     with rasterio.open(tmp_path / "kept.tif") as a, rasterio.open(tmp_path / "fresh.tif") as b:
         assert a.profile == b.profile
         assert np.array_equal(a.read(), b.read())
+
+
+def _reader(seen: list):
+    """A tile function reading RGB.byte.tif through open_raster, recording the dataset it got; tile 3 fails."""
+
+    def tile(i: int) -> int:
+        if i == 3:
+            raise ValueError("tile 3 failed")
+        with open_raster(RGB) as ds:
+            seen.append(ds)
+            return int(ds.read(1, window=((i, i + 1), (0, 1)))[0, 0])
+
+    return tile
+
+
+@pytest.mark.parametrize("how", ["exhausted", "closed early", "a tile raised"])
+def test_the_local_mapper_closes_what_its_tiles_kept(how: str) -> None:
+    seen: list = []
+    items = [0, 1, 2] if how != "a tile raised" else [0, 1, 2, 3, 4]
+    run = tiles.run_here(_reader(seen), items)
+    if how == "exhausted":
+        assert [i for i, _ in run] == [0, 1, 2]
+    elif how == "closed early":
+        next(run)
+        next(run)
+        assert not seen[0].closed  # still kept between tiles
+        run.close()
+    else:
+        with pytest.raises(ValueError, match="tile 3"):
+            list(run)
+    assert len({id(ds) for ds in seen}) == 1  # one dataset for every tile of the session
+    assert seen and all(ds.closed for ds in seen)
+
+
+def test_each_thread_of_run_threads_keeps_its_own_and_all_are_closed() -> None:
+    seen: list = []
+    out = dict(tiles.run_threads(_reader(seen), [0, 1, 2, 4, 5, 6, 7, 8], 2))
+    with rasterio.open(RGB) as ds:
+        assert out == {n: int(ds.read(1, window=((i, i + 1), (0, 1)))[0, 0]) for n, i in enumerate([0, 1, 2, 4, 5, 6, 7, 8])}
+    assert 1 <= len({id(ds) for ds in seen}) <= 2 and all(ds.closed for ds in seen)
+
+
+def test_close_all_closes_everything_then_raises_the_first_error() -> None:
+    closed: list[str] = []
+
+    class Thing:
+        def __init__(self, name: str, fails: bool = False) -> None:
+            self.name, self.fails = name, fails
+
+        def close(self) -> None:
+            closed.append(self.name)
+            if self.fails:
+                raise OSError(self.name)
+
+    with pytest.raises(OSError, match="b"):
+        tiles.close_all([Thing("a"), Thing("b", True), Thing("c", True), Thing("d")])
+    assert closed == ["a", "b", "c", "d"]
