@@ -39,7 +39,6 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.worker import (
     PROGRESS_INTERVAL,
     _classify,
-    _preload,
     engine_function,
     quiet_libraries,
     set_gdal_environment,
@@ -101,7 +100,7 @@ class WorkerSetup(WorkerPlugin):
         preload()
 
 
-#: imported when a worker joins (WorkerSetup), after the local worker's PRELOAD: the modules of the tile-parallel
+#: imported when a worker joins (WorkerSetup), besides the local worker's PRELOAD: the modules of the tile-parallel
 #: raster jobs, so the first tiles a worker runs do not wait for them. Measured: ~0.3 s each for warp, mosaic, calc
 #: and terrain after rasterio, 0.8 s with rasterio for all; a worker that joined cold started the first 2-worker
 #: reproject of the bench 1.5 s late. Vector modules (pyogrio: ~1.3 s, ~90 MB) load on first use, as locally.
@@ -121,29 +120,17 @@ _preloaded = [False]
 
 
 def preload() -> None:
-    """Import what jobs and tiles need on this worker now, once per process (a server that connects again sets the
-    worker up again). A module that fails to import is reported by the job that needs it, not by a worker that
-    fails to start."""
-    import gc
-    import importlib
+    """The local worker's warm-up (worker.preload) with TILE_MODULES, once per process (a server that connects
+    again sets the worker up again). A failure is logged: the job that needs the module reports it."""
+    from gdal_mcp.worker import preload as warm
 
     if _preloaded[0]:
         return
     _preloaded[0] = True
-    gc.disable()  # the collector's passes over the imports' objects cost time; they are frozen out of later ones
     try:
-        _preload()
-        for name in TILE_MODULES:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001
-                log.warning("could not import %s on this worker", name, exc_info=True)
-        gc.collect()
-        gc.freeze()
+        warm(TILE_MODULES)
     except Exception:  # noqa: BLE001
         log.warning("preloading the engine on this worker failed", exc_info=True)
-    finally:
-        gc.enable()
 
 
 #: glibc mallopt parameters

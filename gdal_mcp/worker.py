@@ -135,15 +135,25 @@ def engine_function(job: Any) -> Any:
 PRELOAD = ("gdal_mcp.jobs", "gdal_mcp.engine.failures", "gdal_mcp.engine.raster.info")
 
 
-def _preload() -> None:
-    for name in PRELOAD:
-        importlib.import_module(name)
+def preload(modules: tuple[str, ...] = ()) -> None:
+    """Import the raster stack, PRELOAD and `modules`, and open PROJ's database, with the collector off (its passes
+    over the imports' objects cost ~40 ms); they are frozen out of later collections."""
+    gc.disable()
     try:
-        import pyproj
+        import numpy  # noqa: F401
+        import rasterio  # noqa: F401
 
-        pyproj.CRS.from_epsg(4326)  # opens PROJ's database, ~30 ms of the first job that reads a CRS otherwise
-    except Exception:  # noqa: BLE001 - a broken PROJ is reported by the jobs that need it, not by a dead worker
-        pass
+        for name in (*PRELOAD, *modules):
+            importlib.import_module(name)
+        try:
+            import pyproj
+
+            pyproj.CRS.from_epsg(4326)  # opens PROJ's database, ~30 ms of the first job that reads a CRS otherwise
+        except Exception:  # noqa: BLE001 - a broken PROJ is reported by the jobs that need it, not by a dead worker
+            pass
+        gc.freeze()
+    finally:
+        gc.enable()
 
 
 def main(conn: Any) -> None:
@@ -152,18 +162,10 @@ def main(conn: Any) -> None:
     _configure_environment(config)
     _exit_with_server(conn)
     # Warm the raster stack before the memory limit so imports never fail on it. pyogrio (a second bundled GDAL,
-    # ~90 MB resident) loads on a worker's first vector job instead: most workers never need it. The collector
-    # is off meanwhile (its passes over the imports' objects cost ~40 ms); they are frozen out of later ones.
-    gc.disable()
-    import numpy  # noqa: F401
-    import rasterio  # noqa: F401
-
+    # ~90 MB resident) loads on a worker's first vector job instead: most workers never need it.
+    preload(("gdal_mcp.engine.guard", "gdal_mcp.sandbox"))
     from gdal_mcp.engine import guard
     from gdal_mcp.sandbox import Sandbox
-
-    _preload()
-    gc.freeze()
-    gc.enable()
 
     sandbox = Sandbox(config["roots"], allow_network=config.get("allow_network", False))
     guard.install(sandbox.check_referenced)
