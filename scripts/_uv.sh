@@ -5,6 +5,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Compile the environment's bytecode when uv installs it: without .pyc files (and where Python may not write them,
 # PYTHONDONTWRITEBYTECODE=1) every server start would compile FastMCP, pydantic … again (~9 s instead of ~1.3 s).
 export UV_COMPILE_BYTECODE="${UV_COMPILE_BYTECODE:-1}"
+# Trust the system's certificate store, as pip and curl do, not only uv's bundled roots: an MCP host starts the server
+# with a minimal environment (no SSL_CERT_FILE), and behind a TLS-inspecting proxy the first run's `uv sync` then
+# failed with "invalid peer certificate: UnknownIssuer".
+export UV_SYSTEM_CERTS="${UV_SYSTEM_CERTS:-1}"
 if command -v uv >/dev/null 2>&1; then
   UV=(uv)
 else
