@@ -7,6 +7,7 @@ import logging
 import os
 import secrets
 import time
+from datetime import timedelta
 from typing import Any
 
 os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
@@ -154,6 +155,18 @@ async def _index_tool_schemas(mcp: FastMCP) -> None:
     mcp._mcp_server.get_tool_input_schema = schemas.get
 
 
+#: How long Docket's worker (MCP tasks) waits for a new task before it looks again. Its read of the in-memory
+#: backend returns as soon as a task is queued, so this sets only how often an idle server wakes up, not how fast a
+#: task starts: measured, a quick task's round trip 31 ms at FastMCP's default of 50 ms and 34 ms at 1 s, while an
+#: idle stdio server took 3.4 % of a core at 50 ms and 1.3 % at 1 s (on a laptop, and beside every job's tiles).
+TASKS_CHECK_INTERVAL = timedelta(seconds=1)
+
+
+def tasks_check_interval() -> timedelta | None:
+    """TASKS_CHECK_INTERVAL, unless FastMCP's own setting (FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL) says otherwise."""
+    return None if os.environ.get("FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL") else TASKS_CHECK_INTERVAL
+
+
 def build_server(settings: Settings, *, auth: Any = None, app: App | None = None) -> tuple[FastMCP, App]:
     """The FastMCP server and its App (sandbox, runner, audit); `app` if one was built already."""
     app = App(settings) if app is None else app
@@ -184,7 +197,8 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     # server, so the in-memory backend; Docket's worker runs in this event loop, beside the runner. Its own
     # memory:// name: servers built in one process (tests) must not take each other's tasks.
     tasks_backend = f"gdal-mcp-{secrets.token_hex(6)}"
-    mcp.add_extension(TasksExtension(url=f"memory://{tasks_backend}", name=tasks_backend))
+    mcp.add_extension(TasksExtension(url=f"memory://{tasks_backend}", name=tasks_backend,
+                                     minimum_check_interval=tasks_check_interval()))
     inspect_tools.register(mcp, app)
     raster_tools.register(mcp, app)
     vector_tools.register(mcp, app)

@@ -205,3 +205,28 @@ async def test_task_failure_is_the_usual_envelope(modern: Client) -> None:
     r = await modern.call_tool("raster_convert", {"input": "raster/slope.tif", "output": "x.tif", "format": 3},
                                raise_on_error=False)
     assert r.is_error and r.structured_content["error"]["code"] == "invalid-argument"
+
+
+async def test_a_task_starts_at_once_whatever_the_check_interval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server lets Docket's worker wait up to TASKS_CHECK_INTERVAL (1 s, not FastMCP's 50 ms: an idle server
+    then wakes 20x less often) because its read of the in-memory backend returns as soon as a task is queued. Checked
+    with an interval of a minute: were the interval the pickup delay, each task here would take that long."""
+    from gdal_mcp.server import TASKS_CHECK_INTERVAL, tasks_check_interval
+
+    assert tasks_check_interval() == TASKS_CHECK_INTERVAL  # the server's own default (the env var is not set here)
+    monkeypatch.setenv("FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL", "PT60S")  # FastMCP's setting still wins
+    assert tasks_check_interval() is None
+    ws = make_workspace(tmp_path / "ws")
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120))
+    try:
+        async with Client(mcp, mode="auto") as c:
+            assert mcp._worker.minimum_check_interval.total_seconds() == 60  # type: ignore[attr-defined]
+            for size in (32, 48, 64):
+                t0 = time.perf_counter()
+                task = await call_tool_task(c, "raster_preview", {"input": "raster/slope.tif", "max_size": size})
+                r = await asyncio.wait_for(task.result(), 60)
+                took = time.perf_counter() - t0
+                assert not r.is_error and max(r.structured_content["width"], r.structured_content["height"]) == size
+                assert took < 20, f"a quick task took {took:.1f} s: picked up by the interval, not when queued"
+    finally:
+        app.runner.close()
