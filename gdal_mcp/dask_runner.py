@@ -49,7 +49,7 @@ from gdal_mcp.dask_worker import (
 )
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.jobs import Job, R
-from gdal_mcp.runner import timeout_error
+from gdal_mcp.runner import MEMORY_SAMPLE_INTERVAL, timeout_error
 
 log = logging.getLogger("gdal_mcp.dask_runner")
 
@@ -74,7 +74,12 @@ LOCAL_CLUSTER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "500ms",
     "distributed.admin.system-monitor.interval": "2s",
+    # the nannies (threads of this server) and workers sample memory as often as the local pool does (runner.py's
+    # MEMORY_SAMPLE_INTERVAL), not every 0.1 s: 15 % of the server's Dask thread during a job went to it
+    "distributed.worker.memory.monitor-interval": f"{round(MEMORY_SAMPLE_INTERVAL * 1000)}ms",
 }
+#: how often a LocalCluster copies its description to the scheduler (Dask: 1 s; nobody reads it here)
+LOCAL_CLUSTER_SYNC_INTERVAL = 10
 
 
 class _JobGone(Exception):
@@ -154,6 +159,7 @@ class DaskRunner:
                                              memory_limit=self.max_memory or 0, dashboard_address=None,
                                              # no dashboard; its HTTP endpoints (health) on any free port, not 8787
                                              scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}, host="127.0.0.1",
+                                             scheduler_sync_interval=LOCAL_CLUSTER_SYNC_INTERVAL,
                                              # for the worker processes, those a nanny restarts too (the block's
                                              # settings are gone by then: a nanny copies the global ones shallowly)
                                              config=dict(LOCAL_CLUSTER_CONFIG))

@@ -28,6 +28,7 @@ from gdal_mcp.cli import build_parser, settings_from_args  # noqa: E402
 from gdal_mcp.config import Settings  # noqa: E402
 from gdal_mcp.dask_runner import GRACE, DaskRunner  # noqa: E402
 from gdal_mcp.errors import GdalMcpError  # noqa: E402
+from gdal_mcp.runner import MEMORY_SAMPLE_INTERVAL  # noqa: E402
 from gdal_mcp.sandbox import TMP_PREFIX  # noqa: E402
 from tests.conftest import DATA, huge_vrt  # noqa: E402
 from tests.faults import DiesAfterStart, MiB, one_tile_tiff, pid_alive  # noqa: E402
@@ -145,8 +146,9 @@ async def test_quick_metadata_job_runs_on_a_worker_set_up_like_ours(runner: Dask
     assert_workers_set_up(runner)
 
 
-def _worker_settings() -> tuple[object, object, object, bool]:
-    """Run in a Dask worker: the settings a local:N cluster gives it, and whether the tile modules are imported."""
+def _worker_settings(dask_worker: Any) -> tuple[object, object, object, object, bool]:
+    """Run in a Dask worker (Client.run hands it the worker): the settings a local:N cluster gives it, and whether the
+    tile modules are imported."""
     import sys
 
     import dask
@@ -154,15 +156,21 @@ def _worker_settings() -> tuple[object, object, object, bool]:
     from gdal_mcp.dask_worker import TILE_MODULES
 
     return (dask.config.get("distributed.worker.profile.enabled"), dask.config.get("distributed.admin.tick.interval"),
-            dask.config.get("distributed.admin.system-monitor.interval"), all(m in sys.modules for m in TILE_MODULES))
+            dask.config.get("distributed.admin.system-monitor.interval"),
+            dask_worker.memory_manager.memory_monitor_interval, all(m in sys.modules for m in TILE_MODULES))
 
 
 def assert_workers_set_up(runner: DaskRunner) -> None:
     """Every worker of the local cluster (those the nannies restarted too): no profiler, slow ticks and system
-    monitor (LOCAL_CLUSTER_CONFIG), the tile modules imported when it joined (WorkerSetup)."""
+    monitor, memory sampled as often as the local pool does (LOCAL_CLUSTER_CONFIG), the tile modules imported when
+    it joined (WorkerSetup); the nannies (in this process) sample their worker's memory at that pace too."""
     replies = runner._client.run(_worker_settings)
     assert len(replies) == 2
-    assert set(replies.values()) == {(False, "500ms", "2s", True)}, replies
+    assert set(replies.values()) == {(False, "500ms", "2s", MEMORY_SAMPLE_INTERVAL, True)}, replies
+    nannies = list(runner._cluster.workers.values())
+    assert len(nannies) == 2
+    assert {n.memory_manager.memory_monitor_interval for n in nannies} == {MEMORY_SAMPLE_INTERVAL}
+    assert {n.periodic_callbacks["memory_monitor"].callback_time for n in nannies} == {MEMORY_SAMPLE_INTERVAL * 1000}
 
 
 async def test_paths_are_checked_again_on_the_worker(runner: DaskRunner) -> None:
