@@ -17,6 +17,12 @@ the CPU time the whole machine was busy during the run (all processes and the ke
 worker processes, "steal" the CPU time the hypervisor took from the machine (/proc/stat). Every output is compared
 with the first configuration's, pixel for pixel, after the timed runs (`--interleave`: all servers up at once, one run of each
 per round). Not a test.
+
+The machine itself is measured beside the executors (`--reference`, on by default): the same output strips
+warped by the engine's `warp_tile` into memory (no server, no Dask, no writes) by one plain process, then by two
+processes each taking every other strip, started together once both have opened the source. Its ratio is what
+this machine gives two processes of identical tile work in that minute (a VM whose vCPUs share a host core, or a
+busy host, gives less than 2x); the executors' ratio is to be read against it.
 """
 
 from __future__ import annotations
@@ -33,10 +39,12 @@ import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import rasterio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from rasterio.transform import Affine
 
 from bench.generate import make_warp_source
 
@@ -160,18 +168,26 @@ async def hash_outputs(outputs: list[tuple[Run, Path]]) -> None:
 
 
 async def run_all(configs: list[Config], workdir: Path, source: str, repeat: int, tiled: bool, resampling: str,
-                  interleave: bool) -> None:
+                  interleave: bool, reference: Reference | None = None) -> None:
     """By default one server at a time, its `repeat` runs back to back. With `interleave`, all servers up at once
     and `repeat` rounds of one run per configuration, the order rotating round by round (every configuration meets
     the machine in the same states; but each idle Dask cluster costs ~8 % of a core meanwhile). Either way the
     outputs are hashed only after the timed runs: reading 2 GB back and deleting it between runs made the next run
-    slower (BENCHMARKS.md). So the disk holds `repeat` outputs at once (interleaved: of every configuration)."""
+    slower (BENCHMARKS.md). So the disk holds `repeat` outputs at once (interleaved: of every configuration).
+    The machine reference (a pair of plain-process runs) is measured once per round, or twice before each
+    configuration, while no server is busy."""
     outputs: list[tuple[Run, Path]] = []
+    specs = reference_specs(workdir / source) if reference is not None else []
+
+    async def measure_machine() -> None:
+        if reference is not None:
+            await asyncio.to_thread(reference.measure, workdir / source, specs)
     try:
         if interleave:
             async with AsyncExitStack() as stack:
                 sessions = [await open_session(stack, c, workdir, source) for c in configs]
                 for r in range(repeat):
+                    await measure_machine()
                     for j in range(len(configs)):
                         k = (r + j) % len(configs)
                         c = configs[k]
@@ -180,6 +196,8 @@ async def run_all(configs: list[Config], workdir: Path, source: str, repeat: int
             await hash_outputs(outputs)
             return
         for c in configs:
+            for _ in range(2):
+                await measure_machine()
             async with AsyncExitStack() as stack:
                 session = await open_session(stack, c, workdir, source)
                 for i in range(repeat):
@@ -214,6 +232,91 @@ def report(configs: list[Config], side: int, kind: str, tiled: bool, resampling:
     return "\n".join(lines)
 
 
+def _reference_process(source: str, specs: list[Any], start: Any, out: Any) -> None:
+    """One plain process of the machine reference: open the source, wait for the others, warp `specs`."""
+    from gdal_mcp import worker
+    from gdal_mcp.engine import tiles
+    from gdal_mcp.engine.raster.opening import open_raster
+    from gdal_mcp.engine.raster.warp import warp_tile
+
+    worker.set_gdal_environment({})
+    worker.preload()
+    session = tiles.Session()
+    with session.active(), open_raster(source):
+        pass  # opened (and kept by the session) before the clock starts, as a warm Dask worker has it
+    # One buffer for every strip, as the raw GTiff writer of the real runs hands warp_tile (a fresh 64 MB array per
+    # strip costs its page faults again each time on this VM)
+    import numpy as np
+
+    _, _, width, rows = specs[0].window
+    buffer = np.empty((len(specs[0].indexes), rows, width), dtype=specs[0].dtype)
+    buffer.fill(0)
+    start.wait()
+    t0 = time.perf_counter()
+    for spec in specs:
+        _, _, width, rows = spec.window
+        with session.active():
+            warp_tile(spec, out=buffer[:, :rows, :width])
+    out.put(time.perf_counter() - t0)
+    session.close()
+
+
+def reference_specs(source: Path) -> list[Any]:
+    """The strips of the benchmark's reproject, as the engine plans them (a striped GTiff of the default grid)."""
+    import numpy as np
+    from rasterio.warp import calculate_default_transform
+
+    from gdal_mcp.engine.raster.output import output_tiles
+    from gdal_mcp.engine.raster.warp import WarpTile
+
+    with rasterio.open(source) as ds:
+        transform, width, height = calculate_default_transform(ds.crs, DST_CRS, ds.width, ds.height, *ds.bounds)
+        crs = rasterio.CRS.from_user_input(DST_CRS).to_wkt(version="WKT2_2019")
+        plan = output_tiles("GTiff", {}, width, height, bytes_per_pixel=ds.count * np.dtype(ds.dtypes[0]).itemsize)
+        return [WarpTile(src=str(source), indexes=tuple(range(1, ds.count + 1)), window=t.window,
+                         transform=tuple(transform * Affine.translation(t.window[0], t.window[1]))[:6],
+                         crs=crs, dtype=ds.dtypes[0], src_nodata=ds.nodata, nodata=ds.nodata, resampling="nearest",
+                         warp_options=(), threads=1) for t in plan]
+
+
+def reference_run(source: Path, specs: list[Any], processes: int) -> float:
+    """Seconds `processes` plain processes take to warp `specs` (process k: strips k, k + processes, …)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Barrier(processes), ctx.Queue()
+    procs = [ctx.Process(target=_reference_process, args=(str(source), specs[k::processes], start, out))
+             for k in range(processes)]
+    for proc in procs:
+        proc.start()
+    times = [out.get(timeout=3600) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return max(times)
+
+
+@dataclass
+class Reference:
+    one: list[float] = field(default_factory=list)
+    two: list[float] = field(default_factory=list)
+
+    def measure(self, source: Path, specs: list[Any]) -> None:
+        one, two = reference_run(source, specs, 1), reference_run(source, specs, 2)
+        self.one.append(one)
+        self.two.append(two)
+        print(f"machine reference: {len(specs)} strips, 1 process {one:.2f} s, 2 processes {two:.2f} s "
+              f"({one / two:.2f}x) load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+
+    def report(self) -> str:
+        if not self.one:
+            return ""
+        ratios = [a / b for a, b in zip(self.one, self.two, strict=True)]
+        return (f"Machine reference (plain processes, `warp_tile` into memory, no server, no Dask, no writes; "
+                f"{len(self.one)} pairs): 1 process {statistics.median(self.one):.2f} s, 2 processes "
+                f"{statistics.median(self.two):.2f} s: {statistics.median(ratios):.2f}x "
+                f"({min(ratios):.2f}–{max(ratios):.2f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--side", type=int, default=18300, help="side of the 3-band uint16 input (18300: 2.0 GB)")
@@ -227,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="all servers up at once, one run of each per round (default: one server at a time)")
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--markdown", type=Path, default=None, help="append the report to this file")
+    p.add_argument("--no-reference", dest="reference", action="store_false",
+                   help="skip the machine reference (plain processes warping the same strips)")
     a = p.parse_args(argv)
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix="gdal-mcp-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -240,8 +345,11 @@ def main(argv: list[str] | None = None) -> int:
                    for n in (int(x) for x in a.workers.split(","))]
         if a.local:
             configs.append(Config("local pool", ["--workers", "2"]))
-        asyncio.run(run_all(configs, workdir, source, a.repeat, a.tiled, a.resampling, a.interleave))
+        reference = Reference() if a.reference and not a.tiled and a.resampling == "nearest" else None
+        asyncio.run(run_all(configs, workdir, source, a.repeat, a.tiled, a.resampling, a.interleave, reference))
         text = report(configs, a.side, a.kind, a.tiled, a.resampling, a.interleave)
+        if reference is not None:
+            text += "\n\n" + reference.report()
         print(text)
         if a.markdown:
             with open(a.markdown, "a", encoding="utf-8") as fh:
