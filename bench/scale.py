@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import hashlib
 import os
+import queue
 import shutil
 import statistics
 import sys
@@ -251,7 +252,7 @@ def _reference_process(source: str, specs: list[Any], start: Any, out: Any) -> N
     _, _, width, rows = specs[0].window
     buffer = np.empty((len(specs[0].indexes), rows, width), dtype=specs[0].dtype)
     buffer.fill(0)
-    start.wait()
+    start.wait(timeout=600)  # a sibling that died before it: BrokenBarrierError here, not a hang
     t0 = time.perf_counter()
     for spec in specs:
         _, _, width, rows = spec.window
@@ -289,9 +290,20 @@ def reference_run(source: Path, specs: list[Any], processes: int) -> float:
              for k in range(processes)]
     for proc in procs:
         proc.start()
-    times = [out.get(timeout=3600) for _ in procs]
-    for proc in procs:
-        proc.join()
+    times: list[float] = []
+    try:
+        while len(times) < processes:
+            try:
+                times.append(out.get(timeout=2))
+            except queue.Empty:
+                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(f"a machine-reference process failed (exit code {dead[0]})") from None
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
     return max(times)
 
 
