@@ -236,22 +236,24 @@ def report(configs: list[Config], side: int, kind: str, tiled: bool, resampling:
 def _reference_process(source: str, specs: list[Any], start: Any, out: Any) -> None:
     """One plain process of the machine reference: open the source, wait for the others, warp `specs`."""
     from gdal_mcp import worker
+    from gdal_mcp.config import Settings
+
+    # the GDAL settings of the server's workers (their GDAL cache), before GDAL is first used
+    worker.set_gdal_environment({"gdal_cache": Settings.gdal_cache})
     from gdal_mcp.engine import tiles
     from gdal_mcp.engine.raster.opening import open_raster
     from gdal_mcp.engine.raster.warp import warp_tile
-
-    worker.set_gdal_environment({})
     worker.preload()
     session = tiles.Session()
     with session.active(), open_raster(source):
         pass  # opened (and kept by the session) before the clock starts, as a warm Dask worker has it
-    # One buffer for every strip, as the raw GTiff writer of the real runs hands warp_tile (a fresh 64 MB array per
-    # strip costs its page faults again each time on this VM)
+    # One pixel-interleaved buffer for every strip, the kind of view the raw GTiff writer of the real runs hands
+    # warp_tile (a fresh 64 MB array per strip costs its page faults again each time on this VM)
     import numpy as np
 
     _, _, width, rows = specs[0].window
-    buffer = np.empty((len(specs[0].indexes), rows, width), dtype=specs[0].dtype)
-    buffer.fill(0)
+    pixels = np.zeros((rows, width, len(specs[0].indexes)), dtype=specs[0].dtype)
+    buffer = pixels.transpose(2, 0, 1)
     start.wait(timeout=600)  # a sibling that died before it: BrokenBarrierError here, not a hang
     t0 = time.perf_counter()
     for spec in specs:

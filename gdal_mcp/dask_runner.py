@@ -75,7 +75,9 @@ LOCAL_CLUSTER_CONFIG = {
     "distributed.admin.tick.interval": "500ms",
     "distributed.admin.system-monitor.interval": "2s",
     # the nannies (threads of this server) and workers sample memory as often as the local pool does (runner.py's
-    # MEMORY_SAMPLE_INTERVAL), not every 0.1 s: 15 % of the server's Dask thread during a job went to it
+    # MEMORY_SAMPLE_INTERVAL), not every 0.1 s: 15 % of the server's Dask thread during a job went to it. (The local
+    # pool also has an address-space rlimit behind its sampling; a Dask worker has only the nanny's, so a runaway job
+    # is stopped up to 0.1 s later than with Dask's default.)
     "distributed.worker.memory.monitor-interval": f"{round(MEMORY_SAMPLE_INTERVAL * 1000)}ms",
 }
 #: how often a LocalCluster copies its description to the scheduler (Dask: 1 s; nobody reads it here)

@@ -163,8 +163,11 @@ TASKS_CHECK_INTERVAL = timedelta(seconds=1)
 
 
 def tasks_check_interval() -> timedelta | None:
-    """TASKS_CHECK_INTERVAL, unless FastMCP's own setting (FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL) says otherwise."""
-    return None if os.environ.get("FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL") else TASKS_CHECK_INTERVAL
+    """TASKS_CHECK_INTERVAL, unless FastMCP's own setting says otherwise (FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL, in
+    the environment or FastMCP's .env file: None then, and the extension reads it)."""
+    from fastmcp_tasks.settings import DocketSettings
+
+    return None if "minimum_check_interval" in DocketSettings().model_fields_set else TASKS_CHECK_INTERVAL
 
 
 def build_server(settings: Settings, *, auth: Any = None, app: App | None = None) -> tuple[FastMCP, App]:

@@ -213,7 +213,8 @@ async def test_a_task_starts_at_once_whatever_the_check_interval(tmp_path: Path,
     with an interval of a minute: were the interval the pickup delay, each task here would take that long."""
     from gdal_mcp.server import TASKS_CHECK_INTERVAL, tasks_check_interval
 
-    assert tasks_check_interval() == TASKS_CHECK_INTERVAL  # the server's own default (the env var is not set here)
+    monkeypatch.delenv("FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL", raising=False)
+    assert tasks_check_interval() == TASKS_CHECK_INTERVAL  # the server's own default
     monkeypatch.setenv("FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL", "PT60S")  # FastMCP's setting still wins
     assert tasks_check_interval() is None
     ws = make_workspace(tmp_path / "ws")
