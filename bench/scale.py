@@ -45,7 +45,6 @@ from typing import Any
 import rasterio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from rasterio.transform import Affine
 
 from bench.generate import make_warp_source
 
@@ -265,21 +264,22 @@ def _reference_process(source: str, specs: list[Any], start: Any, out: Any) -> N
 
 
 def reference_specs(source: Path) -> list[Any]:
-    """The strips of the benchmark's reproject, as the engine plans them (a striped GTiff of the default grid)."""
-    import numpy as np
-    from rasterio.warp import calculate_default_transform
+    """The strips of the benchmark's reproject, as the engine plans them: its grid (`target_grid`) and its tiles
+    (`warp_tiles`) of a striped GTiff, nearest."""
+    from rasterio.enums import Resampling
 
-    from gdal_mcp.engine.raster.output import output_tiles
-    from gdal_mcp.engine.raster.warp import WarpTile
+    from gdal_mcp.engine.crs import parse_crs
+    from gdal_mcp.engine.raster.warp import source_georef, target_grid, warp_tiles
 
     with rasterio.open(source) as ds:
-        transform, width, height = calculate_default_transform(ds.crs, DST_CRS, ds.width, ds.height, *ds.bounds)
-        crs = rasterio.CRS.from_user_input(DST_CRS).to_wkt(version="WKT2_2019")
-        plan = output_tiles("GTiff", {}, width, height, bytes_per_pixel=ds.count * np.dtype(ds.dtypes[0]).itemsize)
-        return [WarpTile(src=str(source), indexes=tuple(range(1, ds.count + 1)), window=t.window,
-                         transform=tuple(transform * Affine.translation(t.window[0], t.window[1]))[:6],
-                         crs=crs, dtype=ds.dtypes[0], src_nodata=ds.nodata, nodata=ds.nodata, resampling="nearest",
-                         warp_options=(), threads=1) for t in plan]
+        georef = source_georef(ds, None, None, [])
+        target = parse_crs(DST_CRS, "dst_crs")
+        transform, width, height = target_grid(ds, georef.crs, target, resolution=None, size=None, bbox=None,
+                                               bbox_crs=None, tap=False, georef=georef)
+        _, specs = warp_tiles(ds, str(source), "GTiff", {}, width=width, height=height, dtype=ds.dtypes[0],
+                              crs=target, transform=transform, src_nodata=ds.nodata, nodata=ds.nodata,
+                              resampling=Resampling.nearest, threads=1, warp_options=georef.options)
+        return specs
 
 
 def reference_run(source: Path, specs: list[Any], processes: int) -> float:

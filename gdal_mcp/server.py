@@ -22,6 +22,7 @@ from fastmcp.server.lifespan import lifespan  # noqa: E402
 from fastmcp.server.middleware import Middleware, MiddlewareContext  # noqa: E402
 from fastmcp.tools import InputRequiredToolResult, ToolResult  # noqa: E402
 from fastmcp_tasks import TasksExtension  # noqa: E402
+from fastmcp_tasks.settings import DocketSettings  # noqa: E402
 
 from gdal_mcp import __version__, confirm, console, downloads  # noqa: E402
 from gdal_mcp.app import App  # noqa: E402
@@ -165,8 +166,6 @@ TASKS_CHECK_INTERVAL = timedelta(seconds=1)
 def tasks_check_interval() -> timedelta | None:
     """TASKS_CHECK_INTERVAL, unless FastMCP's own setting says otherwise (FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL, in
     the environment or FastMCP's .env file: None then, and the extension reads it)."""
-    from fastmcp_tasks.settings import DocketSettings
-
     return None if "minimum_check_interval" in DocketSettings().model_fields_set else TASKS_CHECK_INTERVAL
 
 

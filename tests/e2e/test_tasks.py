@@ -22,7 +22,7 @@ from fastmcp_tasks import call_tool_task
 
 from gdal_mcp.config import Settings
 from gdal_mcp.sandbox import TMP_PREFIX
-from gdal_mcp.server import build_server
+from gdal_mcp.server import TASKS_CHECK_INTERVAL, build_server, tasks_check_interval
 from tests.conftest import huge_vrt, make_workspace
 
 # RGB.byte.tif (791 x 718, UTM 18N) warped to ~0.0003° pixels: about 8000 x 6600 x 3, a few seconds of work
@@ -211,8 +211,6 @@ async def test_a_task_starts_at_once_whatever_the_check_interval(tmp_path: Path,
     """The server lets Docket's worker wait up to TASKS_CHECK_INTERVAL (1 s, not FastMCP's 50 ms: an idle server
     then wakes 20x less often) because its read of the in-memory backend returns as soon as a task is queued. Checked
     with an interval of a minute: were the interval the pickup delay, each task here would take that long."""
-    from gdal_mcp.server import TASKS_CHECK_INTERVAL, tasks_check_interval
-
     monkeypatch.delenv("FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL", raising=False)
     assert tasks_check_interval() == TASKS_CHECK_INTERVAL  # the server's own default
     monkeypatch.setenv("FASTMCP_DOCKET_MINIMUM_CHECK_INTERVAL", "PT60S")  # FastMCP's setting still wins

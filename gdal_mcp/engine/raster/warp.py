@@ -310,15 +310,9 @@ def _warp(ds: Any, src: str, dst: str, driver: str, options: dict[str, str], *, 
     transformer depends on the chunking, so a whole-dataset warp would differ slightly). Measured on 3 x 9000^2
     uint16: 2048 tiles into arrays plus window writes 1.01 s, one dataset-to-dataset warp 1.20 s.
     """
-    import numpy as np
-
-    plan = output_tiles(driver, options, width, height, bytes_per_pixel=ds.count * np.dtype(dtype).itemsize)
-    common = WarpTile(src=src, indexes=tuple(range(1, ds.count + 1)), window=(0, 0, width, height),
-                      transform=tuple(transform)[:6], crs=crs.to_wkt(version="WKT2_2019"), dtype=dtype,
-                      src_nodata=src_nodata, nodata=nodata, resampling=resampling.name,
-                      warp_options=tuple(sorted(warp_options.items())), threads=max(1, threads))
-    specs = [replace(common, window=t.window,
-                     transform=tuple(transform @ Affine.translation(t.window[0], t.window[1]))[:6]) for t in plan]
+    plan, specs = warp_tiles(ds, src, driver, options, width=width, height=height, dtype=dtype, crs=crs,
+                             transform=transform, src_nodata=src_nodata, nodata=nodata, resampling=resampling,
+                             threads=threads, warp_options=warp_options)
     colorinterp = ds.colorinterp
 
     def set_colours(out: Any) -> None:
@@ -331,6 +325,22 @@ def _warp(ds: Any, src: str, dst: str, driver: str, options: dict[str, str], *, 
                 transform=transform, nodata=nodata, fn=warp_tile, specs=specs, windows=[t.window for t in plan],
                 progress=progress, what="warped", prepare=set_colours,
                 start=f"warping {width}x{height} x {ds.count} band(s) in {len(plan)} tile(s)")
+
+
+def warp_tiles(ds: Any, src: str, driver: str, options: dict[str, str], *, width: int, height: int, dtype: str,
+               crs: Any, transform: Affine, src_nodata: float | None, nodata: float | None, resampling: Resampling,
+               threads: int, warp_options: dict[str, str]) -> tuple[list[Any], list[WarpTile]]:
+    """The output's tile plan (`output_tiles`) and a WarpTile for each tile (bench.scale warps them too)."""
+    import numpy as np
+
+    plan = output_tiles(driver, options, width, height, bytes_per_pixel=ds.count * np.dtype(dtype).itemsize)
+    common = WarpTile(src=src, indexes=tuple(range(1, ds.count + 1)), window=(0, 0, width, height),
+                      transform=tuple(transform)[:6], crs=crs.to_wkt(version="WKT2_2019"), dtype=dtype,
+                      src_nodata=src_nodata, nodata=nodata, resampling=resampling.name,
+                      warp_options=tuple(sorted(warp_options.items())), threads=max(1, threads))
+    specs = [replace(common, window=t.window,
+                     transform=tuple(transform @ Affine.translation(t.window[0], t.window[1]))[:6]) for t in plan]
+    return plan, specs
 
 
 @dataclass(frozen=True)
