@@ -96,17 +96,42 @@ def _dask_runner(settings: Settings, worker_config: dict[str, Any]) -> DaskRunne
                       worker_config=worker_config)
 
 
+def confinement(settings: Settings) -> bool:
+    """Whether the workers will be confined by the kernel (gdal_mcp.confine). Where the kernel cannot, the server
+    refuses to start (ValueError) unless the operator accepted running unconfined (--allow-unconfined); then it
+    says so on stderr."""
+    from gdal_mcp import confine
+
+    if confine.abi() >= confine.MIN_ABI:
+        return True
+    status = confine.status()
+    if not settings.allow_unconfined:
+        raise ValueError(f"this kernel cannot confine the processes that run GDAL ({status}): a dataset could make "
+                         "them read any file this user can, or reach the network. Refusing to start; run on Linux "
+                         ">= 5.19 with Landlock enabled, or pass --allow-unconfined to accept this (see SECURITY.md)")
+    log.warning("RUNNING UNCONFINED (%s): the processes that run GDAL can read any file this user can and reach the "
+                "network; only the server's own path checks stand between a dataset and them (--allow-unconfined)",
+                status)
+    return False
+
+
 class App:
     """Everything a tool needs; built once per server."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.sandbox = Sandbox(settings.workspaces, allow_network=settings.allow_network)
+        # Local workers: this kernel confines them. Dask workers confine their task threads themselves (and refuse
+        # to run unconfined unless allowed): gdal_mcp.dask_worker.confine_executor.
+        self.confined = confinement(settings) if settings.executor == "local" else True
         worker_config = {
             "roots": [str(r) for r in self.sandbox.roots],
             "allow_network": settings.allow_network,
             "gdal_cache": settings.gdal_cache,
             "log_level": settings.log_level.upper(),
+            "confine": self.confined,
+            "allow_unconfined": settings.allow_unconfined,
+            "read_only": settings.read_only,
         }
         self.runner: Runner | DaskRunner
         if settings.executor == "dask":

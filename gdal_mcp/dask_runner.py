@@ -41,6 +41,7 @@ from gdal_mcp.dask_worker import (
     RERUN_MESSAGE,
     WorkerSetup,
     cancel_event,
+    confinement_state,
     listing,
     probe,
     run_job,
@@ -179,8 +180,12 @@ class DaskRunner:
         except TimeoutError:
             raise ValueError(f"no Dask worker joined the scheduler {self.scheduler} within {CONNECT_TIMEOUT:g} s; "
                              f"start workers (dask worker {self.scheduler})") from None
-        self._client.register_plugin(WorkerSetup(self.worker_config))
+        try:
+            self._client.register_plugin(WorkerSetup(self.worker_config))
+        except RuntimeError as e:  # a worker that cannot confine its task threads (dask_worker.confine_executor)
+            raise ValueError(str(e)) from None
         self._probe()
+        self._check_confinement()
         self._client.subscribe_topic(PROGRESS_TOPIC, self._on_progress)
         self._client.subscribe_topic("all", self._on_cluster_event)
         self._client.subscribe_topic("worker-restart-memory", self._on_memory_restart)
@@ -212,6 +217,17 @@ class DaskRunner:
             detail = "; ".join(f"worker {address}: {', '.join(problems)}" for address, problems in sorted(blind.items()))
             raise ValueError(f"the Dask workers cannot see the workspace: {detail}. Workers must mount the workspace "
                              "at the same path as the server (a shared file system); see docs/deployment.md")
+
+    def _check_confinement(self) -> None:
+        """Every worker set up its confinement (or, with --allow-unconfined, said why it runs unconfined)."""
+        states = self._client.run(confinement_state)
+        for address, state in sorted(states.items()):
+            if state is None:
+                raise ValueError(f"the Dask worker {address} did not set up gdal-mcp (its plugin did not run)")
+            if not state.startswith("confined") and not self.worker_config.get("allow_unconfined"):
+                raise ValueError(f"the Dask worker {address} runs unconfined ({state}); see SECURITY.md")
+            if not state.startswith("confined"):
+                log.warning("Dask worker %s runs gdal-mcp's tasks UNCONFINED: %s", address, state)
 
     def close(self) -> None:
         with self._start_lock:

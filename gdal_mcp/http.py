@@ -14,18 +14,21 @@ from fastmcp.server.auth import AccessToken, TokenVerifier
 HEALTH_ROUTE = "/healthz"
 
 
-def register_health(mcp: Any) -> None:
-    """GET /healthz: {"status": "ok"} without a token, for container and load-balancer health checks.
+def register_health(mcp: Any, confined: bool = True) -> None:
+    """GET /healthz: {"status": "ok", "confined": true} without a token, for container and load-balancer health
+    checks.
 
-    It says only that the HTTP server answers: no version, workspace, job or worker detail. The Host
-    and Origin guards wrap it like every route (a probe sends a loopback Host or an --allow-host name).
+    It says only that the HTTP server answers and whether the processes that run GDAL are confined by the kernel
+    (false: the operator started it with --allow-unconfined on a kernel without Landlock): no version, workspace,
+    job or worker detail. The Host and Origin guards wrap it like every route (a probe sends a loopback Host or an
+    --allow-host name).
     """
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
 
     @mcp.custom_route(HEALTH_ROUTE, methods=["GET"], name="healthz")
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok"}, headers={"Cache-Control": "no-store"})
+        return JSONResponse({"status": "ok", "confined": confined}, headers={"Cache-Control": "no-store"})
 
 
 class StaticBearerToken(TokenVerifier):

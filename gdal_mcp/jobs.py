@@ -73,6 +73,11 @@ class Job(Generic[R]):
             found += [v for v in values if isinstance(v, str) and v]
         return found
 
+    def modifies(self) -> list[str]:
+        """Files the job changes in place (not through a temporary output the server commits): the only files
+        besides its output a worker lets it write (gdal_mcp.worker.job_writable). None by default."""
+        return []
+
     @property
     def name(self) -> str:
         return self.FUNC
@@ -142,6 +147,16 @@ class WorkerStatusJob(Job[dict[str, Any]]):
     """pid, limits and library versions of the worker that runs it (diagnostics, tests)."""
 
     FUNC = "gdal_mcp.engine.diagnostics:worker_status"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeAccessJob(Job[dict[str, Any]]):
+    """The confinement self-test: what a worker can reach when it bypasses every check (engine.diagnostics)."""
+
+    FUNC = "gdal_mcp.engine.diagnostics:probe_access"
+    read: list[str]
+    connect: list[tuple[str, int]]
+    write: list[str] | None = None
 
 
 # ----- coordinates and CRS (no files) ---------------------------------------------------------
@@ -281,6 +296,7 @@ class EditRasterJob(Job[tuple[RasterSummary, Warnings]]):
 
     FUNC = "gdal_mcp.engine.raster.edit:edit"
     OUTPUT = "dst"
+
     src: str
     dst: str | None = None
     crs: str | None = None
@@ -292,6 +308,9 @@ class EditRasterJob(Job[tuple[RasterSummary, Warnings]]):
     metadata: dict[str, str | None] | None = None
     band_descriptions: list[str | None] | None = None
     units: str | list[str | None] | None = None
+
+    def modifies(self) -> list[str]:
+        return [self.src] if self.dst is None else []
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -773,4 +792,3 @@ def all_jobs() -> list[type[Job[Any]]]:
             if "FUNC" in sub.__dict__ and sub.__module__ == __name__:  # not test doubles defined elsewhere
                 found.append(sub)
     return sorted(found, key=lambda c: c.__name__)
-

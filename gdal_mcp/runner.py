@@ -14,10 +14,12 @@ import asyncio
 import logging
 import os
 import pickle
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -153,6 +155,7 @@ class Runner:
         self._closed = False
         self._unspawned = 0  # workers start() has yet to spawn
         self._health: asyncio.TimerHandle | None = None
+        self._tmp: str | None = None
 
     # ----- lifecycle ---------------------------------------------------------------------
     def _spawn(self) -> _Worker:
@@ -165,8 +168,9 @@ class Runner:
         # Arrow's own allocator keeps freed memory; with the system one, malloc_trim returns it after a job.
         env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+        # -P: the current directory is not put on the import path (it may be a workspace, whose files are data).
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gdal_mcp.worker", str(child.fileno())],
+            [sys.executable, "-P", "-m", "gdal_mcp.worker", str(child.fileno())],
             pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), env=env,
             start_new_session=True,
         )
@@ -185,6 +189,10 @@ class Runner:
             self._idle = asyncio.Queue()
             self._general = asyncio.Semaphore(self.workers)
             self._unspawned = self.workers + 1
+            if not self.worker_config.get("tmp"):
+                # The workers' private temporary directory: the only place outside the workspaces they may write.
+                self._tmp = tempfile.mkdtemp(prefix="gdal-mcp-workers-")
+                self.worker_config["tmp"] = self._tmp
         n = self._unspawned if count is None else min(count, self._unspawned)
         for _ in range(0 if self._closed else n):
             self._idle.put_nowait(self._spawn())
@@ -194,6 +202,12 @@ class Runner:
         self._closed = True
         if self._health is not None:
             self._health.cancel()
+        self._close_workers()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def _close_workers(self) -> None:
         for w in list(self._all):
             try:
                 if w.alive():

@@ -211,7 +211,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     prompt_tools.register(mcp, app)
     if settings.transport == "http":
         downloads.register(mcp, app)  # GET/HEAD /files/<path> beside /mcp
-        register_health(mcp)  # GET /healthz, without a token (container health checks)
+        register_health(mcp, app.confined)  # GET /healthz, without a token (container health checks)
         if settings.console:
             console.register(mcp, app)  # /console (approval console) and the confirmation_status tool
     return mcp, app

@@ -30,19 +30,35 @@ def _configure_environment(config: dict[str, Any]) -> None:
     quiet_libraries()
 
 
+#: environment variables a worker never inherits: the server's credentials (a job has no use for them, and what a
+#: process holds in its environment a dataset could make GDAL send somewhere)
+SECRET_ENV_PREFIXES = ("GDAL_MCP_",)
+
+
 def set_gdal_environment(config: dict[str, Any]) -> None:
-    """The GDAL settings of a worker (this pool's, or a Dask worker's through gdal_mcp.dask_worker)."""
+    """The GDAL and PROJ settings of a worker (this pool's, or a Dask worker's through gdal_mcp.dask_worker)."""
     # GDAL reads these at first use; set before rasterio/pyogrio load their bundled GDALs.
+    for name in [n for n in os.environ if n.startswith(SECRET_ENV_PREFIXES)]:
+        del os.environ[name]
     os.environ["GDAL_VRT_ENABLE_PYTHON"] = "NO"
+    # No driver plugins from anywhere (GDAL would dlopen every library in its plugin directories).
+    os.environ["GDAL_DRIVER_PATH"] = "disable"
+    # Reading a .gz must not write a .properties index beside it (read tools write nothing).
+    os.environ["CPL_VSIL_GZIP_WRITE_PROPERTIES"] = "NO"
+    tmp = config.get("tmp")
+    if tmp:  # the worker's private temporary directory (the only place outside the workspaces it may write)
+        for name in ("TMPDIR", "CPL_TMPDIR", "PROJ_USER_WRITABLE_DIRECTORY", "HOME"):
+            os.environ[name] = tmp
     os.environ["GDAL_CACHEMAX"] = str(max(16, config.get("gdal_cache", 256 * 1024**2) // 1024**2))
     # TRUE, not EMPTY_DIR: no directory listing (slow in folders of thousands of tiles), yet GDAL still probes the
     # sidecars by name, so a PNG/JPEG georeferenced by its .aux.xml or world file keeps its CRS and transform.
     os.environ.setdefault("GDAL_DISABLE_READDIR_ON_OPEN", "TRUE")
     os.environ["CPL_LOG_ERRORS"] = "OFF"
     if not config.get("allow_network"):
-        # Belt and braces: even a path that slipped past the sandbox cannot fetch anything.
+        # Belt and braces beside the kernel's confinement: GDAL and PROJ do not even try.
         os.environ["GDAL_HTTP_TIMEOUT"] = "1"
         os.environ["CPL_VSIL_CURL_ALLOWED_EXTENSIONS"] = ".__gdal_mcp_network_disabled__"
+        os.environ["PROJ_NETWORK"] = "OFF"
 
 
 def quiet_libraries() -> None:
@@ -108,14 +124,45 @@ def _release_memory() -> None:
         pass  # not glibc
 
 
-def _classify(exc: BaseException) -> tuple[str, str]:
-    from gdal_mcp.engine.failures import translate
+def _classify(exc: BaseException, job: Any = None, *, identify: bool = False) -> tuple[str, str]:
+    """(code, message) of a failed job. A read the kernel refused (a file the dataset refers to outside what the
+    worker may read) is out-of-root naming that file; a file in a format whose driver is not allowed is unsupported
+    naming the driver (`identify`: only where no other job runs GDAL in this process, see drivers.refused_driver)."""
+    from gdal_mcp.engine.failures import denied_by_confinement, translate
 
     mapped = translate(exc)
     if mapped is not None:
+        denial = denied_by_confinement(exc, mapped)
+        if denial is not None:
+            return denial.code, denial.message
+        if identify and job is not None and mapped.code in ("gdal-error", "unsupported"):
+            refused = _refused_format(job)
+            if refused is not None:
+                return refused.code, refused.message
         return mapped.code, mapped.message
+    denial = denied_by_confinement(exc, None)
+    if denial is not None:
+        return denial.code, denial.message
     logging.getLogger("gdal_mcp.worker").error("unexpected error in job:\n%s", traceback.format_exc())
     return "internal-error", f"unexpected {type(exc).__name__}: {str(exc).strip()}"
+
+
+def _refused_format(job: Any) -> Any:
+    """unsupported, naming the driver, when the job's input is in a format the allow-list refused (asked only after
+    a failure: a file an allowed driver opened never gets here)."""
+    from gdal_mcp.engine import drivers
+    from gdal_mcp.errors import GdalMcpError
+    from gdal_mcp.jobs import INPUT_FIELDS
+
+    kwargs = job.kwargs()
+    for key in INPUT_FIELDS:
+        path = kwargs.get(key)
+        if isinstance(path, str) and path:
+            name = drivers.refused_driver(path)
+            if name is not None:
+                return GdalMcpError("unsupported", f"{path}: GDAL's {name} format, which this server does not open "
+                                    f"(the {name} driver is not among those it allows; README lists the formats)")
+    return None
 
 
 def engine_function(job: Any) -> Any:
@@ -127,7 +174,11 @@ def engine_function(job: Any) -> Any:
     module_name, _, attr = job.FUNC.partition(":")
     if not module_name.startswith(ENGINE_PREFIX):
         raise ValueError(f"refusing to run {job.FUNC}: not an engine function")
-    return getattr(importlib.import_module(module_name), attr)
+    func = getattr(importlib.import_module(module_name), attr)
+    drivers = sys.modules.get("gdal_mcp.engine.drivers")
+    if drivers is not None:
+        drivers.ensure()  # the driver allow-list still holds (the import above may have loaded pyogrio)
+    return func
 
 
 #: imported before a worker reports ready: what a metadata job (raster_info, the usual first call) needs, so the
@@ -156,14 +207,77 @@ def preload(modules: tuple[str, ...] = ()) -> None:
         gc.enable()
 
 
+def confine_worker(config: dict[str, Any]) -> bool:
+    """Confine this process to its policy (gdal_mcp.confine) before it starts any thread: the workspaces (read, and
+    write unless read-only), its private temporary directory, the Python environment and system libraries (read),
+    no network unless allowed. False when the server runs unconfined (--allow-unconfined on a kernel without
+    Landlock); a failure to confine when required ends the worker (the server reports workers that cannot start)."""
+    from gdal_mcp import confine
+
+    if not config.get("confine", False):
+        return False
+    policy = confine.worker_policy(config["roots"], config.get("tmp"), read_only=bool(config.get("read_only")),
+                                   network=bool(config.get("allow_network")))
+    try:
+        confine.confine(policy)
+    except confine.ConfinementError as e:
+        sys.stderr.write(f"gdal-mcp worker: cannot confine this worker ({e}); exiting\n")
+        sys.stderr.flush()
+        os._exit(3)
+    return True
+
+
+def job_writable(job: Any, config: dict[str, Any]) -> list[str]:
+    """Where a job may write: the directory its output is written into (a temporary directory the server made for
+    this job), the file it changes in place if any (and that file's .aux.xml), and the worker's private temporary
+    directory. Nothing else: a job that only reads writes nothing."""
+    writable = [config["tmp"]] if config.get("tmp") else []
+    name = getattr(job, "OUTPUT", None)
+    dst = getattr(job, name, None) if name else None
+    if isinstance(dst, str) and dst:
+        writable.append(os.path.dirname(dst))
+    for path in job.modifies():  # a file the job changes in place (an approved raster_edit of a GeoTIFF)
+        writable += [path, *[p for p in (path + ".aux.xml",) if os.path.exists(p)]]
+    return writable
+
+
+def run_in_job_thread(func: Any, kwargs: dict[str, Any], writable: list[str]) -> Any:
+    """func(**kwargs) on a thread of its own whose writes the kernel limits to `writable` (confine.restrict_writes):
+    what GDAL would write anywhere else (a .gfs beside a GML, an .aux.xml beside an input) fails instead. The
+    worker's main thread keeps its wider policy for the next job."""
+    import threading
+
+    from gdal_mcp import confine
+
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            confine.restrict_writes(writable)
+            box["result"] = func(**kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=body, name="gdal-mcp-job")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
 def main(conn: Any) -> None:
     """Serve jobs on `conn` until the server closes it."""
     config = pickle.loads(conn.recv_bytes())
     _configure_environment(config)
+    confined = confine_worker(config)  # before any thread: Landlock confines the calling thread and what it starts
     _exit_with_server(conn)
     # Warm the raster stack before the memory limit so imports never fail on it. pyogrio (a second bundled GDAL,
     # ~90 MB resident) loads on a worker's first vector job instead: most workers never need it.
-    preload(("gdal_mcp.engine.guard", "gdal_mcp.sandbox"))
+    preload(("gdal_mcp.engine.guard", "gdal_mcp.sandbox", "gdal_mcp.engine.drivers"))
+    from gdal_mcp.engine import drivers
+
+    drivers.restrict()  # the driver allow-list (gdal_mcp.formats), before any job opens a file
     from gdal_mcp.engine import guard
     from gdal_mcp.sandbox import Sandbox
 
@@ -191,12 +305,15 @@ def main(conn: Any) -> None:
 
         try:
             func = engine_function(job)
-            result = func(**job.kwargs(), progress=progress)
+            if confined:
+                result = run_in_job_thread(func, {**job.kwargs(), "progress": progress}, job_writable(job, config))
+            else:
+                result = func(**job.kwargs(), progress=progress)
             reply: tuple[Any, ...] = ("result", result)
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 return
-            reply = ("error", *_classify(exc))
+            reply = ("error", *_classify(exc, job, identify=True))
         del job
         _release_memory()
         try:

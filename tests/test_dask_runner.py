@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -424,14 +425,15 @@ async def test_killed_worker_mid_job_is_a_clear_error_and_the_next_job_runs(runn
     await settled(runner)
 
 
-async def test_a_job_whose_worker_died_is_never_run_again(runner: DaskRunner, tmp_path: Path) -> None:
+async def test_a_job_whose_worker_died_is_never_run_again(runner: DaskRunner, dask_ws: Path) -> None:
     await settled(runner)
-    log = tmp_path / "runs"
+    log = dask_ws / f"runs-{uuid.uuid4().hex}"  # in the workspace: a confined worker writes nowhere else
     with pytest.raises(GdalMcpError) as e:
         await asyncio.wait_for(runner.run(DiesAfterStart(log=str(log))), 60)
     assert e.value.code == "internal-error" and "died" in e.value.message
     await asyncio.sleep(1.0)  # Dask hands the task to the other worker: that attempt must refuse to run
     assert len(log.read_text().split()) == 1, "the job ran twice"
+    log.unlink()
     await settled(runner)
 
 

@@ -81,9 +81,9 @@ def test_missing_or_wrong_token_is_401(with_token: str) -> None:
 def test_healthz_answers_without_token_and_tells_nothing(with_token: str) -> None:
     health = with_token.removesuffix("/mcp") + "/healthz"
     r = httpx2.get(health)  # what the Dockerfile's HEALTHCHECK asks, without a token
-    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    assert r.status_code == 200 and r.json() == {"status": "ok", "confined": True}
     assert r.headers["cache-control"] == "no-store"
-    assert httpx2.get(health, headers={"Authorization": "Bearer wrong"}).json() == {"status": "ok"}
+    assert httpx2.get(health, headers={"Authorization": "Bearer wrong"}).json() == {"status": "ok", "confined": True}
     # no other path is opened by it, and the Host guard still applies
     assert httpx2.get(health + "/x").status_code == 404
     assert httpx2.post(health).status_code == 405

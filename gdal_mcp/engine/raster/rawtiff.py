@@ -265,15 +265,16 @@ def _write_runs(path: str, pieces: list[tuple[int, Any]]) -> int:
 
 
 class _Background:
-    """This process's writer thread: a tile's runs are written while the task computes the next tile (the
-    write waits on the disk, the next warp on the CPU). One tile waits at most (memory stays bounded). What was
-    written, and the first failure, are kept per job and output (`Layout.key`) until `flush()` collects them."""
+    """This process's writer thread: a tile's runs are written while the task computes the next tile (the write
+    waits on the disk, the next warp on the CPU). One tile waits at most (memory stays bounded). What was written,
+    and the first failure, are kept per job and output (`Layout.key`) until `flush()` collects them; a flush that
+    leaves the thread idle ends it (the next job starts its own)."""
 
     def __init__(self) -> None:
         import queue
 
         self.cond = threading.Condition()
-        self.queue: queue.Queue[tuple[str, str, Any]] = queue.Queue(maxsize=1)
+        self.queue: queue.Queue[tuple[str, str, Any] | None] = queue.Queue(maxsize=1)
         self.pending: dict[str, int] = {}
         self.written: dict[str, int] = {}
         self.failed: dict[str, tuple[int | None, str]] = {}
@@ -305,7 +306,10 @@ class _Background:
 
     def _run(self) -> None:
         while True:
-            key, path, pieces = self.queue.get()
+            item = self.queue.get()
+            if item is None:
+                return  # flush() ended it: nothing of any job is pending
+            key, path, pieces = item
             written, failure = 0, None
             try:
                 written = _write_runs(path, pieces if isinstance(pieces, list) else pieces())
@@ -335,6 +339,12 @@ class _Background:
             self.flushed[key] = None
             while len(self.flushed) > FLUSHED_KEPT:
                 del self.flushed[next(iter(self.flushed))]
+            if self.thread is not None and not any(self.pending.values()):
+                # Idle: the thread ends, and the next job's first tile starts a fresh one. A thread is confined as
+                # the job thread that started it (gdal_mcp.worker.run_in_job_thread: it may write that job's output
+                # only), so one thread must never write for two jobs.
+                self.queue.put(None)
+                self.thread = None
             return written, code, message
 
 

@@ -154,7 +154,7 @@ def _prepare_update(src: str, existing: str, dst: str, *, mode: str, layer: str 
         info = {"name": name, "crs": meta.get("crs"), "fields": [str(f) for f in meta["fields"]],
                 "features": max(int(meta["features"]), 0)}
     stem = Path(existing).name.rsplit(".", 1)[0]
-    sidecars = SIDECARS.get(Path(existing).suffix.lower(), set())
+    sidecars: frozenset[str] = SIDECARS.get(Path(existing).suffix.lower(), frozenset())
     target = Path(dst)
     for f in Path(existing).parent.iterdir():
         rest = f.name[len(stem) + 1:] if f.name.startswith(stem + ".") else None

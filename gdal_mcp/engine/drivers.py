@@ -1,0 +1,155 @@
+"""The driver allow-list, applied to both bundled GDALs (rasterio's, and pyogrio's when it loads).
+
+Every driver not in gdal_mcp.formats.ALLOWED_DRIVERS is deregistered: GDAL cannot open, nor be made to open (a VRT
+source, an overview file named in an .aux.xml …), a file in that format. `ensure()`, before every job, applies it
+again should anything have registered drivers since. `refused_driver(path)` names the driver a refused file belongs
+to, for the `unsupported` error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import threading
+from types import ModuleType
+from typing import Any
+
+from gdal_mcp.formats import ALLOWED_DRIVERS
+
+c = ctypes
+_lock = threading.Lock()
+#: library path -> [(driver name, driver handle)] deregistered from it
+_denied: dict[str, list[tuple[str, int]]] = {}
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "GDALAllRegister": (None, []),
+    "GDALGetDriverCount": (c.c_int, []),
+    "GDALGetDriver": (c.c_void_p, [c.c_int]),
+    "GDALGetDriverShortName": (c.c_char_p, [c.c_void_p]),
+    "GDALDeregisterDriver": (None, [c.c_void_p]),
+    "GDALRegisterDriver": (c.c_int, [c.c_void_p]),
+    "GDALIdentifyDriverEx": (c.c_void_p, [c.c_char_p, c.c_uint, c.POINTER(c.c_char_p), c.POINTER(c.c_char_p)]),
+}
+
+
+@functools.lru_cache(maxsize=4)
+def _declared(path: str) -> Any:
+    lib = ctypes.CDLL(path)
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+def _bundled(module: ModuleType) -> str | None:
+    """The libgdal bundled in a wheel (rasterio.libs/, pyogrio.libs/, or .dylibs on macOS)."""
+    root = os.path.dirname(module.__file__ or "")
+    for pattern in (root + ".libs/libgdal*", os.path.join(root, ".dylibs", "libgdal*")):
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+#: library path -> how many drivers it has registered once restricted
+_counts: dict[str, int] = {}
+
+
+def restrict_library(path: str, *, register: bool = True) -> list[str]:
+    """Register every driver of the libgdal at `path` (unless `register` is False), then deregister those not
+    allowed. Returns the names deregistered now."""
+    with _lock:
+        lib = _declared(path)
+        if register:
+            lib.GDALAllRegister()
+        names: list[str] = []
+        denied = _denied.setdefault(path, [])
+        for i in reversed(range(lib.GDALGetDriverCount())):
+            handle = lib.GDALGetDriver(i)
+            name = (lib.GDALGetDriverShortName(handle) or b"").decode()
+            if name and name not in ALLOWED_DRIVERS:
+                lib.GDALDeregisterDriver(handle)
+                if all(h != handle for _, h in denied):
+                    denied.append((name, handle))
+                names.append(name)
+        _counts[path] = lib.GDALGetDriverCount()
+        return names
+
+
+def ensure() -> None:
+    """Before a job: a library whose driver count grew since it was restricted (something registered drivers
+    again) is restricted again."""
+    for path, count in list(_counts.items()):
+        if _declared(path).GDALGetDriverCount() != count:
+            restrict_library(path, register=False)
+
+
+def restrict() -> None:
+    """Apply the allow-list to rasterio's GDAL now and to pyogrio's when it is imported (it loads on a worker's
+    first vector job)."""
+    import rasterio
+
+    path = _bundled(rasterio)
+    if path is not None:
+        restrict_library(path)
+    if "pyogrio" in sys.modules:
+        _restrict_pyogrio()
+    elif not any(isinstance(f, _AfterPyogrio) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterPyogrio())
+
+
+def _restrict_pyogrio() -> None:
+    import pyogrio
+
+    path = _bundled(pyogrio)
+    if path is not None and path not in _denied:
+        restrict_library(path)
+
+
+class _AfterPyogrio(importlib.abc.MetaPathFinder):
+    """Applies the allow-list to pyogrio's GDAL as soon as `import pyogrio` has registered its drivers."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name != "pyogrio":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        run = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            _restrict_pyogrio()
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def refused_driver(path: str) -> str | None:
+    """The name of a deregistered driver that recognises the file at `path` (None: none does). Briefly registers
+    the refused drivers again to ask them: call it only when no job runs GDAL in this process."""
+    with _lock:
+        for lib_path in _denied:
+            lib = _declared(lib_path)
+            if lib.GDALIdentifyDriverEx(path.encode(), 0, None, None):
+                return None  # an allowed driver recognises it: the failure was another one
+        for lib_path, denied in _denied.items():
+            if not denied:
+                continue
+            lib = _declared(lib_path)
+            for _, handle in denied:
+                lib.GDALRegisterDriver(handle)
+            try:
+                names = (c.c_char_p * (len(denied) + 1))(*[n.encode() for n, _ in denied], None)
+                found = lib.GDALIdentifyDriverEx(path.encode(), 0, names, None)
+                if found:
+                    return str(lib.GDALGetDriverShortName(found).decode())
+            finally:
+                for _, handle in denied:
+                    lib.GDALDeregisterDriver(handle)
+    return None

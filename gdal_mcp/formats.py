@@ -1,0 +1,33 @@
+"""The formats this server opens and writes: GDAL's drivers it allows, and the side files each format writes.
+
+GDAL-free (the server and the workers import it). The workers deregister every other driver of both bundled GDALs
+(gdal_mcp.engine.drivers): a file in another format is refused as `unsupported`, naming its driver. Fewer drivers,
+fewer ways for a file to make GDAL follow a reference (ISIS/PDS labels, ERS headers, WMS/TMS descriptions, GDAL
+pipelines, tile indexes, GPSBabel, ADBC …), before the kernel's confinement even comes into play.
+"""
+
+from __future__ import annotations
+
+#: raster drivers (GDAL short names): what the tools read and write, and GDAL's in-memory and virtual formats
+RASTER_DRIVERS = frozenset({
+    "GTiff", "COG", "VRT", "MEM", "PNG", "JPEG", "GIF", "BMP", "WEBP", "JP2OpenJPEG", "netCDF", "HDF5",
+    "HDF5Image", "GRIB", "Zarr", "AAIGrid", "GRASSASCIIGrid", "XYZ", "EHdr", "ENVI", "HFA", "SAGA", "SRTMHGT",
+    "USGSDEM", "DTED", "GSAG", "GSBG", "GS7BG", "MRF", "NITF", "PCIDSK", "RST", "BAG", "MBTiles",
+    "KMLSUPEROVERLAY", "GPKG",
+})
+#: vector drivers
+VECTOR_DRIVERS = frozenset({
+    "ESRI Shapefile", "GPKG", "GeoJSON", "GeoJSONSeq", "ESRIJSON", "TopoJSON", "FlatGeobuf", "CSV", "XLSX", "ODS",
+    "GML", "KML", "LIBKML", "GPX", "SQLite", "OpenFileGDB", "MapInfo File", "DXF", "DGN", "OSM", "Parquet", "Arrow",
+    "PMTiles", "MVT", "OGR_VRT", "MEM", "Memory", "JSONFG", "S57",
+})
+ALLOWED_DRIVERS = RASTER_DRIVERS | VECTOR_DRIVERS
+
+#: files a dataset of this extension consists of besides itself: same stem, these extensions (a shapefile's .dbf,
+#: a GML's .xsd …)
+SIDECARS: dict[str, frozenset[str]] = {
+    ".shp": frozenset({"shx", "dbf", "prj", "cpg", "qix", "sbn", "sbx", "shp.xml"}),
+    ".tab": frozenset({"dat", "map", "id", "ind"}),
+    ".csv": frozenset({"csvt", "prj"}),
+    ".gml": frozenset({"xsd", "gfs"}),
+}
