@@ -48,25 +48,39 @@ def _describe_wkt(wkt: str) -> CRSInfo:
 
 def parse_crs(text: str | int, what: str = "crs") -> Any:
     """A rasterio CRS from what GIS users type: EPSG:4326, epsg:4326, 4326, OGC:CRS84, PROJ string, WKT, or a
-    name from the PROJ database such as "WGS 84 / UTM zone 32N" or "ETRS89 / LAEA Europe" (see `lookup_name`)."""
+    name from the PROJ database such as "WGS 84 / UTM zone 32N" or "ETRS89 / LAEA Europe" (see `lookup_name`).
+
+    Never a file or a URL (gdal_mcp.crs_text): each form goes only to the parser of that form, so GDAL's
+    OSRSetFromUserInput never sees text it would open as a file or fetch."""
     from rasterio.crs import CRS
     from rasterio.errors import CRSError
 
+    from gdal_mcp.crs_text import crs_value
     from gdal_mcp.errors import GdalMcpError
 
-    value = str(text).strip()
-    if not value:
-        raise GdalMcpError("invalid-argument", f"{what} is empty; use e.g. EPSG:4326, 32618 or \"WGS 84 / UTM zone "
-                           "32N\"")
-    if value.isdigit():
-        value = f"EPSG:{value}"
+    spec = crs_value(text, what)
     try:
-        crs = CRS.from_user_input(value)
+        if spec.kind == "wkt":
+            crs = CRS.from_wkt(spec.text)
+        elif spec.kind == "name":
+            if spec.text.upper() not in WELL_KNOWN_NAMES:
+                return _from_name(spec.text, what, str(text))
+            crs = CRS.from_user_input(spec.text.upper())
+        else:
+            crs = CRS.from_user_input(spec.text)
     except (CRSError, ValueError) as e:
-        crs = _from_name(value, what, str(text), e)
+        raise GdalMcpError(
+            "invalid-argument",
+            f"{what} {str(text)[:80]!r} is not a CRS GDAL understands ({e}); use e.g. EPSG:4326, 32618, OGC:CRS84, "
+            "a name such as \"WGS 84 / UTM zone 32N\", a PROJ string or WKT",
+        ) from None
     if not crs.to_wkt():
         raise GdalMcpError("invalid-argument", f"{what} {str(text)[:80]!r} is empty")
     return crs
+
+
+#: names GDAL knows by itself (SetWellKnownGeogCS); every other name is looked up in PROJ's database
+WELL_KNOWN_NAMES = frozenset({"WGS84", "WGS72", "NAD27", "NAD83", "CRS84", "CRS83", "CRS27"})
 
 
 def parse_pyproj_crs(text: str | int, what: str = "crs") -> Any:
@@ -76,19 +90,11 @@ def parse_pyproj_crs(text: str | int, what: str = "crs") -> Any:
     return CRS.from_user_input(parse_crs(text, what).to_string())
 
 
-def _from_name(value: str, what: str, text: str, cause: Exception) -> Any:
-    """A rasterio CRS for text GDAL did not parse: a PROJ database name (exact, then a unique partial match)."""
+def _from_name(value: str, what: str, text: str) -> Any:
+    """A rasterio CRS for a name: a PROJ database name (exact, then a unique partial match)."""
     from pyproj import CRS as ProjCRS
     from rasterio.crs import CRS
 
-    from gdal_mcp.errors import GdalMcpError
-
-    if _looks_like_definition(value):
-        raise GdalMcpError(
-            "invalid-argument",
-            f"{what} {text[:80]!r} is not a CRS GDAL understands ({cause}); use e.g. EPSG:4326, 32618, OGC:CRS84, "
-            "a name such as \"WGS 84 / UTM zone 32N\", a PROJ string or WKT",
-        ) from None
     try:  # PROJ's own exact lookup of names and aliases ("ETRS89 / LAEA Europe" is an alias of EPSG:3035)
         found = ProjCRS.from_user_input(value)
     except Exception:  # noqa: BLE001 - not an exact name
@@ -104,13 +110,6 @@ def _from_name(value: str, what: str, text: str, cause: Exception) -> Any:
         return CRS.from_user_input(code)
     except Exception:  # noqa: BLE001 - an authority GDAL does not resolve by code: go through WKT
         return CRS.from_wkt(ProjCRS.from_user_input(code).to_wkt())
-
-
-def _looks_like_definition(value: str) -> bool:
-    """PROJ strings, WKT, JSON and AUTH:CODE forms are definitions, not names: their errors are reported as such."""
-    head = value.lstrip()[:1]
-    return (value.startswith("+") or head in "{[" or bool(re.match(r"^[A-Za-z_]+\s*\[", value))
-            or bool(re.fullmatch(r"[A-Za-z]+:{1,2}[\w.]+", value)) or value.lower().startswith("urn:"))
 
 
 def _compact(text: str) -> str:

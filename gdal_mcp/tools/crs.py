@@ -11,7 +11,7 @@ from gdal_mcp import jobs
 from gdal_mcp.app import App
 from gdal_mcp.models import CrsDescription, CrsSearchResult, TransformResult
 from gdal_mcp.tools._base import READ, gdal_tool
-from gdal_mcp.tools.params import CRS_FORMS, as_bbox
+from gdal_mcp.tools.params import CRS_FORMS, CrsCheck, as_bbox
 
 Point = Annotated[list[float], Field(min_length=2, max_length=3)]
 
@@ -19,7 +19,7 @@ Point = Annotated[list[float], Field(min_length=2, max_length=3)]
 def register(mcp: Any, app: App) -> None:
     @gdal_tool(mcp, app, title="Describe a CRS", annotations=READ, tags={"crs"})
     async def crs_info(
-        crs: Annotated[str, Field(description=f"The CRS to describe: {CRS_FORMS}")],
+        crs: Annotated[str, CrsCheck, Field(description=f"The CRS to describe: {CRS_FORMS}")],
         ctx: Context | None = None,
     ) -> CrsDescription:
         """Describe a coordinate reference system: name, EPSG code, kind (projected, geographic …), datum,
@@ -50,8 +50,8 @@ def register(mcp: Any, app: App) -> None:
     async def transform_coordinates(
         points: Annotated[list[Point], Field(min_length=1, max_length=10000, description=(
             "Points as [[x, y], …] or [[x, y, z], …]: lon/lat order for geographic CRSs when always_xy=true"))],
-        src_crs: Annotated[str, Field(description=f"CRS of the points: {CRS_FORMS}")],
-        dst_crs: Annotated[str, Field(description=f"CRS to transform to: {CRS_FORMS}")],
+        src_crs: Annotated[str, CrsCheck, Field(description=f"CRS of the points: {CRS_FORMS}")],
+        dst_crs: Annotated[str, CrsCheck, Field(description=f"CRS to transform to: {CRS_FORMS}")],
         always_xy: Annotated[bool, Field(description=(
             "true (default): x/y order — longitude first, easting first — whatever the CRS definitions say; false: "
             "each CRS's own axis order (EPSG:4326 is latitude, longitude)"))] = True,

@@ -13,9 +13,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
+from gdal_mcp.crs_text import crs_value
+from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import Resampling
+
+
+# ----- CRS values -------------------------------------------------------------------------------
+def _crs_checked(value: str | None) -> str | None:
+    """Every CRS parameter is a value, never a file or URL (gdal_mcp.crs_text): refused before any work starts."""
+    if value is not None:
+        try:
+            crs_value(value)
+        except GdalMcpError as e:
+            raise ValueError(e.message) from None
+    return value
+
+
+#: the validator every CRS parameter carries (Annotated[str, CrsCheck, Field(...)])
+CrsCheck = AfterValidator(_crs_checked)
+
 
 # ----- closed sets ------------------------------------------------------------------------------
 OverviewResampling = Literal["nearest", "bilinear", "cubic", "cubic_spline", "lanczos", "average", "mode", "gauss",
@@ -73,22 +91,22 @@ OutputLayer = Annotated[str | None, Field(description=(
 # ----- where ------------------------------------------------------------------------------------
 BBox = Annotated[list[float] | None, Field(min_length=4, max_length=4, description=(
     "Area [minx, miny, maxx, maxy] in bbox_crs (default: the CRS of the data read)"))]
-BBoxCRS = Annotated[str | None, Field(description=(
+BBoxCRS = Annotated[str | None, CrsCheck, Field(description=(
     "CRS of bbox: EPSG:4326 for lon/lat, any code, name, PROJ string or WKT; default the CRS of the data read"))]
 GridBBox = Annotated[list[float] | None, Field(min_length=4, max_length=4, description=(
     "Output extent [minx, miny, maxx, maxy] in bbox_crs (default: the output CRS), like gdalwarp -te"))]
-GridBBoxCRS = Annotated[str | None, Field(description=(
+GridBBoxCRS = Annotated[str | None, CrsCheck, Field(description=(
     "CRS of bbox: EPSG:4326 for lon/lat, any code, name, PROJ string or WKT; default the output CRS"))]
 Geometry = Annotated[dict[str, Any] | None, Field(description=(
     "A GeoJSON geometry, Feature or FeatureCollection (polygons)"))]
-GeometryCRS = Annotated[str | None, Field(description="CRS of geometry; default EPSG:4326, as GeoJSON says")]
+GeometryCRS = Annotated[str | None, CrsCheck, Field(description="CRS of geometry; default EPSG:4326, as GeoJSON says")]
 
 # ----- CRS --------------------------------------------------------------------------------------
 CRS_FORMS = ("EPSG:4326, 4326, OGC:CRS84, a name such as \"WGS 84 / UTM zone 32N\" or \"ETRS89 / LAEA Europe\", "
              "a PROJ string or WKT")
-DstCRS = Annotated[str, Field(description=f"Target CRS: {CRS_FORMS}")]
-OptionalDstCRS = Annotated[str | None, Field(description=f"Target CRS: {CRS_FORMS}")]
-SrcCRS = Annotated[str | None, Field(description=(
+DstCRS = Annotated[str, CrsCheck, Field(description=f"Target CRS: {CRS_FORMS}")]
+OptionalDstCRS = Annotated[str | None, CrsCheck, Field(description=f"Target CRS: {CRS_FORMS}")]
+SrcCRS = Annotated[str | None, CrsCheck, Field(description=(
     f"Override the input's CRS, or give one it lacks: {CRS_FORMS}"))]
 
 # ----- values -----------------------------------------------------------------------------------

@@ -19,7 +19,9 @@ from gdal_mcp.tools.params import (
     BBox,
     BBoxCRS,
     CreationOptions,
+    CrsCheck,
     CsvOutput,
+    GeometryCRS,
     GridBBox,
     GridBBoxCRS,
     InputPattern,
@@ -104,7 +106,7 @@ def register(mcp: Any, app: App) -> None:
     async def raster_reproject(
         input: RasterInput,
         output: RasterOutput,
-        dst_crs: Annotated[str | None, Field(description=(
+        dst_crs: Annotated[str | None, CrsCheck, Field(description=(
             f"Target CRS: {CRS_FORMS}; default the input's (then give resolution or size to resample, or like)"))] = None,
         like: Annotated[str | None, Field(description=(
             "A raster whose grid (CRS, extent, pixel size) the output takes, e.g. to line rasters up before band "
@@ -159,7 +161,7 @@ def register(mcp: Any, app: App) -> None:
             "Output pixel size: average (default, as gdalbuildvrt), highest, lowest of the inputs, or [xres, yres] "
             "in the units of dst_crs"))] = "average",
         separate: Annotated[bool, Field(description="Stack the inputs' bands instead of mosaicking them")] = False,
-        dst_crs: Annotated[str | None, Field(description="Output CRS; default the first input's. Inputs in other "
+        dst_crs: Annotated[str | None, CrsCheck, Field(description="Output CRS; default the first input's. Inputs in other "
                                                          "CRSs are warped to it")] = None,
         resampling: ResamplingParam = "nearest",
         nodata: Annotated[float | None, Field(description=(
@@ -195,7 +197,7 @@ def register(mcp: Any, app: App) -> None:
         bbox_crs: BBoxCRS = None,
         geometry: Annotated[dict[str, Any] | None, Field(
             description="Clip to a GeoJSON geometry, Feature or FeatureCollection (polygons)")] = None,
-        geometry_crs: Annotated[str | None, Field(description="CRS of geometry; default EPSG:4326 as GeoJSON says")] = None,
+        geometry_crs: GeometryCRS = None,
         mask: Annotated[str | None, Field(description="Clip to the polygons of a vector file in the workspace; "
                                                       "reprojected to the raster's CRS")] = None,
         mask_layer: Annotated[str | None, Field(description="Layer of mask (required when it has several)")] = None,
@@ -271,7 +273,7 @@ def register(mcp: Any, app: App) -> None:
         input: Annotated[str, Field(description=(
             "Raster file in the workspace to change in place (GeoTIFF edited directly; other formats GDAL can update "
             "are edited on a copy that replaces the file only on success)"))],
-        crs: Annotated[str | None, Field(description=(
+        crs: Annotated[str | None, CrsCheck, Field(description=(
             f"Set (or fix) the CRS without reprojecting: {CRS_FORMS}"))] = None,
         nodata: Annotated[float | None, Field(description="Declare this nodata value on every band")] = None,
         unset_nodata: Annotated[bool, Field(description="Remove the nodata value (pixels keep their values)")] = False,
@@ -379,7 +381,7 @@ def register(mcp: Any, app: App) -> None:
         points: Annotated[list[Annotated[list[float], Field(min_length=2, max_length=2)]] | None, Field(
             min_length=1, max_length=10000, description=(
                 "Points as [[x, y], …] (lon/lat order for geographic CRSs); or give points_input"))] = None,
-        points_crs: Annotated[str | None, Field(description="CRS of points; default the raster's "
+        points_crs: Annotated[str | None, CrsCheck, Field(description="CRS of points; default the raster's "
                                                             "(use EPSG:4326 for lon/lat)")] = None,
         bands: Bands = None,
         points_input: Annotated[str | None, Field(description=(

@@ -24,6 +24,7 @@ from gdal_mcp.tools.params import (
     VECTOR_FORMATS,
     BBox,
     BBoxCRS,
+    CrsCheck,
     DstCRS,
     GeometryCRS,
     InputPattern,
@@ -181,11 +182,11 @@ def register(mcp: Any, app: App) -> None:
         offset: Annotated[int, Field(ge=0, description="Skip this many matching features (paging)")] = 0,
         geometry_mode: Annotated[Literal["full", "simplified", "none"], Field(
             description="full coordinates, simplified (≈100 vertices per feature) or none")] = "full",
-        dst_crs: Annotated[str | None, Field(description="Return coordinates in this CRS (e.g. EPSG:4326)")] = None,
+        dst_crs: Annotated[str | None, CrsCheck, Field(description="Return coordinates in this CRS (e.g. EPSG:4326)")] = None,
         intersects: Annotated[dict[str, Any] | None, Field(description=(
             "Only features whose geometry intersects this GeoJSON geometry, Feature or FeatureCollection (any "
             "geometry type), in intersects_crs"))] = None,
-        intersects_crs: Annotated[str | None, Field(description=(
+        intersects_crs: Annotated[str | None, CrsCheck, Field(description=(
             "CRS of intersects; default EPSG:4326, as GeoJSON says"))] = None,
         ctx: Context | None = None,
     ) -> FeaturePage:
@@ -413,7 +414,7 @@ def register(mcp: Any, app: App) -> None:
         wkt: Annotated[str | None, Field(description=(
             "Column of WKT geometries instead of x/y (e.g. 'POLYGON ((…))'); detected when named wkt/geometry "
             "and no coordinate columns exist"))] = None,
-        crs: Annotated[str, Field(description=(
+        crs: Annotated[str, CrsCheck, Field(description=(
             "CRS of the coordinates (default EPSG:4326, lon/lat); e.g. EPSG:32632 for UTM eastings/northings"))
         ] = "EPSG:4326",
         layer: Layer = None,
