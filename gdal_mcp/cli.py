@@ -37,11 +37,14 @@ def versions() -> str:
         import pyogrio
         import pyproj
         import rasterio
+    from gdal_mcp import confine
+
     return (
         f"gdal-mcp {__version__}\n"
         f"GDAL {rasterio.__gdal_version__} (rasterio), GDAL {pyogrio.__gdal_version_string__} (pyogrio)\n"
         f"PROJ {pyproj.proj_version_str}\n"
-        f"rasterio {rasterio.__version__}, pyogrio {pyogrio.__version__}, pyproj {pyproj.__version__}"
+        f"rasterio {rasterio.__version__}, pyogrio {pyogrio.__version__}, pyproj {pyproj.__version__}\n"
+        f"confinement: {confine.status()}"
     )
 
 
@@ -118,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stderr log level (default WARNING) [GDAL_MCP_LOG_LEVEL]")
     p.add_argument("--allow-network", action="store_true", default=_env_bool("ALLOW_NETWORK"),
                    help="allow remote data (/vsicurl/, /vsis3/, http://…); off by default [GDAL_MCP_ALLOW_NETWORK=1]")
+    p.add_argument("--allow-unconfined", action="store_true", default=_env_bool("ALLOW_UNCONFINED"),
+                   help="start even where the kernel cannot confine the processes that run GDAL (no Linux Landlock); "
+                        "without it such a server refuses to start. See SECURITY.md [GDAL_MCP_ALLOW_UNCONFINED=1]")
     p.add_argument("--allow-origin", action="append", default=None, metavar="ORIGIN",
                    help="extra browser Origin allowed over HTTP besides loopback; repeatable "
                         "[GDAL_MCP_ALLOW_ORIGIN, comma-separated]")
@@ -165,11 +171,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         audit_log=Path(args.audit_log) if args.audit_log else None,
         log_level=args.log_level.upper(),
         allow_network=args.allow_network,
+        allow_unconfined=args.allow_unconfined,
         allow_origins=tuple(origins),
         allow_hosts=tuple(hosts),
         max_resource_bytes=parse_size(str(args.max_resource_size)),
         max_message_bytes=parse_size(str(args.max_message_size)),
         token=_env("TOKEN") or None,
+        console_token=_env("CONSOLE_TOKEN") or None,
         executor=args.executor,
         dask_scheduler=args.dask_scheduler or None,
     )
@@ -213,6 +221,10 @@ def serve(settings: Settings) -> None:
         gc.freeze()
         gc.enable()
     log.info("workspaces: %s", ", ".join(str(r) for r in app.sandbox.roots))
+    if settings.transport == "http" and app.console is not None:
+        bind = settings.host if settings.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        host = f"[{bind}]:{settings.port}" if ":" in bind else f"{bind}:{settings.port}"
+        app.console.login_link(f"http://{host}")  # the person's way in to approve (the MCP client never sees it)
     try:
         if settings.transport == "stdio":
             from gdal_mcp.stdio import run_stdio

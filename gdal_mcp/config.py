@@ -25,9 +25,14 @@ class Settings:
     audit_log: Path | None = None
     log_level: str = "WARNING"
     allow_network: bool = False
+    # Run GDAL unconfined where the kernel cannot confine the workers (no Landlock): refused unless the operator says so
+    allow_unconfined: bool = False
     allow_origins: tuple[str, ...] = ()
     allow_hosts: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
+    # The person's credential for deciding in the approval console (GDAL_MCP_CONSOLE_TOKEN); without it, one-time
+    # login links printed on stderr. Never the MCP token: the MCP client holds that one.
+    console_token: str | None = field(default=None, repr=False)
     gdal_cache: int = 64 * MiB
     # An idle worker holding more resident memory is replaced. One that has loaded both bundled GDALs (rasterio's,
     # and pyogrio's on its first vector job) and run every kind of job holds ~230-250 MB: it stays; one holding
@@ -42,6 +47,9 @@ class Settings:
     dask_scheduler: str | None = None  # tcp://host:8786, or local:N (a LocalCluster of N worker processes)
 
     def __post_init__(self) -> None:
+        if self.console_token is not None and self.console_token == self.token:
+            raise ValueError("GDAL_MCP_CONSOLE_TOKEN must differ from GDAL_MCP_TOKEN: the MCP client holds the MCP "
+                             "token, and approving is a person's decision")
         if self.confirm not in CONFIRM_POLICIES:
             raise ValueError(f"confirm must be one of {', '.join(CONFIRM_POLICIES)}, not {self.confirm!r}")
         if self.executor not in EXECUTORS:

@@ -7,12 +7,16 @@ confirmation id and the console URL, and calls again with `confirmation_id=<id>`
 (or asks `confirmation_status`). An approval binds to the tool, its exact arguments and the state of the
 files the question describes (confirm.Question.state): if they changed, it is void.
 
-Auth: the same bearer token as /mcp. A browser logs in at /console with the token and gets a random
-session cookie (HttpOnly, SameSite=Strict); every POST made with the cookie also needs the session's CSRF
-token in the X-CSRF-Token header and a same-origin Origin header. Requests with 'Authorization: Bearer
-<token>' are accepted as such. Without GDAL_MCP_TOKEN (loopback only) the console needs no login: /console
-hands out a session at once. The page itself is static HTML/CSS/JS (gdal_mcp/console_static), polling
-/console/state every second; no build step, no external network.
+Auth: deciding (approve, deny, cancel) needs a *person's* credential, one the MCP client does not have: the
+console token (GDAL_MCP_CONSOLE_TOKEN), or a one-time login link the server prints on its stderr (at start-up,
+and again when someone asks for a new one on the login page). The MCP bearer token (GDAL_MCP_TOKEN) only reads
+the console: an agent holding it cannot approve its own confirmation. A browser logs in at /console and gets a
+random session cookie (HttpOnly, SameSite=Strict) with its role, approver or viewer; every POST made with the
+cookie also needs the session's CSRF token in the X-CSRF-Token header and a same-origin Origin header. Scripts
+may send 'Authorization: Bearer <console token>' (decides) or the MCP token (reads). Without GDAL_MCP_TOKEN
+(loopback only) anyone local may read the console; deciding still needs the console credential. The page itself
+is static HTML/CSS/JS (gdal_mcp/console_static), polling /console/state every second; no build step, no
+external network.
 """
 
 from __future__ import annotations
@@ -94,10 +98,17 @@ class JobEntry:
                 "seconds": round(end - self.started, 1)}
 
 
+#: how long a login link printed on stderr stays valid (it works once)
+LOGIN_LINK_LIFETIME = 900.0
+#: at most one new login link per this many seconds (the button that asks for one needs no credential)
+LOGIN_LINK_INTERVAL = 10.0
+
+
 @dataclass
 class Session:
     csrf: str
-    token: str | None  # fingerprint
+    token: str | None  # fingerprint of the credential it was opened with
+    role: str = "viewer"  # approver: may decide (opened with the console credential); viewer: may read
     created: float = field(default_factory=time.time)
 
 
@@ -148,7 +159,38 @@ class Console:
         self.outputs: deque[dict[str, Any]] = deque(maxlen=KEEP_OUTPUTS)
         self.sessions: dict[str, Session] = {}
         self._thumbs: dict[tuple[str, int, int], bytes] = {}
+        #: one-time login links: key -> expiry
+        self.login_keys: dict[str, float] = {}
+        self._last_link = 0.0
         app.audit.listeners.append(self._audited)
+
+    # ----- the person's credential ----------------------------------------------------------------
+    def login_link(self, base: str, *, why: str = "") -> bool:
+        """Print a new one-time login link on the server's stderr (where the person who runs the server sees it,
+        and the MCP client does not). False when one was printed less than LOGIN_LINK_INTERVAL ago."""
+        import sys
+
+        now = time.time()
+        if now - self._last_link < LOGIN_LINK_INTERVAL:
+            return False
+        self._last_link = now
+        for key in [k for k, t in self.login_keys.items() if t < now]:
+            del self.login_keys[key]
+        key = secrets.token_urlsafe(24)
+        self.login_keys[key] = now + LOGIN_LINK_LIFETIME
+        sys.stderr.write(f"gdal-mcp: approval console login link{why} (works once, for {LOGIN_LINK_LIFETIME / 60:g} "
+                         f"minutes; never give it to the agent): {base}/console/login?key={key}\n")
+        sys.stderr.flush()
+        return True
+
+    def redeem_key(self, key: str) -> bool:
+        """Use up a login link's key: True when it was valid."""
+        expiry = self.login_keys.pop(key, None) if key else None
+        return expiry is not None and expiry >= time.time()
+
+    def console_token_ok(self, given: str) -> bool:
+        token = self.app.settings.console_token
+        return token is not None and bool(given) and hmac.compare_digest(given.encode(), token.encode())
 
     # ----- audit ring and outputs (AuditLog calls _audited with every record) ---------------------
     def _audited(self, record: dict[str, Any]) -> None:
@@ -286,22 +328,22 @@ class Console:
         return entry
 
     # ----- page state ---------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self, role: str = "viewer") -> dict[str, Any]:
         self._expire()
         pending = sorted(self.pending.values(), key=lambda p: p.created, reverse=True)
         jobs = sorted(self.jobs.values(), key=lambda j: j.started, reverse=True)
-        return {"now": _iso(time.time()), "pending": [p.view() for p in pending], "jobs": [j.view() for j in jobs],
+        return {"now": _iso(time.time()), "role": role, "pending": [p.view() for p in pending],
+                "jobs": [j.view() for j in jobs],
                 "audit": list(reversed(self.audit)), "outputs": list(reversed(self.outputs))}
 
     # ----- sessions and auth --------------------------------------------------------------------
-    def new_session(self, token: str | None) -> tuple[str, Session]:
-        from gdal_mcp.confirm import token_fingerprint
-
+    def new_session(self, token: str | None, role: str = "viewer") -> tuple[str, Session]:
+        """A browser session; `token` is the fingerprint of the credential it was opened with."""
         now = time.time()
         for sid in [k for k, s in self.sessions.items() if now - s.created > SESSION_LIFETIME]:
             del self.sessions[sid]
         sid = secrets.token_urlsafe(32)
-        session = Session(csrf=secrets.token_urlsafe(24), token=token_fingerprint(token) if token else None)
+        session = Session(csrf=secrets.token_urlsafe(24), token=token, role=role)
         self.sessions[sid] = session
         return sid, session
 
@@ -316,29 +358,35 @@ class Console:
         token = self.app.settings.token
         return token is not None and hmac.compare_digest(given.encode(), token.encode())
 
-    def bearer(self, request: Request) -> str | None:
-        """The fingerprint of a valid bearer token in the Authorization header ('' without a token configured)."""
-        from gdal_mcp.confirm import token_fingerprint
-
+    def _bearer(self, request: Request) -> str | None:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer":
-            return None
-        if self.app.settings.token is None:
-            return ""
-        return token_fingerprint(given.strip()) if self.token_ok(given.strip()) else None
+        return given.strip() if scheme.lower() == "bearer" else None
 
     def reader(self, request: Request) -> bool:
-        """May this request read the console (GET)?"""
-        return self.bearer(request) is not None or self.session(request) is not None
+        """May this request read the console (GET)? The MCP token, the console credential, any session, or anyone
+        local when the server has no MCP token (then /mcp itself is open to them)."""
+        given = self._bearer(request)
+        if given is not None and (self.token_ok(given) or self.console_token_ok(given)):
+            return True
+        return self.session(request) is not None or self.app.settings.token is None
 
     def writer(self, request: Request) -> tuple[bool, str | None, str]:
-        """May this request POST (approve, deny, cancel)? (allowed, token fingerprint, why not)."""
-        fp = self.bearer(request)
-        if fp is not None:
-            return True, fp or None, ""
+        """May this request decide (approve, deny, cancel)? (allowed, credential fingerprint, why not). Only with
+        the person's credential: an approver session (console token or login link), or the console token."""
+        from gdal_mcp.confirm import token_fingerprint
+
+        given = self._bearer(request)
+        if given is not None:
+            if self.console_token_ok(given):
+                return True, token_fingerprint(given), ""
+            return False, None, ("the MCP token can only read the console; approving needs the person's console "
+                                 "credential (GDAL_MCP_CONSOLE_TOKEN, or the login link on the server's stderr)")
         s = self.session(request)
         if s is None:
             return False, None, "log in at /console first"
+        if s.role != "approver":
+            return False, None, ("this session can only read; log in with the console credential (the login link "
+                                 "printed on the server's stderr, or GDAL_MCP_CONSOLE_TOKEN) to decide")
         if not hmac.compare_digest(request.headers.get("x-csrf-token", "").encode(), s.csrf.encode()):
             return False, None, "missing or wrong X-CSRF-Token"
         origin = request.headers.get("origin")
@@ -346,6 +394,17 @@ class Console:
         if origin is None or urlsplit(origin).netloc.lower() != host.lower():
             return False, None, "cross-origin request refused"
         return True, s.token, ""
+
+    def logout_allowed(self, request: Request) -> tuple[bool, str]:
+        """Any session may log itself out (CSRF token and same origin required)."""
+        s = self.session(request)
+        if s is None:
+            return False, "not logged in"
+        origin = request.headers.get("origin")
+        if not hmac.compare_digest(request.headers.get("x-csrf-token", "").encode(), s.csrf.encode()) or (
+                origin is None or urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower()):
+            return False, "missing or wrong X-CSRF-Token, or cross-origin"
+        return True, ""
 
     # ----- thumbnails ---------------------------------------------------------------------------
     async def thumbnail(self, path: str) -> bytes:
@@ -407,31 +466,67 @@ def register(mcp: Any, app: App) -> Console:
                                                          "message": message}}, status_code=status,
                             headers=SECURITY_HEADERS)
 
+    def base_url(request: Request) -> str:
+        return f"{request.url.scheme}://{request.headers.get('host') or request.url.netloc}"
+
     @mcp.custom_route("/console", methods=["GET"], name="console")
     async def console_root(request: Request) -> Response:
         if console.session(request) is not None:
             return RedirectResponse("/console/app", status_code=303)
-        if app.settings.token is None:  # loopback without a token: no login
-            sid, _ = console.new_session(None)
+        if app.settings.token is None:  # loopback without an MCP token: anyone local may read, as /mcp is open
+            sid, _ = console.new_session(None, "viewer")
             return cookie(RedirectResponse("/console/app", status_code=303), sid)
         return login_page()
 
+    @mcp.custom_route("/console/login-form", methods=["GET"], name="console-login-form")
+    async def console_login_form(request: Request) -> Response:
+        return login_page()
+
+    @mcp.custom_route("/console/login", methods=["GET"], name="console-login-link")
+    async def console_login_link(request: Request) -> Response:
+        """A one-time login link printed on the server's stderr: an approver session."""
+        from gdal_mcp.confirm import token_fingerprint
+
+        key = request.query_params.get("key", "")
+        if not console.redeem_key(key):
+            await asyncio.sleep(0.5)  # slows guessing
+            return login_page("That login link is unknown, used or expired: ask for a new one below.", 401)
+        sid, _ = console.new_session("link:" + token_fingerprint(key), "approver")
+        return cookie(RedirectResponse("/console/app", status_code=303), sid)
+
     @mcp.custom_route("/console/login", methods=["POST"], name="console-login")
     async def console_login(request: Request) -> Response:
+        from gdal_mcp.confirm import token_fingerprint
+
         origin = request.headers.get("origin")
         if origin is not None and urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower():
             return refused(403, "cross-origin login refused")
         form = await request.form()
         given = str(form.get("token") or "")
-        if app.settings.token is not None and not console.token_ok(given):
+        if console.console_token_ok(given):
+            sid, _ = console.new_session(token_fingerprint(given), "approver")
+        elif given and console.token_ok(given):
+            sid, _ = console.new_session(token_fingerprint(given), "viewer")  # the MCP token: reading only
+        else:
             await asyncio.sleep(0.5)  # slows guessing
             return login_page("Wrong token.", 401)
-        sid, _ = console.new_session(given or None)
         return cookie(RedirectResponse("/console/app", status_code=303), sid)
+
+    @mcp.custom_route("/console/login-link", methods=["POST"], name="console-new-link")
+    async def console_new_link(request: Request) -> Response:
+        """Print a new one-time login link on the server's stderr (nothing is sent back: only the person who runs
+        the server sees it)."""
+        origin = request.headers.get("origin")
+        if origin is not None and urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower():
+            return refused(403, "cross-origin request refused")
+        printed = console.login_link(base_url(request), why=" (asked for on the login page)")
+        message = ("A new login link was printed where the server runs (its stderr)." if printed else
+                   f"A link was printed less than {LOGIN_LINK_INTERVAL:g} s ago; use that one.")
+        return login_page(message, 200 if printed else 429)
 
     @mcp.custom_route("/console/logout", methods=["POST"], name="console-logout")
     async def console_logout(request: Request) -> Response:
-        ok, _, why = console.writer(request)
+        ok, why = console.logout_allowed(request)
         if not ok:
             return refused(403, why)
         console.sessions.pop(request.cookies.get(COOKIE, ""), None)
@@ -444,7 +539,7 @@ def register(mcp: Any, app: App) -> Console:
         s = console.session(request)
         if s is None:
             return RedirectResponse("/console", status_code=303)
-        page = _static("app.html").replace("{{csrf}}", html.escape(s.csrf))
+        page = _static("app.html").replace("{{csrf}}", html.escape(s.csrf)).replace("{{role}}", html.escape(s.role))
         return HTMLResponse(page, headers=SECURITY_HEADERS)
 
     @mcp.custom_route("/console/static/{name}", methods=["GET"], name="console-static")
@@ -458,7 +553,10 @@ def register(mcp: Any, app: App) -> Console:
     async def console_state(request: Request) -> Response:
         if not console.reader(request):
             return refused(401, "log in at /console, or send 'Authorization: Bearer <token>'")
-        return JSONResponse(console.state(), headers={"Cache-Control": "no-store"})
+        session = console.session(request)
+        ok, _, _ = console.writer(request)
+        role = "approver" if ok or (session is not None and session.role == "approver") else "viewer"
+        return JSONResponse(console.state(role), headers={"Cache-Control": "no-store"})
 
     @mcp.custom_route("/console/confirmations/{cid}/{action}", methods=["POST"], name="console-decide")
     async def console_decide(request: Request) -> Response:

@@ -127,31 +127,61 @@ class ResolvedInput:
 
 @dataclass
 class OutputTarget:
-    """Where a job writes (`tmp_path`) and where the result lands on success (`final`)."""
+    """Where a job writes (`tmp_path`) and where the result lands on success (`final`).
+
+    `overwrite`: the caller asked to replace an existing dataset of that name (and the confirmation policy let it):
+    then the files of the new dataset replace those of the same names. Otherwise nothing is ever replaced: every
+    file is moved into place with no-replace semantics (renameat2 RENAME_NOREPLACE), so a file that appeared in
+    the meantime, or another file that shares a name the new dataset's side files take, stays as it was and the
+    commit fails with already-exists, leaving nothing of the new output behind.
+    """
 
     final: Path
     display: str
     tmp_dir: Path
     created_dirs: list[Path] = field(default_factory=list)
+    overwrite: bool = False
 
     @property
     def tmp_path(self) -> Path:
         return self.tmp_dir / self.final.name
 
     def commit(self) -> list[Path]:
-        """Move everything the job wrote (the file and its sidecars) into place."""
-        placed: list[Path] = []
+        """Move everything the job wrote (the file and its sidecars) into place; see the class docstring."""
         if not self.tmp_path.exists():
             self.discard()
             raise GdalMcpError("internal-error", f"the job wrote no file for {self.display}")
-        for item in sorted(p for p in self.tmp_dir.iterdir() if p.name != OWNER_FILE):
-            target = self.final.parent / item.name
-            if target.is_dir() and not target.is_symlink() and item.is_dir():
-                shutil.rmtree(target)
-            os.replace(item, target)
-            placed.append(target)
+        # The dataset's own name last; never a symbolic link (a job's helper link, or one pointing anywhere).
+        items = sorted((p for p in self.tmp_dir.iterdir() if p.name != OWNER_FILE and not p.is_symlink()),
+                       key=lambda p: (p.name == self.final.name, p.name))
+        placed: list[tuple[Path, Path]] = []
+        try:
+            for item in items:
+                target = self.final.parent / item.name
+                if self.overwrite:
+                    if target.is_dir() and not target.is_symlink() and item.is_dir():
+                        shutil.rmtree(target)
+                    os.replace(item, target)
+                else:
+                    rename_noreplace(item, target)
+                placed.append((item, target))
+        except FileExistsError as e:
+            for item, target in reversed(placed):  # put back what this commit placed: nothing of it stays
+                try:
+                    rename_noreplace(target, item)
+                except OSError:
+                    log.warning("could not take back %s after a refused commit", target)
+            self.discard()
+            name = Path(e.filename or "").name or self.final.name
+            shown = self.display if name == self.final.name else f"{name}' (a file the new dataset "\
+                f"'{self.display}' also writes"
+            raise GdalMcpError("already-exists", f"output '{shown}' already exists; nothing was written. Choose "
+                               "another name, or pass overwrite=true to replace it") from None
+        except BaseException:
+            self.discard()
+            raise
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
-        return placed
+        return [target for _, target in placed]
 
     def discard(self) -> None:
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
@@ -160,6 +190,47 @@ class OutputTarget:
                 d.rmdir()
             except OSError:
                 break
+
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2() -> object | None:
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename `src` to `dst` atomically unless `dst` exists (FileExistsError then, naming dst). renameat2 with
+    RENAME_NOREPLACE; where the file system or C library lacks it, a hard link (which fails if dst exists) and
+    an unlink for files, and a checked rename for directories."""
+    import ctypes
+
+    fn = _renameat2()
+    if fn is not None:
+        if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:  # type: ignore[operator]
+            return
+        err = ctypes.get_errno()
+        if err == errno.EEXIST:
+            raise FileExistsError(err, os.strerror(err), str(dst))
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), str(src))
+    if src.is_dir() and not src.is_symlink():
+        if os.path.lexists(dst):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst))
+        os.rename(src, dst)
+        return
+    os.link(src, dst, follow_symlinks=False)  # FileExistsError when dst exists
+    os.unlink(src)
 
 
 def _read_small(path: str) -> str | None:
@@ -705,6 +776,23 @@ class Sandbox:
                     pending.append(entry.path)
         return removed
 
+    def _check_side_files(self, final: Path, what: str) -> None:
+        """already-exists when a new dataset's side files (a shapefile's .dbf, a GML's .xsd …) would take the name of
+        files that exist: they belong to something else, and a new output replaces nothing."""
+        from gdal_mcp.formats import SIDECARS
+
+        suffix = final.suffix.lower()
+        for ext in sorted(SIDECARS.get(suffix, ())):
+            for name in {f"{final.stem}.{ext}", f"{final.stem}.{ext.upper()}"}:
+                side = final.parent / name
+                if os.path.lexists(side):
+                    raise GdalMcpError(
+                        "already-exists",
+                        f"{what} '{self.display(final)}' would also write '{self.display(side)}', which already "
+                        "exists (a file of another dataset?); choose another name, or pass overwrite=true to "
+                        "replace both",
+                    )
+
     def resolve_output(self, path: str, *, overwrite: bool = False, inputs: Iterable[ResolvedInput] = (),
                        what: str = "output") -> OutputTarget:
         """Check an output path and prepare its temporary directory beside it."""
@@ -741,6 +829,8 @@ class Sandbox:
                     f"{what} '{self.display(final)}' already exists; pass overwrite=true to replace it "
                     "or choose another name",
                 )
+        if not overwrite:
+            self._check_side_files(final, what)
         for inp in inputs:
             for f in inp.files:
                 same = f == final or (final.exists() and f.exists() and os.path.samefile(f, final))
@@ -773,4 +863,5 @@ class Sandbox:
                 raise GdalMcpError("resource-limit", f"the disk is full ({e.strerror}) where {what} '{path}' "
                                    "would be written; free space or write elsewhere") from None
             raise
-        return OutputTarget(final=final, display=self.display(final), tmp_dir=tmp_dir, created_dirs=created)
+        return OutputTarget(final=final, display=self.display(final), tmp_dir=tmp_dir, created_dirs=created,
+                            overwrite=overwrite)

@@ -3,6 +3,8 @@
 "use strict";
 (function () {
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  // viewer: opened with the MCP token (or loopback without one): reads only, no decision buttons
+  let approver = document.querySelector('meta[name="console-role"]').content === "approver";
   const $ = (id) => document.getElementById(id);
   const POLL_MS = 1000;
   let busy = false;
@@ -51,8 +53,8 @@
     return el("li", { class: "pending", "data-id": p.id },
       el("div", { class: "meta", textContent: `${p.tool} · ${p.kind} · waits until ${p.expires} · id ${p.id}` }),
       el("div", { class: "question", textContent: p.question }),
-      button("Approve", "approve", `/console/confirmations/${id}/approve`), " ",
-      button("Deny", "deny", `/console/confirmations/${id}/deny`));
+      approver ? button("Approve", "approve", `/console/confirmations/${id}/approve`) : null, " ",
+      approver ? button("Deny", "deny", `/console/confirmations/${id}/deny`) : null);
   }
 
   function decidedItem(p) {
@@ -69,7 +71,7 @@
       el("td", { class: "status " + j.status, textContent: j.status }),
       el("td", {}, bar, " ", el("span", { class: "message", textContent: j.message })),
       el("td", { textContent: j.seconds === null ? `since ${j.started.slice(11, 19)}` : `${j.seconds} s` }),
-      el("td", {}, j.status === "running" ? button("Cancel", "cancel", `/console/jobs/${encodeURIComponent(j.id)}/cancel`) : null));
+      el("td", {}, approver && j.status === "running" ? button("Cancel", "cancel", `/console/jobs/${encodeURIComponent(j.id)}/cancel`) : null));
   }
 
   function outputItem(o) {
@@ -98,6 +100,8 @@
       const r = await fetch("/console/state", { credentials: "same-origin", cache: "no-store" });
       if (r.status === 401) { location.href = "/console"; return; }
       const s = await r.json();
+      if ((s.role === "approver") !== approver) { approver = s.role === "approver"; for (const k in last) delete last[k]; }
+      $("viewer-note").hidden = approver;
       draw("pending", s.pending.filter((p) => p.status === "pending"), pendingCard, "pending-empty");
       draw("decided", s.pending.filter((p) => p.status !== "pending"), decidedItem);
       // a running job's clock is not redrawn every second: its Cancel button stays put under the pointer

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from tests.conftest import DATA, huge_vrt
 from tests.e2e.test_http import free_port, wait_listening
 
 TOKEN = "console-test-token-7f3a"
+#: the person's credential (GDAL_MCP_CONSOLE_TOKEN): the MCP client never has it
+CONSOLE_TOKEN = "console-person-token-91c2"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
@@ -76,19 +79,32 @@ class Server:
         self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
         env["GDAL_MCP_TOKEN"] = TOKEN
+        env["GDAL_MCP_CONSOLE_TOKEN"] = CONSOLE_TOKEN
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gdal_mcp", "--transport", "http", "--port", str(self.port), "--workspace",
              str(self.ws), "--workers", "2", "--timeout", "300", "--confirm", "destructive", "--audit-log",
              str(self.audit)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read_stderr, daemon=True).start()
         wait_listening(self.port, self.proc)
         self.base = f"http://127.0.0.1:{self.port}"
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr.append(line.decode(errors="replace"))
+
+    def login_links(self) -> list[str]:
+        """The one-time login links the server printed on its stderr (what the person running it sees)."""
+        return [m.group(0) for line in self.stderr for m in [re.search(r"http://\S+/console/login\?key=\S+", line)]
+                if m]
 
     def decisions(self) -> list[dict[str, Any]]:
         return [r for r in map(json.loads, self.audit.read_text().splitlines()) if r.get("event") == "confirmation"]
 
     def close(self) -> None:
         self.proc.terminate()
-        self.proc.communicate(timeout=20)
+        self.proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +183,11 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
         assert httpx2.get(f"{s.base}/console/state").status_code == 401
         assert httpx2.post(f"{s.base}/console/confirmations/{cid}/approve").status_code == 403
 
-        # ---- log in ------------------------------------------------------------------------------
+        # ---- the MCP token reads the console but cannot decide (the agent must not approve itself) ----
+        mcp_auth = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx2.get(f"{s.base}/console/state", headers=mcp_auth).status_code == 200
+        r = httpx2.post(f"{s.base}/console/confirmations/{cid}/approve", headers={**mcp_auth, "Origin": s.base})
+        assert r.status_code == 403 and "only read" in r.json()["error"]["message"], r.text
         await asyncio.to_thread(d.get, url)
         assert "log in" in d.title
         d.find_element(By.ID, "token").send_keys("wrong")
@@ -176,7 +196,25 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
         d.find_element(By.ID, "token").send_keys(TOKEN)
         d.find_element(By.ID, "login").click()
         card = await asyncio.to_thread(wait, d, f'li.pending[data-id="{cid}"]')
+        await asyncio.to_thread(wait, d, "#viewer-note", 10, lambda e: e.is_displayed())
+        assert not card.find_elements(By.CSS_SELECTOR, "button.approve"), "a viewer session got an Approve button"
+        viewer = {"gdal_mcp_console": d.get_cookie("gdal_mcp_console")["value"]}
+        csrf = d.find_element(By.CSS_SELECTOR, 'meta[name="csrf-token"]').get_attribute("content")
+        r = httpx2.post(f"{s.base}/console/confirmations/{cid}/approve", cookies=viewer,
+                        headers={"X-CSRF-Token": csrf, "Origin": s.base})
+        assert r.status_code == 403, r.text
+        assert (await call(c, "confirmation_status", confirmation_id=cid))[1]["status"] == "pending"
+
+        # ---- log in as the person: the one-time link the server printed on its stderr ---------------
+        links = s.login_links()
+        assert len(links) == 1 and links[0].startswith(s.base + "/console/login?key="), s.stderr
+        await asyncio.to_thread(d.get, links[0])
+        card = await asyncio.to_thread(wait, d, f'li.pending[data-id="{cid}"] button.approve')
+        card = d.find_element(By.CSS_SELECTOR, f'li.pending[data-id="{cid}"]')
         assert "Replace out/a.tif" in card.text
+        assert not d.find_element(By.ID, "viewer-note").is_displayed()
+        # the link works once
+        assert httpx2.get(links[0], follow_redirects=False).status_code == 401
         cookie = d.get_cookie("gdal_mcp_console")
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
         # the session cookie alone does not make a post: the CSRF header and a same-origin Origin are needed
@@ -211,6 +249,9 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
 
         # ---- an approval binds to the files: changed since, it is void ---------------------------
         r = httpx2.post(f"{s.base}/console/confirmations/{stale}/approve", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 403, r.text
+        r = httpx2.post(f"{s.base}/console/confirmations/{stale}/approve",
+                        headers={"Authorization": f"Bearer {CONSOLE_TOKEN}"})
         assert r.status_code == 200, r.text
         with open(s.ws / "out/a.tif", "ab") as fh:
             fh.write(b"\0" * 10)
@@ -259,11 +300,13 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
         assert not err, res
 
     # ---- the audit log holds each decision, with the token's fingerprint ------------------------------
-    fp = "sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest()[:12]
+    key = links[0].rsplit("key=", 1)[1]
+    link_fp = "link:sha256:" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    console_fp = "sha256:" + hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()[:12]
     console = [(r["tool"], r["answer"], r.get("token")) for r in s.decisions() if r["channel"] == "console"
                and r["answer"] in ("approved", "declined")]
-    assert console == [("raster_reproject", "approved", fp), ("raster_reproject", "approved", fp),
-                       ("raster_convert", "declined", fp)]
+    assert console == [("raster_reproject", "approved", link_fp), ("raster_reproject", "approved", console_fp),
+                       ("raster_convert", "declined", link_fp)]
     assert [r["answer"] for r in s.decisions() if r["channel"] == "console" and r["answer"] == "void"] == ["void"]
     cancels = [r for r in map(json.loads, s.audit.read_text().splitlines()) if r.get("tool") == "raster_stats"]
     assert [r["outcome"] for r in cancels] == ["cancel-requested", "cancelled"]

@@ -112,9 +112,16 @@ def edit(src: str, dst: str | None = None, *, crs: str | None = None, nodata: fl
         except rasterio.errors.RasterioIOError:
             raise GdalMcpError("unsupported", NOT_UPDATABLE.format(name="the input", driver=driver)) from None
         with ds_u:
-            _apply(ds_u, new_crs=new_crs, box=box, width=width, height=height, unset_nodata=unset_nodata,
-                   nodata=nodata, scales=scales, offsets=offsets, metadata=metadata,
-                   band_descriptions=band_descriptions, unit_list=unit_list, progress=progress)
+            try:
+                _apply(ds_u, new_crs=new_crs, box=box, width=width, height=height, unset_nodata=unset_nodata,
+                       nodata=nodata, scales=scales, offsets=offsets, metadata=metadata,
+                       band_descriptions=band_descriptions, unit_list=unit_list, progress=progress)
+            except (ValueError, rasterio.errors.RasterioError) as e:
+                # A driver that refuses one of the changes on an existing file (MRF: nodata only at creation).
+                detail = e.args[0] % e.args[1:] if len(e.args) > 1 and "%" in str(e.args[0]) else str(e)
+                raise GdalMcpError("unsupported", f"GDAL cannot change the {_refused_item(e)} of an existing {driver} "
+                                   f"file ({detail}); nothing was changed. Convert it to GeoTIFF first (raster_convert) "
+                                   "and edit that") from None
     if was_cog:
         with rasterio.open(target) as ds:
             if cog_check(ds)[0]:
@@ -160,3 +167,12 @@ def _apply(ds_u: Any, *, new_crs: Any, box: Any, width: int, height: int, unset_
         for i, unit in enumerate(unit_list, start=1):
             if unit is not None:
                 ds_u.set_band_unit(i, unit)
+
+
+def _refused_item(error: Exception) -> str:
+    text = str(error).lower()
+    for word, item in (("nodata", "nodata value"), ("crs", "CRS"), ("transform", "extent"), ("scale", "scale"),
+                       ("offset", "offset"), ("unit", "units"), ("description", "band descriptions")):
+        if word in text:
+            return item
+    return "metadata"

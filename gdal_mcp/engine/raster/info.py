@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 from gdal_mcp.engine.crs import crs_label, describe_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
@@ -113,7 +114,7 @@ def raster_info(path: str, band: int | None = None, stats: bool = False,
             bands_truncated=band is None and ds.count > MAX_BANDS,
             subdatasets=subdatasets[:MAX_SUBDATASETS],
             subdatasets_remaining=max(0, len(subdatasets) - MAX_SUBDATASETS),
-            compression=ds.compression.name if ds.compression else None,
+            compression=compression_name(ds),
             interleave=ds.interleaving.name if ds.interleaving else None,
             tiled=bool(ds.profile.get("tiled", False)),
             is_cog=not errors,
@@ -122,3 +123,12 @@ def raster_info(path: str, band: int | None = None, stats: bool = False,
             metadata=metadata,
             warnings=warnings,
         )
+
+
+def compression_name(ds: Any) -> str | None:
+    """The compression GDAL reports for a dataset, by name: rasterio gives an enum for the codecs it knows and the
+    plain string for others (an MRF's PNG, JPEG …)."""
+    value = ds.compression
+    if not value:
+        return None
+    return str(getattr(value, "name", value))

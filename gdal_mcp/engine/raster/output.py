@@ -17,7 +17,7 @@ from rasterio.drivers import raster_driver_extensions
 
 from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import disk_full
-from gdal_mcp.engine.raster.info import nodata_value
+from gdal_mcp.engine.raster.info import compression_name, nodata_value
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import Bounds, RasterSummary
 
@@ -67,7 +67,7 @@ def summarize(path: str | os.PathLike[str]) -> RasterSummary:
             bounds=Bounds(left=ds.bounds.left, bottom=ds.bounds.bottom, right=ds.bounds.right, top=ds.bounds.top),
             resolution=(abs(ds.transform.a), abs(ds.transform.e)),
             nodata=nodata_value(ds.nodata),
-            compression=ds.compression.name if ds.compression else None,
+            compression=compression_name(ds),
             file_size=size,
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pyogrio
@@ -13,8 +14,68 @@ from gdal_mcp.errors import GdalMcpError
 pyogrio.set_gdal_config_options({"OSM_USE_CUSTOM_INDEXING": "NO"})
 
 
+#: SQLite virtual-table modules that read a file named in the table's declaration (SpatiaLite's and GDAL's own):
+#: a database's schema can declare them over any file, and GDAL would list and read them as layers
+FILE_MODULES = frozenset({"virtualtext", "virtualshape", "virtualdbf", "virtualxl", "virtualogr", "virtualgeojson",
+                          "virtualgpkg", "virtualfdo", "virtualbbox"})
+_VIRTUAL = re.compile(r"(?is)^\s*create\s+virtual\s+table\s+.+?\s+using\s+([\w]+)\s*(?:\((.*)\))?")
+_QUOTED = re.compile(r"'((?:[^']|'')*)'|\"((?:[^\"]|\"\")*)\"")
+_CRS_LINK = re.compile(rb'"crs"\s*:\s*\{[^{}]*"type"\s*:\s*"link"[^{}]*"href"\s*:\s*"([^"]*)"', re.S)
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def refuse_hidden_references(path: str) -> None:
+    """Refuse, before GDAL reads it, a vector file that names other files or URLs in ways the server's path checks
+    cannot see: a SQLite database (GeoPackage, SpatiaLite …) whose own schema declares virtual tables over files
+    (VirtualText, VirtualShape, VirtualOGR …), and a GeoJSON whose "crs" is a link. out-of-root when what it names
+    lies outside the workspace, unsupported otherwise. (The worker's confinement stops the reads regardless; this
+    names the reason.)"""
+    import os
+
+    if path.startswith("/vsi") or not os.path.isfile(path):
+        return
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(65536)
+    except OSError:
+        return
+    if head.startswith(SQLITE_MAGIC):
+        _refuse_virtual_tables(path)
+    elif (m := _CRS_LINK.search(head)) is not None:
+        href = m.group(1).decode("utf-8", "replace")
+        raise GdalMcpError("out-of-root" if "://" in href or href.startswith("/") else "unsupported",
+                           f"{os.path.basename(path)}: its \"crs\" is a link to '{href}', which this server never "
+                           "follows (a CRS is read from the data itself); remove the crs member or give the CRS with "
+                           "src_crs")
+
+
+def _refuse_virtual_tables(path: str) -> None:
+    import contextlib
+    import sqlite3
+    from urllib.parse import quote
+
+    from gdal_mcp.engine import guard
+
+    try:
+        uri = f"file:{quote(path)}?mode=ro&immutable=1"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as con:
+            con.execute("PRAGMA trusted_schema=OFF")
+            rows = con.execute("SELECT name, sql FROM sqlite_master WHERE sql LIKE '%virtual%'").fetchall()
+    except sqlite3.Error:
+        return  # not a database Python's SQLite reads: GDAL reports it
+    for name, sql in rows:
+        m = _VIRTUAL.match(sql or "")
+        if m is None or m.group(1).lower() not in FILE_MODULES:
+            continue
+        named = [a or b for a, b in _QUOTED.findall(m.group(2) or "")]
+        guard.check_files([n for n in named if n.startswith("/")])  # out-of-root for a file outside the workspace
+        raise GdalMcpError("unsupported", f"{path}: table '{name}' is a {m.group(1)} virtual table over a file, "
+                           "which this server does not open; export the data to a regular table or file")
+
+
 def list_layers(path: str) -> list[tuple[str, str | None]]:
     """(name, geometry type) of every layer; a clear error when GDAL cannot read the source."""
+    refuse_hidden_references(path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
