@@ -31,3 +31,12 @@ SIDECARS: dict[str, frozenset[str]] = {
     ".csv": frozenset({"csvt", "prj"}),
     ".gml": frozenset({"xsd", "gfs"}),
 }
+
+#: side files GDAL may read beside a dataset of any format: <stem>.<ext> (world files, headers, MRF data and
+#: index files, a shapefile's parts) and <name><suffix> (PAM, overviews, masks). A link among them that leads out
+#: of the workspace makes the dataset out-of-root (sandbox.py): GDAL would follow it without any path being given.
+SIDE_EXTENSIONS = frozenset({ext for exts in SIDECARS.values() for ext in exts} | {
+    "prj", "tfw", "tifw", "wld", "pgw", "pngw", "jgw", "jpgw", "gfw", "j2w", "bpw", "hdr", "aux", "rrd", "idx",
+    "til", "pzp", "ppg", "pjg", "ptf", "lrc", "qix", "xml", "imd", "rpb", "rpc", "vat.dbf", "ovr", "clr",
+})
+NAME_SUFFIXES = (".aux.xml", ".ovr", ".msk", ".aux", ".xml", ".ovr.aux.xml", ".vat.dbf", ".properties", ".gfs")

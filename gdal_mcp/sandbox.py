@@ -67,7 +67,7 @@ NETWORK_CONNECTION_PREFIXES = frozenset({
 })
 _CONN_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*):(.*)$", re.S)
 # Elements of raster VRTs, warped VRTs and OGR VRTs that name another dataset.
-VRT_REFERENCE_TAGS = frozenset({"SourceFilename", "SourceDataset", "SrcDataSource", "OverviewFilename"})
+VRT_REFERENCE_TAGS = frozenset({"sourcefilename", "sourcedataset", "srcdatasource", "overviewfilename"})
 # SQL (OGR SQL and the SQLite dialect): statements that are not a plain read, functions that reach files, other
 # databases, extensions or the network, and SpatiaLite's virtual-table modules over files.
 SQL_FORBIDDEN_WORDS = frozenset({
@@ -498,8 +498,48 @@ class Sandbox:
         real = self._real_file(path, what=what, base=base)
         files = [real]
         if real.is_file():
+            self._check_side_links(real, what=what)
             files += self._vrt_references(real, what=what, depth=depth)
         return str(real), files, False
+
+    def _check_side_links(self, real: Path, *, what: str) -> None:
+        """A side file GDAL reads beside a dataset (its .prj, world file, .aux.xml, .ovr …) must not be a link out of
+        the workspace: GDAL would follow it though no path names it (formats.SIDE_EXTENSIONS, NAME_SUFFIXES)."""
+        from gdal_mcp.formats import NAME_SUFFIXES, SIDE_EXTENSIONS
+
+        stem = real.name.rsplit(".", 1)[0]
+        names = [f"{stem}.{ext}" for ext in SIDE_EXTENSIONS] + [real.name + suffix for suffix in NAME_SUFFIXES]
+        for name in names:
+            for candidate in {real.parent / name, real.parent / name.upper()}:
+                if candidate.is_symlink() and not self._contained(Path(os.path.realpath(candidate))):
+                    raise GdalMcpError("out-of-root", f"{what} '{self.display(real)}': its side file "
+                                       f"'{candidate.name}' is a link to a file outside the workspace; refusing to "
+                                       "read it")
+        pam = real.parent / (real.name + ".aux.xml")
+        if pam.is_file():
+            self._pam_references(real, pam, what=what)
+
+    def _pam_references(self, real: Path, pam: Path, *, what: str) -> None:
+        """A dataset's .aux.xml may name an overview file (OVERVIEWS domain, OVERVIEW_FILE) GDAL then opens: it
+        must be a workspace file."""
+        try:
+            if pam.stat().st_size > 16 * 1024 * 1024:
+                return
+            tree = ET.parse(pam)
+        except (OSError, ET.ParseError):
+            return  # GDAL ignores an .aux.xml it cannot parse too
+        for el in tree.iter():
+            tag = (el.tag.split("}")[-1] if isinstance(el.tag, str) else "").lower()
+            if tag == "mdi" and {k.lower(): v for k, v in el.attrib.items()}.get("key", "").upper() == "OVERVIEW_FILE":
+                ref = (el.text or "").strip()
+                if not ref:
+                    continue
+                try:
+                    self._resolve_gdal(ref, base=real.parent, what=what, depth=MAX_REFERENCE_DEPTH - 1)
+                except GdalMcpError as e:
+                    raise GdalMcpError("out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
+                                       f"{what} '{self.display(real)}': its {pam.name} names the overview file "
+                                       f"'{ref}', which is not an allowed workspace file") from None
 
     def _literal_exists(self, path: str, base: Path | None) -> bool:
         try:
@@ -598,7 +638,8 @@ class Sandbox:
             # Pipelines and tile indexes name their inputs in ways we cannot check before GDAL runs them.
             raise GdalMcpError("unsupported", f"{what}: {real.name} is a GDAL pipeline or tile index, which "
                                "this server does not open; use the files it refers to directly")
-        if b"<VRTDataset" not in head and b"<OGRVRTDataSource" not in head:
+        low_head = head.lower()
+        if b"<vrtdataset" not in low_head and b"<ogrvrtdatasource" not in low_head:
             return []
         try:
             tree = ET.parse(real)
@@ -606,11 +647,16 @@ class Sandbox:
             raise GdalMcpError("gdal-error", f"{what}: {real.name} is not valid VRT XML ({e})") from None
         files: list[Path] = []
         for el in tree.iter():
-            tag = el.tag.split("}")[-1] if isinstance(el.tag, str) else ""
+            # GDAL reads VRT element and attribute names in any letter case (CPLGetXMLNode): so does this.
+            tag = (el.tag.split("}")[-1] if isinstance(el.tag, str) else "").lower()
             ref = (el.text or "").strip()
+            if tag == "pixelfunctionlanguage" and ref.lower() == "python":
+                raise GdalMcpError("unsupported", f"{what}: {real.name} has a pixel function in Python, which this "
+                                   "server never runs; use raster_calc for band math")
             if tag not in VRT_REFERENCE_TAGS or not ref:
                 continue
-            relative = el.get("relativeToVRT", el.get("relativetoVRT", "0")) == "1"
+            attrs = {k.lower(): v for k, v in el.attrib.items()}
+            relative = attrs.get("relativetovrt", "0") == "1"
             # OGR VRTs resolve SrcDataSource against the VRT's directory when relativeToVRT="1".
             ref_base = real.parent if relative or not ref.startswith("/") else None
             try:

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from gdal_mcp import jobs
 from gdal_mcp.app import App
+from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import DatasetList, RasterInfo, VectorInfo
 from gdal_mcp.tools._base import READ, gdal_tool, read_result
 from gdal_mcp.tools.params import InspectPath as DatasetPath
@@ -73,6 +74,9 @@ def register(mcp: Any, app: App) -> None:
         (sidecars such as .prj/.aux.xml, archives and unreadable files are 'other', with a reason).
         Bounded: `truncated` and `remaining` say what was left out. Use it to find inputs."""
         directory, shown = app.sandbox.resolve_dir(path)
+        if pattern is not None and (pattern.startswith(("/", "~")) or ".." in pattern.replace("\\", "/").split("/")):
+            raise GdalMcpError("invalid-argument", f"pattern '{pattern}' must match names below path, without '..' "
+                               "or an absolute path (list another directory with path=)")
         job = jobs.ListDatasetsJob(directory=str(directory), pattern=pattern, recursive=recursive, limit=limit)
         result = await app.execute(job, ctx=ctx, quick=True)
         for entry in result.entries:

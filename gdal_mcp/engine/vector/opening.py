@@ -20,7 +20,8 @@ FILE_MODULES = frozenset({"virtualtext", "virtualshape", "virtualdbf", "virtualx
                           "virtualgpkg", "virtualfdo", "virtualbbox"})
 _VIRTUAL = re.compile(r"(?is)^\s*create\s+virtual\s+table\s+.+?\s+using\s+([\w]+)\s*(?:\((.*)\))?")
 _QUOTED = re.compile(r"'((?:[^']|'')*)'|\"((?:[^\"]|\"\")*)\"")
-_CRS_LINK = re.compile(rb'"crs"\s*:\s*\{[^{}]*"type"\s*:\s*"link"[^{}]*"href"\s*:\s*"([^"]*)"', re.S)
+#: a GeoJSON "crs" member of type link (its href in the member's properties, either order)
+_CRS_LINK = re.compile(rb'"crs"\s*:\s*\{(?=.{0,600}?"type"\s*:\s*"link").{0,600}?"href"\s*:\s*"([^"]*)"', re.S)
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -50,20 +51,29 @@ def refuse_hidden_references(path: str) -> None:
 
 
 def _refuse_virtual_tables(path: str) -> None:
+    """Virtual tables over files, and views or triggers calling file or extension functions, in a SQLite schema."""
     import contextlib
     import sqlite3
     from urllib.parse import quote
 
     from gdal_mcp.engine import guard
+    from gdal_mcp.sandbox import SQL_FORBIDDEN_FUNCTIONS
 
     try:
         uri = f"file:{quote(path)}?mode=ro&immutable=1"
         with contextlib.closing(sqlite3.connect(uri, uri=True)) as con:
             con.execute("PRAGMA trusted_schema=OFF")
-            rows = con.execute("SELECT name, sql FROM sqlite_master WHERE sql LIKE '%virtual%'").fetchall()
+            rows = con.execute("SELECT type, name, sql FROM sqlite_master WHERE sql LIKE '%virtual%' OR type IN "
+                               "('view', 'trigger')").fetchall()
     except sqlite3.Error:
         return  # not a database Python's SQLite reads: GDAL reports it
-    for name, sql in rows:
+    for kind, name, sql in rows:
+        if kind in ("view", "trigger"):
+            for call in re.findall(r"(\w+)\s*\(", sql or ""):
+                if SQL_FORBIDDEN_FUNCTIONS.fullmatch(call):
+                    raise GdalMcpError("unsupported", f"{path}: {kind} '{name}' calls {call}(), which reaches "
+                                       "files, other databases or extensions; this server does not open it")
+            continue
         m = _VIRTUAL.match(sql or "")
         if m is None or m.group(1).lower() not in FILE_MODULES:
             continue
