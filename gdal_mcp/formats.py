@@ -19,7 +19,7 @@ RASTER_DRIVERS = frozenset({
 VECTOR_DRIVERS = frozenset({
     "ESRI Shapefile", "GPKG", "GeoJSON", "GeoJSONSeq", "ESRIJSON", "TopoJSON", "FlatGeobuf", "CSV", "XLSX", "ODS",
     "GML", "KML", "LIBKML", "GPX", "SQLite", "OpenFileGDB", "MapInfo File", "DXF", "DGN", "OSM", "Parquet", "Arrow",
-    "PMTiles", "MVT", "OGR_VRT", "MEM", "Memory", "JSONFG", "S57",
+    "PMTiles", "OGR_VRT", "MEM", "Memory", "JSONFG",
 })
 ALLOWED_DRIVERS = RASTER_DRIVERS | VECTOR_DRIVERS
 
