@@ -244,10 +244,22 @@ def job_writable(job: Any, config: dict[str, Any]) -> list[str]:
 def run_in_job_thread(func: Any, kwargs: dict[str, Any], writable: list[str]) -> Any:
     """func(**kwargs) on a thread of its own whose writes the kernel limits to `writable` (confine.restrict_writes):
     what GDAL would write anywhere else (a .gfs beside a GML, an .aux.xml beside an input) fails instead. The
-    worker's main thread keeps its wider policy for the next job."""
+    worker's main thread keeps its wider policy for the next job. Jobs that write nothing but the worker's private
+    temporary directory (every job that only reads) share one thread confined that way once (_READER), which saves
+    them a thread start and a Landlock layer each (~0.2 ms of a metadata call)."""
     import threading
 
     from gdal_mcp import confine
+
+    if len(writable) <= 1:
+        reader = _READER.get(tuple(writable))
+        if reader is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gdal-mcp-reader",
+                                        initializer=confine.restrict_writes, initargs=(list(writable),))
+            _READER[tuple(writable)] = reader
+        return reader.submit(lambda: func(**kwargs)).result()
 
     box: dict[str, Any] = {}
 
@@ -264,6 +276,10 @@ def run_in_job_thread(func: Any, kwargs: dict[str, Any], writable: list[str]) ->
     if "error" in box:
         raise box["error"]
     return box.get("result")
+
+
+#: the thread that runs the jobs which only read, per set of writable paths (one: the private temporary directory)
+_READER: dict[tuple[str, ...], Any] = {}
 
 
 def main(conn: Any) -> None:
