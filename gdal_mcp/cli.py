@@ -222,9 +222,7 @@ def serve(settings: Settings) -> None:
         gc.enable()
     log.info("workspaces: %s", ", ".join(str(r) for r in app.sandbox.roots))
     if settings.transport == "http" and app.console is not None:
-        bind = settings.host if settings.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-        host = f"[{bind}]:{settings.port}" if ":" in bind else f"{bind}:{settings.port}"
-        app.console.login_link(f"http://{host}")  # the person's way in to approve (the MCP client never sees it)
+        app.console.login_link()  # the person's way in to approve (the MCP client never sees it)
     try:
         if settings.transport == "stdio":
             from gdal_mcp.stdio import run_stdio

@@ -94,15 +94,22 @@ def human_size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _existing(app: App, path: Any) -> Existing | None:
-    """The workspace file `path` names, if it exists (resolved through the sandbox; None otherwise).
-
-    A path the sandbox refuses is not a confirmation matter: the tool refuses it itself and writes nothing.
+def _existing(app: App, path: Any, *, dataset: bool = False) -> Existing | None:
+    """The workspace file `path` names, if it exists (None otherwise), resolved exactly as the tool resolves it: a
+    dataset the tool reads (and changes in place) through `resolve_input` (GDAL syntax, file://), an output through
+    the plain-path rules of `resolve_output`. A path the sandbox refuses is not a confirmation matter: the tool
+    refuses it itself and writes nothing.
     """
     if not isinstance(path, str) or not path:
         return None
     try:
-        real = app.sandbox.resolve_file(path, what="output")
+        if dataset:
+            resolved = app.sandbox.resolve_input(path)
+            if resolved.network or not resolved.files:
+                return None
+            real = resolved.files[0]
+        else:
+            real = app.sandbox.resolve_file(path, what="output")
         st = real.stat()
     except (GdalMcpError, OSError):
         return None
@@ -144,12 +151,12 @@ def _product(app: App, tool: str, title: str, a: dict[str, Any]) -> str:
 
 def _modify_message(app: App, tool: str, title: str, a: dict[str, Any]) -> tuple[str, tuple[Existing, ...]] | None:
     """Tools that change their input in place (annotated destructive)."""
-    src = _existing(app, a.get("input"))
+    src = _existing(app, a.get("input"), dataset=True)
     if tool == "raster_overviews":
         if src is None:
             return None  # the tool refuses a missing input itself
         if a.get("external"):
-            ovr = _existing(app, f"{a['input']}.ovr")
+            ovr = _existing(app, f"{src.display}.ovr")  # what the tool writes: the resolved input's name + .ovr
             replacing = f", replacing {ovr.describe()}" if ovr else ""
             levels = a.get("levels", "auto")
             return (f"Write overviews of {src.display} (levels {_shown(app, levels)}, {a.get('resampling')} "

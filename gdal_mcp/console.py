@@ -165,7 +165,7 @@ class Console:
         app.audit.listeners.append(self._audited)
 
     # ----- the person's credential ----------------------------------------------------------------
-    def login_link(self, base: str, *, why: str = "") -> bool:
+    def login_link(self, *, why: str = "") -> bool:
         """Print a new one-time login link on the server's stderr (where the person who runs the server sees it,
         and the MCP client does not). False when one was printed less than LOGIN_LINK_INTERVAL ago."""
         import sys
@@ -179,7 +179,8 @@ class Console:
         key = secrets.token_urlsafe(24)
         self.login_keys[key] = now + LOGIN_LINK_LIFETIME
         sys.stderr.write(f"gdal-mcp: approval console login link{why} (works once, for {LOGIN_LINK_LIFETIME / 60:g} "
-                         f"minutes; never give it to the agent): {base}/console/login?key={key}\n")
+                         f"minutes; never give it to the agent): {self.base_url()}/console/login?key={key} (behind a "
+                         "proxy, open that path on the proxy's address)\n")
         sys.stderr.flush()
         return True
 
@@ -248,16 +249,38 @@ class Console:
                                     token_fingerprint=token)
         return p
 
+    def base_url(self) -> str:
+        """This server's own address, from its settings (the bind address, loopback for a wildcard)."""
+        s = self.app.settings
+        bind = s.host if s.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        return f"http://[{bind}]:{s.port}" if ":" in bind else f"http://{bind}:{s.port}"
+
+    def trusted_host(self, host: str | None) -> bool:
+        """Whether a Host header names this server as its operator configured it: its bind address and port, a
+        plain loopback name on its port, or an --allow-host entry. (The Host guard also lets through any loopback
+        alias, e.g. x.localhost on any port: fine for serving a request, not for a link a person will follow.)"""
+        from gdal_mcp.http import split_host
+
+        parsed = split_host(host) if host else None
+        if parsed is None:
+            return False
+        name, port = parsed
+        s = self.app.settings
+        if port == s.port and name in ("localhost", "127.0.0.1", "::1", s.host.lower()):
+            return True
+        for entry in s.allow_hosts:
+            allowed = split_host(entry) if entry != "*" else None
+            if allowed is not None and allowed[0] == name and allowed[1] in (None, port):
+                return True
+        return False
+
     def url(self) -> str:
-        """Where the console is, as the client reached this server (its Host header), else the bind address."""
+        """Where the console is: as the client reached this server when that is a name the operator configured
+        (its Host header), else this server's own address."""
         from fastmcp.server.dependencies import get_http_headers
 
         host = (get_http_headers(include_all=True) or {}).get("host")
-        if not host:
-            s = self.app.settings
-            bind = s.host if s.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-            host = f"[{bind}]:{s.port}" if ":" in bind else f"{bind}:{s.port}"
-        return f"http://{host}/console"
+        return f"http://{host}/console" if self.trusted_host(host) else self.base_url() + "/console"
 
     def required(self, p: Pending, why: str) -> Any:
         """The confirmation-required result that tells the agent where the approval waits."""
@@ -466,9 +489,6 @@ def register(mcp: Any, app: App) -> Console:
                                                          "message": message}}, status_code=status,
                             headers=SECURITY_HEADERS)
 
-    def base_url(request: Request) -> str:
-        return f"{request.url.scheme}://{request.headers.get('host') or request.url.netloc}"
-
     @mcp.custom_route("/console", methods=["GET"], name="console")
     async def console_root(request: Request) -> Response:
         if console.session(request) is not None:
@@ -519,7 +539,9 @@ def register(mcp: Any, app: App) -> Console:
         origin = request.headers.get("origin")
         if origin is not None and urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower():
             return refused(403, "cross-origin request refused")
-        printed = console.login_link(base_url(request), why=" (asked for on the login page)")
+        # Built from the server's own settings, never from the request's Host: a local client could otherwise
+        # have the link printed with its own host and port, and receive the key when the person follows it.
+        printed = console.login_link(why=" (asked for on the login page)")
         message = ("A new login link was printed where the server runs (its stderr)." if printed else
                    f"A link was printed less than {LOGIN_LINK_INTERVAL:g} s ago; use that one.")
         return login_page(message, 200 if printed else 429)

@@ -68,6 +68,8 @@ NETWORK_CONNECTION_PREFIXES = frozenset({
 _CONN_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*):(.*)$", re.S)
 # Elements of raster VRTs, warped VRTs and OGR VRTs that name another dataset.
 VRT_REFERENCE_TAGS = frozenset({"sourcefilename", "sourcedataset", "srcdatasource", "overviewfilename"})
+# Elements of an MRF header that name files GDAL reads: its data and index files, the dataset it caches.
+MRF_REFERENCE_TAGS = frozenset({"datafile", "indexfile", "source"})
 # SQL (OGR SQL and the SQLite dialect): statements that are not a plain read, functions that reach files, other
 # databases, extensions or the network, and SpatiaLite's virtual-table modules over files.
 SQL_FORBIDDEN_WORDS = frozenset({
@@ -639,7 +641,10 @@ class Sandbox:
             raise GdalMcpError("unsupported", f"{what}: {real.name} is a GDAL pipeline or tile index, which "
                                "this server does not open; use the files it refers to directly")
         low_head = head.lower()
-        if b"<vrtdataset" not in low_head and b"<ogrvrtdatasource" not in low_head:
+        is_mrf = b"<mrf_meta" in low_head
+        if name.endswith(".kml") and b"<kml" in low_head:
+            return self._kml_overlays(real, what=what, depth=depth)
+        if b"<vrtdataset" not in low_head and b"<ogrvrtdatasource" not in low_head and not is_mrf:
             return []
         try:
             tree = ET.parse(real)
@@ -653,10 +658,10 @@ class Sandbox:
             if tag == "pixelfunctionlanguage" and ref.lower() == "python":
                 raise GdalMcpError("unsupported", f"{what}: {real.name} has a pixel function in Python, which this "
                                    "server never runs; use raster_calc for band math")
-            if tag not in VRT_REFERENCE_TAGS or not ref:
+            if tag not in (MRF_REFERENCE_TAGS if is_mrf else VRT_REFERENCE_TAGS) or not ref:
                 continue
             attrs = {k.lower(): v for k, v in el.attrib.items()}
-            relative = attrs.get("relativetovrt", "0") == "1"
+            relative = attrs.get("relativetovrt", "0") == "1" or is_mrf  # MRF: relative to its header
             # OGR VRTs resolve SrcDataSource against the VRT's directory when relativeToVRT="1".
             ref_base = real.parent if relative or not ref.startswith("/") else None
             try:
@@ -666,9 +671,38 @@ class Sandbox:
                 raise GdalMcpError(
                     "out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
                     f"{what}: {real.name} refers to '{ref}', which is not an allowed workspace file "
-                    "(VRT sources must lie inside the workspace)",
+                    "(the files a dataset names must lie inside the workspace)",
                 ) from None
             files += reached
+        return files
+
+    def _kml_overlays(self, real: Path, *, what: str, depth: int) -> list[Path]:
+        """The images a KML's ground overlays name (read by GDAL's KML super-overlay driver): local files must be
+        workspace files (a URL is the network's business: refused by the workers' confinement unless allowed).
+        Other hrefs (icons, network links) GDAL's vector drivers do not follow."""
+        try:
+            if real.stat().st_size > 16 * 1024 * 1024:
+                return []
+            tree = ET.parse(real)
+        except (OSError, ET.ParseError):
+            return []
+        files: list[Path] = []
+        for overlay in tree.iter():
+            if not (isinstance(overlay.tag, str) and overlay.tag.split("}")[-1].lower() == "groundoverlay"):
+                continue
+            for el in overlay.iter():
+                ref = (el.text or "").strip()
+                if not (isinstance(el.tag, str) and el.tag.split("}")[-1].lower() == "href") or not ref:
+                    continue
+                if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", ref) and not ref.lower().startswith("file://"):
+                    continue
+                try:
+                    _, reached, _ = self._resolve_gdal(ref, base=real.parent, what=what, depth=depth + 1)
+                except GdalMcpError as e:
+                    raise GdalMcpError("out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
+                                       f"{what}: {real.name} overlays '{ref}', which is not an allowed workspace "
+                                       "file") from None
+                files += reached
         return files
 
     def check_referenced(self, names: Iterable[str], *, what: str = "input") -> None:
@@ -844,7 +878,7 @@ class Sandbox:
         """Check an output path and prepare its temporary directory beside it."""
         self._check_text(path, what)
         low = path.lower()
-        if low.startswith("/vsi") or low.startswith(NETWORK_SCHEMES) or (
+        if low.startswith(("/vsi", "file:")) or low.startswith(NETWORK_SCHEMES) or (
             _CONN_RE.match(path) and _CONN_RE.match(path).group(1).upper() in  # type: ignore[union-attr]
             FILE_CONNECTION_PREFIXES | NETWORK_CONNECTION_PREFIXES
         ):

@@ -1,9 +1,11 @@
 """The driver allow-list, applied to both bundled GDALs (rasterio's, and pyogrio's when it loads).
 
 Every driver not in gdal_mcp.formats.ALLOWED_DRIVERS is deregistered: GDAL cannot open, nor be made to open (a VRT
-source, an overview file named in an .aux.xml …), a file in that format. `ensure()`, before every job, applies it
-again should anything have registered drivers since. `refused_driver(path)` names the driver a refused file belongs
-to, for the `unsupported` error.
+source, an overview file named in an .aux.xml …), a file in that format. rasterio registers GDAL's drivers again at
+every top-level Env: so their names also go into that library's own GDAL_SKIP configuration option (set in each
+library, not in the environment: the two GDALs have different drivers, and a name a library lacks makes it warn),
+which GDALAllRegister applies each time. `ensure()`, before every job, checks the counts anyway.
+`refused_driver(path)` names the driver a refused file belongs to, for the `unsupported` error.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "GDALDeregisterDriver": (None, [c.c_void_p]),
     "GDALRegisterDriver": (c.c_int, [c.c_void_p]),
     "GDALIdentifyDriverEx": (c.c_void_p, [c.c_char_p, c.c_uint, c.POINTER(c.c_char_p), c.POINTER(c.c_char_p)]),
+    "CPLSetConfigOption": (None, [c.c_char_p, c.c_char_p]),
+    "CPLGetConfigOption": (c.c_char_p, [c.c_char_p, c.c_char_p]),
 }
 
 
@@ -76,6 +80,8 @@ def restrict_library(path: str, *, register: bool = True) -> list[str]:
                 if all(h != handle for _, h in denied):
                     denied.append((name, handle))
                 names.append(name)
+        skip = [n for n in (lib.CPLGetConfigOption(b"GDAL_SKIP", b"") or b"").decode().split(",") if n]
+        lib.CPLSetConfigOption(b"GDAL_SKIP", ",".join(dict.fromkeys([*skip, *(n for n, _ in denied)])).encode())
         _counts[path] = lib.GDALGetDriverCount()
         return names
 

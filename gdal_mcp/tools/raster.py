@@ -301,7 +301,9 @@ def register(mcp: Any, app: App) -> None:
         job = jobs.EditRasterJob(src=src.gdal_path, crs=crs, nodata=nodata, unset_nodata=unset_nodata, scale=scale,
                                  offset=offset, bounds=as_bbox(bounds), metadata=metadata,
                                  band_descriptions=band_descriptions, units=band_units)
-        if src.files[0].suffix.lower() in (".tif", ".tiff"):
+        # A GeoTIFF is edited in place, unless it has other hard links (they could be anywhere, outside the
+        # workspace too, and would change with it): then on a copy, which the commit puts in its place.
+        if src.files[0].suffix.lower() in (".tif", ".tiff") and src.files[0].stat().st_nlink == 1:
             summary, warnings = await app.execute(job, ctx=ctx)
             return RasterWriteResult(output=src.display, uri=app.sandbox.uri(src.display),
                                      summary=app.scrub_model(summary), warnings=[app.sandbox.scrub(w) for w in warnings])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -158,3 +159,37 @@ def test_the_console_token_must_differ_from_the_mcp_token(tmp_path: Path) -> Non
                        env={**base, "GDAL_MCP_TOKEN": "same", "GDAL_MCP_CONSOLE_TOKEN": "same"}, capture_output=True,
                        timeout=60)
     assert r.returncode != 0 and b"must differ" in r.stderr
+
+
+async def test_another_syntax_of_the_same_path_still_asks(tmp_path: Path) -> None:
+    """file://good.tif names the same file as good.tif: the confirmation must see through it (it resolves paths as
+    the tool does), so an in-place change is still asked for and nothing changes unasked."""
+    from tests.security.conftest import session
+
+    ws = workspace(tmp_path)
+    shutil.copy(ws / "good.tif", ws / "g2.tif")
+    (ws / "g2.tif.ovr").write_text("the user's own file")
+    before = {p.name: digest(p) for p in ws.iterdir() if p.is_file()}
+    async with session(ws, "--confirm", "destructive") as s:
+        for tool, args in (("raster_edit", {"input": "file://good.tif", "metadata": {"PWNED": "1"}}),
+                           ("raster_overviews", {"input": "file://good.tif", "action": "add"}),
+                           ("raster_overviews", {"input": "file://g2.tif", "action": "add", "external": True}),
+                           ("raster_overviews", {"input": "file://good.tif", "action": "delete"})):
+            r = await s.call_tool(tool, args)
+            assert r.is_error and r.structured_content["error"]["code"] == "confirmation-required", (tool, r)
+        r = await s.call_tool("raster_overviews", {"input": "file://g2.tif", "action": "add", "external": True})
+        assert "replacing g2.tif.ovr" in r.structured_content["error"]["message"]
+    assert {p.name: digest(p) for p in ws.iterdir() if p.is_file()} == before
+
+
+def test_a_login_link_never_takes_the_requests_host(loopback: Http) -> None:
+    """A local client asks for a new login link with a Host of its own (a loopback alias on its port): the link
+    printed for the person still names this server, so following it never hands the key to that client."""
+    s = loopback
+    r = httpx2.post(f"{s.base}/console/login-link", headers={"Host": f"evil.localhost:{s.port + 1}"})
+    import time
+
+    time.sleep(0.5)
+    links = s.links()
+    assert links and all(link.startswith(f"http://127.0.0.1:{s.port}/console/login?key=") for link in links), links
+    assert "evil" not in r.text

@@ -225,3 +225,39 @@ async def test_references_gdal_ignores_are_not_followed(ws: Path, secrets: Secre
             assert secrets.token not in everything_returned(r) and len(canary.hits) == before, (tool, args)
             if r.is_error:
                 assert r.structured_content["error"]["code"] in REFUSED, r.structured_content
+
+
+async def test_red_team_findings(tmp_path: Path, secrets: Secrets, canary: Canary) -> None:
+    """Held-out attacks a red team found after the suite above was written: an MRF whose data file is a file the
+    workers may read but outside the workspace (their own Python environment), a KML ground overlay naming an
+    outside image, and a GeoTIFF hard-linked to an outside file that raster_edit would change in place."""
+    import struct
+
+    import rasterio
+
+    ws = workspace(tmp_path)
+    inside_env = str(Path(__file__).resolve().parents[2] / "pyproject.toml")  # readable by the workers' policy
+    size = Path(inside_env).stat().st_size
+    (ws / "env.idx").write_bytes(struct.pack(">QQ", 0, size))
+    (ws / "env.mrf").write_text(f'<MRF_META><Raster><Size x="{size}" y="1" c="1"/><Compression>NONE</Compression>'
+                                f'<DataType>Byte</DataType><datafile>{inside_env}</datafile><IndexFile>env.idx'
+                                '</IndexFile></Raster></MRF_META>')
+    (ws / "overlay.kml").write_text(
+        '<?xml version="1.0"?><kml xmlns="http://www.opengis.net/kml/2.2"><GroundOverlay><Icon><href>'
+        f'{secrets.path("secret.tif")}</href></Icon><LatLonBox><north>1</north><south>0</south><east>1</east>'
+        '<west>0</west></LatLonBox></GroundOverlay></kml>')
+    outside = secrets.dir / "hardlinked.tif"
+    shutil.copy(DATA / "raster" / "RGB.byte.tif", outside)
+    os.link(outside, ws / "hard.tif")
+    before = outside.read_bytes()
+    async with session(ws) as s:
+        assert await attack(s, "raster_to_xyz", {"input": "env.mrf", "output": "env.xyz"}, secrets=secrets,
+                            canary=canary) == "out-of-root"
+        assert await attack(s, "raster_info", {"path": "overlay.kml"}, secrets=secrets, canary=canary) == "out-of-root"
+        r = await s.call_tool("raster_edit", {"input": "hard.tif", "metadata": {"EDITED": "yes"}})
+        assert not r.is_error, r.structured_content
+    assert outside.read_bytes() == before  # the outside file kept every byte
+    with rasterio.open(ws / "hard.tif") as ds:
+        assert ds.tags()["EDITED"] == "yes"
+    assert (ws / "hard.tif").stat().st_nlink == 1  # the workspace file is its own now
+    assert not (ws / "env.xyz").exists()

@@ -75,6 +75,9 @@ def edit(src: str, dst: str | None = None, *, crs: str | None = None, nodata: fl
             and not unset_nodata:
         raise GdalMcpError("invalid-argument", "nothing to change: give crs, nodata, unset_nodata, scale, offset, "
                            "bounds, metadata, band_descriptions or units")
+    if dst is None and Path(src).stat().st_nlink > 1:
+        raise GdalMcpError("unsupported", f"{Path(src).name} has other hard links, which an edit in place would change "
+                           "too; edit a copy (the raster_edit tool does)")
     new_crs = parse_crs(crs, "crs") if crs is not None else None
     box = _check_bounds(bounds) if bounds is not None else None
     warnings: list[str] = []
