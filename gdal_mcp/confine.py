@@ -101,7 +101,7 @@ def worker_policy(roots: Iterable[str], tmp: str | None, *, read_only: bool, net
 #: and the facts GDAL, numpy and Arrow read about the machine (CPUs, memory and its limits)
 SYSTEM_READ = (
     "/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/usr/local/lib64",
-    "/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo", "/usr/share/locale",
+    "/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo", "/usr/share/locale", "/etc/ssl/openssl.cnf",
     "/proc/meminfo", "/proc/cpuinfo", "/proc/self/cgroup", "/proc/self/status", "/proc/sys/vm/overcommit_memory",
     "/sys/devices/system/cpu", "/sys/fs/cgroup", "/sys/kernel/mm/transparent_hugepage",
     "/dev/urandom", "/dev/random", "/dev/zero",

@@ -235,6 +235,49 @@ def rename_noreplace(src: Path, dst: Path) -> None:
     os.unlink(src)
 
 
+#: a directory with more entries than this is not listed for its links: its side files are looked up one by one
+LINK_SCAN_MAX_ENTRIES = 20000
+
+
+@functools.lru_cache(maxsize=1024)
+def _links_in(directory: str, mtime_ns: int, inode: int) -> frozenset[str] | None:
+    """The names of the symbolic links in `directory` as it is at `mtime_ns` (adding, removing or renaming an entry
+    changes a directory's mtime, so a cached answer is never stale); None for a directory too large to list."""
+    names: set[str] = set()
+    try:
+        with os.scandir(directory) as entries:
+            for count, entry in enumerate(entries):
+                if count >= LINK_SCAN_MAX_ENTRIES:
+                    return None
+                try:
+                    if entry.is_symlink():
+                        names.add(entry.name)
+                except OSError:
+                    continue
+    except OSError:
+        return frozenset()
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=1024)
+def _overview_files(pam: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """The OVERVIEW_FILE items of an .aux.xml as it is at (mtime, size); () when it cannot be parsed (GDAL ignores
+    such a file too) or is too large to be a PAM file."""
+    if size > 16 * 1024 * 1024:
+        return ()
+    try:
+        tree = ET.parse(pam)
+    except (OSError, ET.ParseError):
+        return ()
+    refs = []
+    for el in tree.iter():
+        tag = (el.tag.split("}")[-1] if isinstance(el.tag, str) else "").lower()
+        if tag == "mdi" and {k.lower(): v for k, v in el.attrib.items()}.get("key", "").upper() == "OVERVIEW_FILE":
+            if (el.text or "").strip():
+                refs.append((el.text or "").strip())
+    return tuple(refs)
+
+
 def _read_small(path: str) -> str | None:
     try:
         with open(path) as fh:
@@ -506,17 +549,28 @@ class Sandbox:
 
     def _check_side_links(self, real: Path, *, what: str) -> None:
         """A side file GDAL reads beside a dataset (its .prj, world file, .aux.xml, .ovr …) must not be a link out of
-        the workspace: GDAL would follow it though no path names it (formats.SIDE_EXTENSIONS, NAME_SUFFIXES)."""
+        the workspace: GDAL would follow it though no path names it (formats.SIDE_EXTENSIONS, NAME_SUFFIXES).
+
+        Every metadata call resolves its input (in the server, and again in the worker's guard), so this must cost
+        next to nothing: the links of a directory are listed once per state of the directory (_links_in)."""
         from gdal_mcp.formats import NAME_SUFFIXES, SIDE_EXTENSIONS
 
+        parent = str(real.parent)
+        try:
+            st = os.stat(parent)
+        except OSError:
+            return
+        links = _links_in(parent, st.st_mtime_ns, st.st_ino)
+        if links is not None and not links:
+            return  # the common case: no links in the directory at all
         stem = real.name.rsplit(".", 1)[0]
-        names = [f"{stem}.{ext}" for ext in SIDE_EXTENSIONS] + [real.name + suffix for suffix in NAME_SUFFIXES]
-        for name in names:
-            for candidate in {real.parent / name, real.parent / name.upper()}:
-                if candidate.is_symlink() and not self._contained(Path(os.path.realpath(candidate))):
-                    raise GdalMcpError("out-of-root", f"{what} '{self.display(real)}': its side file "
-                                       f"'{candidate.name}' is a link to a file outside the workspace; refusing to "
-                                       "read it")
+        names = {f"{stem}.{ext}" for ext in SIDE_EXTENSIONS} | {real.name + suffix for suffix in NAME_SUFFIXES}
+        names |= {n.upper() for n in names}
+        for name in (names & links) if links is not None else names:
+            candidate = os.path.join(parent, name)
+            if os.path.islink(candidate) and not self._contained(Path(os.path.realpath(candidate))):
+                raise GdalMcpError("out-of-root", f"{what} '{self.display(real)}': its side file '{name}' is a link "
+                                   "to a file outside the workspace; refusing to read it")
         pam = real.parent / (real.name + ".aux.xml")
         if pam.is_file():
             self._pam_references(real, pam, what=what)
@@ -525,23 +579,16 @@ class Sandbox:
         """A dataset's .aux.xml may name an overview file (OVERVIEWS domain, OVERVIEW_FILE) GDAL then opens: it
         must be a workspace file."""
         try:
-            if pam.stat().st_size > 16 * 1024 * 1024:
-                return
-            tree = ET.parse(pam)
-        except (OSError, ET.ParseError):
-            return  # GDAL ignores an .aux.xml it cannot parse too
-        for el in tree.iter():
-            tag = (el.tag.split("}")[-1] if isinstance(el.tag, str) else "").lower()
-            if tag == "mdi" and {k.lower(): v for k, v in el.attrib.items()}.get("key", "").upper() == "OVERVIEW_FILE":
-                ref = (el.text or "").strip()
-                if not ref:
-                    continue
-                try:
-                    self._resolve_gdal(ref, base=real.parent, what=what, depth=MAX_REFERENCE_DEPTH - 1)
-                except GdalMcpError as e:
-                    raise GdalMcpError("out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
-                                       f"{what} '{self.display(real)}': its {pam.name} names the overview file "
-                                       f"'{ref}', which is not an allowed workspace file") from None
+            st = pam.stat()
+        except OSError:
+            return
+        for ref in _overview_files(str(pam), st.st_mtime_ns, st.st_size):
+            try:
+                self._resolve_gdal(ref, base=real.parent, what=what, depth=MAX_REFERENCE_DEPTH - 1)
+            except GdalMcpError as e:
+                raise GdalMcpError("out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
+                                   f"{what} '{self.display(real)}': its {pam.name} names the overview file "
+                                   f"'{ref}', which is not an allowed workspace file") from None
 
     def _literal_exists(self, path: str, base: Path | None) -> bool:
         try:
