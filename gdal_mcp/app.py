@@ -36,8 +36,16 @@ class AuditLog:
         #: called with every record, written to a file or not (the approval console keeps the last 100)
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
-    def write(self, *, tool: str, arguments: dict[str, Any], outcome: str, duration_ms: float,
-              outputs: Iterable[str] = (), task: str | None = None) -> None:
+    def write(
+        self,
+        *,
+        tool: str,
+        arguments: dict[str, Any],
+        outcome: str,
+        duration_ms: float,
+        outputs: Iterable[str] = (),
+        task: str | None = None,
+    ) -> None:
         """`task`: the MCP task id of a call run as a task (its creation and its run are two records)."""
         if self.path is None and not self.listeners:
             return
@@ -53,8 +61,18 @@ class AuditLog:
             record["task"] = task
         self._append(record)
 
-    def confirmation(self, *, tool: str, arguments: dict[str, Any], question: str, kind: str, answer: str,
-                     channel: str, detail: str | None = None, token_fingerprint: str | None = None) -> None:
+    def confirmation(
+        self,
+        *,
+        tool: str,
+        arguments: dict[str, Any],
+        question: str,
+        kind: str,
+        answer: str,
+        channel: str,
+        detail: str | None = None,
+        token_fingerprint: str | None = None,
+    ) -> None:
         """A confirmation record: what the person was shown, the answer (approved, declined, cancelled, refused),
         the channel (elicitation, console with the fingerprint of the token used, or policy), when."""
         if self.path is None and not self.listeners:
@@ -92,8 +110,9 @@ def _dask_runner(settings: Settings, worker_config: dict[str, Any]) -> DaskRunne
     except ImportError as e:
         raise ValueError(f"--executor dask needs the Dask extra ({e}): install gdal-mcp[dask]") from None
     assert settings.dask_scheduler is not None  # Settings checks it
-    return DaskRunner(scheduler=settings.dask_scheduler, timeout=settings.timeout, max_memory=settings.max_memory,
-                      worker_config=worker_config)
+    return DaskRunner(
+        scheduler=settings.dask_scheduler, timeout=settings.timeout, max_memory=settings.max_memory, worker_config=worker_config
+    )
 
 
 def confinement(settings: Settings) -> bool:
@@ -106,12 +125,16 @@ def confinement(settings: Settings) -> bool:
         return True
     status = confine.status()
     if not settings.allow_unconfined:
-        raise ValueError(f"this kernel cannot confine the processes that run GDAL ({status}): a dataset could make "
-                         "them read any file this user can, or reach the network. Refusing to start; run on Linux "
-                         ">= 5.19 with Landlock enabled, or pass --allow-unconfined to accept this (see SECURITY.md)")
-    log.warning("RUNNING UNCONFINED (%s): the processes that run GDAL can read any file this user can and reach the "
-                "network; only the server's own path checks stand between a dataset and them (--allow-unconfined)",
-                status)
+        raise ValueError(
+            f"this kernel cannot confine the processes that run GDAL ({status}): a dataset could make "
+            "them read any file this user can, or reach the network. Refusing to start; run on Linux "
+            ">= 5.19 with Landlock enabled, or pass --allow-unconfined to accept this (see SECURITY.md)"
+        )
+    log.warning(
+        "RUNNING UNCONFINED (%s): the processes that run GDAL can read any file this user can and reach the "
+        "network; only the server's own path checks stand between a dataset and them (--allow-unconfined)",
+        status,
+    )
     return False
 
 
@@ -159,8 +182,7 @@ class App:
     def scrub_error(self, error: GdalMcpError) -> GdalMcpError:
         return GdalMcpError(error.code, self.sandbox.scrub(error.message))
 
-    async def execute(self, job: Job[R], *, ctx: Any = None, quick: bool = False,
-                      output: OutputTarget | None = None) -> R:
+    async def execute(self, job: Job[R], *, ctx: Any = None, quick: bool = False, output: OutputTarget | None = None) -> R:
         """Run an engine function in a worker, relaying progress; commit or discard its output."""
 
         tracker = self.console.track(job.FUNC) if self.console is not None and not quick else None
@@ -170,8 +192,7 @@ class App:
                 tracker.progress(fraction, self.sandbox.scrub(message))
             if ctx is not None:
                 try:
-                    await ctx.report_progress(progress=round(fraction * 100, 2), total=100,
-                                              message=self.sandbox.scrub(message))
+                    await ctx.report_progress(progress=round(fraction * 100, 2), total=100, message=self.sandbox.scrub(message))
                 except Exception:  # noqa: BLE001 - a client that cannot take progress must not fail the job
                     log.debug("progress notification failed", exc_info=True)
 

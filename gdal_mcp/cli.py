@@ -61,76 +61,154 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gdal-mcp",
         description="GDAL MCP server: sandboxed, crash-isolated geospatial tools for AI agents. "
-                    "Runs over stdio by default. Every option can also be set with an environment "
-                    "variable GDAL_MCP_<NAME> (e.g. GDAL_MCP_WORKSPACE, GDAL_MCP_READ_ONLY=1).",
+        "Runs over stdio by default. Every option can also be set with an environment "
+        "variable GDAL_MCP_<NAME> (e.g. GDAL_MCP_WORKSPACE, GDAL_MCP_READ_ONLY=1).",
         epilog="HTTP: set GDAL_MCP_TOKEN to require 'Authorization: Bearer <token>' on every request; "
-               "a non-loopback --host is refused without it.",
+        "a non-loopback --host is refused without it.",
     )
     p.add_argument("--version", action=_Version)
     p.add_argument("command", nargs="?", default="serve", choices=["serve"], help="what to do (default: serve)")
-    p.add_argument("--transport", choices=["stdio", "http"], default=_env("TRANSPORT", "stdio"),
-                   help="stdio (default) or streamable HTTP at /mcp [GDAL_MCP_TRANSPORT]")
+    p.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default=_env("TRANSPORT", "stdio"),
+        help="stdio (default) or streamable HTTP at /mcp [GDAL_MCP_TRANSPORT]",
+    )
     p.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="HTTP bind address (default 127.0.0.1) [GDAL_MCP_HOST]")
     p.add_argument("--port", type=int, default=int(_env("PORT", "8000") or 8000), help="HTTP port (default 8000) [GDAL_MCP_PORT]")
     env_ws = [w for w in (_env("WORKSPACE") or "").split(os.pathsep) if w]
-    p.add_argument("--workspace", action="append", default=None, metavar="DIR",
-                   help="directory the tools may read and write; repeatable; relative paths resolve against "
-                        "the first (default: the current directory) [GDAL_MCP_WORKSPACE, ':'-separated]")
+    p.add_argument(
+        "--workspace",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="directory the tools may read and write; repeatable; relative paths resolve against "
+        "the first (default: the current directory) [GDAL_MCP_WORKSPACE, ':'-separated]",
+    )
     p.set_defaults(env_workspaces=env_ws)
-    p.add_argument("--read-only", action="store_true", default=_env_bool("READ_ONLY"),
-                   help="refuse every tool that writes [GDAL_MCP_READ_ONLY=1]")
-    p.add_argument("--confirm", choices=CONFIRM_POLICIES, default=_env("CONFIRM", "destructive"),
-                   help="which calls a person must approve first, asked through the client (elicitation): never; "
-                        "destructive (default: replacing an existing file, raster_overviews, raster_edit, "
-                        "vector_convert append/add_layer); writes (also every new file); all (every call). A client "
-                        "that cannot ask its user gets confirmation-required [GDAL_MCP_CONFIRM]")
-    p.add_argument("--console", action=argparse.BooleanOptionalAction,
-                   default=(_env("CONSOLE") or "1").strip().lower() not in ("0", "false", "no", "off"),
-                   help="HTTP: the approval console at /console (default on): a client that cannot ask its user "
-                        "gets a confirmation id, and a person approves or denies it there; also shows and cancels "
-                        "running jobs [GDAL_MCP_CONSOLE=0 to turn off]")
-    p.add_argument("--confirm-timeout", type=float, default=float(_env("CONFIRM_TIMEOUT", "600") or 600),
-                   metavar="SECONDS", help="how long a confirmation parked in the console waits (default 600) "
-                                           "[GDAL_MCP_CONFIRM_TIMEOUT]")
-    p.add_argument("--timeout", type=float, default=float(_env("TIMEOUT", "600") or 600),
-                   help="seconds a job may run before it is stopped (default 600) [GDAL_MCP_TIMEOUT]")
-    p.add_argument("--max-memory", default=_env("MAX_MEMORY", "4G"),
-                   help="address-space limit per worker, e.g. 2G; 0 for none (default 4G) [GDAL_MCP_MAX_MEMORY]")
-    p.add_argument("--max-resource-size", default=_env("MAX_RESOURCE_SIZE", "16M"), metavar="SIZE",
-                   help="largest file resources/read returns, e.g. 16M (default 16 MiB) [GDAL_MCP_MAX_RESOURCE_SIZE]")
-    p.add_argument("--max-message-size", default=_env("MAX_MESSAGE_SIZE", "64M"), metavar="SIZE",
-                   help="stdio: longest JSON-RPC message line accepted; a longer one is discarded unread and "
-                        "answered with an error (default 64 MiB) [GDAL_MCP_MAX_MESSAGE_SIZE]")
-    p.add_argument("--workers", type=int, default=int(_env("WORKERS", "2") or 2),
-                   help="worker processes for jobs (default 2; one more is kept for quick metadata calls) "
-                        "[GDAL_MCP_WORKERS]")
-    p.add_argument("--executor", choices=EXECUTORS, default=_env("EXECUTOR", "local"),
-                   help="where jobs run: local (default: this machine's worker processes) or dask (a Dask "
-                        "cluster; needs --dask-scheduler) [GDAL_MCP_EXECUTOR]")
-    p.add_argument("--dask-scheduler", default=_env("DASK_SCHEDULER"), metavar="ADDRESS",
-                   help="with --executor dask: the scheduler's address (tcp://host:8786), or local:N to start N "
-                        "local worker processes (1 thread each, --max-memory each); the workers must see the "
-                        "workspace at the same path [GDAL_MCP_DASK_SCHEDULER]")
-    p.add_argument("--max-pixels", type=int, default=int(_env("MAX_PIXELS", str(2**34)) or 2**34), metavar="N",
-                   help="largest output grid (width x height) a tool may create (default 2^34) "
-                        "[GDAL_MCP_MAX_PIXELS]")
-    p.add_argument("--audit-log", default=_env("AUDIT_LOG"), metavar="PATH",
-                   help="append one JSON line per tool call to this file [GDAL_MCP_AUDIT_LOG]")
-    p.add_argument("--log-level", default=_env("LOG_LEVEL", "WARNING"),
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"],
-                   help="stderr log level (default WARNING) [GDAL_MCP_LOG_LEVEL]")
-    p.add_argument("--allow-network", action="store_true", default=_env_bool("ALLOW_NETWORK"),
-                   help="allow remote data (/vsicurl/, /vsis3/, http://…); off by default [GDAL_MCP_ALLOW_NETWORK=1]")
-    p.add_argument("--allow-unconfined", action="store_true", default=_env_bool("ALLOW_UNCONFINED"),
-                   help="start even where the kernel cannot confine the processes that run GDAL (no Linux Landlock); "
-                        "without it such a server refuses to start. See SECURITY.md [GDAL_MCP_ALLOW_UNCONFINED=1]")
-    p.add_argument("--allow-origin", action="append", default=None, metavar="ORIGIN",
-                   help="extra browser Origin allowed over HTTP besides loopback; repeatable "
-                        "[GDAL_MCP_ALLOW_ORIGIN, comma-separated]")
-    p.add_argument("--allow-host", action="append", default=None, metavar="NAME",
-                   help="extra Host header name accepted over HTTP besides loopback and the bind address, e.g. "
-                        "gis.example.org (any port) or gis.example.org:8443; '*' accepts any; repeatable "
-                        "[GDAL_MCP_ALLOW_HOST, comma-separated]")
+    p.add_argument(
+        "--read-only",
+        action="store_true",
+        default=_env_bool("READ_ONLY"),
+        help="refuse every tool that writes [GDAL_MCP_READ_ONLY=1]",
+    )
+    p.add_argument(
+        "--confirm",
+        choices=CONFIRM_POLICIES,
+        default=_env("CONFIRM", "destructive"),
+        help="which calls a person must approve first, asked through the client (elicitation): never; "
+        "destructive (default: replacing an existing file, raster_overviews, raster_edit, "
+        "vector_convert append/add_layer); writes (also every new file); all (every call). A client "
+        "that cannot ask its user gets confirmation-required [GDAL_MCP_CONFIRM]",
+    )
+    p.add_argument(
+        "--console",
+        action=argparse.BooleanOptionalAction,
+        default=(_env("CONSOLE") or "1").strip().lower() not in ("0", "false", "no", "off"),
+        help="HTTP: the approval console at /console (default on): a client that cannot ask its user "
+        "gets a confirmation id, and a person approves or denies it there; also shows and cancels "
+        "running jobs [GDAL_MCP_CONSOLE=0 to turn off]",
+    )
+    p.add_argument(
+        "--confirm-timeout",
+        type=float,
+        default=float(_env("CONFIRM_TIMEOUT", "600") or 600),
+        metavar="SECONDS",
+        help="how long a confirmation parked in the console waits (default 600) [GDAL_MCP_CONFIRM_TIMEOUT]",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=float(_env("TIMEOUT", "600") or 600),
+        help="seconds a job may run before it is stopped (default 600) [GDAL_MCP_TIMEOUT]",
+    )
+    p.add_argument(
+        "--max-memory",
+        default=_env("MAX_MEMORY", "4G"),
+        help="address-space limit per worker, e.g. 2G; 0 for none (default 4G) [GDAL_MCP_MAX_MEMORY]",
+    )
+    p.add_argument(
+        "--max-resource-size",
+        default=_env("MAX_RESOURCE_SIZE", "16M"),
+        metavar="SIZE",
+        help="largest file resources/read returns, e.g. 16M (default 16 MiB) [GDAL_MCP_MAX_RESOURCE_SIZE]",
+    )
+    p.add_argument(
+        "--max-message-size",
+        default=_env("MAX_MESSAGE_SIZE", "64M"),
+        metavar="SIZE",
+        help="stdio: longest JSON-RPC message line accepted; a longer one is discarded unread and "
+        "answered with an error (default 64 MiB) [GDAL_MCP_MAX_MESSAGE_SIZE]",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=int(_env("WORKERS", "2") or 2),
+        help="worker processes for jobs (default 2; one more is kept for quick metadata calls) [GDAL_MCP_WORKERS]",
+    )
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default=_env("EXECUTOR", "local"),
+        help="where jobs run: local (default: this machine's worker processes) or dask (a Dask "
+        "cluster; needs --dask-scheduler) [GDAL_MCP_EXECUTOR]",
+    )
+    p.add_argument(
+        "--dask-scheduler",
+        default=_env("DASK_SCHEDULER"),
+        metavar="ADDRESS",
+        help="with --executor dask: the scheduler's address (tcp://host:8786), or local:N to start N "
+        "local worker processes (1 thread each, --max-memory each); the workers must see the "
+        "workspace at the same path [GDAL_MCP_DASK_SCHEDULER]",
+    )
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=int(_env("MAX_PIXELS", str(2**34)) or 2**34),
+        metavar="N",
+        help="largest output grid (width x height) a tool may create (default 2^34) [GDAL_MCP_MAX_PIXELS]",
+    )
+    p.add_argument(
+        "--audit-log",
+        default=_env("AUDIT_LOG"),
+        metavar="PATH",
+        help="append one JSON line per tool call to this file [GDAL_MCP_AUDIT_LOG]",
+    )
+    p.add_argument(
+        "--log-level",
+        default=_env("LOG_LEVEL", "WARNING"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"],
+        help="stderr log level (default WARNING) [GDAL_MCP_LOG_LEVEL]",
+    )
+    p.add_argument(
+        "--allow-network",
+        action="store_true",
+        default=_env_bool("ALLOW_NETWORK"),
+        help="allow remote data (/vsicurl/, /vsis3/, http://…); off by default [GDAL_MCP_ALLOW_NETWORK=1]",
+    )
+    p.add_argument(
+        "--allow-unconfined",
+        action="store_true",
+        default=_env_bool("ALLOW_UNCONFINED"),
+        help="start even where the kernel cannot confine the processes that run GDAL (no Linux Landlock); "
+        "without it such a server refuses to start. See SECURITY.md [GDAL_MCP_ALLOW_UNCONFINED=1]",
+    )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="extra browser Origin allowed over HTTP besides loopback; repeatable [GDAL_MCP_ALLOW_ORIGIN, comma-separated]",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="extra Host header name accepted over HTTP besides loopback and the bind address, e.g. "
+        "gis.example.org (any port) or gis.example.org:8443; '*' accepts any; repeatable "
+        "[GDAL_MCP_ALLOW_HOST, comma-separated]",
+    )
     return p
 
 
@@ -235,20 +313,29 @@ def serve(settings: Settings) -> None:
                 "version": 1,
                 "disable_existing_loggers": False,
                 "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
-                "loggers": {"uvicorn": {"handlers": ["stderr"], "level": settings.log_level},
-                            "uvicorn.access": {"handlers": ["stderr"], "level": settings.log_level,
-                                               "propagate": False}},
+                "loggers": {
+                    "uvicorn": {"handlers": ["stderr"], "level": settings.log_level},
+                    "uvicorn.access": {"handlers": ["stderr"], "level": settings.log_level, "propagate": False},
+                },
             }
-            anyio.run(lambda: mcp.run_http_async(
-                show_banner=False, transport="http", host=settings.host, port=settings.port, path="/mcp",
-                log_level=settings.log_level.lower(),
-                # Our own Host and Origin guards (their errors name --allow-host/--allow-origin), so
-                # FastMCP's is off whatever FASTMCP_HTTP_HOST_ORIGIN_PROTECTION says.
-                host_origin_protection=False,
-                middleware=[Middleware(HostGuard, allowed_hosts=settings.allow_hosts, bind_host=settings.host),
-                            Middleware(OriginGuard, allowed_origins=settings.allow_origins)],
-                uvicorn_config={"log_config": log_config},
-            ))
+            anyio.run(
+                lambda: mcp.run_http_async(
+                    show_banner=False,
+                    transport="http",
+                    host=settings.host,
+                    port=settings.port,
+                    path="/mcp",
+                    log_level=settings.log_level.lower(),
+                    # Our own Host and Origin guards (their errors name --allow-host/--allow-origin), so
+                    # FastMCP's is off whatever FASTMCP_HTTP_HOST_ORIGIN_PROTECTION says.
+                    host_origin_protection=False,
+                    middleware=[
+                        Middleware(HostGuard, allowed_hosts=settings.allow_hosts, bind_host=settings.host),
+                        Middleware(OriginGuard, allowed_origins=settings.allow_origins),
+                    ],
+                    uvicorn_config={"log_config": log_config},
+                )
+            )
     except KeyboardInterrupt:
         pass
     finally:
@@ -258,8 +345,9 @@ def serve(settings: Settings) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s gdal-mcp %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s gdal-mcp %(levelname)s %(name)s: %(message)s"
+    )
     try:
         settings = settings_from_args(args)
     except ValueError as e:

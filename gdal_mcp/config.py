@@ -48,16 +48,20 @@ class Settings:
 
     def __post_init__(self) -> None:
         if self.console_token is not None and self.console_token == self.token:
-            raise ValueError("GDAL_MCP_CONSOLE_TOKEN must differ from GDAL_MCP_TOKEN: the MCP client holds the MCP "
-                             "token, and approving is a person's decision")
+            raise ValueError(
+                "GDAL_MCP_CONSOLE_TOKEN must differ from GDAL_MCP_TOKEN: the MCP client holds the MCP "
+                "token, and approving is a person's decision"
+            )
         if self.confirm not in CONFIRM_POLICIES:
             raise ValueError(f"confirm must be one of {', '.join(CONFIRM_POLICIES)}, not {self.confirm!r}")
         if self.executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {self.executor!r}")
         if self.executor == "dask":
             if not self.dask_scheduler:
-                raise ValueError("--executor dask needs --dask-scheduler ADDRESS: the scheduler's address "
-                                 "(tcp://host:8786), or local:N to start N local worker processes")
+                raise ValueError(
+                    "--executor dask needs --dask-scheduler ADDRESS: the scheduler's address "
+                    "(tcp://host:8786), or local:N to start N local worker processes"
+                )
             local_workers(self.dask_scheduler)  # a malformed local:N fails here
 
 
@@ -65,8 +69,7 @@ def local_workers(scheduler: str) -> int | None:
     """N of a `local:N` scheduler address (a LocalCluster of N workers); None for a real address."""
     if not scheduler.startswith("local:"):
         if "://" not in scheduler and ":" not in scheduler:
-            raise ValueError(f"--dask-scheduler {scheduler!r}: give the scheduler's address (tcp://host:8786) "
-                             "or local:N")
+            raise ValueError(f"--dask-scheduler {scheduler!r}: give the scheduler's address (tcp://host:8786) or local:N")
         return None
     count = scheduler.removeprefix("local:")
     if not count.isdigit() or int(count) < 1:

@@ -100,39 +100,75 @@ def worker_policy(roots: Iterable[str], tmp: str | None, *, read_only: bool, net
 #: read-only system paths the libraries need: shared libraries and the loader's cache, time zone and locale data,
 #: and the facts GDAL, numpy and Arrow read about the machine (CPUs, memory and its limits)
 SYSTEM_READ = (
-    "/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/usr/local/lib64",
-    "/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo", "/usr/share/locale", "/etc/ssl/openssl.cnf",
-    "/proc/meminfo", "/proc/cpuinfo", "/proc/self/cgroup", "/proc/self/status", "/proc/sys/vm/overcommit_memory",
-    "/sys/devices/system/cpu", "/sys/fs/cgroup", "/sys/kernel/mm/transparent_hugepage",
-    "/dev/urandom", "/dev/random", "/dev/zero",
+    "/lib",
+    "/lib64",
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/local/lib",
+    "/usr/local/lib64",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/usr/share/zoneinfo",
+    "/usr/share/locale",
+    "/etc/ssl/openssl.cnf",
+    "/proc/meminfo",
+    "/proc/cpuinfo",
+    "/proc/self/cgroup",
+    "/proc/self/status",
+    "/proc/sys/vm/overcommit_memory",
+    "/sys/devices/system/cpu",
+    "/sys/fs/cgroup",
+    "/sys/kernel/mm/transparent_hugepage",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/zero",
 )
 #: with the network allowed: name resolution and the certificate stores
 NETWORK_READ = (
-    "/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf", "/etc/ssl",
-    "/etc/pki", "/usr/share/ca-certificates", "/etc/ca-certificates",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/host.conf",
+    "/etc/ssl",
+    "/etc/pki",
+    "/usr/share/ca-certificates",
+    "/etc/ca-certificates",
 )
 
 
 def environment_paths() -> tuple[list[str], list[str]]:
-    """(readable, list-only) paths of this Python: its prefixes and import path. A source checkout on the import
-    path (a development install) may only be listed, with its gdal_mcp package readable: not its tests, .git …"""
+    """(readable, list-only) paths of this Python: its prefixes (the standard library, site-packages: the wheels hold
+    GDAL's and PROJ's data), its site directories, PYTHONPATH, and where gdal_mcp is imported from. Never the other
+    entries of the import path, the current directory among them (`python -m` puts it there, and Dask's workers
+    inherit their parent's): it may be a home directory. A source checkout (a development install) may only be
+    listed, with its gdal_mcp package readable: not its tests, .git …"""
+    import site
+
     read: list[str] = []
     list_only: list[str] = []
     prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+
+    def inside_prefix(path: str) -> bool:
+        return any(path == p or path.startswith(p + os.sep) for p in prefixes)
+
     read += sorted(prefixes)
     read.append(os.path.dirname(os.path.realpath(sys.executable)))
-    for entry in sys.path:
-        if not entry:
-            continue
+    sites = list(getattr(site, "getsitepackages", lambda: [])())
+    if site.ENABLE_USER_SITE and site.USER_SITE:
+        sites.append(site.USER_SITE)
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    package = os.path.dirname(os.path.realpath(__file__))
+    parent = os.path.dirname(package)
+    checkout = os.path.exists(os.path.join(parent, "pyproject.toml"))  # a source checkout, not a library directory
+    for entry in (*sites, *extra):
         real = os.path.realpath(entry)
-        if any(real == p or real.startswith(p + os.sep) for p in prefixes) or not os.path.isdir(real):
-            continue
-        package = os.path.join(real, "gdal_mcp")
-        if os.path.isdir(package) and os.path.exists(os.path.join(real, "pyproject.toml")):
-            list_only.append(real)
-            read.append(package)
-        else:
+        if os.path.isdir(real) and not inside_prefix(real) and not (checkout and real == parent):
             read.append(real)
+    if not inside_prefix(package):
+        if checkout:
+            list_only.append(parent)
+        read.append(package)
     return read, list_only
 
 
@@ -144,8 +180,7 @@ def _landlock_rights() -> tuple[int, int, int, int]:
     read = F.READ_FILE | F.READ_DIR
     # MAKE_SYM: a job may link to a workspace file inside its own directory (external overviews of a read-only file);
     # reading through a link is judged on the file it reaches, and a commit never places a link (sandbox.py).
-    write = read | F.WRITE_FILE | F.REMOVE_DIR | F.REMOVE_FILE | F.MAKE_DIR | F.MAKE_REG | F.MAKE_SYM | F.REFER \
-        | F.TRUNCATE
+    write = read | F.WRITE_FILE | F.REMOVE_DIR | F.REMOVE_FILE | F.MAKE_DIR | F.MAKE_REG | F.MAKE_SYM | F.REFER | F.TRUNCATE
     file_only = F.EXECUTE | F.WRITE_FILE | F.READ_FILE | F.TRUNCATE | F.IOCTL_DEV
     return int(read), int(write), int(file_only), int(F.READ_DIR)
 
@@ -169,8 +204,12 @@ def confine(policy: Policy) -> list[str]:
     try:
         granted: list[str] = []
         with landlockpy.Ruleset(handled_net=net, scoped=scoped) as rules:
-            for rights, paths in ((read, policy.read), (write, policy.write), (listing, policy.list_only),
-                                  (int(AccessFS.READ_FILE | AccessFS.WRITE_FILE), policy.read_write_files)):
+            for rights, paths in (
+                (read, policy.read),
+                (write, policy.write),
+                (listing, policy.list_only),
+                (int(AccessFS.READ_FILE | AccessFS.WRITE_FILE), policy.read_write_files),
+            ):
                 for path in paths:
                     if _allow(rules, path, rights, file_only):
                         granted.append(path)
@@ -264,8 +303,7 @@ def _deny_sockets() -> bool:
     False where the architecture is not one the filter knows (then Landlock's TCP rules are all there is)."""
     arch = _ARCHES.get(platform.machine())
     if arch is None or not sys.platform.startswith("linux"):
-        log.warning("no socket filter on %s: only Landlock's TCP rules keep the workers off the network",
-                    platform.machine())
+        log.warning("no socket filter on %s: only Landlock's TCP rules keep the workers off the network", platform.machine())
         return False
     audit_arch, nr_socket = arch
     ld_w_abs, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
@@ -291,8 +329,10 @@ def _deny_sockets() -> bool:
     fprog = _SockFprog(len(prog), filters)
     libc = ctypes.CDLL(None, use_errno=True)
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
-    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0 or libc.prctl(
-            pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
+    if (
+        libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0
+        or libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0
+    ):
         err = ctypes.get_errno()
         raise ConfinementError(f"installing the socket filter failed: {os.strerror(err)}")
     return True

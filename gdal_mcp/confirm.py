@@ -52,8 +52,7 @@ _BOOL = TypeAdapter(bool)
 class Approval(BaseModel):
     """The form the person answers (one checkbox: clients render an empty form badly)."""
 
-    confirm: bool = Field(title="Approve", description="Tick to let the server go ahead; decline to leave every file as "
-                                                       "it is")
+    confirm: bool = Field(title="Approve", description="Tick to let the server go ahead; decline to leave every file as it is")
 
 
 @dataclass(frozen=True)
@@ -115,8 +114,9 @@ def _existing(app: App, path: Any, *, dataset: bool = False) -> Existing | None:
         return None
     if not real.is_file():
         return None
-    return Existing(display=app.sandbox.display(real), size=st.st_size, mtime=st.st_mtime, mtime_ns=st.st_mtime_ns,
-                    inode=st.st_ino)
+    return Existing(
+        display=app.sandbox.display(real), size=st.st_size, mtime=st.st_mtime, mtime_ns=st.st_mtime_ns, inode=st.st_ino
+    )
 
 
 def _shown(app: App, value: Any) -> str:
@@ -159,21 +159,32 @@ def _modify_message(app: App, tool: str, title: str, a: dict[str, Any]) -> tuple
             ovr = _existing(app, f"{src.display}.ovr")  # what the tool writes: the resolved input's name + .ovr
             replacing = f", replacing {ovr.describe()}" if ovr else ""
             levels = a.get("levels", "auto")
-            return (f"Write overviews of {src.display} (levels {_shown(app, levels)}, {a.get('resampling')} "
-                    f"resampling) to {src.display}.ovr{replacing}? {src.display} itself stays as it is.",
-                    (src, ovr) if ovr else (src,))
+            return (
+                f"Write overviews of {src.display} (levels {_shown(app, levels)}, {a.get('resampling')} "
+                f"resampling) to {src.display}.ovr{replacing}? {src.display} itself stays as it is.",
+                (src, ovr) if ovr else (src,),
+            )
         if a.get("action") == "delete":
             return f"Rewrite {src.describe()} in place to remove all its overviews?", (src,)
-        return (f"Rewrite {src.describe()} in place to add overviews (levels {_shown(app, a.get('levels', 'auto'))}, "
-                f"{a.get('resampling')} resampling)?", (src,))
+        return (
+            f"Rewrite {src.describe()} in place to add overviews (levels {_shown(app, a.get('levels', 'auto'))}, "
+            f"{a.get('resampling')} resampling)?",
+            (src,),
+        )
     if tool == "raster_edit":
         if src is None:
             return None
         changes = []
-        for key, label in (("crs", "set the CRS to"), ("nodata", "set nodata to"), ("scale", "set scale to"),
-                           ("offset", "set offset to"), ("bounds", "set the extent to"),
-                           ("metadata", "set metadata"), ("band_descriptions", "set band descriptions"),
-                           ("band_units", "set units to")):
+        for key, label in (
+            ("crs", "set the CRS to"),
+            ("nodata", "set nodata to"),
+            ("scale", "set scale to"),
+            ("offset", "set offset to"),
+            ("bounds", "set the extent to"),
+            ("metadata", "set metadata"),
+            ("band_descriptions", "set band descriptions"),
+            ("band_units", "set units to"),
+        ):
             if a.get(key) is not None:
                 changes.append(f"{label} {_shown(app, a[key])}")
         if a.get("unset_nodata"):
@@ -185,8 +196,7 @@ def _modify_message(app: App, tool: str, title: str, a: dict[str, Any]) -> tuple
     return f"Let {tool} ({title}) change data in place?", ()
 
 
-def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str, Any], *,
-         writes: bool) -> Question | None:
+def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str, Any], *, writes: bool) -> Question | None:
     """The question this call needs under the server's --confirm policy, or None to run it unasked."""
     asks = ASKS[app.settings.confirm]
     if app.settings.read_only and (writes or getattr(annotations, "read_only_hint", True) is False):
@@ -233,15 +243,26 @@ def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str,
         kind = "call"
         shown = ", ".join(f"{k}={_shown(app, v)}" for k, v in a.items() if v is not None and v != [] and k != "ctx")
         message = f"Run {tool} ({title}){' with ' + shown if shown else ''}?"
-    state = hashlib.sha256(json.dumps(
-        {"tool": tool, "arguments": a, "targets": [(t.display, t.size, t.mtime_ns, t.inode) for t in targets]},
-        sort_keys=True, default=str).encode()).hexdigest()
+    state = hashlib.sha256(
+        json.dumps(
+            {"tool": tool, "arguments": a, "targets": [(t.display, t.size, t.mtime_ns, t.inode) for t in targets]},
+            sort_keys=True,
+            default=str,
+        ).encode()
+    ).hexdigest()
     question = Question(tool=tool, kind=kind, message=message, targets=targets, arguments=a, state=state)
     if kind in asks:
         return question
     if kind in DESTRUCTIVE:  # let through by the operator's policy: still on record
-        app.audit.confirmation(tool=tool, arguments=a, question=message, kind=kind, answer="approved",
-                               channel="policy", detail=f"--confirm {app.settings.confirm}")
+        app.audit.confirmation(
+            tool=tool,
+            arguments=a,
+            question=message,
+            kind=kind,
+            answer="approved",
+            channel="policy",
+            detail=f"--confirm {app.settings.confirm}",
+        )
     return None
 
 
@@ -275,14 +296,23 @@ def console_channel(app: App, question: Question) -> Any:
     return app.console.required(app.console.park(question), "This client cannot ask its user (no elicitation).")
 
 
-def _answer(app: App, question: Question, action: str, approved: bool, channel: str, *,
-            detail: str | None = None) -> None:
+def _answer(app: App, question: Question, action: str, approved: bool, channel: str, *, detail: str | None = None) -> None:
     answer = "approved" if approved else ("declined" if action in ("accept", "decline") else "cancelled")
-    app.audit.confirmation(tool=question.tool, arguments=question.arguments, question=question.message,
-                           kind=question.kind, answer=answer, channel=channel, detail=detail)
+    app.audit.confirmation(
+        tool=question.tool,
+        arguments=question.arguments,
+        question=question.message,
+        kind=question.kind,
+        answer=answer,
+        channel=channel,
+        detail=detail,
+    )
     if not approved:
-        raise GdalMcpError("declined", f"the user {answer} {question.tool}: {question.message} Nothing was changed; "
-                           "do not retry unless the user asks for it")
+        raise GdalMcpError(
+            "declined",
+            f"the user {answer} {question.tool}: {question.message} Nothing was changed; "
+            "do not retry unless the user asks for it",
+        )
 
 
 def _approved(action: str, content: Any) -> bool:
@@ -312,8 +342,9 @@ async def obtain(app: App, ctx: Any, question: Question, replan: Any) -> Any:
             if now is None or now.state == question.state:
                 return None
             question = now  # the files changed while the person was deciding: ask about what is there now
-        raise GdalMcpError("confirmation-required", f"the files of {question.tool} kept changing while the user was "
-                           "asked; nothing was done")
+        raise GdalMcpError(
+            "confirmation-required", f"the files of {question.tool} kept changing while the user was asked; nothing was done"
+        )
     parked = console_channel(app, question)
     if parked is not None:
         return parked
@@ -322,8 +353,15 @@ async def obtain(app: App, ctx: Any, question: Question, replan: Any) -> Any:
 
 def _refuse(app: App, question: Question, why: str) -> NoReturn:
     """Fail closed: nobody could be asked, so nothing is done."""
-    app.audit.confirmation(tool=question.tool, arguments=question.arguments, question=question.message,
-                           kind=question.kind, answer="refused", channel="policy", detail=why)
+    app.audit.confirmation(
+        tool=question.tool,
+        arguments=question.arguments,
+        question=question.message,
+        kind=question.kind,
+        answer="refused",
+        channel="policy",
+        detail=why,
+    )
     raise GdalMcpError(
         "confirmation-required",
         f"{question.tool} needs a person's approval first ({question.message}) and this client cannot ask its user "
@@ -343,8 +381,12 @@ def _modern_round(app: App, ctx: Any, question: Question) -> Any:
         _answer(app, question, answer.action, approved, "elicitation", detail="input-required retry (2026-07-28)")
         return None
     # First round, or an answer about other arguments or files that changed since it was given: ask (again).
-    return InputRequiredResult(request_state=question.state, input_requests={REQUEST_KEY: ElicitRequest(
-        params=ElicitRequestFormParams(message=question.message, requested_schema=_schema()))})
+    return InputRequiredResult(
+        request_state=question.state,
+        input_requests={
+            REQUEST_KEY: ElicitRequest(params=ElicitRequestFormParams(message=question.message, requested_schema=_schema()))
+        },
+    )
 
 
 def _schema() -> dict[str, Any]:
@@ -356,8 +398,6 @@ def _schema() -> dict[str, Any]:
 def token_fingerprint(token: str) -> str:
     """How the audit log names the token a console approval was made with: never the token itself."""
     return "sha256:" + hashlib.sha256(token.encode()).hexdigest()[:12]
-
-
 
 
 @dataclass(frozen=True)
@@ -396,13 +436,15 @@ async def tool_spec(ctx: Any, name: str, cache: dict[str, ToolSpec | None]) -> T
             signature = inspect.signature(fn) if fn is not None else None  # follows the wrapper to the tool's def
         except (TypeError, ValueError):
             signature = None
-        cache[name] = ToolSpec(title=tool.title or name, annotations=tool.annotations,
-                               writes="write" in (tool.tags or set()), signature=signature)
+        cache[name] = ToolSpec(
+            title=tool.title or name, annotations=tool.annotations, writes="write" in (tool.tags or set()), signature=signature
+        )
     return cache[name]
 
 
-async def check(app: App, ctx: Any, name: str, raw: dict[str, Any], cache: dict[str, ToolSpec | None], *,
-                confirmation_id: str | None = None) -> Any:
+async def check(
+    app: App, ctx: Any, name: str, raw: dict[str, Any], cache: dict[str, ToolSpec | None], *, confirmation_id: str | None = None
+) -> Any:
     """Apply --confirm to a tools/call before it runs: None to go ahead, or a result to hand back instead
     (the question as an InputRequiredResult on 2026-07-28, or the console's confirmation-required); raises
     `declined` or `confirmation-required`. `confirmation_id`: the call repeats one parked in the approval
@@ -422,8 +464,10 @@ async def check(app: App, ctx: Any, name: str, raw: dict[str, Any], cache: dict[
         return None
     if confirmation_id is not None:
         if app.console is None:
-            raise GdalMcpError("invalid-argument", "confirmation_id is only for the approval console (HTTP "
-                               "transport with --console); call the tool without it")
+            raise GdalMcpError(
+                "invalid-argument",
+                "confirmation_id is only for the approval console (HTTP transport with --console); call the tool without it",
+            )
         return app.console.redeem(confirmation_id, question)
     result = await obtain(app, ctx, question, replan)
     if result is None:
@@ -433,4 +477,3 @@ async def check(app: App, ctx: Any, name: str, raw: dict[str, Any], cache: dict[
     if isinstance(result, ToolResult):
         return result  # the console's confirmation-required
     return InputRequiredToolResult(result)
-

@@ -72,9 +72,16 @@ class Pending:
     token: str | None = None  # fingerprint of the token the decision was made with
 
     def view(self) -> dict[str, Any]:
-        return {"id": self.id, "tool": self.question.tool, "kind": self.question.kind,
-                "question": self.question.message, "status": self.status, "created": _iso(self.created),
-                "expires": _iso(self.expires), "decided": _iso(self.decided) if self.decided else None}
+        return {
+            "id": self.id,
+            "tool": self.question.tool,
+            "kind": self.question.kind,
+            "question": self.question.message,
+            "status": self.status,
+            "created": _iso(self.created),
+            "expires": _iso(self.expires),
+            "decided": _iso(self.decided) if self.decided else None,
+        }
 
 
 @dataclass
@@ -93,9 +100,15 @@ class JobEntry:
 
     def view(self) -> dict[str, Any]:
         end = self.ended or time.time()
-        return {"id": self.id, "tool": self.tool, "started": _iso(self.started), "status": self.status,
-                "message": self.message, "progress": None if self.fraction is None else round(100 * self.fraction, 1),
-                "seconds": round(end - self.started, 1)}
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "started": _iso(self.started),
+            "status": self.status,
+            "message": self.message,
+            "progress": None if self.fraction is None else round(100 * self.fraction, 1),
+            "seconds": round(end - self.started, 1),
+        }
 
 
 #: how long a login link printed on stderr stays valid (it works once)
@@ -135,8 +148,11 @@ class Tracker:
             entry.status, entry.ended = "cancelled", time.time()
             current = asyncio.current_task()
             if entry.cancelled_by is not None and inner.cancelled() and (current is None or not current.cancelling()):
-                raise GdalMcpError("cancelled", f"{entry.tool} was stopped from the approval console; nothing was "
-                                   "written. Do not retry unless the user asks for it") from None
+                raise GdalMcpError(
+                    "cancelled",
+                    f"{entry.tool} was stopped from the approval console; nothing was "
+                    "written. Do not retry unless the user asks for it",
+                ) from None
             raise
         except BaseException:
             entry.status, entry.ended = "failed", time.time()
@@ -178,9 +194,11 @@ class Console:
             del self.login_keys[key]
         key = secrets.token_urlsafe(24)
         self.login_keys[key] = now + LOGIN_LINK_LIFETIME
-        sys.stderr.write(f"gdal-mcp: approval console login link{why} (works once, for {LOGIN_LINK_LIFETIME / 60:g} "
-                         f"minutes; never give it to the agent): {self.base_url()}/console/login?key={key} (behind a "
-                         "proxy, open that path on the proxy's address)\n")
+        sys.stderr.write(
+            f"gdal-mcp: approval console login link{why} (works once, for {LOGIN_LINK_LIFETIME / 60:g} "
+            f"minutes; never give it to the agent): {self.base_url()}/console/login?key={key} (behind a "
+            "proxy, open that path on the proxy's address)\n"
+        )
         sys.stderr.flush()
         return True
 
@@ -208,12 +226,19 @@ class Console:
         for p in self.pending.values():
             if p.status in ("pending", "approved") and now > p.expires:
                 p.status = "expired"
-                self.app.audit.confirmation(tool=p.question.tool, arguments=p.question.arguments,
-                                            question=p.question.message, kind=p.question.kind, answer="expired",
-                                            channel="console", detail=f"confirmation {p.id} expired unanswered"
-                                            if p.decided is None else f"confirmation {p.id} expired unused")
+                self.app.audit.confirmation(
+                    tool=p.question.tool,
+                    arguments=p.question.arguments,
+                    question=p.question.message,
+                    kind=p.question.kind,
+                    answer="expired",
+                    channel="console",
+                    detail=f"confirmation {p.id} expired unanswered"
+                    if p.decided is None
+                    else f"confirmation {p.id} expired unused",
+                )
         decided = [p for p in self.pending.values() if p.status != "pending"]
-        for p in sorted(decided, key=lambda p: p.created)[:-KEEP_DECIDED or None]:
+        for p in sorted(decided, key=lambda p: p.created)[: -KEEP_DECIDED or None]:
             del self.pending[p.id]
 
     def get(self, cid: str) -> Pending | None:
@@ -227,12 +252,17 @@ class Console:
             if p.status == "pending" and p.question.state == question.state:
                 return p
         now = time.time()
-        p = Pending(id=secrets.token_urlsafe(9), question=question, created=now,
-                    expires=now + self.app.settings.confirm_timeout)
+        p = Pending(id=secrets.token_urlsafe(9), question=question, created=now, expires=now + self.app.settings.confirm_timeout)
         self.pending[p.id] = p
-        self.app.audit.confirmation(tool=question.tool, arguments=question.arguments, question=question.message,
-                                    kind=question.kind, answer="pending", channel="console",
-                                    detail=f"parked as confirmation {p.id}")
+        self.app.audit.confirmation(
+            tool=question.tool,
+            arguments=question.arguments,
+            question=question.message,
+            kind=question.kind,
+            answer="pending",
+            channel="console",
+            detail=f"parked as confirmation {p.id}",
+        )
         return p
 
     def decide(self, cid: str, approve: bool, token: str | None) -> Pending:
@@ -243,10 +273,16 @@ class Console:
             raise GdalMcpError("invalid-argument", f"confirmation {cid} is {p.status} already")
         p.status, p.decided, p.token = ("approved" if approve else "denied"), time.time(), token
         q = p.question
-        self.app.audit.confirmation(tool=q.tool, arguments=q.arguments, question=q.message, kind=q.kind,
-                                    answer="approved" if approve else "declined", channel="console",
-                                    detail=f"confirmation {cid}" + ("" if token else " (no token: loopback)"),
-                                    token_fingerprint=token)
+        self.app.audit.confirmation(
+            tool=q.tool,
+            arguments=q.arguments,
+            question=q.message,
+            kind=q.kind,
+            answer="approved" if approve else "declined",
+            channel="console",
+            detail=f"confirmation {cid}" + ("" if token else " (no token: loopback)"),
+            token_fingerprint=token,
+        )
         return p
 
     def base_url(self) -> str:
@@ -290,39 +326,59 @@ class Console:
         from fastmcp.tools import ToolResult
 
         url = self.url()
-        message = (f"{p.question.tool} needs a person's approval first: {p.question.message} {why} It waits as "
-                   f"confirmation {p.id} in the approval console ({url}) until {_iso(p.expires)}. Ask the user to "
-                   f"approve or deny it there (never approve it yourself); then call {p.question.tool} again with "
-                   f"the same arguments plus confirmation_id=\"{p.id}\" (confirmation_status tells whether it was "
-                   "decided). Nothing was changed.")
-        payload = {"success": False, "error": {"code": "confirmation-required", "message": message,
-                                               "confirmation_id": p.id, "console_url": url,
-                                               "expires": _iso(p.expires)}}
-        return ToolResult(content=[mt.TextContent(type="text", text=json.dumps(payload))],
-                          structured_content=payload, is_error=True)
+        message = (
+            f"{p.question.tool} needs a person's approval first: {p.question.message} {why} It waits as "
+            f"confirmation {p.id} in the approval console ({url}) until {_iso(p.expires)}. Ask the user to "
+            f"approve or deny it there (never approve it yourself); then call {p.question.tool} again with "
+            f'the same arguments plus confirmation_id="{p.id}" (confirmation_status tells whether it was '
+            "decided). Nothing was changed."
+        )
+        payload = {
+            "success": False,
+            "error": {
+                "code": "confirmation-required",
+                "message": message,
+                "confirmation_id": p.id,
+                "console_url": url,
+                "expires": _iso(p.expires),
+            },
+        }
+        return ToolResult(
+            content=[mt.TextContent(type="text", text=json.dumps(payload))], structured_content=payload, is_error=True
+        )
 
     def redeem(self, cid: str, question: Question) -> Any:
         """A call repeated with confirmation_id: None to go ahead (the approval is used up), or the result to
         hand back; raises `declined` when the person denied it."""
         p = self.get(cid)
         if p is None:
-            return self.required(self.park(question), f"Confirmation {cid} is unknown or expired; a new one was "
-                                                      "parked.")
+            return self.required(self.park(question), f"Confirmation {cid} is unknown or expired; a new one was parked.")
         if p.question.state != question.state:
             if p.status in ("pending", "approved"):
                 p.status = "void"
-                self.app.audit.confirmation(tool=question.tool, arguments=question.arguments,
-                                            question=question.message, kind=question.kind, answer="void",
-                                            channel="console", detail=f"confirmation {cid} was for other arguments "
-                                            "or the files changed since")
-            return self.required(self.park(question), f"Confirmation {cid} was given for other arguments or for "
-                                                      "the files as they were before they changed, so it is void; "
-                                                      "a new one was parked.")
+                self.app.audit.confirmation(
+                    tool=question.tool,
+                    arguments=question.arguments,
+                    question=question.message,
+                    kind=question.kind,
+                    answer="void",
+                    channel="console",
+                    detail=f"confirmation {cid} was for other arguments or the files changed since",
+                )
+            return self.required(
+                self.park(question),
+                f"Confirmation {cid} was given for other arguments or for "
+                "the files as they were before they changed, so it is void; "
+                "a new one was parked.",
+            )
         if p.status == "pending":
             return self.required(p, "The person has not decided yet.")
         if p.status == "denied":
-            raise GdalMcpError("declined", f"the user denied {question.tool} in the approval console: "
-                               f"{question.message} Nothing was changed; do not retry unless the user asks for it")
+            raise GdalMcpError(
+                "declined",
+                f"the user denied {question.tool} in the approval console: "
+                f"{question.message} Nothing was changed; do not retry unless the user asks for it",
+            )
         if p.status == "approved":
             p.status = "used"
             return None
@@ -337,7 +393,7 @@ class Console:
 
     def retire(self, entry: JobEntry) -> None:
         done = [j for j in self.jobs.values() if j.status != "running" and j is not entry]
-        for j in sorted(done, key=lambda j: j.ended or 0)[:-KEEP_JOBS or None]:
+        for j in sorted(done, key=lambda j: j.ended or 0)[: -KEEP_JOBS or None]:
             del self.jobs[j.id]
 
     def cancel(self, jid: str, token: str | None) -> JobEntry:
@@ -346,8 +402,12 @@ class Console:
             raise GdalMcpError("not-found", f"no running job {jid}")
         entry.cancelled_by = token or "console"
         entry.task.cancel()
-        self.app.audit.write(tool=entry.tool, arguments={"job": jid, "by": "console", "token": token},
-                             outcome="cancel-requested", duration_ms=1000 * (time.time() - entry.started))
+        self.app.audit.write(
+            tool=entry.tool,
+            arguments={"job": jid, "by": "console", "token": token},
+            outcome="cancel-requested",
+            duration_ms=1000 * (time.time() - entry.started),
+        )
         return entry
 
     # ----- page state ---------------------------------------------------------------------------
@@ -355,9 +415,14 @@ class Console:
         self._expire()
         pending = sorted(self.pending.values(), key=lambda p: p.created, reverse=True)
         jobs = sorted(self.jobs.values(), key=lambda j: j.started, reverse=True)
-        return {"now": _iso(time.time()), "role": role, "pending": [p.view() for p in pending],
-                "jobs": [j.view() for j in jobs],
-                "audit": list(reversed(self.audit)), "outputs": list(reversed(self.outputs))}
+        return {
+            "now": _iso(time.time()),
+            "role": role,
+            "pending": [p.view() for p in pending],
+            "jobs": [j.view() for j in jobs],
+            "audit": list(reversed(self.audit)),
+            "outputs": list(reversed(self.outputs)),
+        }
 
     # ----- sessions and auth --------------------------------------------------------------------
     def new_session(self, token: str | None, role: str = "viewer") -> tuple[str, Session]:
@@ -402,14 +467,26 @@ class Console:
         if given is not None:
             if self.console_token_ok(given):
                 return True, token_fingerprint(given), ""
-            return False, None, ("the MCP token can only read the console; approving needs the person's console "
-                                 "credential (GDAL_MCP_CONSOLE_TOKEN, or the login link on the server's stderr)")
+            return (
+                False,
+                None,
+                (
+                    "the MCP token can only read the console; approving needs the person's console "
+                    "credential (GDAL_MCP_CONSOLE_TOKEN, or the login link on the server's stderr)"
+                ),
+            )
         s = self.session(request)
         if s is None:
             return False, None, "log in at /console first"
         if s.role != "approver":
-            return False, None, ("this session can only read; log in with the console credential (the login link "
-                                 "printed on the server's stderr, or GDAL_MCP_CONSOLE_TOKEN) to decide")
+            return (
+                False,
+                None,
+                (
+                    "this session can only read; log in with the console credential (the login link "
+                    "printed on the server's stderr, or GDAL_MCP_CONSOLE_TOKEN) to decide"
+                ),
+            )
         if not hmac.compare_digest(request.headers.get("x-csrf-token", "").encode(), s.csrf.encode()):
             return False, None, "missing or wrong X-CSRF-Token"
         origin = request.headers.get("origin")
@@ -425,7 +502,8 @@ class Console:
             return False, "not logged in"
         origin = request.headers.get("origin")
         if not hmac.compare_digest(request.headers.get("x-csrf-token", "").encode(), s.csrf.encode()) or (
-                origin is None or urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower()):
+            origin is None or urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower()
+        ):
             return False, "missing or wrong X-CSRF-Token, or cross-origin"
         return True, ""
 
@@ -441,10 +519,10 @@ class Console:
             src = self.app.sandbox.resolve_input(path)
             try:
                 result: Any = await self.app.execute(
-                    jobs.RasterPreviewJob(path=src.gdal_path, max_size=THUMBNAIL_SIZE), quick=True)
+                    jobs.RasterPreviewJob(path=src.gdal_path, max_size=THUMBNAIL_SIZE), quick=True
+                )
             except GdalMcpError:
-                result = await self.app.execute(
-                    jobs.VectorPreviewJob(path=src.gdal_path, max_size=THUMBNAIL_SIZE), quick=True)
+                result = await self.app.execute(jobs.VectorPreviewJob(path=src.gdal_path, max_size=THUMBNAIL_SIZE), quick=True)
             if len(self._thumbs) > 200:
                 self._thumbs.clear()
             self._thumbs[key] = result.png
@@ -458,7 +536,7 @@ def _static(name: str) -> str:
 STATIC_TYPES = {"console.js": "text/javascript; charset=utf-8", "console.css": "text/css; charset=utf-8"}
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",  # no-referrer would make the browser send Origin: null on posts
     "Cache-Control": "no-store",
@@ -476,8 +554,7 @@ def register(mcp: Any, app: App) -> Console:
     app.console = console
 
     def cookie(resp: Response, sid: str) -> Response:
-        resp.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/", max_age=int(SESSION_LIFETIME),
-                        secure=False)
+        resp.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/", max_age=int(SESSION_LIFETIME), secure=False)
         return resp
 
     def login_page(error: str = "", status: int = 200) -> Response:
@@ -485,9 +562,11 @@ def register(mcp: Any, app: App) -> Console:
         return HTMLResponse(page, status_code=status, headers=SECURITY_HEADERS)
 
     def refused(status: int, message: str) -> Response:
-        return JSONResponse({"success": False, "error": {"code": "unauthorized" if status == 401 else "forbidden",
-                                                         "message": message}}, status_code=status,
-                            headers=SECURITY_HEADERS)
+        return JSONResponse(
+            {"success": False, "error": {"code": "unauthorized" if status == 401 else "forbidden", "message": message}},
+            status_code=status,
+            headers=SECURITY_HEADERS,
+        )
 
     @mcp.custom_route("/console", methods=["GET"], name="console")
     async def console_root(request: Request) -> Response:
@@ -542,8 +621,11 @@ def register(mcp: Any, app: App) -> Console:
         # Built from the server's own settings, never from the request's Host: a local client could otherwise
         # have the link printed with its own host and port, and receive the key when the person follows it.
         printed = console.login_link(why=" (asked for on the login page)")
-        message = ("A new login link was printed where the server runs (its stderr)." if printed else
-                   f"A link was printed less than {LOGIN_LINK_INTERVAL:g} s ago; use that one.")
+        message = (
+            "A new login link was printed where the server runs (its stderr)."
+            if printed
+            else f"A link was printed less than {LOGIN_LINK_INTERVAL:g} s ago; use that one."
+        )
         return login_page(message, 200 if printed else 429)
 
     @mcp.custom_route("/console/logout", methods=["POST"], name="console-logout")
@@ -623,9 +705,11 @@ class ConfirmationStatus(BaseModel):
     """What confirmation_status answers."""
 
     confirmation_id: str
-    status: str = Field(description="pending (the person has not decided), approved (call the tool again with "
-                                    "confirmation_id), denied, expired, void (the arguments or files changed), "
-                                    "used (an approval runs one call)")
+    status: str = Field(
+        description="pending (the person has not decided), approved (call the tool again with "
+        "confirmation_id), denied, expired, void (the arguments or files changed), "
+        "used (an approval runs one call)"
+    )
     tool: str
     question: str = Field(description="What the person was asked")
     expires: str
@@ -643,7 +727,15 @@ def _register_status_tool(mcp: Any, app: App, console: Console) -> None:
         call the tool again with the same arguments plus confirmation_id."""
         p = console.get(confirmation_id)
         if p is None:
-            raise GdalMcpError("not-found", f"no confirmation {confirmation_id} (unknown, or expired long ago); "
-                               "call the tool again to park a new one")
-        return ConfirmationStatus(confirmation_id=p.id, status=p.status, tool=p.question.tool,
-                                  question=p.question.message, expires=_iso(p.expires), console_url=console.url())
+            raise GdalMcpError(
+                "not-found",
+                f"no confirmation {confirmation_id} (unknown, or expired long ago); call the tool again to park a new one",
+            )
+        return ConfirmationStatus(
+            confirmation_id=p.id,
+            status=p.status,
+            tool=p.question.tool,
+            question=p.question.message,
+            expires=_iso(p.expires),
+            console_url=console.url(),
+        )

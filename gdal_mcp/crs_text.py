@@ -23,11 +23,34 @@ from gdal_mcp.errors import GdalMcpError
 MAX_CRS_LENGTH = 65536
 #: authorities PROJ's database knows (codes of others are not values PROJ can resolve)
 AUTHORITIES = frozenset({"EPSG", "ESRI", "IAU_2015", "IGNF", "NKG", "NRCAN", "OGC", "PROJ", "IAU"})
-WKT_KEYWORDS = frozenset({
-    "GEOGCS", "PROJCS", "GEOCCS", "VERT_CS", "LOCAL_CS", "COMPD_CS", "FITTED_CS", "GEOGCRS", "GEODCRS",
-    "GEODETICCRS", "GEOGRAPHICCRS", "PROJCRS", "PROJECTEDCRS", "VERTCRS", "VERTICALCRS", "COMPOUNDCRS", "BOUNDCRS",
-    "ENGCRS", "ENGINEERINGCRS", "PARAMETRICCRS", "TIMECRS", "DERIVEDPROJCRS", "BASEGEOGCRS", "BASEGEODCRS",
-})
+WKT_KEYWORDS = frozenset(
+    {
+        "GEOGCS",
+        "PROJCS",
+        "GEOCCS",
+        "VERT_CS",
+        "LOCAL_CS",
+        "COMPD_CS",
+        "FITTED_CS",
+        "GEOGCRS",
+        "GEODCRS",
+        "GEODETICCRS",
+        "GEOGRAPHICCRS",
+        "PROJCRS",
+        "PROJECTEDCRS",
+        "VERTCRS",
+        "VERTICALCRS",
+        "COMPOUNDCRS",
+        "BOUNDCRS",
+        "ENGCRS",
+        "ENGINEERINGCRS",
+        "PARAMETRICCRS",
+        "TIMECRS",
+        "DERIVEDPROJCRS",
+        "BASEGEOGCRS",
+        "BASEGEODCRS",
+    }
+)
 _CODE = re.compile(r"(?i)^([a-z][a-z0-9_]*):{1,2}([a-z0-9_.]+(?:\+[a-z0-9_.]+)?)$")
 _OGC_URL = re.compile(r"(?i)^https?://www\.opengis\.net/def/crs/([a-z0-9_]+)/[a-z0-9_.]+/([a-z0-9_.]+)/?$")
 _OGC_GML = re.compile(r"(?i)^https?://www\.opengis\.net/gml/srs/epsg\.xml#(\d+)$")
@@ -37,11 +60,14 @@ _WKT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*[\[(]")
 _PARAMETERFILE = re.compile(r'(?i)\bPARAMETERFILE\s*[\[(]\s*"(?:[^"]|"")*"\s*,\s*"((?:[^"]|"")*)"')
 _PROJ_INIT = re.compile(r"(?i)^(epsg|esri|ignf):[a-z0-9_]+$")
 #: PROJ keys whose value names a file
-_PROJ_FILE_KEYS = frozenset({"nadgrids", "geoidgrids", "grids", "file", "hgrids", "vgrids", "xy_grids", "z_grids",
-                             "ellps_file", "init"})
+_PROJ_FILE_KEYS = frozenset(
+    {"nadgrids", "geoidgrids", "grids", "file", "hgrids", "vgrids", "xy_grids", "z_grids", "ellps_file", "init"}
+)
 #: a file-name extension at the end of a name: a name ending like this was meant as a file
-_FILE_SUFFIX = re.compile(r"(?i)\.(prj|wkt|json|xml|gml|txt|tif|tiff|vrt|shp|gpkg|geojson|aux|qpj|esriwkt|proj4|"
-                          r"nc|h5|jp2|csv|db|sqlite|zip|gz|tar)$")
+_FILE_SUFFIX = re.compile(
+    r"(?i)\.(prj|wkt|json|xml|gml|txt|tif|tiff|vrt|shp|gpkg|geojson|aux|qpj|esriwkt|proj4|"
+    r"nc|h5|jp2|csv|db|sqlite|zip|gz|tar)$"
+)
 
 Kind = Literal["code", "urn", "wkt", "projjson", "proj", "name"]
 
@@ -56,9 +82,12 @@ class CrsValue:
 
 
 def _refuse(what: str, text: str, why: str) -> GdalMcpError:
-    return GdalMcpError("invalid-argument", f"{what} {text[:80]!r}: {why}. A CRS is given as a value: EPSG:4326, "
-                        "4326, OGC:CRS84, a name such as \"WGS 84 / UTM zone 32N\", a PROJ string or WKT (to use a "
-                        "dataset's CRS, read it with raster_info or vector_info and pass its EPSG code or WKT)")
+    return GdalMcpError(
+        "invalid-argument",
+        f"{what} {text[:80]!r}: {why}. A CRS is given as a value: EPSG:4326, "
+        '4326, OGC:CRS84, a name such as "WGS 84 / UTM zone 32N", a PROJ string or WKT (to use a '
+        "dataset's CRS, read it with raster_info or vector_info and pass its EPSG code or WKT)",
+    )
 
 
 def _path_like(value: str) -> bool:
@@ -76,8 +105,7 @@ def crs_value(text: str | int, what: str = "crs") -> CrsValue:
         raise _refuse(what, str(text), "not text")
     value = str(text).strip()
     if not value:
-        raise GdalMcpError("invalid-argument", f"{what} is empty; use e.g. EPSG:4326, 32618 or \"WGS 84 / UTM zone "
-                           "32N\"")
+        raise GdalMcpError("invalid-argument", f'{what} is empty; use e.g. EPSG:4326, 32618 or "WGS 84 / UTM zone 32N"')
     if "\x00" in value or len(value) > MAX_CRS_LENGTH:
         raise _refuse(what, value, "a NUL byte, or longer than any CRS definition")
     if value.isdigit():
@@ -103,7 +131,7 @@ def crs_value(text: str | int, what: str = "crs") -> CrsValue:
         return CrsValue("wkt", value)
     if _path_like(value):
         raise _refuse(what, value, "a file path; a CRS argument is never read from a file")
-    if len(value) > 200 or any(ch in value for ch in "[]{}<>\"=;"):
+    if len(value) > 200 or any(ch in value for ch in '[]{}<>"=;'):
         raise _refuse(what, value, "not a CRS name, code, PROJ string or WKT")
     return CrsValue("name", value)
 

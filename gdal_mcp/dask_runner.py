@@ -120,8 +120,14 @@ class _JobState:
 class DaskRunner:
     """Runs jobs on a Dask cluster: `scheduler` is tcp://host:port or local:N (a LocalCluster of N processes)."""
 
-    def __init__(self, *, scheduler: str, timeout: float = 600.0, max_memory: int | None = None,
-                 worker_config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        scheduler: str,
+        timeout: float = 600.0,
+        max_memory: int | None = None,
+        worker_config: dict[str, Any] | None = None,
+    ) -> None:
         self.scheduler = scheduler
         self.timeout = timeout
         self.max_memory = max_memory
@@ -158,14 +164,20 @@ class DaskRunner:
             from distributed import LocalCluster
 
             with dask.config.set(LOCAL_CLUSTER_CONFIG):
-                self._cluster = LocalCluster(n_workers=self._local, threads_per_worker=1, processes=True,
-                                             memory_limit=self.max_memory or 0, dashboard_address=None,
-                                             # no dashboard; its HTTP endpoints (health) on any free port, not 8787
-                                             scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}, host="127.0.0.1",
-                                             scheduler_sync_interval=LOCAL_CLUSTER_SYNC_INTERVAL,
-                                             # for the worker processes, those a nanny restarts too (the block's
-                                             # settings are gone by then: a nanny copies the global ones shallowly)
-                                             config=dict(LOCAL_CLUSTER_CONFIG))
+                self._cluster = LocalCluster(
+                    n_workers=self._local,
+                    threads_per_worker=1,
+                    processes=True,
+                    memory_limit=self.max_memory or 0,
+                    dashboard_address=None,
+                    # no dashboard; its HTTP endpoints (health) on any free port, not 8787
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                    host="127.0.0.1",
+                    scheduler_sync_interval=LOCAL_CLUSTER_SYNC_INTERVAL,
+                    # for the worker processes, those a nanny restarts too (the block's
+                    # settings are gone by then: a nanny copies the global ones shallowly)
+                    config=dict(LOCAL_CLUSTER_CONFIG),
+                )
                 # Workers this server started inherit its stdout (the MCP stream over stdio): point theirs at stderr.
                 self.worker_config["stdout_to_stderr"] = True
                 self._client = Client(self._cluster, set_as_default=False)
@@ -173,13 +185,17 @@ class DaskRunner:
             try:
                 self._client = Client(self.scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
             except (OSError, TimeoutError, ValueError) as e:
-                raise ValueError(f"cannot reach the Dask scheduler at {self.scheduler} ({e}); start it "
-                                 "(dask scheduler) or correct --dask-scheduler") from None
+                raise ValueError(
+                    f"cannot reach the Dask scheduler at {self.scheduler} ({e}); start it "
+                    "(dask scheduler) or correct --dask-scheduler"
+                ) from None
         try:
             self._client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
         except TimeoutError:
-            raise ValueError(f"no Dask worker joined the scheduler {self.scheduler} within {CONNECT_TIMEOUT:g} s; "
-                             f"start workers (dask worker {self.scheduler})") from None
+            raise ValueError(
+                f"no Dask worker joined the scheduler {self.scheduler} within {CONNECT_TIMEOUT:g} s; "
+                f"start workers (dask worker {self.scheduler})"
+            ) from None
         try:
             self._client.register_plugin(WorkerSetup(self.worker_config))
         except RuntimeError as e:  # a worker that cannot confine its task threads (dask_worker.confine_executor)
@@ -189,8 +205,9 @@ class DaskRunner:
         self._client.subscribe_topic(PROGRESS_TOPIC, self._on_progress)
         self._client.subscribe_topic("all", self._on_cluster_event)
         self._client.subscribe_topic("worker-restart-memory", self._on_memory_restart)
-        log.info("running jobs on the Dask cluster %s (%d workers)", self.scheduler,
-                 len(self._client.scheduler_info()["workers"]))
+        log.info(
+            "running jobs on the Dask cluster %s (%d workers)", self.scheduler, len(self._client.scheduler_info()["workers"])
+        )
 
     def _probe(self) -> None:
         """Every worker must read, at the same path, a token file written into each workspace now (in a workspace
@@ -215,8 +232,10 @@ class DaskRunner:
         blind = {address: problems for address, problems in replies.items() if problems}
         if blind:
             detail = "; ".join(f"worker {address}: {', '.join(problems)}" for address, problems in sorted(blind.items()))
-            raise ValueError(f"the Dask workers cannot see the workspace: {detail}. Workers must mount the workspace "
-                             "at the same path as the server (a shared file system); see docs/deployment.md")
+            raise ValueError(
+                f"the Dask workers cannot see the workspace: {detail}. Workers must mount the workspace "
+                "at the same path as the server (a shared file system); see docs/deployment.md"
+            )
 
     def _check_confinement(self) -> None:
         """Every worker set up its confinement (or, with --allow-unconfined, said why it runs unconfined)."""
@@ -300,8 +319,9 @@ class DaskRunner:
         for name in (cancel_event(job_id), started_event(job_id)):
             self._on_cluster_loop(lambda name=name: scheduler.event_clear(name=name))  # type: ignore[misc]
 
-    async def run(self, job: Job[R], *, progress: ProgressSink | None = None,
-                  quick: bool = False, timeout: float | None = None) -> R:
+    async def run(
+        self, job: Job[R], *, progress: ProgressSink | None = None, quick: bool = False, timeout: float | None = None
+    ) -> R:
         """Run a job on the cluster; return its result or raise GdalMcpError."""
         if self._client is None:
             await asyncio.to_thread(self.start)
@@ -313,8 +333,16 @@ class DaskRunner:
         state = _JobState(job_id, f"gdal-mcp-job-{job_id}", loop)
         self._jobs[job_id] = state
         self._keys[state.key] = state
-        future = self._client.submit(run_job, job, self.worker_config, job_id, key=state.key, pure=False,
-                                     retries=0, priority=QUICK_PRIORITY if quick else 0)
+        future = self._client.submit(
+            run_job,
+            job,
+            self.worker_config,
+            job_id,
+            key=state.key,
+            pure=False,
+            retries=0,
+            priority=QUICK_PRIORITY if quick else 0,
+        )
         future.add_done_callback(lambda f: state.post({"kind": "done", "reply": _reply(f)}))
         clean = False
         try:
@@ -343,8 +371,9 @@ class DaskRunner:
         if reply[0] == "error" and reply[2] == RERUN_MESSAGE and state.address is not None:
             raise await self._death_error(state, state.address)
         if reply[0] == "failed":  # Dask gave up on the task (KilledWorker), or its reply did not arrive
-            raise GdalMcpError("internal-error", f"the job failed on the Dask cluster ({reply[1]}); the server is "
-                               "still serving: retry the call")
+            raise GdalMcpError(
+                "internal-error", f"the job failed on the Dask cluster ({reply[1]}); the server is still serving: retry the call"
+            )
         raise GdalMcpError(reply[1], reply[2])
 
     async def _follow(self, state: _JobState, progress: ProgressSink | None, limit: float) -> tuple[Any, ...]:
@@ -381,11 +410,13 @@ class DaskRunner:
             try:
                 await asyncio.wait_for(state.finished.wait(), GRACE)
             except TimeoutError:
-                log.warning("job %s did not stop within %g s of its cancel; restarting its worker %s", state.job_id,
-                            GRACE, state.address)
+                log.warning(
+                    "job %s did not stop within %g s of its cancel; restarting its worker %s", state.job_id, GRACE, state.address
+                )
                 try:
-                    await asyncio.to_thread(client.restart_workers, [state.address], timeout=RESTART_TIMEOUT,
-                                            raise_for_error=False)
+                    await asyncio.to_thread(
+                        client.restart_workers, [state.address], timeout=RESTART_TIMEOUT, raise_for_error=False
+                    )
                 except Exception:  # noqa: BLE001
                     log.error("could not restart the Dask worker %s", state.address, exc_info=True)
         try:
@@ -399,8 +430,7 @@ class DaskRunner:
         memory = self._memory_restarts.get(address)
         pid = f" (pid {state.pid})" if state.pid else ""
         if memory is not None and state.started_at is not None and memory[0] >= state.started_at - 1.0:
-            limit = f"{format_size(self.max_memory)} per worker" if self._local and self.max_memory else \
-                "its --memory-limit"
+            limit = f"{format_size(self.max_memory)} per worker" if self._local and self.max_memory else "its --memory-limit"
             return GdalMcpError(
                 "resource-limit",
                 f"the job exceeded the Dask worker memory limit ({limit}): the nanny of worker {address}{pid} "
@@ -421,4 +451,3 @@ def _reply(future: Any) -> tuple[Any, ...]:
     except BaseException as e:  # noqa: BLE001 - KilledWorker, lost by the scheduler, a reply that does not unpickle
         # (A job the server cancelled has nobody reading its reply: a cancel seen here came from the cluster.)
         return ("failed", f"{type(e).__name__}: {e}")
-

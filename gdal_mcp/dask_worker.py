@@ -134,16 +134,18 @@ def confine_executor(worker: Any, config: dict[str, Any]) -> None:
     if confine.abi() < confine.MIN_ABI:
         _confinement[0] = confine.status()
         if config.get("allow_unconfined"):
-            log.warning("Dask worker %s runs gdal-mcp's tasks UNCONFINED (%s; --allow-unconfined)", _address(),
-                        _confinement[0])
+            log.warning("Dask worker %s runs gdal-mcp's tasks UNCONFINED (%s; --allow-unconfined)", _address(), _confinement[0])
             return
-        raise RuntimeError(f"Dask worker {_address()}: this kernel cannot confine the threads that run GDAL "
-                           f"({_confinement[0]}); run workers on Linux >= 5.19 with Landlock, or start the server with "
-                           "--allow-unconfined (see SECURITY.md)")
+        raise RuntimeError(
+            f"Dask worker {_address()}: this kernel cannot confine the threads that run GDAL "
+            f"({_confinement[0]}); run workers on Linux >= 5.19 with Landlock, or start the server with "
+            "--allow-unconfined (see SECURITY.md)"
+        )
     tmp = tempfile.mkdtemp(prefix="gdal-mcp-dask-")
     os.environ["CPL_TMPDIR"] = os.environ["PROJ_USER_WRITABLE_DIRECTORY"] = tmp
-    policy = confine.worker_policy(config["roots"], tmp, read_only=bool(config.get("read_only")),
-                                   network=bool(config.get("allow_network")))
+    policy = confine.worker_policy(
+        config["roots"], tmp, read_only=bool(config.get("read_only")), network=bool(config.get("allow_network"))
+    )
     # Confine a throwaway thread first: a policy the kernel refuses fails here, at set-up, not in a task thread.
     failure: list[BaseException] = []
     probe = threading.Thread(target=lambda: _try(confine.confine, policy, failure), name="gdal-mcp-confine-check")
@@ -160,9 +162,12 @@ def confine_executor(worker: Any, config: dict[str, Any]) -> None:
             from distributed import threadpoolexecutor as tpe
 
             if len(self._threads) < self._max_workers:
-                t = threading.Thread(target=_confined_thread, args=(policy, tpe._worker, self, self._work_queue),
-                                     name=f"{self._thread_name_prefix}-{os.getpid()}-{next(self._counter)}",
-                                     daemon=True)
+                t = threading.Thread(
+                    target=_confined_thread,
+                    args=(policy, tpe._worker, self, self._work_queue),
+                    name=f"{self._thread_name_prefix}-{os.getpid()}-{next(self._counter)}",
+                    daemon=True,
+                )
                 self._threads.add(t)
                 t.start()
 
@@ -172,6 +177,7 @@ def confine_executor(worker: Any, config: dict[str, Any]) -> None:
     if old is not None and old is not worker.executors.get("offload"):
         old.shutdown(wait=False)
     _confinement[0] = f"confined: {confine.status()}"
+    _task_tmp[0] = tmp
 
 
 def _try(fn: Callable[..., Any], arg: Any, failure: list[BaseException]) -> None:
@@ -296,8 +302,11 @@ def _sandbox(config: dict[str, Any]) -> Any:
             try:
                 sandbox = Sandbox(config["roots"], allow_network=key[1])
             except ValueError as e:
-                raise GdalMcpError("internal-error", f"the Dask worker {_address()} cannot use the workspace ({e}); "
-                                   "workers must mount the workspace at the same path as the server") from None
+                raise GdalMcpError(
+                    "internal-error",
+                    f"the Dask worker {_address()} cannot use the workspace ({e}); "
+                    "workers must mount the workspace at the same path as the server",
+                ) from None
             _sandboxes[key] = sandbox
         # One guard per process: the workers of one cluster serve one server's workspace.
         guard.install(sandbox.check_referenced)
@@ -330,8 +339,7 @@ def _attempt_output(job: Any) -> tuple[Any, Path | None]:
     try:
         attempt.mkdir()  # never parents: a temporary directory the server discarded is not made again
     except FileNotFoundError:
-        raise GdalMcpError("cancelled", "the job's temporary output directory is gone: the server gave up on "
-                           "the job") from None
+        raise GdalMcpError("cancelled", "the job's temporary output directory is gone: the server gave up on the job") from None
     return job.writing_to(str(attempt / target.name)), attempt
 
 
@@ -407,8 +415,33 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
         sandbox = _sandbox(config)
         sandbox.check_referenced(job.paths(), what="job path")
         job, attempt = _attempt_output(job)
-        with tiles.using(DaskMapper(config, ctx, scratch=attempt / SPILL_DIR if attempt is not None else None)):
-            result = func(**job.kwargs(), progress=ctx.progress)
+        # Where this job may write: its attempt directory, a file it changes in place (and its .aux.xml); nothing
+        # else. Its own thread and its tiles' are confined so (_layered); without confinement, as before.
+        writable = [str(attempt)] if attempt is not None else []
+        dst = getattr(job, job.OUTPUT, None) if job.OUTPUT else None
+        if attempt is None and isinstance(dst, str) and dst:
+            writable.append(os.path.dirname(dst))  # an output the server did not stage (a direct call): its directory
+        writable += [p for path in job.modifies() for p in (path, path + ".aux.xml") if os.path.exists(p)]
+        layered = _task_tmp[0] is not None
+        mapper = DaskMapper(
+            config, ctx, scratch=attempt / SPILL_DIR if attempt is not None else None, writable=writable, layered=layered
+        )
+        kwargs = job.kwargs()
+
+        def work() -> Any:
+            with tiles.using(mapper):
+                return func(**kwargs, progress=ctx.progress)
+
+        if layered:
+            from distributed import rejoin, secede
+
+            secede()  # this task thread only waits for the job's own thread: the worker may run tiles meanwhile
+            try:
+                result = _layered(work, writable)
+            finally:
+                rejoin()
+        else:
+            result = work()
         if attempt is not None:
             _finish_attempt(attempt)
             attempt = None
@@ -459,16 +492,53 @@ def _unspill(value: Any) -> Any:
     return value
 
 
-def run_tile(fn_module: str, fn_name: str, item: Any, config: dict[str, Any], scratch: str | None = None) -> Any:
+def run_tile(
+    fn_module: str, fn_name: str, item: Any, config: dict[str, Any], scratch: str | None = None, writable: list[str] | None = None
+) -> Any:
     """The Dask task of one tile: the tile function imported by name (a gdal_mcp.engine module-level function,
-    like jobs), under the job's sandbox guard. With `scratch` (a directory of the job's attempt, on the file
-    system every worker shares), its large arrays travel as files there instead of through Dask's comms."""
+    like jobs), under the job's sandbox guard, on a thread that may write only `writable` (the job's attempt
+    directory; see _layered). With `scratch` (a directory of the job's attempt, on the file system every worker
+    shares), its large arrays travel as files there instead of through Dask's comms."""
     from gdal_mcp.engine import tiles
 
     fn = tiles.resolve(fn_module, fn_name)
     _sandbox(config)
-    result = fn(item)
+    result = _layered(lambda: fn(item), writable) if writable is not None else fn(item)
     return _spill(result, scratch) if scratch is not None else result
+
+
+#: this process's private temporary directory once its task threads are confined (confine_executor), else None
+_task_tmp: list[str | None] = [None]
+
+
+def _layered(fn: Callable[[], Any], writable: list[str]) -> Any:
+    """fn() on a fresh thread that may write only `writable` and this worker's private temporary directory (one more
+    Landlock layer: gdal_mcp.confine.restrict_writes), with this thread's context variables (get_worker()). A
+    task thread runs many tasks, and a Landlock layer cannot be taken off a thread: hence a thread per task. As
+    fn() itself where the task threads are not confined."""
+    tmp = _task_tmp[0]
+    if tmp is None:
+        return fn()
+    import contextvars
+
+    from gdal_mcp import confine
+
+    context = contextvars.copy_context()
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            confine.restrict_writes([*writable, tmp])
+            box["result"] = context.run(fn)
+        except BaseException as exc:  # noqa: BLE001 - handed to the task thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=body, name="gdal-mcp-dask-job")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
 
 
 class DaskMapper:
@@ -476,10 +546,21 @@ class DaskMapper:
     worker's thread pool while it waits), keeps at most TILES_PER_THREAD x the cluster's threads in flight, and
     yields (index, result) as tiles finish. Closing the generator (an error, a cancel) cancels the rest."""
 
-    def __init__(self, config: dict[str, Any], ctx: _JobContext, scratch: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        ctx: _JobContext,
+        scratch: Path | None = None,
+        writable: list[str] | None = None,
+        layered: bool = False,
+    ) -> None:
         self.config = config
         self.ctx = ctx
         self.scratch = str(scratch) if scratch is not None else None
+        #: where the tiles may write (the job's attempt directory); None: as the task thread may
+        self.writable = writable
+        #: called from the job's own confined thread, not a task thread (which has seceded already)
+        self.layered = layered
 
     def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
         from distributed import wait, worker_client
@@ -490,7 +571,7 @@ class DaskMapper:
         # One job maps tiles several times (statistics passes, a range pass before colour relief): each call's
         # keys are its own, so a result Dask still holds from an earlier call is never taken for this one's.
         call = uuid.uuid4().hex[:12]
-        with worker_client() as client:
+        with worker_client(separate_thread=not self.layered) as client:
             threads = sum(client.nthreads().values()) or 1
             limit = max(2, TILES_PER_THREAD * threads)
             pending: dict[Any, int] = {}
@@ -498,8 +579,19 @@ class DaskMapper:
 
             def submit_more() -> None:
                 for i, item in queue:
-                    future = client.submit(run_tile, module, name, item, self.config, self.scratch, pure=False, retries=0,
-                                           priority=TILE_PRIORITY, key=f"gdal-mcp-tile-{self.ctx.job_id}-{call}-{i}")
+                    future = client.submit(
+                        run_tile,
+                        module,
+                        name,
+                        item,
+                        self.config,
+                        self.scratch,
+                        self.writable,
+                        pure=False,
+                        retries=0,
+                        priority=TILE_PRIORITY,
+                        key=f"gdal-mcp-tile-{self.ctx.job_id}-{call}-{i}",
+                    )
                     pending[future] = i
                     if len(pending) >= limit:
                         return
@@ -528,7 +620,7 @@ class DaskMapper:
         loop, its heartbeats and comms."""
         from distributed import worker_client
 
-        with worker_client() as client:
+        with worker_client(separate_thread=not self.layered) as client:
             return list(client.run(_in_thread, fn, *args).values())
 
 

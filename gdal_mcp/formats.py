@@ -9,18 +9,78 @@ pipelines, tile indexes, GPSBabel, ADBC …), before the kernel's confinement ev
 from __future__ import annotations
 
 #: raster drivers (GDAL short names): what the tools read and write, and GDAL's in-memory and virtual formats
-RASTER_DRIVERS = frozenset({
-    "GTiff", "COG", "VRT", "MEM", "PNG", "JPEG", "GIF", "BMP", "WEBP", "JP2OpenJPEG", "netCDF", "HDF5",
-    "HDF5Image", "GRIB", "Zarr", "AAIGrid", "GRASSASCIIGrid", "XYZ", "EHdr", "ENVI", "HFA", "SAGA", "SRTMHGT",
-    "USGSDEM", "DTED", "GSAG", "GSBG", "GS7BG", "MRF", "NITF", "PCIDSK", "RST", "BAG", "MBTiles",
-    "KMLSUPEROVERLAY", "GPKG",
-})
+RASTER_DRIVERS = frozenset(
+    {
+        "GTiff",
+        "COG",
+        "VRT",
+        "MEM",
+        "PNG",
+        "JPEG",
+        "GIF",
+        "BMP",
+        "WEBP",
+        "JP2OpenJPEG",
+        "netCDF",
+        "HDF5",
+        "HDF5Image",
+        "GRIB",
+        "Zarr",
+        "AAIGrid",
+        "GRASSASCIIGrid",
+        "XYZ",
+        "EHdr",
+        "ENVI",
+        "HFA",
+        "SAGA",
+        "SRTMHGT",
+        "USGSDEM",
+        "DTED",
+        "GSAG",
+        "GSBG",
+        "GS7BG",
+        "MRF",
+        "NITF",
+        "PCIDSK",
+        "RST",
+        "BAG",
+        "MBTiles",
+        "KMLSUPEROVERLAY",
+        "GPKG",
+    }
+)
 #: vector drivers
-VECTOR_DRIVERS = frozenset({
-    "ESRI Shapefile", "GPKG", "GeoJSON", "GeoJSONSeq", "ESRIJSON", "TopoJSON", "FlatGeobuf", "CSV", "XLSX", "ODS",
-    "GML", "KML", "LIBKML", "GPX", "SQLite", "OpenFileGDB", "MapInfo File", "DXF", "DGN", "OSM", "Parquet", "Arrow",
-    "PMTiles", "OGR_VRT", "MEM", "Memory", "JSONFG",
-})
+VECTOR_DRIVERS = frozenset(
+    {
+        "ESRI Shapefile",
+        "GPKG",
+        "GeoJSON",
+        "GeoJSONSeq",
+        "ESRIJSON",
+        "TopoJSON",
+        "FlatGeobuf",
+        "CSV",
+        "XLSX",
+        "ODS",
+        "GML",
+        "KML",
+        "LIBKML",
+        "GPX",
+        "SQLite",
+        "OpenFileGDB",
+        "MapInfo File",
+        "DXF",
+        "DGN",
+        "OSM",
+        "Parquet",
+        "Arrow",
+        "PMTiles",
+        "OGR_VRT",
+        "MEM",
+        "Memory",
+        "JSONFG",
+    }
+)
 ALLOWED_DRIVERS = RASTER_DRIVERS | VECTOR_DRIVERS
 
 #: files a dataset of this extension consists of besides itself: same stem, these extensions (a shapefile's .dbf,
@@ -35,8 +95,38 @@ SIDECARS: dict[str, frozenset[str]] = {
 #: side files GDAL may read beside a dataset of any format: <stem>.<ext> (world files, headers, MRF data and
 #: index files, a shapefile's parts) and <name><suffix> (PAM, overviews, masks). A link among them that leads out
 #: of the workspace makes the dataset out-of-root (sandbox.py): GDAL would follow it without any path being given.
-SIDE_EXTENSIONS = frozenset({ext for exts in SIDECARS.values() for ext in exts} | {
-    "prj", "tfw", "tifw", "wld", "pgw", "pngw", "jgw", "jpgw", "gfw", "j2w", "bpw", "hdr", "aux", "rrd", "idx",
-    "til", "pzp", "ppg", "pjg", "ptf", "lrc", "qix", "xml", "imd", "rpb", "rpc", "vat.dbf", "ovr", "clr",
-})
+SIDE_EXTENSIONS = frozenset(
+    {ext for exts in SIDECARS.values() for ext in exts}
+    | {
+        "prj",
+        "tfw",
+        "tifw",
+        "wld",
+        "pgw",
+        "pngw",
+        "jgw",
+        "jpgw",
+        "gfw",
+        "j2w",
+        "bpw",
+        "hdr",
+        "aux",
+        "rrd",
+        "idx",
+        "til",
+        "pzp",
+        "ppg",
+        "pjg",
+        "ptf",
+        "lrc",
+        "qix",
+        "xml",
+        "imd",
+        "rpb",
+        "rpc",
+        "vat.dbf",
+        "ovr",
+        "clr",
+    }
+)
 NAME_SUFFIXES = (".aux.xml", ".ovr", ".msk", ".aux", ".xml", ".ovr.aux.xml", ".vat.dbf", ".properties", ".gfs")

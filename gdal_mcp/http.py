@@ -76,7 +76,7 @@ def split_host(value: str) -> tuple[str, int | None] | None:
         end = value.find("]")
         if end == -1:
             return None
-        name, rest = value[1:end], value[end + 1:]
+        name, rest = value[1:end], value[end + 1 :]
         if rest and not rest.startswith(":"):
             return None
         port_text = rest[1:] if rest else None
@@ -96,9 +96,14 @@ def split_host(value: str) -> tuple[str, int | None] | None:
 
 def _json_error(status: int, error: str, description: str) -> tuple[dict[str, Any], dict[str, Any]]:
     body = json.dumps({"error": error, "error_description": description}).encode()
-    return ({"type": "http.response.start", "status": status,
-             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]},
-            {"type": "http.response.body", "body": body})
+    return (
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        },
+        {"type": "http.response.body", "body": body},
+    )
 
 
 class HostGuard:
@@ -141,9 +146,11 @@ class HostGuard:
                 name = split_host(host or "")
                 hint = f"--allow-host {name[0]}" if name else "--allow-host NAME"
                 start, body = _json_error(
-                    421, "invalid_host",
+                    421,
+                    "invalid_host",
                     f"Host {shown} is not served here (DNS-rebinding protection): use a loopback address, or "
-                    f"start the server with {hint} (GDAL_MCP_ALLOW_HOST) if clients reach it by that name")
+                    f"start the server with {hint} (GDAL_MCP_ALLOW_HOST) if clients reach it by that name",
+                )
                 await send(start)
                 await send(body)
                 return
@@ -178,8 +185,11 @@ class OriginGuard:
                     origin = value.decode("latin-1")
                     break
             if origin is not None and not self.origin_allowed(origin):
-                start, body = _json_error(403, "forbidden_origin", f"Origin {origin!r} is not allowed; "
-                                          "start the server with --allow-origin to permit it")
+                start, body = _json_error(
+                    403,
+                    "forbidden_origin",
+                    f"Origin {origin!r} is not allowed; start the server with --allow-origin to permit it",
+                )
                 await send(start)
                 await send(body)
                 return

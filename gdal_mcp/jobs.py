@@ -107,8 +107,7 @@ class Job(Generic[R]):
 INPUT_FIELDS = ("path", "src", "input", "raster")
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".gz", ".7z", ".rar")
 #: Job fields naming datasets or directories the job reads (the output field is each job's OUTPUT).
-PATH_FIELDS = (*INPUT_FIELDS, "inputs", "zones", "like", "mask", "overlay", "join", "points", "append_to", "vrt_dir",
-               "directory")
+PATH_FIELDS = (*INPUT_FIELDS, "inputs", "zones", "like", "mask", "overlay", "join", "points", "append_to", "vrt_dir", "directory")
 
 
 class WriteJob(Job[R]):

@@ -139,8 +139,15 @@ class _Worker:
 class Runner:
     """Pool of warm GDAL worker processes."""
 
-    def __init__(self, *, workers: int = 2, timeout: float = 600.0, max_memory: int | None = None,
-                 worker_config: dict[str, Any] | None = None, recycle_rss: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        workers: int = 2,
+        timeout: float = 600.0,
+        max_memory: int | None = None,
+        worker_config: dict[str, Any] | None = None,
+        recycle_rss: int | None = None,
+    ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.workers = workers
@@ -171,7 +178,10 @@ class Runner:
         # -P: the current directory is not put on the import path (it may be a workspace, whose files are data).
         proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "gdal_mcp.worker", str(child.fileno())],
-            pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), env=env,
+            pass_fds=[child.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=sys.stderr.fileno(),
+            env=env,
             start_new_session=True,
         )
         child.close()
@@ -256,8 +266,7 @@ class Runner:
         try:
             for w in list(self._all - self._busy):
                 if not w.alive():
-                    log.warning("worker %s died while idle (%s); starting a fresh one", w.pid,
-                                _exit_text(w.process.returncode))
+                    log.warning("worker %s died while idle (%s); starting a fresh one", w.pid, _exit_text(w.process.returncode))
                     self._replace(w)
         except Exception:  # noqa: BLE001 - the check must keep running whatever one replacement did
             log.exception("health check of the idle workers failed; trying again in %s s", HEALTH_INTERVAL)
@@ -276,11 +285,11 @@ class Runner:
             if w.alive():
                 return w
             if w in self._all:  # not replaced yet
-                log.warning("worker %s died while idle (%s); starting a fresh one", w.pid,
-                            _exit_text(w.process.returncode))
+                log.warning("worker %s died while idle (%s); starting a fresh one", w.pid, _exit_text(w.process.returncode))
                 self._replace(w)
-        raise GdalMcpError("internal-error", "the worker processes keep dying as soon as they start; the server's "
-                           "log (stderr) says why")
+        raise GdalMcpError(
+            "internal-error", "the worker processes keep dying as soon as they start; the server's log (stderr) says why"
+        )
 
     async def _wait_ready(self, w: _Worker) -> None:
         if w.ready:
@@ -291,8 +300,9 @@ class Runner:
         w.ready = True
 
     # ----- jobs ----------------------------------------------------------------------------
-    async def run(self, job: Job[R], *, progress: ProgressSink | None = None,
-                  quick: bool = False, timeout: float | None = None) -> R:
+    async def run(
+        self, job: Job[R], *, progress: ProgressSink | None = None, quick: bool = False, timeout: float | None = None
+    ) -> R:
         """Run a job in a worker; return its result or raise GdalMcpError."""
         if self._idle is None:
             self.start()
@@ -322,8 +332,12 @@ class Runner:
             except _NotStarted:
                 if attempt == attempts:
                     raise self._death_error(w) from None
-                log.warning("worker %s died before it took %s (%s); running it on a fresh worker", w.pid,
-                            job.FUNC, _exit_text(w.process.returncode))
+                log.warning(
+                    "worker %s died before it took %s (%s); running it on a fresh worker",
+                    w.pid,
+                    job.FUNC,
+                    _exit_text(w.process.returncode),
+                )
         raise AssertionError("unreachable")
 
     async def _sample_memory(self, w: _Worker) -> None:
@@ -359,8 +373,11 @@ class Runner:
                     raise GdalMcpError(msg[1], msg[2])
         except TimeoutError:
             if not w.ready:
-                raise GdalMcpError("internal-error", f"a worker process did not start within {READY_TIMEOUT:g} s "
-                                   "(the machine may be overloaded); retry, and see the server's log") from None
+                raise GdalMcpError(
+                    "internal-error",
+                    f"a worker process did not start within {READY_TIMEOUT:g} s "
+                    "(the machine may be overloaded); retry, and see the server's log",
+                ) from None
             raise timeout_error(limit) from None
         except (EOFError, OSError):
             if not started:
@@ -404,16 +421,21 @@ class Runner:
         if code is not None and code < 0:
             name = _exit_text(code)
             if code == -signal.SIGXFSZ:
-                return GdalMcpError("resource-limit", "the job's output grew past the file-size limit the server "
-                                    "runs under (ulimit -f, SIGXFSZ); write a smaller output or raise that limit")
+                return GdalMcpError(
+                    "resource-limit",
+                    "the job's output grew past the file-size limit the server "
+                    "runs under (ulimit -f, SIGXFSZ); write a smaller output or raise that limit",
+                )
             if name == "SIGKILL":
                 return GdalMcpError(
                     "internal-error",
                     "the worker was killed (SIGKILL, e.g. by the system's out-of-memory killer); the server is "
                     "still serving: retry, or work on a smaller area",
                 )
-            return GdalMcpError("internal-error", f"the worker crashed ({name}); the server is still serving, "
-                                "retry or report the input that caused it")
+            return GdalMcpError(
+                "internal-error",
+                f"the worker crashed ({name}); the server is still serving, retry or report the input that caused it",
+            )
         return GdalMcpError("internal-error", f"the worker exited unexpectedly (exit code {code}); retry the call")
 
     def _memory_death(self, w: _Worker, code: int | None) -> GdalMcpError | None:
@@ -442,8 +464,11 @@ class Runner:
 
 def timeout_error(limit: float) -> GdalMcpError:
     """The error of a job stopped at its time limit (either executor)."""
-    return GdalMcpError("timeout", f"the job did not finish within {limit:g} s and was stopped; work on a smaller "
-                        "area or start the server with a larger --timeout")
+    return GdalMcpError(
+        "timeout",
+        f"the job did not finish within {limit:g} s and was stopped; work on a smaller "
+        "area or start the server with a larger --timeout",
+    )
 
 
 def _exit_text(code: int | None) -> str:

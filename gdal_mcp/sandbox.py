@@ -18,6 +18,7 @@ import shutil
 import socket
 import stat
 import time
+import unicodedata
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
@@ -45,26 +46,82 @@ RESOURCE_PREFIX = "gdal-mcp://files/"
 FORBIDDEN_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 NETWORK_VSI = (
-    "/vsicurl/", "/vsicurl_streaming/", "/vsis3/", "/vsis3_streaming/", "/vsigs/",
-    "/vsigs_streaming/", "/vsiaz/", "/vsiaz_streaming/", "/vsiadls/", "/vsioss/",
-    "/vsioss_streaming/", "/vsiswift/", "/vsiswift_streaming/", "/vsiwebhdfs/", "/vsihdfs/",
+    "/vsicurl/",
+    "/vsicurl_streaming/",
+    "/vsis3/",
+    "/vsis3_streaming/",
+    "/vsigs/",
+    "/vsigs_streaming/",
+    "/vsiaz/",
+    "/vsiaz_streaming/",
+    "/vsiadls/",
+    "/vsioss/",
+    "/vsioss_streaming/",
+    "/vsiswift/",
+    "/vsiswift_streaming/",
+    "/vsiwebhdfs/",
+    "/vsihdfs/",
 )
 NETWORK_SCHEMES = ("http://", "https://", "ftp://", "ftps://", "s3://", "gs://", "az://", "abfs://")
 ARCHIVE_VSI = ("/vsizip/", "/vsitar/", "/vsi7z/", "/vsirar/")
 ARCHIVE_SUFFIXES = (
-    ".zip", ".kmz", ".ods", ".xlsx", ".xlsm", ".docx", ".dwf", ".shz",
-    ".tar", ".tgz", ".tar.gz", ".tar.bz2", ".7z", ".rar",
+    ".zip",
+    ".kmz",
+    ".ods",
+    ".xlsx",
+    ".xlsm",
+    ".docx",
+    ".dwf",
+    ".shz",
+    ".tar",
+    ".tgz",
+    ".tar.gz",
+    ".tar.bz2",
+    ".7z",
+    ".rar",
 )
 # Connection strings whose file part we can locate; the quoted form is preferred by GDAL.
-FILE_CONNECTION_PREFIXES = frozenset({
-    "NETCDF", "HDF5", "HDF4_SDS", "HDF4_EOS", "HDF4_GR", "HDF4", "GPKG", "GTIFF_DIR", "NITF_IM",
-    "ZARR", "PDF", "SENTINEL2", "RASTERLITE", "GRIB", "JP2OPENJPEG",
-})
+FILE_CONNECTION_PREFIXES = frozenset(
+    {
+        "NETCDF",
+        "HDF5",
+        "HDF4_SDS",
+        "HDF4_EOS",
+        "HDF4_GR",
+        "HDF4",
+        "GPKG",
+        "GTIFF_DIR",
+        "NITF_IM",
+        "ZARR",
+        "PDF",
+        "SENTINEL2",
+        "RASTERLITE",
+        "GRIB",
+        "JP2OPENJPEG",
+    }
+)
 # Connection strings that reach a remote service; allowed only with --allow-network.
-NETWORK_CONNECTION_PREFIXES = frozenset({
-    "WMS", "WMTS", "WFS", "WCS", "OAPIF", "STACIT", "STACTA", "EEDA", "EEDAI", "DAAS", "NGW",
-    "PLSCENES", "CARTO", "ES", "ELASTIC", "AMIGOCLOUD", "GOOGLESHEETS",
-})
+NETWORK_CONNECTION_PREFIXES = frozenset(
+    {
+        "WMS",
+        "WMTS",
+        "WFS",
+        "WCS",
+        "OAPIF",
+        "STACIT",
+        "STACTA",
+        "EEDA",
+        "EEDAI",
+        "DAAS",
+        "NGW",
+        "PLSCENES",
+        "CARTO",
+        "ES",
+        "ELASTIC",
+        "AMIGOCLOUD",
+        "GOOGLESHEETS",
+    }
+)
 _CONN_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*):(.*)$", re.S)
 # Elements of raster VRTs, warped VRTs and OGR VRTs that name another dataset.
 VRT_REFERENCE_TAGS = frozenset({"sourcefilename", "sourcedataset", "srcdatasource", "overviewfilename"})
@@ -72,21 +129,43 @@ VRT_REFERENCE_TAGS = frozenset({"sourcefilename", "sourcedataset", "srcdatasourc
 MRF_REFERENCE_TAGS = frozenset({"datafile", "indexfile", "source"})
 # SQL (OGR SQL and the SQLite dialect): statements that are not a plain read, functions that reach files, other
 # databases, extensions or the network, and SpatiaLite's virtual-table modules over files.
-SQL_FORBIDDEN_WORDS = frozenset({
-    "attach", "detach", "pragma", "insert", "update", "delete", "drop", "alter", "create", "vacuum", "reindex",
-    "savepoint", "release", "begin", "commit", "rollback", "analyze",
-})
+SQL_FORBIDDEN_WORDS = frozenset(
+    {
+        "attach",
+        "detach",
+        "pragma",
+        "insert",
+        "update",
+        "delete",
+        "drop",
+        "alter",
+        "create",
+        "vacuum",
+        "reindex",
+        "savepoint",
+        "release",
+        "begin",
+        "commit",
+        "rollback",
+        "analyze",
+    }
+)
 SQL_FORBIDDEN_FUNCTIONS = re.compile(
     r"(load_extension|ogr_datasource_load_layers|ogr_geocode(_reverse)?|readfile|writefile|edit|fsdir|"
     r"(import|export)\w*|blob(from|to)file|xb_(load|store)xml|sqlproc_\w*|storedproc_\w*|"
-    r"initspatialmetadata\w*|createstylingtables|rl2_\w*)", re.I)
+    r"initspatialmetadata\w*|createstylingtables|rl2_\w*)",
+    re.I,
+)
 SQL_VIRTUAL_MODULE = re.compile(r"virtual\w*", re.I)
 # Tokens after which a SELECT's FROM list ends (at the same parenthesis depth).
-SQL_CLAUSE_END = frozenset({"where", "group", "order", "limit", "having", "window", "union", "except",
-                            "intersect", "on", "using", "offset"})
+SQL_CLAUSE_END = frozenset(
+    {"where", "group", "order", "limit", "having", "window", "union", "except", "intersect", "on", "using", "offset"}
+)
 _SQL_TOKEN_RE = re.compile(
     r"""(?P<space>\s+|--[^\n]*|/\*.*?(\*/|$))|(?P<str>'(?:[^']|'')*'?)|(?P<qid>"(?:[^"]|"")*"?|`(?:[^`]|``)*`?|\[[^\]]*\]?)"""
-    r"""|(?P<word>[A-Za-z_\u0080-\uffff][\w$\u0080-\uffff]*)|(?P<num>\d[\w.]*)|(?P<op>.)""", re.S)
+    r"""|(?P<word>[A-Za-z_\u0080-\uffff][\w$\u0080-\uffff]*)|(?P<num>\d[\w.]*)|(?P<op>.)""",
+    re.S,
+)
 # Dataset open option names whose value GDAL reads as a file (GML GFS_TEMPLATE, GMLAS XSD/CONFIG_FILE, OSM
 # CONFIG_FILE, MVT METADATA_FILE …); any value that looks like a path is checked as one too.
 OPEN_OPTION_FILE_WORDS = ("FILE", "TEMPLATE", "XSD", "SCHEMA", "PATH", "DIR")
@@ -154,8 +233,10 @@ class OutputTarget:
             self.discard()
             raise GdalMcpError("internal-error", f"the job wrote no file for {self.display}")
         # The dataset's own name last; never a symbolic link (a job's helper link, or one pointing anywhere).
-        items = sorted((p for p in self.tmp_dir.iterdir() if p.name != OWNER_FILE and not p.is_symlink()),
-                       key=lambda p: (p.name == self.final.name, p.name))
+        items = sorted(
+            (p for p in self.tmp_dir.iterdir() if p.name != OWNER_FILE and not p.is_symlink()),
+            key=lambda p: (p.name == self.final.name, p.name),
+        )
         placed: list[tuple[Path, Path]] = []
         try:
             for item in items:
@@ -175,10 +256,12 @@ class OutputTarget:
                     log.warning("could not take back %s after a refused commit", target)
             self.discard()
             name = Path(e.filename or "").name or self.final.name
-            shown = self.display if name == self.final.name else f"{name}' (a file the new dataset "\
-                f"'{self.display}' also writes"
-            raise GdalMcpError("already-exists", f"output '{shown}' already exists; nothing was written. Choose "
-                               "another name, or pass overwrite=true to replace it") from None
+            shown = self.display if name == self.final.name else f"{name}' (a file the new dataset '{self.display}' also writes"
+            raise GdalMcpError(
+                "already-exists",
+                f"output '{shown}' already exists; nothing was written. Choose "
+                "another name, or pass overwrite=true to replace it",
+            ) from None
         except BaseException:
             self.discard()
             raise
@@ -292,7 +375,7 @@ def _process_start(pid: int) -> str | None:
     text = _read_small(f"/proc/{pid}/stat")
     if text is None:
         return None
-    fields = text[text.rfind(")") + 2:].split()
+    fields = text[text.rfind(")") + 2 :].split()
     if not fields or fields[0] in ("Z", "X", "x"):
         return None
     return fields[19] if len(fields) > 19 else ""
@@ -311,8 +394,13 @@ def _identity(pid: int) -> dict[str, object]:
         ns = os.readlink("/proc/self/ns/pid")
     except OSError:
         pass
-    return {"pid": pid, "start": _process_start(pid) or "", "boot": _read_small("/proc/sys/kernel/random/boot_id")
-            or "", "ns": ns, "host": socket.gethostname()}
+    return {
+        "pid": pid,
+        "start": _process_start(pid) or "",
+        "boot": _read_small("/proc/sys/kernel/random/boot_id") or "",
+        "ns": ns,
+        "host": socket.gethostname(),
+    }
 
 
 def _owner_gone(owner: dict[str, object]) -> bool:
@@ -408,6 +496,11 @@ class Sandbox:
             raise GdalMcpError("invalid-argument", f"{what} is empty; give a workspace-relative path")
         if "\x00" in path:
             raise GdalMcpError("invalid-argument", f"{what} contains a NUL byte")
+        if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in path):
+            # Control and format characters (a right-to-left override …) make a name read as another one in an
+            # approval question, the console or the audit log.
+            raise GdalMcpError("invalid-argument", f"{what} contains a control or formatting character; use a plain "
+                               "file name")
         if len(path) > MAX_PATH_LENGTH:
             raise GdalMcpError("invalid-argument", f"{what} is longer than {MAX_PATH_LENGTH} characters")
         if any(len(part) > MAX_COMPONENT_LENGTH for part in path.split("/")):
@@ -431,8 +524,7 @@ class Sandbox:
         if not self._contained(real):
             raise GdalMcpError(
                 "out-of-root",
-                f"{what} '{shown}' is outside the workspace; use a path inside it "
-                "(list_datasets shows what is there)",
+                f"{what} '{shown}' is outside the workspace; use a path inside it (list_datasets shows what is there)",
             )
         try:
             st = real.stat()
@@ -466,12 +558,15 @@ class Sandbox:
         display = self.scrub(gdal_path) if not network else path
         return ResolvedInput(user=path, gdal_path=gdal_path, display=display, files=tuple(files), network=network)
 
-    def resolve_inputs(self, inputs: list[str] | None, pattern: str | None, *, what: str = "inputs",
-                       limit: int = MAX_PATTERN_MATCHES) -> list[ResolvedInput]:
+    def resolve_inputs(
+        self, inputs: list[str] | None, pattern: str | None, *, what: str = "inputs", limit: int = MAX_PATTERN_MATCHES
+    ) -> list[ResolvedInput]:
         """Several datasets: the list given, or the workspace files a glob matches (sorted), never both."""
         if (inputs is None) == (pattern is None):
-            raise GdalMcpError("invalid-argument", f"give either {what} (a list of paths) or input_pattern (a glob "
-                               "such as 'tiles/*.tif'), not both and not neither")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"give either {what} (a list of paths) or input_pattern (a glob such as 'tiles/*.tif'), not both and not neither",
+            )
         if inputs is not None:
             return [self.resolve_input(p, what=f"{what}[{i}]") for i, p in enumerate(inputs)]
         assert pattern is not None
@@ -486,11 +581,14 @@ class Sandbox:
         self._check_text(pattern, "input_pattern")
         pure = PurePosixPath(pattern)
         if pure.is_absolute() or pattern.startswith("~") or ".." in pure.parts or pattern.startswith("/vsi"):
-            raise GdalMcpError("out-of-root", f"input_pattern '{pattern}' must be a glob relative to the workspace, "
-                               "e.g. 'tiles/*.tif'")
+            raise GdalMcpError(
+                "out-of-root", f"input_pattern '{pattern}' must be a glob relative to the workspace, e.g. 'tiles/*.tif'"
+            )
         if not any(ch in pattern for ch in "*?["):
-            raise GdalMcpError("invalid-argument", f"input_pattern '{pattern}' has no wildcard; give inputs=[…] for "
-                               "named files or a glob such as 'tiles/*.tif'")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"input_pattern '{pattern}' has no wildcard; give inputs=[…] for named files or a glob such as 'tiles/*.tif'",
+            )
         root = self.roots[0]
         matches: list[Path] = []
         for p in root.glob(pattern):
@@ -499,11 +597,13 @@ class Sandbox:
             if p.is_file():
                 matches.append(p)
                 if len(matches) > limit:
-                    raise GdalMcpError("invalid-argument", f"input_pattern '{pattern}' matches more than {limit} "
-                                       "files; narrow it")
+                    raise GdalMcpError(
+                        "invalid-argument", f"input_pattern '{pattern}' matches more than {limit} files; narrow it"
+                    )
         if not matches:
-            raise GdalMcpError("not-found", f"input_pattern '{pattern}' matches no file in the workspace; "
-                               "list_datasets shows what is there")
+            raise GdalMcpError(
+                "not-found", f"input_pattern '{pattern}' matches no file in the workspace; list_datasets shows what is there"
+            )
         return sorted(matches)
 
     def _network(self, path: str, what: str) -> tuple[str, list[Path], bool]:
@@ -523,12 +623,12 @@ class Sandbox:
         if low.startswith(NETWORK_SCHEMES) or low.startswith(NETWORK_VSI):
             return self._network(path, what)
         if low.startswith("/vsigzip/"):
-            inner = path[len("/vsigzip/"):]
+            inner = path[len("/vsigzip/") :]
             g, files, net = self._resolve_gdal(inner, base=base, what=what, depth=depth + 1)
             return "/vsigzip/" + g, files, net
         for prefix in ARCHIVE_VSI:
             if low.startswith(prefix):
-                return self._resolve_archive(prefix, path[len(prefix):], base=base, what=what, depth=depth)
+                return self._resolve_archive(prefix, path[len(prefix) :], base=base, what=what, depth=depth)
         if low.startswith("/vsi"):
             raise GdalMcpError(
                 "unsupported",
@@ -536,7 +636,7 @@ class Sandbox:
                 "supported: /vsizip/, /vsitar/, /vsigzip/, /vsi7z/, /vsirar/",
             )
         if low.startswith("file://"):
-            return self._resolve_gdal(path[len("file://"):], base=base, what=what, depth=depth + 1)
+            return self._resolve_gdal(path[len("file://") :], base=base, what=what, depth=depth + 1)
         m = _CONN_RE.match(path)
         if m and not self._literal_exists(path, base):
             return self._resolve_connection(m.group(1), m.group(2), path, base=base, what=what, depth=depth)
@@ -569,8 +669,11 @@ class Sandbox:
         for name in (names & links) if links is not None else names:
             candidate = os.path.join(parent, name)
             if os.path.islink(candidate) and not self._contained(Path(os.path.realpath(candidate))):
-                raise GdalMcpError("out-of-root", f"{what} '{self.display(real)}': its side file '{name}' is a link "
-                                   "to a file outside the workspace; refusing to read it")
+                raise GdalMcpError(
+                    "out-of-root",
+                    f"{what} '{self.display(real)}': its side file '{name}' is a link "
+                    "to a file outside the workspace; refusing to read it",
+                )
         pam = real.parent / (real.name + ".aux.xml")
         if pam.is_file():
             self._pam_references(real, pam, what=what)
@@ -586,9 +689,11 @@ class Sandbox:
             try:
                 self._resolve_gdal(ref, base=real.parent, what=what, depth=MAX_REFERENCE_DEPTH - 1)
             except GdalMcpError as e:
-                raise GdalMcpError("out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
-                                   f"{what} '{self.display(real)}': its {pam.name} names the overview file "
-                                   f"'{ref}', which is not an allowed workspace file") from None
+                raise GdalMcpError(
+                    "out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
+                    f"{what} '{self.display(real)}': its {pam.name} names the overview file "
+                    f"'{ref}', which is not an allowed workspace file",
+                ) from None
 
     def _literal_exists(self, path: str, base: Path | None) -> bool:
         try:
@@ -597,13 +702,14 @@ class Sandbox:
             return False
         return self._contained(real) and real.exists()
 
-    def _resolve_archive(self, prefix: str, rest: str, *, base: Path | None, what: str,
-                         depth: int) -> tuple[str, list[Path], bool]:
+    def _resolve_archive(
+        self, prefix: str, rest: str, *, base: Path | None, what: str, depth: int
+    ) -> tuple[str, list[Path], bool]:
         if rest.startswith("{"):
             end = rest.find("}")
             if end < 0:
                 raise GdalMcpError("invalid-argument", f"{what}: unbalanced '{{' in {prefix} path")
-            archive, inner = rest[1:end], rest[end + 1:].lstrip("/")
+            archive, inner = rest[1:end], rest[end + 1 :].lstrip("/")
         else:
             archive, inner = self._split_archive(rest, what=what, prefix=prefix)
         if inner and ".." in PurePosixPath(inner).parts:
@@ -628,15 +734,16 @@ class Sandbox:
             if acc <= search_from:
                 continue
             if part.lower().endswith(ARCHIVE_SUFFIXES):
-                return "/".join(parts[: i + 1]), "/".join(parts[i + 1:])
+                return "/".join(parts[: i + 1]), "/".join(parts[i + 1 :])
         raise GdalMcpError(
             "invalid-argument",
             f"{what}: no archive file (.zip, .tar, .tgz, .7z …) found in {prefix}{rest}; "
             f"write it as {prefix}path/to/archive.zip/member",
         )
 
-    def _resolve_connection(self, driver: str, rest: str, original: str, *, base: Path | None, what: str,
-                            depth: int) -> tuple[str, list[Path], bool]:
+    def _resolve_connection(
+        self, driver: str, rest: str, original: str, *, base: Path | None, what: str, depth: int
+    ) -> tuple[str, list[Path], bool]:
         up = driver.upper()
         if up in NETWORK_CONNECTION_PREFIXES:
             return self._network(original, what)
@@ -650,7 +757,7 @@ class Sandbox:
         q = re.search(r'"([^"]*)"', rest)
         if q:
             g, files, net = self._resolve_gdal(q.group(1), base=base, what=what, depth=depth + 1)
-            return f'{driver}:{rest[: q.start()]}"{g}"{rest[q.end():]}', files, net
+            return f'{driver}:{rest[: q.start()]}"{g}"{rest[q.end() :]}', files, net
         # Unquoted: try each ':' split; GTIFF_DIR:1:file and NITF_IM:0:file put the file last.
         if up in {"GTIFF_DIR", "NITF_IM", "PDF"}:
             head, _, tail = rest.partition(":")
@@ -681,12 +788,17 @@ class Sandbox:
         except OSError:
             return []
         name = real.name.lower()
-        if b"gdal_streamed_alg" in head or name.endswith((".gdalg.json", ".gti", ".gti.gpkg", ".gti.fgb")) or (
-            b"<GDALTileIndexDataset" in head
+        if (
+            b"gdal_streamed_alg" in head
+            or name.endswith((".gdalg.json", ".gti", ".gti.gpkg", ".gti.fgb"))
+            or (b"<GDALTileIndexDataset" in head)
         ):
             # Pipelines and tile indexes name their inputs in ways we cannot check before GDAL runs them.
-            raise GdalMcpError("unsupported", f"{what}: {real.name} is a GDAL pipeline or tile index, which "
-                               "this server does not open; use the files it refers to directly")
+            raise GdalMcpError(
+                "unsupported",
+                f"{what}: {real.name} is a GDAL pipeline or tile index, which "
+                "this server does not open; use the files it refers to directly",
+            )
         low_head = head.lower()
         is_mrf = b"<mrf_meta" in low_head
         if name.endswith(".kml") and b"<kml" in low_head:
@@ -703,8 +815,11 @@ class Sandbox:
             tag = (el.tag.split("}")[-1] if isinstance(el.tag, str) else "").lower()
             ref = (el.text or "").strip()
             if tag == "pixelfunctionlanguage" and ref.lower() == "python":
-                raise GdalMcpError("unsupported", f"{what}: {real.name} has a pixel function in Python, which this "
-                                   "server never runs; use raster_calc for band math")
+                raise GdalMcpError(
+                    "unsupported",
+                    f"{what}: {real.name} has a pixel function in Python, which this "
+                    "server never runs; use raster_calc for band math",
+                )
             if tag not in (MRF_REFERENCE_TAGS if is_mrf else VRT_REFERENCE_TAGS) or not ref:
                 continue
             attrs = {k.lower(): v for k, v in el.attrib.items()}
@@ -712,8 +827,7 @@ class Sandbox:
             # OGR VRTs resolve SrcDataSource against the VRT's directory when relativeToVRT="1".
             ref_base = real.parent if relative or not ref.startswith("/") else None
             try:
-                _, reached, _ = self._resolve_gdal(ref, base=ref_base, what=f"{what} (via {real.name})",
-                                                   depth=depth + 1)
+                _, reached, _ = self._resolve_gdal(ref, base=ref_base, what=f"{what} (via {real.name})", depth=depth + 1)
             except GdalMcpError as e:
                 raise GdalMcpError(
                     "out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
@@ -746,9 +860,10 @@ class Sandbox:
                 try:
                     _, reached, _ = self._resolve_gdal(ref, base=real.parent, what=what, depth=depth + 1)
                 except GdalMcpError as e:
-                    raise GdalMcpError("out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
-                                       f"{what}: {real.name} overlays '{ref}', which is not an allowed workspace "
-                                       "file") from None
+                    raise GdalMcpError(
+                        "out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
+                        f"{what}: {real.name} overlays '{ref}', which is not an allowed workspace file",
+                    ) from None
                 files += reached
         return files
 
@@ -791,11 +906,13 @@ class Sandbox:
             if kind in ("word", "qid") and nxt[1] == "(" and SQL_FORBIDDEN_FUNCTIONS.fullmatch(_sql_name(kind, text)):
                 if low == "ogr_datasource_load_layers" and i + 2 < len(tokens) and tokens[i + 2][0] == "str":
                     self._sql_source(_sql_name(*tokens[i + 2]), what)
-                raise GdalMcpError("invalid-argument", f"{what} may not call {_sql_name(kind, text)}(): it reaches "
-                                   "files, other databases, extensions or the network")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"{what} may not call {_sql_name(kind, text)}(): it reaches "
+                    "files, other databases, extensions or the network",
+                )
             if kind == "word" and SQL_VIRTUAL_MODULE.fullmatch(text):
-                raise GdalMcpError("invalid-argument", f"{what} may not use SpatiaLite's {text} (a virtual table "
-                                   "over a file)")
+                raise GdalMcpError("invalid-argument", f"{what} may not use SpatiaLite's {text} (a virtual table over a file)")
             if text == "(":
                 in_from.append(False)
                 expect_table = False
@@ -822,8 +939,13 @@ class Sandbox:
                 elif kind != "word" and _PATH_LIKE_RE.search(name):
                     self._sql_source(name, what)
                 continue
-            if kind in ("str", "qid") and nxt[1] == "." and i + 2 < len(tokens) and _PATH_LIKE_RE.search(
-                    _sql_name(kind, text)) and in_from[-1]:
+            if (
+                kind in ("str", "qid")
+                and nxt[1] == "."
+                and i + 2 < len(tokens)
+                and _PATH_LIKE_RE.search(_sql_name(kind, text))
+                and in_from[-1]
+            ):
                 self._sql_source(_sql_name(kind, text), what)
             expect_table = False
 
@@ -835,13 +957,16 @@ class Sandbox:
         except GdalMcpError as e:
             outside = e.code == "out-of-root"
         if outside:
-            raise GdalMcpError("out-of-root", f"{what} names '{name}', which is outside the workspace; SQL may only "
-                               "read the layers of its input")
-        raise GdalMcpError("invalid-argument", f"{what} names another data source ('{name}'); SQL may only read the "
-                           "layers of its input. To combine datasets use vector_join, vector_overlay or vector_merge")
+            raise GdalMcpError(
+                "out-of-root", f"{what} names '{name}', which is outside the workspace; SQL may only read the layers of its input"
+            )
+        raise GdalMcpError(
+            "invalid-argument",
+            f"{what} names another data source ('{name}'); SQL may only read the "
+            "layers of its input. To combine datasets use vector_join, vector_overlay or vector_merge",
+        )
 
-    def check_open_options(self, options: Mapping[str, object] | None, *,
-                           what: str = "open_options") -> dict[str, str]:
+    def check_open_options(self, options: Mapping[str, object] | None, *, what: str = "open_options") -> dict[str, str]:
         """Dataset open options (GDAL -oo) made safe: values naming files resolved inside the workspace."""
         out: dict[str, str] = {}
         for key, value in (options or {}).items():
@@ -853,15 +978,15 @@ class Sandbox:
             if "\x00" in text:
                 raise GdalMcpError("invalid-argument", f"{what}: {key} contains a NUL byte")
             names_file = any(w in key.upper() for w in OPEN_OPTION_FILE_WORDS) and not re.fullmatch(
-                r"(?i)yes|no|true|false|on|off|[-+\d.]+", text)
+                r"(?i)yes|no|true|false|on|off|[-+\d.]+", text
+            )
             if text and (names_file or re.search(r"[/\\]", text) or text.lower().startswith(NETWORK_SCHEMES)):
                 text, _, _ = self._resolve_gdal(text, base=None, what=f"{what} {key}", depth=0)
             out[key] = text
         return out
 
     # ----- outputs ---------------------------------------------------------------------------
-    def sweep_stale_temporaries(self, *, max_dirs: int = SWEEP_MAX_DIRS,
-                                max_seconds: float = SWEEP_MAX_SECONDS) -> list[Path]:
+    def sweep_stale_temporaries(self, *, max_dirs: int = SWEEP_MAX_DIRS, max_seconds: float = SWEEP_MAX_SECONDS) -> list[Path]:
         """Remove the temporary output directories left in the workspaces by gdal-mcp servers that are gone.
 
         A server killed mid-write (SIGKILL, power loss) cannot clean up after itself. Only a directory named
@@ -877,8 +1002,7 @@ class Sandbox:
         visited = 0
         while pending:
             if visited >= max_dirs or time.monotonic() > deadline:
-                log.info("stale temporary sweep stopped after %d directories (%d left unvisited)", visited,
-                         len(pending))
+                log.info("stale temporary sweep stopped after %d directories (%d left unvisited)", visited, len(pending))
                 break
             d = pending.popleft()
             visited += 1
@@ -896,8 +1020,7 @@ class Sandbox:
                 if TMP_DIR_RE.fullmatch(entry.name):
                     if _stale_temporary(entry.path):
                         shutil.rmtree(entry.path, ignore_errors=True)
-                        log.warning("removed %s, the temporary output of a gdal-mcp server that is gone",
-                                    entry.path)
+                        log.warning("removed %s, the temporary output of a gdal-mcp server that is gone", entry.path)
                         removed.append(Path(entry.path))
                 elif not any(Path(entry.path) == t for t in FORBIDDEN_TREES):
                     pending.append(entry.path)
@@ -920,14 +1043,20 @@ class Sandbox:
                         "replace both",
                     )
 
-    def resolve_output(self, path: str, *, overwrite: bool = False, inputs: Iterable[ResolvedInput] = (),
-                       what: str = "output") -> OutputTarget:
+    def resolve_output(
+        self, path: str, *, overwrite: bool = False, inputs: Iterable[ResolvedInput] = (), what: str = "output"
+    ) -> OutputTarget:
         """Check an output path and prepare its temporary directory beside it."""
         self._check_text(path, what)
         low = path.lower()
-        if low.startswith(("/vsi", "file:")) or low.startswith(NETWORK_SCHEMES) or (
-            _CONN_RE.match(path) and _CONN_RE.match(path).group(1).upper() in  # type: ignore[union-attr]
-            FILE_CONNECTION_PREFIXES | NETWORK_CONNECTION_PREFIXES
+        if (
+            low.startswith(("/vsi", "file:"))
+            or low.startswith(NETWORK_SCHEMES)
+            or (
+                _CONN_RE.match(path)
+                and _CONN_RE.match(path).group(1).upper()  # type: ignore[union-attr]
+                in FILE_CONNECTION_PREFIXES | NETWORK_CONNECTION_PREFIXES
+            )
         ):
             raise GdalMcpError("unsupported", f"{what} '{path}' must be a plain file path in the workspace")
         cand = self._candidate(path)
@@ -953,8 +1082,7 @@ class Sandbox:
             if not overwrite:
                 raise GdalMcpError(
                     "already-exists",
-                    f"{what} '{self.display(final)}' already exists; pass overwrite=true to replace it "
-                    "or choose another name",
+                    f"{what} '{self.display(final)}' already exists; pass overwrite=true to replace it or choose another name",
                 )
         if not overwrite:
             self._check_side_files(final, what)
@@ -987,8 +1115,9 @@ class Sandbox:
         except OSError as e:
             OutputTarget(final=final, display="", tmp_dir=tmp_dir, created_dirs=created).discard()
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise GdalMcpError("resource-limit", f"the disk is full ({e.strerror}) where {what} '{path}' "
-                                   "would be written; free space or write elsewhere") from None
+                raise GdalMcpError(
+                    "resource-limit",
+                    f"the disk is full ({e.strerror}) where {what} '{path}' would be written; free space or write elsewhere",
+                ) from None
             raise
-        return OutputTarget(final=final, display=self.display(final), tmp_dir=tmp_dir, created_dirs=created,
-                            overwrite=overwrite)
+        return OutputTarget(final=final, display=self.display(final), tmp_dir=tmp_dir, created_dirs=created, overwrite=overwrite)

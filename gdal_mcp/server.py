@@ -113,10 +113,12 @@ class EnvelopeAndAudit(Middleware):
         try:
             try:
                 if confirmation_id is not None and not isinstance(confirmation_id, str):
-                    raise GdalMcpError("invalid-argument", "confirmation_id must be the string a "
-                                       "confirmation-required error gave")
-                asked = await confirm.check(self.app, context.fastmcp_context, name, arguments, self.tool_specs,
-                                            confirmation_id=confirmation_id)
+                    raise GdalMcpError(
+                        "invalid-argument", "confirmation_id must be the string a confirmation-required error gave"
+                    )
+                asked = await confirm.check(
+                    self.app, context.fastmcp_context, name, arguments, self.tool_specs, confirmation_id=confirmation_id
+                )
                 result = asked if asked is not None else await call_next(context)
             except ValidationError as e:
                 result = envelope(GdalMcpError("invalid-argument", _validation_message(e)))
@@ -142,8 +144,14 @@ class EnvelopeAndAudit(Middleware):
             outcome = "cancelled"
             raise
         finally:
-            self.app.audit.write(tool=name, arguments=arguments, outcome=outcome,
-                                 duration_ms=1000 * (time.perf_counter() - t0), outputs=outputs, task=task)
+            self.app.audit.write(
+                tool=name,
+                arguments=arguments,
+                outcome=outcome,
+                duration_ms=1000 * (time.perf_counter() - t0),
+                outputs=outputs,
+                task=task,
+            )
 
 
 async def _index_tool_schemas(mcp: FastMCP) -> None:
@@ -199,8 +207,9 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     # server, so the in-memory backend; Docket's worker runs in this event loop, beside the runner. Its own
     # memory:// name: servers built in one process (tests) must not take each other's tasks.
     tasks_backend = f"gdal-mcp-{secrets.token_hex(6)}"
-    mcp.add_extension(TasksExtension(url=f"memory://{tasks_backend}", name=tasks_backend,
-                                     minimum_check_interval=tasks_check_interval()))
+    mcp.add_extension(
+        TasksExtension(url=f"memory://{tasks_backend}", name=tasks_backend, minimum_check_interval=tasks_check_interval())
+    )
     inspect_tools.register(mcp, app)
     raster_tools.register(mcp, app)
     vector_tools.register(mcp, app)

@@ -25,8 +25,11 @@ def _configure_environment(config: dict[str, Any]) -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     set_gdal_environment(config)
-    logging.basicConfig(level=config.get("log_level", "WARNING"), stream=sys.stderr,
-                        format="%(asctime)s gdal-mcp worker %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=config.get("log_level", "WARNING"),
+        stream=sys.stderr,
+        format="%(asctime)s gdal-mcp worker %(levelname)s %(name)s: %(message)s",
+    )
     quiet_libraries()
 
 
@@ -160,8 +163,11 @@ def _refused_format(job: Any) -> Any:
         if isinstance(path, str) and path:
             name = drivers.refused_driver(path)
             if name is not None:
-                return GdalMcpError("unsupported", f"{path}: GDAL's {name} format, which this server does not open "
-                                    f"(the {name} driver is not among those it allows; README lists the formats)")
+                return GdalMcpError(
+                    "unsupported",
+                    f"{path}: GDAL's {name} format, which this server does not open "
+                    f"(the {name} driver is not among those it allows; README lists the formats)",
+                )
     return None
 
 
@@ -216,8 +222,9 @@ def confine_worker(config: dict[str, Any]) -> bool:
 
     if not config.get("confine", False):
         return False
-    policy = confine.worker_policy(config["roots"], config.get("tmp"), read_only=bool(config.get("read_only")),
-                                   network=bool(config.get("allow_network")))
+    policy = confine.worker_policy(
+        config["roots"], config.get("tmp"), read_only=bool(config.get("read_only")), network=bool(config.get("allow_network"))
+    )
     try:
         confine.confine(policy)
     except confine.ConfinementError as e:
@@ -256,8 +263,12 @@ def run_in_job_thread(func: Any, kwargs: dict[str, Any], writable: list[str]) ->
         if reader is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gdal-mcp-reader",
-                                        initializer=confine.restrict_writes, initargs=(list(writable),))
+            reader = ThreadPoolExecutor(
+                max_workers=1,
+                thread_name_prefix="gdal-mcp-reader",
+                initializer=confine.restrict_writes,
+                initargs=(list(writable),),
+            )
             _READER[tuple(writable)] = reader
         return reader.submit(lambda: func(**kwargs)).result()
 

@@ -89,8 +89,10 @@ async def settled(runner: DaskRunner, count: int = 2) -> list[int]:
             return pids
         await asyncio.sleep(0.1)
     info = await asyncio.to_thread(runner._client.scheduler_info)
-    raise AssertionError(f"the cluster did not get back to {count} workers: pids {pids}, scheduler: "
-                         f"{ {a: w.get('status') for a, w in info['workers'].items()} }")
+    raise AssertionError(
+        f"the cluster did not get back to {count} workers: pids {pids}, scheduler: "
+        f"{ {a: w.get('status') for a, w in info['workers'].items()} }"
+    )
 
 
 # ----- choosing the executor --------------------------------------------------------------------------------
@@ -112,16 +114,24 @@ def test_flags_choose_the_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_executor_dask_without_a_scheduler_is_a_clear_cli_error(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    out = subprocess.run([sys.executable, "-m", "gdal_mcp", "--workspace", str(tmp_path), "--executor", "dask"],
-                         capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [sys.executable, "-m", "gdal_mcp", "--workspace", str(tmp_path), "--executor", "dask"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 2 and out.stdout == ""
     assert "--executor dask needs --dask-scheduler" in out.stderr
 
 
 def test_the_local_executor_never_imports_distributed(tmp_path: Path) -> None:
-    code = ("import sys; from gdal_mcp.config import Settings; from gdal_mcp.server import build_server; "
-            f"build_server(Settings(workspaces=({str(tmp_path)!r},))); "
-            "print([m for m in ('distributed', 'dask') if m in sys.modules])")
+    code = (
+        "import sys; from gdal_mcp.config import Settings; from gdal_mcp.server import build_server; "
+        f"build_server(Settings(workspaces=({str(tmp_path)!r},))); "
+        "print([m for m in ('distributed', 'dask') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]", f"a local server imports {out.stdout.strip()}: stdio users pay its start-up"
 
@@ -156,9 +166,13 @@ def _worker_settings(dask_worker: Any) -> tuple[object, object, object, object, 
 
     from gdal_mcp.dask_worker import TILE_MODULES
 
-    return (dask.config.get("distributed.worker.profile.enabled"), dask.config.get("distributed.admin.tick.interval"),
-            dask.config.get("distributed.admin.system-monitor.interval"),
-            dask_worker.memory_manager.memory_monitor_interval, all(m in sys.modules for m in TILE_MODULES))
+    return (
+        dask.config.get("distributed.worker.profile.enabled"),
+        dask.config.get("distributed.admin.tick.interval"),
+        dask.config.get("distributed.admin.system-monitor.interval"),
+        dask_worker.memory_manager.memory_monitor_interval,
+        all(m in sys.modules for m in TILE_MODULES),
+    )
 
 
 def assert_workers_set_up(runner: DaskRunner) -> None:
@@ -208,14 +222,16 @@ def small_tiles(runner: DaskRunner, monkeypatch: pytest.MonkeyPatch) -> Iterator
     runner._client.run(_small_tiles, False)
 
 
-async def test_tiled_write_job_committed_by_app_pixel_identical_to_local(app: App, dask_ws: Path, tmp_path: Path,
-                                                                        small_tiles: None) -> None:
+async def test_tiled_write_job_committed_by_app_pixel_identical_to_local(
+    app: App, dask_ws: Path, tmp_path: Path, small_tiles: None
+) -> None:
     from gdal_mcp.engine.raster.warp import reproject
 
     src = str(dask_ws / "raster" / "RGB.byte.tif")
     target = app.sandbox.resolve_output("out/rgb_4326.tif")
-    job = jobs.ReprojectRasterJob(src=src, dst=str(target.tmp_path), dst_crs="EPSG:4326",
-                                  options={"COMPRESS": "DEFLATE", "TILED": "YES"})
+    job = jobs.ReprojectRasterJob(
+        src=src, dst=str(target.tmp_path), dst_crs="EPSG:4326", options={"COMPRESS": "DEFLATE", "TILED": "YES"}
+    )
     seen: list[str] = []
 
     class Ctx:
@@ -250,8 +266,9 @@ def _spilled() -> int:
     return dask_worker.spilled[0]
 
 
-async def test_tile_arrays_travel_as_files_and_none_is_left(app: App, runner: DaskRunner, dask_ws: Path,
-                                                             tmp_path: Path, small_tiles: None) -> None:
+async def test_tile_arrays_travel_as_files_and_none_is_left(
+    app: App, runner: DaskRunner, dask_ws: Path, tmp_path: Path, small_tiles: None
+) -> None:
     """Every tile array spilled to a .npy in the job's attempt directory (SPILL_BYTES 0): the same pixels as a local
     run, every file read back and removed, nothing left beside the committed output."""
     from gdal_mcp.engine.raster.warp import reproject
@@ -275,9 +292,9 @@ async def test_tile_arrays_travel_as_files_and_none_is_left(app: App, runner: Da
         assert np.array_equal(a.read(), b.read())
 
 
-async def test_uncompressed_outputs_are_written_by_the_tiles_on_the_workers(app: App, runner: DaskRunner,
-                                                                           dask_ws: Path, tmp_path: Path,
-                                                                           small_tiles: None) -> None:
+async def test_uncompressed_outputs_are_written_by_the_tiles_on_the_workers(
+    app: App, runner: DaskRunner, dask_ws: Path, tmp_path: Path, small_tiles: None
+) -> None:
     """A plain GTiff (GDAL's default striped layout) is written by the tile tasks where they ran, in the background,
     flushed on every worker at the end (Client.run): no tile array comes back to the job (none spilled, even with
     SPILL_BYTES 0), the pixels are the local run's, and nothing is left beside the committed output."""
@@ -309,14 +326,20 @@ async def test_uncompressed_outputs_are_written_by_the_tiles_on_the_workers(app:
         assert np.array_equal(a.read(), b.read())
 
 
-@pytest.mark.parametrize("make", [
-    lambda ws, dst: jobs.TerrainJob(src=str(ws / "raster" / "jacksboro_dem.tif"), dst=dst, product="hillshade"),
-    lambda ws, dst: jobs.CalcJob(inputs={"a": str(ws / "raster" / "RGB.byte.tif")}, expression="a * 2 + 1", dst=dst,
-                                 output_type="Float32"),
-    lambda ws, dst: jobs.MosaicJob(inputs=[str(ws / "raster" / f"rgb{i}.tif") for i in (1, 2, 3, 4)], dst=dst),
-], ids=["terrain", "calc", "mosaic"])
-async def test_other_tiled_jobs_on_the_cluster_match_the_local_run(runner: DaskRunner, dask_ws: Path, tmp_path: Path,
-                                                                  small_tiles: None, make: Any) -> None:
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ws, dst: jobs.TerrainJob(src=str(ws / "raster" / "jacksboro_dem.tif"), dst=dst, product="hillshade"),
+        lambda ws, dst: jobs.CalcJob(
+            inputs={"a": str(ws / "raster" / "RGB.byte.tif")}, expression="a * 2 + 1", dst=dst, output_type="Float32"
+        ),
+        lambda ws, dst: jobs.MosaicJob(inputs=[str(ws / "raster" / f"rgb{i}.tif") for i in (1, 2, 3, 4)], dst=dst),
+    ],
+    ids=["terrain", "calc", "mosaic"],
+)
+async def test_other_tiled_jobs_on_the_cluster_match_the_local_run(
+    runner: DaskRunner, dask_ws: Path, tmp_path: Path, small_tiles: None, make: Any
+) -> None:
     import importlib
 
     (dask_ws / "tiled").mkdir(exist_ok=True)
@@ -354,12 +377,10 @@ async def test_progress_messages_arrive(runner: DaskRunner, dask_ws: Path) -> No
 BIG_CONVERT = {"creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}}
 
 
-async def test_cancel_stops_a_long_job_between_windows_and_leaves_nothing(app: App, runner: DaskRunner,
-                                                                          dask_ws: Path) -> None:
+async def test_cancel_stops_a_long_job_between_windows_and_leaves_nothing(app: App, runner: DaskRunner, dask_ws: Path) -> None:
     pids = await settled(runner)
     target = app.sandbox.resolve_output("out/cancelled.tif")
-    job = jobs.ConvertRasterJob(src=str(dask_ws / "huge.vrt"), dst=str(target.tmp_path),
-                                options=BIG_CONVERT["creation_options"])
+    job = jobs.ConvertRasterJob(src=str(dask_ws / "huge.vrt"), dst=str(target.tmp_path), options=BIG_CONVERT["creation_options"])
     progressed = asyncio.Event()
 
     class Ctx:
@@ -410,8 +431,7 @@ async def test_timeout_stops_the_job(runner: DaskRunner, dask_ws: Path) -> None:
     assert runner.busy_pids() == []
 
 
-async def test_killed_worker_mid_job_is_a_clear_error_and_the_next_job_runs(runner: DaskRunner,
-                                                                            dask_ws: Path) -> None:
+async def test_killed_worker_mid_job_is_a_clear_error_and_the_next_job_runs(runner: DaskRunner, dask_ws: Path) -> None:
     await settled(runner)
     task = asyncio.create_task(runner.run(jobs.RasterInfoJob(path=str(dask_ws / "huge.vrt"), stats=True)))
     pid = await busy_pid(runner)
@@ -460,8 +480,10 @@ def _unshare_works() -> bool:
     return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -m` (root or user namespaces) to start a worker "
-                    "that sees another file system at the workspace's path")
+@pytest.mark.skipif(
+    not _unshare_works(),
+    reason="needs `unshare -m` (root or user namespaces) to start a worker that sees another file system at the workspace's path",
+)
 def test_probe_refuses_workers_that_do_not_see_the_workspace(tmp_path: Path) -> None:
     """A real blind worker: started in its own mount namespace with an empty tmpfs mounted over the workspace
     (what a worker without the shared mount sees: a directory of the same name, other contents)."""
@@ -470,12 +492,28 @@ def test_probe_refuses_workers_that_do_not_see_the_workspace(tmp_path: Path) -> 
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("server side")
-    with LocalCluster(n_workers=0, processes=True, dashboard_address=None, host="127.0.0.1",
-                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster:
+    with LocalCluster(
+        n_workers=0,
+        processes=True,
+        dashboard_address=None,
+        host="127.0.0.1",
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+    ) as cluster:
         worker = subprocess.Popen(
-            ["unshare", "-m", "sh", "-c", f'mount -t tmpfs none "{ws}" && exec "$0" -m distributed.cli.dask_worker '
-             f'"$1" --nthreads 1 --no-nanny --no-dashboard --name blind', sys.executable, cluster.scheduler_address],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [
+                "unshare",
+                "-m",
+                "sh",
+                "-c",
+                f'mount -t tmpfs none "{ws}" && exec "$0" -m distributed.cli.dask_worker '
+                f'"$1" --nthreads 1 --no-nanny --no-dashboard --name blind',
+                sys.executable,
+                cluster.scheduler_address,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             runner = DaskRunner(scheduler=cluster.scheduler_address, worker_config={"roots": [str(ws)]})
             with pytest.raises(ValueError) as e:
@@ -499,8 +537,7 @@ def test_probe_of_a_workspace_the_server_cannot_write_compares_listings(tmp_path
     expected = {str(tmp_path / "a"): listing(str(tmp_path / "a"))}
     assert probe(expected) == []
     (tmp_path / "a" / "dem.tif").rename(tmp_path / "b" / "dem.tif")  # what a worker with another mount sees
-    assert probe(expected) == [f"{tmp_path / 'a'}: holds other content (a different file system is mounted at "
-                               "that path)"]
+    assert probe(expected) == [f"{tmp_path / 'a'}: holds other content (a different file system is mounted at that path)"]
     assert "No such file" in probe({str(tmp_path / "gone"): "token"})[0]
 
 
@@ -512,4 +549,3 @@ def test_unreachable_scheduler_is_a_clear_start_up_error(tmp_path: Path, monkeyp
     with pytest.raises(ValueError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
         runner.start()
     runner.close()
-

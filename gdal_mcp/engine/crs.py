@@ -42,8 +42,7 @@ def _describe_wkt(wkt: str) -> CRSInfo:
     except Exception:  # noqa: BLE001
         proj4 = None
     units = c.axis_info[0].unit_name if c.axis_info else None
-    return CRSInfo(epsg=epsg, name=c.name, wkt=c.to_wkt(), proj4=proj4, is_geographic=c.is_geographic,
-                   units=units)
+    return CRSInfo(epsg=epsg, name=c.name, wkt=c.to_wkt(), proj4=proj4, is_geographic=c.is_geographic, units=units)
 
 
 def parse_crs(text: str | int, what: str = "crs") -> Any:
@@ -72,7 +71,7 @@ def parse_crs(text: str | int, what: str = "crs") -> Any:
         raise GdalMcpError(
             "invalid-argument",
             f"{what} {str(text)[:80]!r} is not a CRS GDAL understands ({e}); use e.g. EPSG:4326, 32618, OGC:CRS84, "
-            "a name such as \"WGS 84 / UTM zone 32N\", a PROJ string or WKT",
+            'a name such as "WGS 84 / UTM zone 32N", a PROJ string or WKT',
         ) from None
     if not crs.to_wkt():
         raise GdalMcpError("invalid-argument", f"{what} {str(text)[:80]!r} is empty")
@@ -135,8 +134,10 @@ def _names() -> tuple[tuple[str, str, str, str, bool, int], ...]:
     try:
         db = os.path.join(pyproj.datadir.get_data_dir(), "proj.db")
         with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            aliases = con.execute("SELECT auth_name, code, alt_name FROM alias_name WHERE table_name IN "
-                                  "('geodetic_crs', 'projected_crs', 'vertical_crs', 'compound_crs')").fetchall()
+            aliases = con.execute(
+                "SELECT auth_name, code, alt_name FROM alias_name WHERE table_name IN "
+                "('geodetic_crs', 'projected_crs', 'vertical_crs', 'compound_crs')"
+            ).fetchall()
     except Exception:  # noqa: BLE001 - aliases are a convenience; names alone still work
         aliases = []
     for auth, number, alias in aliases:
@@ -176,13 +177,18 @@ def lookup_name(text: str, what: str = "crs") -> str:
     if len(codes) == 1:
         return codes[0][1]
     if not codes:
-        raise GdalMcpError("invalid-argument", f"{what} {text[:80]!r} is neither a CRS code, PROJ string or WKT nor "
-                           "the name of a CRS in the PROJ database; use e.g. EPSG:4326, 32632 or a name such as "
-                           "\"WGS 84 / UTM zone 32N\" (the crs_search tool finds codes by name or place)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"{what} {text[:80]!r} is neither a CRS code, PROJ string or WKT nor "
+            "the name of a CRS in the PROJ database; use e.g. EPSG:4326, 32632 or a name such as "
+            '"WGS 84 / UTM zone 32N" (the crs_search tool finds codes by name or place)',
+        )
     shown = "; ".join(f"{r[1]} {r[2]}" for r in codes[:10])
     more = f" (and {len(codes) - 10} more)" if len(codes) > 10 else ""
-    raise GdalMcpError("invalid-argument", f"{what} {text[:80]!r} matches {len(codes)} CRSs: {shown}{more}; pass "
-                       f"the code (e.g. {codes[0][1]}) or the full name")
+    raise GdalMcpError(
+        "invalid-argument",
+        f"{what} {text[:80]!r} matches {len(codes)} CRSs: {shown}{more}; pass the code (e.g. {codes[0][1]}) or the full name",
+    )
 
 
 def crs_label(crs: Any) -> str | None:

@@ -27,8 +27,9 @@ def worker_status(progress: Progress = no_progress) -> dict[str, Any]:
     }
 
 
-def probe_access(read: list[str], connect: list[tuple[str, int]], write: list[str] | None = None,
-                 progress: Progress = no_progress) -> dict[str, Any]:
+def probe_access(
+    read: list[str], connect: list[tuple[str, int]], write: list[str] | None = None, progress: Progress = no_progress
+) -> dict[str, Any]:
     """Try to read each file, write each file and connect to each (host, port) *directly*, bypassing every check of
     the server: what the kernel lets this worker do (the confinement self-test; SECURITY.md). Never returns what
     it read, only whether it could; a file it could create is removed again."""

@@ -17,15 +17,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 GDAL_MODULES = ("rasterio", "pyogrio", "fiona", "pyproj")
 # Libraries whose messages may report a failed allocation or write (GEOS through shapely, Arrow).
 NATIVE_MODULES = (*GDAL_MODULES, "shapely", "pyarrow")
-OUT_OF_MEMORY_TEXTS = ("out of memory", "cannot allocate", "bad_alloc", "memory allocation failed",
-                       "unable to allocate")
-DISK_FULL_TEXTS = {"no space left on device": "No space left on device", "database or disk is full":
-                   "No space left on device", "free disk space available is": "No space left on device",
-                   "disk quota exceeded": "Disk quota exceeded"}
+OUT_OF_MEMORY_TEXTS = ("out of memory", "cannot allocate", "bad_alloc", "memory allocation failed", "unable to allocate")
+DISK_FULL_TEXTS = {
+    "no space left on device": "No space left on device",
+    "database or disk is full": "No space left on device",
+    "free disk space available is": "No space left on device",
+    "disk quota exceeded": "Disk quota exceeded",
+}
 FILE_TOO_LARGE_TEXTS = ("file too large",)
 # What GDAL drivers say when a write fails without saying why (libtiff prints the errno to stderr only).
-WRITE_FAILURE_TEXTS = ("write error", "write failed", "could not write", "cannot write", "failed to write",
-                       "error while writing", "i/o failure", "i/o error", "fwrite", "short write")
+WRITE_FAILURE_TEXTS = (
+    "write error",
+    "write failed",
+    "could not write",
+    "cannot write",
+    "failed to write",
+    "error while writing",
+    "i/o failure",
+    "i/o error",
+    "fwrite",
+    "short write",
+)
 NEARLY_FULL_BYTES = 1024 * 1024
 
 
@@ -40,17 +52,24 @@ def memory_limit_text() -> str | None:
 def out_of_memory(exc: BaseException) -> GdalMcpError | None:
     """resource-limit naming the limit, for a failed allocation in numpy, Arrow, GDAL or GEOS."""
     from_native = (type(exc).__module__ or "").startswith(NATIVE_MODULES) or (
-        isinstance(exc, GdalMcpError) and exc.code == "gdal-error")
+        isinstance(exc, GdalMcpError) and exc.code == "gdal-error"
+    )
     text = gdal_message(exc) if not isinstance(exc, GdalMcpError) else exc.message
     if not isinstance(exc, MemoryError) and not (from_native and any(t in text.lower() for t in OUT_OF_MEMORY_TEXTS)):
         return None
     detail = f" ({text})" if text and text != type(exc).__name__ else ""
     limit = memory_limit_text()
     if limit is None:
-        return GdalMcpError("resource-limit", f"the job ran out of memory: the machine has none left to give "
-                            f"(no --max-memory limit is set){detail}; work on a smaller area")
-    return GdalMcpError("resource-limit", f"the job needs more memory than the worker memory limit {limit} "
-                        f"allows{detail}; work on a smaller area or start the server with a larger --max-memory")
+        return GdalMcpError(
+            "resource-limit",
+            f"the job ran out of memory: the machine has none left to give "
+            f"(no --max-memory limit is set){detail}; work on a smaller area",
+        )
+    return GdalMcpError(
+        "resource-limit",
+        f"the job needs more memory than the worker memory limit {limit} "
+        f"allows{detail}; work on a smaller area or start the server with a larger --max-memory",
+    )
 
 
 def _nearly_full(path: str) -> bool:
@@ -100,11 +119,17 @@ def disk_full(exc: BaseException, dst: str | None = None) -> GdalMcpError | None
     where = f"writing {dst}" if dst else "writing the output"
     write_failed = bool(dst) and any(t in low for t in WRITE_FAILURE_TEXTS)
     size_limit = _file_size_limit()
-    if code == errno.EFBIG or any(t in low for t in FILE_TOO_LARGE_TEXTS) or (
-            write_failed and dst and size_limit is not None and _reached(dst, size_limit)):
+    if (
+        code == errno.EFBIG
+        or any(t in low for t in FILE_TOO_LARGE_TEXTS)
+        or (write_failed and dst and size_limit is not None and _reached(dst, size_limit))
+    ):
         limit = f", the file-size limit ulimit -f is {format_size(size_limit)}" if size_limit is not None else ""
-        return GdalMcpError("resource-limit", f"the output reached the largest file size allowed (File too large"
-                            f"{limit}) while {where}; write a smaller output, or raise that limit")
+        return GdalMcpError(
+            "resource-limit",
+            f"the output reached the largest file size allowed (File too large"
+            f"{limit}) while {where}; write a smaller output, or raise that limit",
+        )
     cause = next((c for t, c in DISK_FULL_TEXTS.items() if t in low), None)
     if code in (errno.ENOSPC, errno.EDQUOT):
         cause = os.strerror(code)
@@ -113,8 +138,7 @@ def disk_full(exc: BaseException, dst: str | None = None) -> GdalMcpError | None
     if cause is None:
         return None
     detail = f" (the error: {text})" if text else ""
-    return GdalMcpError("resource-limit", f"the disk is full ({cause}) while {where}; free space or write "
-                        f"elsewhere{detail}")
+    return GdalMcpError("resource-limit", f"the disk is full ({cause}) while {where}; free space or write elsewhere{detail}")
 
 
 def gdal_message(exc: BaseException) -> str:
@@ -190,12 +214,18 @@ def denied_by_confinement(exc: BaseException, mapped: GdalMcpError | None) -> Gd
     paths = [n.rstrip(".") for n in names if isinstance(n, str) and n.startswith("/") and not n.startswith("/vsi")]
     outside = [p for p in paths if not confine.readable(policy, p)]
     if outside:
-        return GdalMcpError("out-of-root", f"the dataset refers to '{outside[0]}', which is outside the workspace: "
-                            "this server cannot read it (refused by the kernel's confinement). Use data whose "
-                            "files all lie in the workspace")
+        return GdalMcpError(
+            "out-of-root",
+            f"the dataset refers to '{outside[0]}', which is outside the workspace: "
+            "this server cannot read it (refused by the kernel's confinement). Use data whose "
+            "files all lie in the workspace",
+        )
     code = exc.errno if isinstance(exc, OSError) else None
     denied = code in (errno.EACCES, errno.EPERM) or any(t in text.lower() for t in DENIED_TEXTS)
     if denied and not paths:
-        return GdalMcpError("out-of-root", f"the dataset refers to a file or network address outside the workspace, "
-                            f"which this server cannot reach (refused by the kernel's confinement: {text})")
+        return GdalMcpError(
+            "out-of-root",
+            f"the dataset refers to a file or network address outside the workspace, "
+            f"which this server cannot reach (refused by the kernel's confinement: {text})",
+        )
     return None

@@ -29,13 +29,27 @@ def register(mcp: Any, app: App) -> None:
 
     @gdal_tool(mcp, app, title="Search CRSs", annotations=READ, tags={"crs"})
     async def crs_search(
-        query: Annotated[str | None, Field(description=(
-            "Text in the CRS name, e.g. 'Lambert-93', 'UTM zone 33N', 'LAEA Europe', 'British National Grid', or "
-            "an EPSG code"))] = None,
-        bbox: Annotated[list[float] | None, Field(min_length=4, max_length=4, description=(
-            "Only CRSs whose area of use covers this [west, south, east, north] in lon/lat degrees (EPSG:4326)"))] = None,
-        kind: Annotated[Literal["projected", "geographic", "any"], Field(description=(
-            "projected (metres or feet: for distances, areas, buffers), geographic (degrees) or any"))] = "any",
+        query: Annotated[
+            str | None,
+            Field(
+                description=(
+                    "Text in the CRS name, e.g. 'Lambert-93', 'UTM zone 33N', 'LAEA Europe', 'British National Grid', or "
+                    "an EPSG code"
+                )
+            ),
+        ] = None,
+        bbox: Annotated[
+            list[float] | None,
+            Field(
+                min_length=4,
+                max_length=4,
+                description=("Only CRSs whose area of use covers this [west, south, east, north] in lon/lat degrees (EPSG:4326)"),
+            ),
+        ] = None,
+        kind: Annotated[
+            Literal["projected", "geographic", "any"],
+            Field(description=("projected (metres or feet: for distances, areas, buffers), geographic (degrees) or any")),
+        ] = "any",
         limit: Annotated[int, Field(ge=1, le=200, description="Most matches to return")] = 20,
         ctx: Context | None = None,
     ) -> CrsSearchResult:
@@ -48,18 +62,29 @@ def register(mcp: Any, app: App) -> None:
 
     @gdal_tool(mcp, app, title="Transform coordinates", annotations=READ, tags={"crs"})
     async def transform_coordinates(
-        points: Annotated[list[Point], Field(min_length=1, max_length=10000, description=(
-            "Points as [[x, y], …] or [[x, y, z], …]: lon/lat order for geographic CRSs when always_xy=true"))],
+        points: Annotated[
+            list[Point],
+            Field(
+                min_length=1,
+                max_length=10000,
+                description=("Points as [[x, y], …] or [[x, y, z], …]: lon/lat order for geographic CRSs when always_xy=true"),
+            ),
+        ],
         src_crs: Annotated[str, CrsCheck, Field(description=f"CRS of the points: {CRS_FORMS}")],
         dst_crs: Annotated[str, CrsCheck, Field(description=f"CRS to transform to: {CRS_FORMS}")],
-        always_xy: Annotated[bool, Field(description=(
-            "true (default): x/y order — longitude first, easting first — whatever the CRS definitions say; false: "
-            "each CRS's own axis order (EPSG:4326 is latitude, longitude)"))] = True,
+        always_xy: Annotated[
+            bool,
+            Field(
+                description=(
+                    "true (default): x/y order — longitude first, easting first — whatever the CRS definitions say; false: "
+                    "each CRS's own axis order (EPSG:4326 is latitude, longitude)"
+                )
+            ),
+        ] = True,
         ctx: Context | None = None,
     ) -> TransformResult:
         """Transform up to 10000 points between CRSs (like cs2cs or gdaltransform), with PROJ's best available
         operation. The result states the axis order used for input and output and the operation. Points that
         cannot be transformed come back as null with a warning."""
-        job = jobs.TransformJob(points=[tuple(p) for p in points], src_crs=src_crs, dst_crs=dst_crs,
-                                always_xy=always_xy)
+        job = jobs.TransformJob(points=[tuple(p) for p in points], src_crs=src_crs, dst_crs=dst_crs, always_xy=always_xy)
         return app.scrub_model(await app.execute(job, ctx=ctx, quick=len(points) <= 1000))

@@ -30,8 +30,13 @@ def register(mcp: Any, app: App) -> None:
     async def raster_info(
         path: DatasetPath,
         band: Annotated[int | None, Field(ge=1, description="Only this band (1-based); default all bands")] = None,
-        stats: Annotated[bool, Field(description="Compute exact statistics from the pixels (reads the whole "
-                                                 "band, streamed); never the values stored in the file")] = False,
+        stats: Annotated[
+            bool,
+            Field(
+                description="Compute exact statistics from the pixels (reads the whole "
+                "band, streamed); never the values stored in the file"
+            ),
+        ] = False,
         ctx: Context | None = None,
     ) -> RasterInfo:
         """Describe a raster (like gdalinfo): driver, size, bands, CRS (EPSG code, name, WKT), geotransform,
@@ -64,8 +69,9 @@ def register(mcp: Any, app: App) -> None:
     @gdal_tool(mcp, app, title="List datasets", annotations=READ, tags={"workspace"})
     async def list_datasets(
         path: Annotated[str, Field(description="Directory to list, relative to the workspace")] = ".",
-        pattern: Annotated[str | None, Field(description="Glob on the file name or relative path, e.g. "
-                                                         "'*.tif' or 'dem/**'")] = None,
+        pattern: Annotated[
+            str | None, Field(description="Glob on the file name or relative path, e.g. '*.tif' or 'dem/**'")
+        ] = None,
         recursive: Annotated[bool, Field(description="Descend into subdirectories")] = True,
         limit: Annotated[int, Field(ge=1, le=1000, description="Most entries to return")] = 200,
         ctx: Context | None = None,
@@ -75,8 +81,11 @@ def register(mcp: Any, app: App) -> None:
         Bounded: `truncated` and `remaining` say what was left out. Use it to find inputs."""
         directory, shown = app.sandbox.resolve_dir(path)
         if pattern is not None and (pattern.startswith(("/", "~")) or ".." in pattern.replace("\\", "/").split("/")):
-            raise GdalMcpError("invalid-argument", f"pattern '{pattern}' must match names below path, without '..' "
-                               "or an absolute path (list another directory with path=)")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"pattern '{pattern}' must match names below path, without '..' "
+                "or an absolute path (list another directory with path=)",
+            )
         job = jobs.ListDatasetsJob(directory=str(directory), pattern=pattern, recursive=recursive, limit=limit)
         result = await app.execute(job, ctx=ctx, quick=True)
         for entry in result.entries:

@@ -36,109 +36,241 @@ CrsCheck = AfterValidator(_crs_checked)
 
 
 # ----- closed sets ------------------------------------------------------------------------------
-OverviewResampling = Literal["nearest", "bilinear", "cubic", "cubic_spline", "lanczos", "average", "mode", "gauss",
-                             "rms"]
+OverviewResampling = Literal["nearest", "bilinear", "cubic", "cubic_spline", "lanczos", "average", "mode", "gauss", "rms"]
 DataType = Literal["Byte", "Int8", "UInt16", "Int16", "UInt32", "Int32", "UInt64", "Int64", "Float32", "Float64"]
 DistanceUnits = Literal["m", "km", "ft", "mi", "deg", "layer"]
 MeasureUnitName = Literal["m", "km", "ha", "ft", "mi"]
 
 # ----- datasets read ----------------------------------------------------------------------------
-RASTER_EXAMPLES = "dem.tif, tiles/a.tif, /vsizip/a.zip/f.tif, NETCDF:\"f.nc\":var, HDF5:\"f.h5\"://x"
+RASTER_EXAMPLES = 'dem.tif, tiles/a.tif, /vsizip/a.zip/f.tif, NETCDF:"f.nc":var, HDF5:"f.h5"://x'
 VECTOR_EXAMPLES = "roads.gpkg, parcels.shp, cities.geojson, /vsizip/a.zip/x.shp, GPKG:f.gpkg:layer"
 
 RasterInput = Annotated[str, Field(description=f"Raster to read, relative to the workspace ({RASTER_EXAMPLES})")]
 VectorInput = Annotated[str, Field(description=f"Vector dataset to read, relative to the workspace ({VECTOR_EXAMPLES})")]
-RasterInputs = Annotated[list[str], Field(min_length=1, max_length=10000, description=(
-    "Rasters to read, relative to the workspace, in order"))]
-InspectPath = Annotated[str, Field(description=(
-    "Dataset path relative to the workspace (e.g. 'dem.tif'); also /vsizip/a.zip/b.tif, NETCDF:\"f.nc\":var, "
-    "HDF5:\"f.h5\"://x, GPKG:f.gpkg:layer"))]
-InputPattern = Annotated[str | None, Field(description=(
-    "A glob inside the workspace instead of listing inputs, e.g. 'tiles/*.tif' or 'scenes/**/B04.tif' (sorted by "
-    "path; at most 10000 files)"))]
+RasterInputs = Annotated[
+    list[str], Field(min_length=1, max_length=10000, description=("Rasters to read, relative to the workspace, in order"))
+]
+InspectPath = Annotated[
+    str,
+    Field(
+        description=(
+            "Dataset path relative to the workspace (e.g. 'dem.tif'); also /vsizip/a.zip/b.tif, NETCDF:\"f.nc\":var, "
+            'HDF5:"f.h5"://x, GPKG:f.gpkg:layer'
+        )
+    ),
+]
+InputPattern = Annotated[
+    str | None,
+    Field(
+        description=(
+            "A glob inside the workspace instead of listing inputs, e.g. 'tiles/*.tif' or 'scenes/**/B04.tif' (sorted by "
+            "path; at most 10000 files)"
+        )
+    ),
+]
 
 # ----- outputs ----------------------------------------------------------------------------------
-RASTER_FORMATS = "GTiff (.tif), COG (format=\"COG\"), PNG (.png), JPEG (.jpg), netCDF (.nc), GPKG (.gpkg)"
-RasterOutput = Annotated[str, Field(description=(
-    f"Raster file to write, relative to the workspace; the extension picks the format unless format= is given: "
-    f"{RASTER_FORMATS}"))]
-MosaicOutput = Annotated[str, Field(description=(
-    f"Raster file to write, relative to the workspace; the extension picks the format unless format= is given: "
-    f"{RASTER_FORMATS}, or VRT (.vrt: a virtual mosaic referencing the inputs)"))]
-VECTOR_FORMATS = ("GPKG (.gpkg), ESRI Shapefile (.shp), GeoJSON (.geojson), FlatGeobuf (.fgb), GeoParquet "
-                  "(.parquet), CSV (.csv), KML (.kml), GML (.gml), GeoJSONSeq (.geojsonl)")
-VectorOutput = Annotated[str, Field(description=(
-    f"Vector file to write, relative to the workspace; the extension picks the format unless format= is given: "
-    f"{VECTOR_FORMATS}"))]
-OptionalVectorOutput = Annotated[str | None, Field(description=(
-    f"Also write the result as a vector file here (relative to the workspace): {VECTOR_FORMATS}"))]
+RASTER_FORMATS = 'GTiff (.tif), COG (format="COG"), PNG (.png), JPEG (.jpg), netCDF (.nc), GPKG (.gpkg)'
+RasterOutput = Annotated[
+    str,
+    Field(
+        description=(
+            f"Raster file to write, relative to the workspace; the extension picks the format unless format= is given: "
+            f"{RASTER_FORMATS}"
+        )
+    ),
+]
+MosaicOutput = Annotated[
+    str,
+    Field(
+        description=(
+            f"Raster file to write, relative to the workspace; the extension picks the format unless format= is given: "
+            f"{RASTER_FORMATS}, or VRT (.vrt: a virtual mosaic referencing the inputs)"
+        )
+    ),
+]
+VECTOR_FORMATS = (
+    "GPKG (.gpkg), ESRI Shapefile (.shp), GeoJSON (.geojson), FlatGeobuf (.fgb), GeoParquet "
+    "(.parquet), CSV (.csv), KML (.kml), GML (.gml), GeoJSONSeq (.geojsonl)"
+)
+VectorOutput = Annotated[
+    str,
+    Field(
+        description=(
+            f"Vector file to write, relative to the workspace; the extension picks the format unless format= is given: "
+            f"{VECTOR_FORMATS}"
+        )
+    ),
+]
+OptionalVectorOutput = Annotated[
+    str | None, Field(description=(f"Also write the result as a vector file here (relative to the workspace): {VECTOR_FORMATS}"))
+]
 CsvOutput = Annotated[str, Field(description="CSV file to write, relative to the workspace (.csv)")]
 PngOutput = Annotated[str | None, Field(description="Also save the PNG at this workspace path (.png)")]
-Overwrite = Annotated[bool, Field(description="Replace the output if it already exists (default false: refuse with "
-                                              "already-exists)")]
-RasterFormat = Annotated[str | None, Field(description=(
-    "GDAL raster driver short name: GTiff, COG, PNG, JPEG, netCDF, GPKG …; default from the output extension"))]
-MosaicFormat = Annotated[str | None, Field(description=(
-    "GDAL raster driver short name: GTiff, COG, VRT, PNG, JPEG, netCDF, GPKG …; default from the output extension"))]
-VectorFormat = Annotated[str | None, Field(description=(
-    "OGR driver short name: GPKG, ESRI Shapefile, GeoJSON, FlatGeobuf, Parquet, CSV, KML, GML …; default from the "
-    "output extension"))]
-CreationOptions = Annotated[dict[str, str | int | float | bool] | None, Field(description=(
-    'GDAL creation options (gdal_translate -co), e.g. {"COMPRESS": "DEFLATE", "TILED": "YES"}'))]
-OutputLayer = Annotated[str | None, Field(description=(
-    "Name of the layer written; default the input layer's name (the output file's name when the input is a raster)"))]
+Overwrite = Annotated[
+    bool, Field(description="Replace the output if it already exists (default false: refuse with already-exists)")
+]
+RasterFormat = Annotated[
+    str | None,
+    Field(
+        description=("GDAL raster driver short name: GTiff, COG, PNG, JPEG, netCDF, GPKG …; default from the output extension")
+    ),
+]
+MosaicFormat = Annotated[
+    str | None,
+    Field(
+        description=(
+            "GDAL raster driver short name: GTiff, COG, VRT, PNG, JPEG, netCDF, GPKG …; default from the output extension"
+        )
+    ),
+]
+VectorFormat = Annotated[
+    str | None,
+    Field(
+        description=(
+            "OGR driver short name: GPKG, ESRI Shapefile, GeoJSON, FlatGeobuf, Parquet, CSV, KML, GML …; default from the "
+            "output extension"
+        )
+    ),
+]
+#: words in a creation option's name that make it name a file or a URL (MRF DATANAME/INDEXNAME, netCDF CONFIG_FILE,
+#: JPEG 2000 GMLJP2V2_DEF, GML XSISCHEMAURI, PDF COMPOSITION_FILE …): GDAL would write or read that file
+FILE_OPTION_WORDS = (
+    "FILE",
+    "DATANAME",
+    "INDEXNAME",
+    "TEMPLATE",
+    "SCHEMA",
+    "XSD",
+    "URI",
+    "URL",
+    "PATH",
+    "DIR",
+    "_DEF",
+    "EXTRA_IMAGES",
+)
+
+
+def _options_checked(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Creation options write only the output asked for: an option that names a file or URL (by its name, or by a
+    value that is a path or URL) is refused before any work starts."""
+    for key, item in (value or {}).items():
+        text = str(item)
+        upper = str(key).upper()
+        if any(word in upper for word in FILE_OPTION_WORDS) and not text.lstrip().startswith(("{", "<")):
+            raise ValueError(
+                f"creation option {key} names a file or URL; this server writes only the output it is "
+                "asked for (leave the option out)"
+            )
+        if text.startswith(("/", "~", "\\")) or "://" in text or "../" in text or "..\\" in text:
+            raise ValueError(f"creation option {key}={text[:60]!r} is a path or URL; option values are settings, never files")
+    return value
+
+
+#: the validator every creation-option parameter carries
+OptionsCheck = AfterValidator(_options_checked)
+CreationOptions = Annotated[
+    dict[str, str | int | float | bool] | None,
+    OptionsCheck,
+    Field(description=('GDAL creation options (gdal_translate -co), e.g. {"COMPRESS": "DEFLATE", "TILED": "YES"}')),
+]
+OutputLayer = Annotated[
+    str | None,
+    Field(
+        description=(
+            "Name of the layer written; default the input layer's name (the output file's name when the input is a raster)"
+        )
+    ),
+]
 
 # ----- where ------------------------------------------------------------------------------------
-BBox = Annotated[list[float] | None, Field(min_length=4, max_length=4, description=(
-    "Area [minx, miny, maxx, maxy] in bbox_crs (default: the CRS of the data read)"))]
-BBoxCRS = Annotated[str | None, CrsCheck, Field(description=(
-    "CRS of bbox: EPSG:4326 for lon/lat, any code, name, PROJ string or WKT; default the CRS of the data read"))]
-GridBBox = Annotated[list[float] | None, Field(min_length=4, max_length=4, description=(
-    "Output extent [minx, miny, maxx, maxy] in bbox_crs (default: the output CRS), like gdalwarp -te"))]
-GridBBoxCRS = Annotated[str | None, CrsCheck, Field(description=(
-    "CRS of bbox: EPSG:4326 for lon/lat, any code, name, PROJ string or WKT; default the output CRS"))]
-Geometry = Annotated[dict[str, Any] | None, Field(description=(
-    "A GeoJSON geometry, Feature or FeatureCollection (polygons)"))]
+BBox = Annotated[
+    list[float] | None,
+    Field(
+        min_length=4, max_length=4, description=("Area [minx, miny, maxx, maxy] in bbox_crs (default: the CRS of the data read)")
+    ),
+]
+BBoxCRS = Annotated[
+    str | None,
+    CrsCheck,
+    Field(
+        description=("CRS of bbox: EPSG:4326 for lon/lat, any code, name, PROJ string or WKT; default the CRS of the data read")
+    ),
+]
+GridBBox = Annotated[
+    list[float] | None,
+    Field(
+        min_length=4,
+        max_length=4,
+        description=("Output extent [minx, miny, maxx, maxy] in bbox_crs (default: the output CRS), like gdalwarp -te"),
+    ),
+]
+GridBBoxCRS = Annotated[
+    str | None,
+    CrsCheck,
+    Field(description=("CRS of bbox: EPSG:4326 for lon/lat, any code, name, PROJ string or WKT; default the output CRS")),
+]
+Geometry = Annotated[dict[str, Any] | None, Field(description=("A GeoJSON geometry, Feature or FeatureCollection (polygons)"))]
 GeometryCRS = Annotated[str | None, CrsCheck, Field(description="CRS of geometry; default EPSG:4326, as GeoJSON says")]
 
 # ----- CRS --------------------------------------------------------------------------------------
-CRS_FORMS = ("EPSG:4326, 4326, OGC:CRS84, a name such as \"WGS 84 / UTM zone 32N\" or \"ETRS89 / LAEA Europe\", "
-             "a PROJ string or WKT")
+CRS_FORMS = 'EPSG:4326, 4326, OGC:CRS84, a name such as "WGS 84 / UTM zone 32N" or "ETRS89 / LAEA Europe", a PROJ string or WKT'
 DstCRS = Annotated[str, CrsCheck, Field(description=f"Target CRS: {CRS_FORMS}")]
 OptionalDstCRS = Annotated[str | None, CrsCheck, Field(description=f"Target CRS: {CRS_FORMS}")]
-SrcCRS = Annotated[str | None, CrsCheck, Field(description=(
-    f"Override the input's CRS, or give one it lacks: {CRS_FORMS}"))]
+SrcCRS = Annotated[str | None, CrsCheck, Field(description=(f"Override the input's CRS, or give one it lacks: {CRS_FORMS}"))]
 
 # ----- values -----------------------------------------------------------------------------------
-ResamplingParam = Annotated[Resampling, Field(description=(
-    "nearest for categorical data (classes, land cover); bilinear/cubic/lanczos for continuous data (elevation, "
-    "reflectance); average/mode when shrinking a lot"))]
-OutputType = Annotated[DataType | None, Field(description=(
-    "Output data type; values are rounded and clamped as GDAL does; default the input's"))]
+ResamplingParam = Annotated[
+    Resampling,
+    Field(
+        description=(
+            "nearest for categorical data (classes, land cover); bilinear/cubic/lanczos for continuous data (elevation, "
+            "reflectance); average/mode when shrinking a lot"
+        )
+    ),
+]
+OutputType = Annotated[
+    DataType | None, Field(description=("Output data type; values are rounded and clamped as GDAL does; default the input's"))
+]
 Nodata = Annotated[float | None, Field(description="Nodata value to declare on the output")]
-Layer = Annotated[str | None, Field(description=(
-    "Layer to read; required when the source has several (vector_info lists them)"))]
+Layer = Annotated[str | None, Field(description=("Layer to read; required when the source has several (vector_info lists them)"))]
 Where = Annotated[str | None, Field(description="Attribute filter (OGR SQL WHERE), e.g. \"continent = 'Africa'\"")]
-Units = Annotated[DistanceUnits, Field(description=(
-    "Units of the distance: m (default), km, ft, mi — ground distances, applied in a local projected CRS on lon/lat "
-    "layers — or deg / layer (the layer's own units: degrees on EPSG:4326) when asked for explicitly"))]
-MeasureUnits = Annotated[MeasureUnitName, Field(description=(
-    "Units of the measures: m (m² and m, default), km (km², km), ha (area in hectares, lengths in m), ft (ft², ft), "
-    "mi (mi², mi); geodesic on lon/lat layers, planar in the CRS's unit converted on projected layers"))]
+Units = Annotated[
+    DistanceUnits,
+    Field(
+        description=(
+            "Units of the distance: m (default), km, ft, mi — ground distances, applied in a local projected CRS on lon/lat "
+            "layers — or deg / layer (the layer's own units: degrees on EPSG:4326) when asked for explicitly"
+        )
+    ),
+]
+MeasureUnits = Annotated[
+    MeasureUnitName,
+    Field(
+        description=(
+            "Units of the measures: m (m² and m, default), km (km², km), ha (area in hectares, lengths in m), ft (ft², ft), "
+            "mi (mi², mi); geodesic on lon/lat layers, planar in the CRS's unit converted on projected layers"
+        )
+    ),
+]
 Band = Annotated[int, Field(ge=1, description="Band to read (1-based)")]
 Bands = Annotated[list[int] | None, Field(description="Bands to read (1-based); default all")]
 
 
 def resolution_description(crs_of: str) -> str:
     """The description of a `resolution` parameter, naming the units it is in."""
-    return (f"Output pixel size in the units of {crs_of}: metres for a projected CRS such as UTM, DEGREES for a "
-            "geographic CRS such as EPSG:4326 (0.0001 deg is about 11 m); one number or [xres, yres]")
+    return (
+        f"Output pixel size in the units of {crs_of}: metres for a projected CRS such as UTM, DEGREES for a "
+        "geographic CRS such as EPSG:4326 (0.0001 deg is about 11 m); one number or [xres, yres]"
+    )
 
 
-Resolution = Annotated[float | list[float] | None, Field(description=resolution_description("dst_crs (or of the input "
-                                                                                             "when dst_crs is not given)"))]
-Size = Annotated[list[int] | None, Field(min_length=2, max_length=2, description=(
-    "Output [width, height] in pixels; not with resolution"))]
+Resolution = Annotated[
+    float | list[float] | None, Field(description=resolution_description("dst_crs (or of the input when dst_crs is not given)"))
+]
+Size = Annotated[
+    list[int] | None, Field(min_length=2, max_length=2, description=("Output [width, height] in pixels; not with resolution"))
+]
 
 
 def as_bbox(bbox: list[float] | None) -> tuple[float, float, float, float] | None:

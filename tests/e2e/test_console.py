@@ -40,7 +40,8 @@ CHROMEDRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver) to drive a real "
-           "browser; .ci/run installs them when it can")
+    "browser; .ci/run installs them when it can",
+)
 
 
 def sha256(path: Path) -> str:
@@ -81,9 +82,29 @@ class Server:
         env["GDAL_MCP_TOKEN"] = TOKEN
         env["GDAL_MCP_CONSOLE_TOKEN"] = CONSOLE_TOKEN
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gdal_mcp", "--transport", "http", "--port", str(self.port), "--workspace",
-             str(self.ws), "--workers", "2", "--timeout", "300", "--confirm", "destructive", "--audit-log",
-             str(self.audit)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            [
+                sys.executable,
+                "-m",
+                "gdal_mcp",
+                "--transport",
+                "http",
+                "--port",
+                str(self.port),
+                "--workspace",
+                str(self.ws),
+                "--workers",
+                "2",
+                "--timeout",
+                "300",
+                "--confirm",
+                "destructive",
+                "--audit-log",
+                str(self.audit),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         self.stderr: list[str] = []
         threading.Thread(target=self._read_stderr, daemon=True).start()
         wait_listening(self.port, self.proc)
@@ -96,8 +117,7 @@ class Server:
 
     def login_links(self) -> list[str]:
         """The one-time login links the server printed on its stderr (what the person running it sees)."""
-        return [m.group(0) for line in self.stderr for m in [re.search(r"http://\S+/console/login\?key=\S+", line)]
-                if m]
+        return [m.group(0) for line in self.stderr for m in [re.search(r"http://\S+/console/login\?key=\S+", line)] if m]
 
     def decisions(self) -> list[dict[str, Any]]:
         return [r for r in map(json.loads, self.audit.read_text().splitlines()) if r.get("event") == "confirmation"]
@@ -123,8 +143,14 @@ def browser() -> Iterator[Any]:
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM  # type: ignore[assignment]
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600",
-                "--no-proxy-server"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1600",
+        "--no-proxy-server",
+    ):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
     try:
@@ -200,8 +226,9 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
         assert not card.find_elements(By.CSS_SELECTOR, "button.approve"), "a viewer session got an Approve button"
         viewer = {"gdal_mcp_console": d.get_cookie("gdal_mcp_console")["value"]}
         csrf = d.find_element(By.CSS_SELECTOR, 'meta[name="csrf-token"]').get_attribute("content")
-        r = httpx2.post(f"{s.base}/console/confirmations/{cid}/approve", cookies=viewer,
-                        headers={"X-CSRF-Token": csrf, "Origin": s.base})
+        r = httpx2.post(
+            f"{s.base}/console/confirmations/{cid}/approve", cookies=viewer, headers={"X-CSRF-Token": csrf, "Origin": s.base}
+        )
         assert r.status_code == 403, r.text
         assert (await call(c, "confirmation_status", confirmation_id=cid))[1]["status"] == "pending"
 
@@ -221,8 +248,12 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
         jar = {"gdal_mcp_console": cookie["value"]}
         assert httpx2.get(f"{s.base}/console/state", cookies=jar).status_code == 200
         assert httpx2.post(f"{s.base}/console/confirmations/{cid}/deny", cookies=jar).status_code == 403
-        assert httpx2.post(f"{s.base}/console/confirmations/{cid}/deny", cookies=jar, headers={
-            "X-CSRF-Token": "forged", "Origin": s.base}).status_code == 403
+        assert (
+            httpx2.post(
+                f"{s.base}/console/confirmations/{cid}/deny", cookies=jar, headers={"X-CSRF-Token": "forged", "Origin": s.base}
+            ).status_code
+            == 403
+        )
         assert not re.search(r'(src|href)="(https?:)?//', d.page_source)  # everything from this server: no CDN
 
         # ---- approve; the repeated call runs; the page shows the job finished --------------------
@@ -234,24 +265,28 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
         assert not err, res
         with rasterio.open(s.ws / "out/a.tif") as ds:
             assert ds.crs.to_epsg() == 4326
-        row = await asyncio.to_thread(wait, d, "tr.job.finished", 30,
-                                      lambda e: e.find_element(By.CSS_SELECTOR, "td.tool").text == "raster_reproject")
+        row = await asyncio.to_thread(
+            wait, d, "tr.job.finished", 30, lambda e: e.find_element(By.CSS_SELECTOR, "td.tool").text == "raster_reproject"
+        )
         assert "finished" in row.text
         # an approval runs one call
         err, res = await call(c, "raster_reproject", **args, confirmation_id=cid)
         assert err and res["error"]["code"] == "confirmation-required" and res["error"]["confirmation_id"] != cid
         stale = res["error"]["confirmation_id"]
         # the new output shows with a quicklook drawn by the preview engine
-        img = await asyncio.to_thread(wait, d, 'li.output[data-path="out/a.tif"] img', 30,
-                                      lambda e: d.execute_script("return arguments[0].complete && "
-                                                                 "arguments[0].naturalWidth > 0", e))
+        img = await asyncio.to_thread(
+            wait,
+            d,
+            'li.output[data-path="out/a.tif"] img',
+            30,
+            lambda e: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", e),
+        )
         assert img.get_attribute("alt") == "quicklook of out/a.tif"
 
         # ---- an approval binds to the files: changed since, it is void ---------------------------
         r = httpx2.post(f"{s.base}/console/confirmations/{stale}/approve", headers={"Authorization": f"Bearer {TOKEN}"})
         assert r.status_code == 403, r.text
-        r = httpx2.post(f"{s.base}/console/confirmations/{stale}/approve",
-                        headers={"Authorization": f"Bearer {CONSOLE_TOKEN}"})
+        r = httpx2.post(f"{s.base}/console/confirmations/{stale}/approve", headers={"Authorization": f"Bearer {CONSOLE_TOKEN}"})
         assert r.status_code == 200, r.text
         with open(s.ws / "out/a.tif", "ab") as fh:
             fh.write(b"\0" * 10)
@@ -284,8 +319,9 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
                 break
         cpu_before = {p: _cpu(p) for p in workers_before}
         long_call = asyncio.create_task(call(c, "raster_stats", input="huge.vrt"))
-        row = await asyncio.to_thread(wait, d, "tr.job.running", 60,
-                                      lambda e: e.find_element(By.CSS_SELECTOR, "td.tool").text == "raster_stats")
+        row = await asyncio.to_thread(
+            wait, d, "tr.job.running", 60, lambda e: e.find_element(By.CSS_SELECTOR, "td.tool").text == "raster_stats"
+        )
         jid = row.get_attribute("data-id")
         await asyncio.sleep(1.0)
         busy = [p for p in workers_before if alive(p) and _cpu(p) > cpu_before[p] + 20]  # >0.2 s CPU in 1 s
@@ -303,10 +339,16 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
     key = links[0].rsplit("key=", 1)[1]
     link_fp = "link:sha256:" + hashlib.sha256(key.encode()).hexdigest()[:12]
     console_fp = "sha256:" + hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()[:12]
-    console = [(r["tool"], r["answer"], r.get("token")) for r in s.decisions() if r["channel"] == "console"
-               and r["answer"] in ("approved", "declined")]
-    assert console == [("raster_reproject", "approved", link_fp), ("raster_reproject", "approved", console_fp),
-                       ("raster_convert", "declined", link_fp)]
+    console = [
+        (r["tool"], r["answer"], r.get("token"))
+        for r in s.decisions()
+        if r["channel"] == "console" and r["answer"] in ("approved", "declined")
+    ]
+    assert console == [
+        ("raster_reproject", "approved", link_fp),
+        ("raster_reproject", "approved", console_fp),
+        ("raster_convert", "declined", link_fp),
+    ]
     assert [r["answer"] for r in s.decisions() if r["channel"] == "console" and r["answer"] == "void"] == ["void"]
     cancels = [r for r in map(json.loads, s.audit.read_text().splitlines()) if r.get("tool") == "raster_stats"]
     assert [r["outcome"] for r in cancels] == ["cancel-requested", "cancelled"]

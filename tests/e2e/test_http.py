@@ -31,9 +31,12 @@ def start(ws: Path, port: int, token: str | None, *extra: str) -> subprocess.Pop
     env["GDAL_MCP_CONFIRM"] = "never"  # the overwrite below is not about confirmation (test_confirm.py is)
     if token:
         env["GDAL_MCP_TOKEN"] = token
-    return subprocess.Popen([sys.executable, "-m", "gdal_mcp", "--transport", "http", "--port", str(port),
-                             "--workspace", str(ws), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gdal_mcp", "--transport", "http", "--port", str(port), "--workspace", str(ws), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
 
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -67,8 +70,12 @@ def with_token(http_ws: Path) -> Iterator[str]:
 
 
 def post(url: str, headers: dict[str, str]) -> httpx2.Response:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
     return httpx2.post(url, json=body, headers={"Accept": "application/json, text/event-stream", **headers})
 
 
@@ -104,8 +111,7 @@ async def test_client_with_token_calls_tools(with_token: str, http_ws: Path) -> 
     async with Client(with_token, auth=TOKEN) as c:
         r = await c.call_tool("raster_info", {"path": "raster/slope.tif", "stats": True})
         assert r.structured_content["bands"][0]["statistics"]["valid_count"] > 0
-        r = await c.call_tool("raster_convert", {"input": "raster/float_nan.tif", "output": "out/http.tif",
-                                                 "overwrite": True})
+        r = await c.call_tool("raster_convert", {"input": "raster/float_nan.tif", "output": "out/http.tif", "overwrite": True})
         blob = (await c.read_resource(r.structured_content["uri"]))[0].blob
         assert base64.b64decode(blob) == (http_ws / "out" / "http.tif").read_bytes()
         r = await c.call_tool("raster_info", {"path": "/etc/passwd"}, raise_on_error=False)

@@ -29,11 +29,18 @@ def test_only_allowed_drivers_stay_registered(tmp_path: Path) -> None:
     import json
 
     lbl = tmp_path / "x.lbl"
-    lbl.write_text("PDS_VERSION_ID = PDS3\nRECORD_TYPE = FIXED_LENGTH\nRECORD_BYTES = 8\n^IMAGE = 1\nOBJECT = IMAGE\n"
-                   "LINES = 1\nLINE_SAMPLES = 8\nSAMPLE_BITS = 8\nSAMPLE_TYPE = UNSIGNED_INTEGER\nEND_OBJECT = IMAGE\nEND\n")
+    lbl.write_text(
+        "PDS_VERSION_ID = PDS3\nRECORD_TYPE = FIXED_LENGTH\nRECORD_BYTES = 8\n^IMAGE = 1\nOBJECT = IMAGE\n"
+        "LINES = 1\nLINE_SAMPLES = 8\nSAMPLE_BITS = 8\nSAMPLE_TYPE = UNSIGNED_INTEGER\nEND_OBJECT = IMAGE\nEND\n"
+    )
     tif = Path(__file__).resolve().parents[1] / "data" / "raster" / "RGB.byte.tif"
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(lbl), str(tif)], capture_output=True, text=True,
-                         timeout=120, cwd=Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(lbl), str(tif)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     allowed = set(got["allowed"])

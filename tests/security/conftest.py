@@ -81,8 +81,10 @@ def secrets(tmp_path_factory: pytest.TempPathFactory) -> Secrets:
     token = "SECRET" + uuid.uuid4().hex
     (d / "secret.txt").write_text(f"{token}\n" * 64)
     (d / "secret.csv").write_text(f"id,name,WKT\n1,{token},POINT (1 2)\n")
-    (d / "secret.prj").write_text(f'GEOGCS["{token}",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563]],'
-                                  'PRIMEM["Greenwich",0],UNIT["degree",0.0174532925199433]]')
+    (d / "secret.prj").write_text(
+        f'GEOGCS["{token}",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563]],'
+        'PRIMEM["Greenwich",0],UNIT["degree",0.0174532925199433]]'
+    )
     (d / "secret.idx").write_bytes((0).to_bytes(8, "big") + (64).to_bytes(8, "big"))
     for ext in ("shp", "shx", "dbf", "prj"):
         shutil.copy(DATA / "vector" / f"points.{ext}", d / f"secret.{ext}")
@@ -92,8 +94,11 @@ def secrets(tmp_path_factory: pytest.TempPathFactory) -> Secrets:
 
 def server_params(ws: Path, *extra: str, env: dict[str, str] | None = None) -> StdioServerParameters:
     base = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    return StdioServerParameters(command=sys.executable, args=["-m", "gdal_mcp", "--workspace", str(ws), "--confirm",
-                                                               "never", *extra], env={**base, **(env or {})})
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gdal_mcp", "--workspace", str(ws), "--confirm", "never", *extra],
+        env={**base, **(env or {})},
+    )
 
 
 @asynccontextmanager
@@ -114,8 +119,9 @@ def everything_returned(result: Any) -> str:
     return "\n".join(parts)
 
 
-async def attack(s: ClientSession, tool: str, args: dict[str, Any], *, secrets: Secrets, canary: Canary,
-                 codes: set[str] | None = None) -> str:
+async def attack(
+    s: ClientSession, tool: str, args: dict[str, Any], *, secrets: Secrets, canary: Canary, codes: set[str] | None = None
+) -> str:
     """Call `tool` as an attacker; assert it was refused with one of `codes` (default: any stable refusal), that no
     secret byte and no connection got out, and that the server answers the next call. Returns the error code."""
     before = len(canary.hits)

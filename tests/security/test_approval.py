@@ -33,9 +33,25 @@ class Http:
         self.port = free_port()
         base = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gdal_mcp", "--transport", "http", "--port", str(self.port), "--workspace", str(ws),
-             "--confirm", "destructive", "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            env={**base, **env})
+            [
+                sys.executable,
+                "-m",
+                "gdal_mcp",
+                "--transport",
+                "http",
+                "--port",
+                str(self.port),
+                "--workspace",
+                str(ws),
+                "--confirm",
+                "destructive",
+                "--workers",
+                "1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**base, **env},
+        )
         self.stderr: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
         wait_listening(self.port, self.proc)
@@ -104,16 +120,19 @@ async def test_the_mcp_token_cannot_approve(with_tokens: Http) -> None:
         jar = {"gdal_mcp_console": login.cookies["gdal_mcp_console"]}
         page = httpx2.get(f"{s.base}/console/app", cookies=jar).text
         csrf = re.search(r'name="csrf-token" content="([^"]+)"', page).group(1)  # type: ignore[union-attr]
-        r = httpx2.post(f"{s.base}/console/confirmations/{cid}/approve", cookies=jar,
-                        headers={"X-CSRF-Token": csrf, "Origin": s.base})
+        r = httpx2.post(
+            f"{s.base}/console/confirmations/{cid}/approve", cookies=jar, headers={"X-CSRF-Token": csrf, "Origin": s.base}
+        )
         assert r.status_code == 403 and "only read" in r.json()["error"]["message"]
         assert httpx2.get(f"{s.base}/console/state", cookies=jar).json()["role"] == "viewer"
         r = await c.call_tool("raster_convert", {**args, "confirmation_id": cid}, raise_on_error=False)
         assert r.is_error and r.structured_content["error"]["code"] == "confirmation-required"
         assert digest(s.ws / "copy.tif") == before
         # the person's credential decides; then the call runs
-        r = httpx2.post(f"{s.base}/console/confirmations/{cid}/approve",
-                        headers={"Authorization": f"Bearer {CONSOLE_TOKEN}", "Origin": s.base})
+        r = httpx2.post(
+            f"{s.base}/console/confirmations/{cid}/approve",
+            headers={"Authorization": f"Bearer {CONSOLE_TOKEN}", "Origin": s.base},
+        )
         assert r.status_code == 200, r.text
         r = await c.call_tool("raster_convert", {**args, "confirmation_id": cid}, raise_on_error=False)
         assert not r.is_error, r.structured_content
@@ -130,8 +149,9 @@ async def test_loopback_without_tokens_reads_but_needs_the_login_link(loopback: 
         jar = {"gdal_mcp_console": open_session.cookies["gdal_mcp_console"]}
         page = httpx2.get(f"{s.base}/console/app", cookies=jar).text
         csrf = re.search(r'name="csrf-token" content="([^"]+)"', page).group(1)  # type: ignore[union-attr]
-        r = httpx2.post(f"{s.base}/console/confirmations/{cid}/approve", cookies=jar,
-                        headers={"X-CSRF-Token": csrf, "Origin": s.base})
+        r = httpx2.post(
+            f"{s.base}/console/confirmations/{cid}/approve", cookies=jar, headers={"X-CSRF-Token": csrf, "Origin": s.base}
+        )
         assert r.status_code == 403
         assert httpx2.post(f"{s.base}/console/confirmations/{cid}/approve", headers={"Origin": s.base}).status_code == 403
         # asking for a new link prints it where the server runs, never in the answer
@@ -146,8 +166,9 @@ async def test_loopback_without_tokens_reads_but_needs_the_login_link(loopback: 
         pjar = {"gdal_mcp_console": person.cookies["gdal_mcp_console"]}
         page = httpx2.get(f"{s.base}/console/app", cookies=pjar).text
         pcsrf = re.search(r'name="csrf-token" content="([^"]+)"', page).group(1)  # type: ignore[union-attr]
-        r = httpx2.post(f"{s.base}/console/confirmations/{cid}/approve", cookies=pjar,
-                        headers={"X-CSRF-Token": pcsrf, "Origin": s.base})
+        r = httpx2.post(
+            f"{s.base}/console/confirmations/{cid}/approve", cookies=pjar, headers={"X-CSRF-Token": pcsrf, "Origin": s.base}
+        )
         assert r.status_code == 200, r.text
         r = await c.call_tool("raster_convert", {**args, "confirmation_id": cid}, raise_on_error=False)
         assert not r.is_error, r.structured_content
@@ -155,9 +176,12 @@ async def test_loopback_without_tokens_reads_but_needs_the_login_link(loopback: 
 
 def test_the_console_token_must_differ_from_the_mcp_token(tmp_path: Path) -> None:
     base = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    r = subprocess.run([sys.executable, "-m", "gdal_mcp", "--transport", "http", "--workspace", str(tmp_path)],
-                       env={**base, "GDAL_MCP_TOKEN": "same", "GDAL_MCP_CONSOLE_TOKEN": "same"}, capture_output=True,
-                       timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "gdal_mcp", "--transport", "http", "--workspace", str(tmp_path)],
+        env={**base, "GDAL_MCP_TOKEN": "same", "GDAL_MCP_CONSOLE_TOKEN": "same"},
+        capture_output=True,
+        timeout=60,
+    )
     assert r.returncode != 0 and b"must differ" in r.stderr
 
 
@@ -171,10 +195,12 @@ async def test_another_syntax_of_the_same_path_still_asks(tmp_path: Path) -> Non
     (ws / "g2.tif.ovr").write_text("the user's own file")
     before = {p.name: digest(p) for p in ws.iterdir() if p.is_file()}
     async with session(ws, "--confirm", "destructive") as s:
-        for tool, args in (("raster_edit", {"input": "file://good.tif", "metadata": {"PWNED": "1"}}),
-                           ("raster_overviews", {"input": "file://good.tif", "action": "add"}),
-                           ("raster_overviews", {"input": "file://g2.tif", "action": "add", "external": True}),
-                           ("raster_overviews", {"input": "file://good.tif", "action": "delete"})):
+        for tool, args in (
+            ("raster_edit", {"input": "file://good.tif", "metadata": {"PWNED": "1"}}),
+            ("raster_overviews", {"input": "file://good.tif", "action": "add"}),
+            ("raster_overviews", {"input": "file://g2.tif", "action": "add", "external": True}),
+            ("raster_overviews", {"input": "file://good.tif", "action": "delete"}),
+        ):
             r = await s.call_tool(tool, args)
             assert r.is_error and r.structured_content["error"]["code"] == "confirmation-required", (tool, r)
         r = await s.call_tool("raster_overviews", {"input": "file://g2.tif", "action": "add", "external": True})

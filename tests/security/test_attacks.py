@@ -26,9 +26,11 @@ def ws(tmp_path_factory: pytest.TempPathFactory, secrets: Secrets, canary: Canar
     ws = workspace(tmp_path_factory.mktemp("attacks"))
     out, url = secrets.path, canary.url
     rel_out = os.path.relpath(secrets.dir, ws)
-    vrt = ('<VRTDataset rasterXSize="791" rasterYSize="718"><VRTRasterBand dataType="Byte" band="1">'
-           '<SimpleSource><{tag}{attr}>{src}</{tag}><SourceBand>1</SourceBand></SimpleSource>'
-           '</VRTRasterBand></VRTDataset>')
+    vrt = (
+        '<VRTDataset rasterXSize="791" rasterYSize="718"><VRTRasterBand dataType="Byte" band="1">'
+        "<SimpleSource><{tag}{attr}>{src}</{tag}><SourceBand>1</SourceBand></SimpleSource>"
+        "</VRTRasterBand></VRTDataset>"
+    )
     files = {
         "abs.vrt": vrt.format(tag="SourceFilename", attr="", src=out("secret.tif")),
         "lower.vrt": vrt.format(tag="sourcefilename", attr="", src=out("secret.tif")),
@@ -39,63 +41,97 @@ def ws(tmp_path_factory: pytest.TempPathFactory, secrets: Secrets, canary: Canar
         "proc.vrt": vrt.format(tag="SourceFilename", attr="", src="/proc/self/environ"),
         "subfile.vrt": vrt.format(tag="SourceFilename", attr="", src=f"/vsisubfile/0_64,{out('secret.txt')}"),
         "nested.vrt": vrt.format(tag="SourceFilename", attr=' relativeToVRT="1"', src="lower.vrt"),
-        "python.vrt": ('<VRTDataset rasterXSize="8" rasterYSize="8"><VRTRasterBand dataType="Byte" band="1" '
-                       'subClass="VRTDerivedRasterBand"><PixelFunctionType>f</PixelFunctionType>'
-                       '<PixelFunctionLanguage>Python</PixelFunctionLanguage><PixelFunctionCode><![CDATA[\n'
-                       f'def f(in_ar, out_ar, *args, **kw):\n    out_ar[:] = len(open("{out("secret.txt")}").read())\n'
-                       ']]></PixelFunctionCode></VRTRasterBand></VRTDataset>'),
-        "rel.mrf": ('<MRF_META><Raster><Size x="64" y="1" c="1"/><Compression>NONE</Compression>'
-                    f'<DataType>Byte</DataType><DataFile>{rel_out}/secret.txt</DataFile>'
-                    f'<IndexFile>{rel_out}/secret.idx</IndexFile></Raster></MRF_META>'),
-        "curl.mrf": ('<MRF_META><Raster><Size x="64" y="1" c="1"/><Compression>NONE</Compression>'
-                     f'<DataType>Byte</DataType><DataFile>/vsicurl/{url}/d</DataFile>'
-                     f'<IndexFile>/vsicurl/{url}/i</IndexFile></Raster></MRF_META>'),
-        "x.ers": ('DatasetHeader Begin\n\tVersion = "6.0"\n\tDataSetType = ERStorage\n\tDataType = Raster\n\t'
-                  'ByteOrder = LSBFirst\n\tCoordinateSpace Begin\n\t\tDatum = "RAW"\n\t\tProjection = "RAW"\n\t\t'
-                  'CoordinateType = RAW\n\tCoordinateSpace End\n\tRasterInfo Begin\n\t\tCellType = Unsigned8BitInteger'
-                  '\n\t\tNrOfLines = 1\n\t\tNrOfCellsPerLine = 64\n\t\tNrOfBands = 1\n\tRasterInfo End\n'
-                  f'DatasetHeader End\nDataFile = "{out("secret.txt")}"\n'),
-        "x.lbl": ('PDS_VERSION_ID = PDS3\nRECORD_TYPE = FIXED_LENGTH\nRECORD_BYTES = 64\n'
-                  f'^IMAGE = ("{out("secret.txt")}", 1)\nOBJECT = IMAGE\nLINES = 1\nLINE_SAMPLES = 64\n'
-                  'SAMPLE_BITS = 8\nSAMPLE_TYPE = UNSIGNED_INTEGER\nEND_OBJECT = IMAGE\nEND\n'),
-        "isis.cub": ('Object = IsisCube\n  Object = Core\n    ^Core = "' + out("secret.txt") + '"\n'
-                     '    Group = Dimensions\n      Samples = 64\n      Lines = 1\n      Bands = 1\n    End_Group\n'
-                     '    Group = Pixels\n      Type = UnsignedByte\n      ByteOrder = Lsb\n      Base = 0.0\n'
-                     '      Multiplier = 1.0\n    End_Group\n  End_Object\nEnd_Object\nEnd\n'),
-        "wms.xml": (f'<GDAL_WMS><Service name="TMS"><ServerUrl>{url}/${{z}}/${{x}}/${{y}}.png</ServerUrl></Service>'
-                    '<DataWindow><UpperLeftX>-20037508.34</UpperLeftX><UpperLeftY>20037508.34</UpperLeftY>'
-                    '<LowerRightX>20037508.34</LowerRightX><LowerRightY>-20037508.34</LowerRightY><TileLevel>1'
-                    '</TileLevel><TileCountX>1</TileCountX><TileCountY>1</TileCountY><YOrigin>top</YOrigin>'
-                    '</DataWindow><Projection>EPSG:3857</Projection><BlockSizeX>256</BlockSizeX><BlockSizeY>256'
-                    '</BlockSizeY><BandsCount>3</BandsCount></GDAL_WMS>'),
-        "wmts.xml": f'<GDAL_WMTS><GetCapabilitiesUrl>{url}/wmts?</GetCapabilitiesUrl><Layer>x</Layer></GDAL_WMTS>',
-        "pipe.gdalg.json": ('{"type": "gdal_streamed_alg", "command_line": "gdal raster read '
-                            + out("secret.tif") + ' ! write --of stream streamed_dataset"}'),
+        "python.vrt": (
+            '<VRTDataset rasterXSize="8" rasterYSize="8"><VRTRasterBand dataType="Byte" band="1" '
+            'subClass="VRTDerivedRasterBand"><PixelFunctionType>f</PixelFunctionType>'
+            "<PixelFunctionLanguage>Python</PixelFunctionLanguage><PixelFunctionCode><![CDATA[\n"
+            f'def f(in_ar, out_ar, *args, **kw):\n    out_ar[:] = len(open("{out("secret.txt")}").read())\n'
+            "]]></PixelFunctionCode></VRTRasterBand></VRTDataset>"
+        ),
+        "rel.mrf": (
+            '<MRF_META><Raster><Size x="64" y="1" c="1"/><Compression>NONE</Compression>'
+            f"<DataType>Byte</DataType><DataFile>{rel_out}/secret.txt</DataFile>"
+            f"<IndexFile>{rel_out}/secret.idx</IndexFile></Raster></MRF_META>"
+        ),
+        "curl.mrf": (
+            '<MRF_META><Raster><Size x="64" y="1" c="1"/><Compression>NONE</Compression>'
+            f"<DataType>Byte</DataType><DataFile>/vsicurl/{url}/d</DataFile>"
+            f"<IndexFile>/vsicurl/{url}/i</IndexFile></Raster></MRF_META>"
+        ),
+        "x.ers": (
+            'DatasetHeader Begin\n\tVersion = "6.0"\n\tDataSetType = ERStorage\n\tDataType = Raster\n\t'
+            'ByteOrder = LSBFirst\n\tCoordinateSpace Begin\n\t\tDatum = "RAW"\n\t\tProjection = "RAW"\n\t\t'
+            "CoordinateType = RAW\n\tCoordinateSpace End\n\tRasterInfo Begin\n\t\tCellType = Unsigned8BitInteger"
+            "\n\t\tNrOfLines = 1\n\t\tNrOfCellsPerLine = 64\n\t\tNrOfBands = 1\n\tRasterInfo End\n"
+            f'DatasetHeader End\nDataFile = "{out("secret.txt")}"\n'
+        ),
+        "x.lbl": (
+            "PDS_VERSION_ID = PDS3\nRECORD_TYPE = FIXED_LENGTH\nRECORD_BYTES = 64\n"
+            f'^IMAGE = ("{out("secret.txt")}", 1)\nOBJECT = IMAGE\nLINES = 1\nLINE_SAMPLES = 64\n'
+            "SAMPLE_BITS = 8\nSAMPLE_TYPE = UNSIGNED_INTEGER\nEND_OBJECT = IMAGE\nEND\n"
+        ),
+        "isis.cub": (
+            'Object = IsisCube\n  Object = Core\n    ^Core = "' + out("secret.txt") + '"\n'
+            "    Group = Dimensions\n      Samples = 64\n      Lines = 1\n      Bands = 1\n    End_Group\n"
+            "    Group = Pixels\n      Type = UnsignedByte\n      ByteOrder = Lsb\n      Base = 0.0\n"
+            "      Multiplier = 1.0\n    End_Group\n  End_Object\nEnd_Object\nEnd\n"
+        ),
+        "wms.xml": (
+            f'<GDAL_WMS><Service name="TMS"><ServerUrl>{url}/${{z}}/${{x}}/${{y}}.png</ServerUrl></Service>'
+            "<DataWindow><UpperLeftX>-20037508.34</UpperLeftX><UpperLeftY>20037508.34</UpperLeftY>"
+            "<LowerRightX>20037508.34</LowerRightX><LowerRightY>-20037508.34</LowerRightY><TileLevel>1"
+            "</TileLevel><TileCountX>1</TileCountX><TileCountY>1</TileCountY><YOrigin>top</YOrigin>"
+            "</DataWindow><Projection>EPSG:3857</Projection><BlockSizeX>256</BlockSizeX><BlockSizeY>256"
+            "</BlockSizeY><BandsCount>3</BandsCount></GDAL_WMS>"
+        ),
+        "wmts.xml": f"<GDAL_WMTS><GetCapabilitiesUrl>{url}/wmts?</GetCapabilitiesUrl><Layer>x</Layer></GDAL_WMTS>",
+        "pipe.gdalg.json": (
+            '{"type": "gdal_streamed_alg", "command_line": "gdal raster read '
+            + out("secret.tif")
+            + ' ! write --of stream streamed_dataset"}'
+        ),
         "index.gti.fgb": "not really a tile index",
-        "items.json": ('{"type": "FeatureCollection", "features": [{"type": "Feature", "stac_version": "1.0.0", '
-                       f'"id": "x", "assets": {{"b": {{"href": "{url}/b.tif", "type": "image/tiff"}}}}, '
-                       '"geometry": null, "properties": {"datetime": "2020-01-01T00:00:00Z"}}]}'),
-        "ogr_abs.vrt": (f'<OGRVRTDataSource><OGRVRTLayer name="secret"><SrcDataSource>{out("secret.csv")}'
-                        '</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>'),
-        "ogr_prefix.vrt": (f'<OGRVRTDataSource><OGRVRTLayer name="secret"><SrcDataSource>CSV:{out("secret.csv")}'
-                           '</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>'),
-        "ogr_rel.vrt": ('<OGRVRTDataSource><OGRVRTLayer name="secret"><SrcDataSource relativeToVRT="1">'
-                        f'{rel_out}/secret.csv</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>'),
-        "ogr_curl.vrt": (f'<OGRVRTDataSource><OGRVRTLayer name="x"><SrcDataSource>/vsicurl/{url}/x.csv'
-                         '</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>'),
-        "ogr_upper.vrt": (f'<OGRVRTDATASOURCE><OGRVRTLAYER name="secret"><SRCDATASOURCE>{out("secret.csv")}'
-                          '</SRCDATASOURCE></OGRVRTLAYER></OGRVRTDATASOURCE>'),
-        "pam.tif.aux.xml": ('<PAMDataset><Metadata domain="OVERVIEWS"><MDI key="OVERVIEW_FILE">'
-                            f'{out("secret.tif")}</MDI></Metadata></PAMDataset>'),
-        "xlink.gml": ('<?xml version="1.0"?><ogr:FeatureCollection xmlns:ogr="http://ogr.maptools.org/" '
-                      'xmlns:gml="http://www.opengis.net/gml" xmlns:xlink="http://www.w3.org/1999/xlink" '
-                      'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
-                      f'xsi:schemaLocation="http://ogr.maptools.org/ {url}/schema.xsd"><gml:featureMember>'
-                      f'<ogr:p fid="p.0"><ogr:geometryProperty xlink:href="{url}/geom.gml#g1"/>'
-                      '<ogr:name>a</ogr:name></ogr:p></gml:featureMember></ogr:FeatureCollection>'),
-        "net.kml": ('<?xml version="1.0"?><kml xmlns="http://www.opengis.net/kml/2.2"><Document><Placemark><name>a'
-                    '</name><Point><coordinates>1,2</coordinates></Point></Placemark><NetworkLink><Link><href>'
-                    f'{url}/more.kml</href></Link></NetworkLink></Document></kml>'),
+        "items.json": (
+            '{"type": "FeatureCollection", "features": [{"type": "Feature", "stac_version": "1.0.0", '
+            f'"id": "x", "assets": {{"b": {{"href": "{url}/b.tif", "type": "image/tiff"}}}}, '
+            '"geometry": null, "properties": {"datetime": "2020-01-01T00:00:00Z"}}]}'
+        ),
+        "ogr_abs.vrt": (
+            f'<OGRVRTDataSource><OGRVRTLayer name="secret"><SrcDataSource>{out("secret.csv")}'
+            "</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>"
+        ),
+        "ogr_prefix.vrt": (
+            f'<OGRVRTDataSource><OGRVRTLayer name="secret"><SrcDataSource>CSV:{out("secret.csv")}'
+            "</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>"
+        ),
+        "ogr_rel.vrt": (
+            '<OGRVRTDataSource><OGRVRTLayer name="secret"><SrcDataSource relativeToVRT="1">'
+            f"{rel_out}/secret.csv</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>"
+        ),
+        "ogr_curl.vrt": (
+            f'<OGRVRTDataSource><OGRVRTLayer name="x"><SrcDataSource>/vsicurl/{url}/x.csv'
+            "</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>"
+        ),
+        "ogr_upper.vrt": (
+            f'<OGRVRTDATASOURCE><OGRVRTLAYER name="secret"><SRCDATASOURCE>{out("secret.csv")}'
+            "</SRCDATASOURCE></OGRVRTLAYER></OGRVRTDATASOURCE>"
+        ),
+        "pam.tif.aux.xml": (
+            f'<PAMDataset><Metadata domain="OVERVIEWS"><MDI key="OVERVIEW_FILE">{out("secret.tif")}</MDI></Metadata></PAMDataset>'
+        ),
+        "xlink.gml": (
+            '<?xml version="1.0"?><ogr:FeatureCollection xmlns:ogr="http://ogr.maptools.org/" '
+            'xmlns:gml="http://www.opengis.net/gml" xmlns:xlink="http://www.w3.org/1999/xlink" '
+            'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+            f'xsi:schemaLocation="http://ogr.maptools.org/ {url}/schema.xsd"><gml:featureMember>'
+            f'<ogr:p fid="p.0"><ogr:geometryProperty xlink:href="{url}/geom.gml#g1"/>'
+            "<ogr:name>a</ogr:name></ogr:p></gml:featureMember></ogr:FeatureCollection>"
+        ),
+        "net.kml": (
+            '<?xml version="1.0"?><kml xmlns="http://www.opengis.net/kml/2.2"><Document><Placemark><name>a'
+            "</name><Point><coordinates>1,2</coordinates></Point></Placemark><NetworkLink><Link><href>"
+            f"{url}/more.kml</href></Link></NetworkLink></Document></kml>"
+        ),
     }
     for name, text in files.items():
         (ws / name).write_text(text)
@@ -176,14 +212,31 @@ def cases(secrets: Secrets, canary: Canary) -> list[tuple[str, dict[str, Any]]]:
         ("vector_features", {"input": "ogr_rel.vrt"}),
         ("vector_features", {"input": "ogr_curl.vrt"}),
         ("vector_features", {"input": "ogr_upper.vrt"}),
-        ("vector_convert", {"input": "good.csv", "output": "s1.gpkg",
-                            "sql": f"SELECT * FROM good JOIN '{out('secret.csv')}'.secret ON good.id = secret.id"}),
-        ("vector_convert", {"input": "good.csv", "output": "s2.gpkg", "sql_dialect": "SQLITE",
-                            "sql": f"SELECT readfile('{out('secret.txt')}') AS x FROM good"}),
-        ("vector_convert", {"input": "good.csv", "output": "s3.gpkg", "sql_dialect": "SQLITE",
-                            "sql": f"ATTACH '{out('secret.csv')}' AS s"}),
-        ("vector_convert", {"input": "good.csv", "output": "s4.gpkg", "sql_dialect": "SQLITE",
-                            "sql": "SELECT load_extension('/tmp/x.so')"}),
+        (
+            "vector_convert",
+            {
+                "input": "good.csv",
+                "output": "s1.gpkg",
+                "sql": f"SELECT * FROM good JOIN '{out('secret.csv')}'.secret ON good.id = secret.id",
+            },
+        ),
+        (
+            "vector_convert",
+            {
+                "input": "good.csv",
+                "output": "s2.gpkg",
+                "sql_dialect": "SQLITE",
+                "sql": f"SELECT readfile('{out('secret.txt')}') AS x FROM good",
+            },
+        ),
+        (
+            "vector_convert",
+            {"input": "good.csv", "output": "s3.gpkg", "sql_dialect": "SQLITE", "sql": f"ATTACH '{out('secret.csv')}' AS s"},
+        ),
+        (
+            "vector_convert",
+            {"input": "good.csv", "output": "s4.gpkg", "sql_dialect": "SQLITE", "sql": "SELECT load_extension('/tmp/x.so')"},
+        ),
         ("vector_features", {"input": "xlink.gml", "open_options": {"GFS_TEMPLATE": out("secret.txt")}}),
         ("vector_features", {"input": "view.sqlite", "layer": "v"}),
         ("vector_info", {"path": "good.gpkg", "open_options": {"PRELUDE_STATEMENTS": f"ATTACH '{out('x')}' AS s"}}),
@@ -192,8 +245,12 @@ def cases(secrets: Secrets, canary: Canary) -> list[tuple[str, dict[str, Any]]]:
 
 #: references GDAL ignores by itself (no resolution of GML xlinks or schemas, no KML NetworkLinks): the file is
 #: legitimately readable, so the answer may succeed, but nothing may be followed
-NOT_FOLLOWED = [("vector_info", {"path": "xlink.gml"}), ("vector_features", {"input": "xlink.gml"}),
-                ("vector_info", {"path": "net.kml"}), ("vector_features", {"input": "net.kml", "layer": "Document"})]
+NOT_FOLLOWED = [
+    ("vector_info", {"path": "xlink.gml"}),
+    ("vector_features", {"input": "xlink.gml"}),
+    ("vector_info", {"path": "net.kml"}),
+    ("vector_features", {"input": "net.kml", "layer": "Document"}),
+]
 
 
 async def test_further_attacks_are_refused(ws: Path, secrets: Secrets, canary: Canary) -> None:
@@ -205,8 +262,10 @@ async def test_further_attacks_are_refused(ws: Path, secrets: Secrets, canary: C
             code = await attack(s, tool, args, secrets=secrets, canary=canary)
             codes[code] = codes.get(code, 0) + 1
         # a resource read of an outside file (percent-encoded dots too)
-        for uri in (f"gdal-mcp://files/{'..%2F' * 12}{secrets.path('secret.txt').lstrip('/')}",
-                    f"gdal-mcp://files/{secrets.path('secret.txt')}"):
+        for uri in (
+            f"gdal-mcp://files/{'..%2F' * 12}{secrets.path('secret.txt').lstrip('/')}",
+            f"gdal-mcp://files/{secrets.path('secret.txt')}",
+        ):
             try:
                 got = await s.read_resource(uri)
                 assert secrets.token not in str(got), uri
@@ -239,20 +298,25 @@ async def test_red_team_findings(tmp_path: Path, secrets: Secrets, canary: Canar
     inside_env = str(Path(__file__).resolve().parents[2] / "pyproject.toml")  # readable by the workers' policy
     size = Path(inside_env).stat().st_size
     (ws / "env.idx").write_bytes(struct.pack(">QQ", 0, size))
-    (ws / "env.mrf").write_text(f'<MRF_META><Raster><Size x="{size}" y="1" c="1"/><Compression>NONE</Compression>'
-                                f'<DataType>Byte</DataType><datafile>{inside_env}</datafile><IndexFile>env.idx'
-                                '</IndexFile></Raster></MRF_META>')
+    (ws / "env.mrf").write_text(
+        f'<MRF_META><Raster><Size x="{size}" y="1" c="1"/><Compression>NONE</Compression>'
+        f"<DataType>Byte</DataType><datafile>{inside_env}</datafile><IndexFile>env.idx"
+        "</IndexFile></Raster></MRF_META>"
+    )
     (ws / "overlay.kml").write_text(
         '<?xml version="1.0"?><kml xmlns="http://www.opengis.net/kml/2.2"><GroundOverlay><Icon><href>'
-        f'{secrets.path("secret.tif")}</href></Icon><LatLonBox><north>1</north><south>0</south><east>1</east>'
-        '<west>0</west></LatLonBox></GroundOverlay></kml>')
+        f"{secrets.path('secret.tif')}</href></Icon><LatLonBox><north>1</north><south>0</south><east>1</east>"
+        "<west>0</west></LatLonBox></GroundOverlay></kml>"
+    )
     outside = secrets.dir / "hardlinked.tif"
     shutil.copy(DATA / "raster" / "RGB.byte.tif", outside)
     os.link(outside, ws / "hard.tif")
     before = outside.read_bytes()
     async with session(ws) as s:
-        assert await attack(s, "raster_to_xyz", {"input": "env.mrf", "output": "env.xyz"}, secrets=secrets,
-                            canary=canary) == "out-of-root"
+        assert (
+            await attack(s, "raster_to_xyz", {"input": "env.mrf", "output": "env.xyz"}, secrets=secrets, canary=canary)
+            == "out-of-root"
+        )
         assert await attack(s, "raster_info", {"path": "overlay.kml"}, secrets=secrets, canary=canary) == "out-of-root"
         r = await s.call_tool("raster_edit", {"input": "hard.tif", "metadata": {"EDITED": "yes"}})
         assert not r.is_error, r.structured_content

@@ -35,9 +35,10 @@ async def test_side_files_never_replace_existing_files(ws: Path, secrets: Secret
     before = {p.name: digest(p) for p in ws.iterdir() if p.is_file()}
     async with session(ws) as s:
         for tool, args, blocker in (
-                ("vector_convert", {"input": "good.shp", "output": "roads.shp"}, "roads.dbf"),
-                ("vector_convert", {"input": "good.shp", "output": "plan.gml"}, "plan.xsd"),
-                ("raster_convert", {"input": "good.tif", "output": "img.tif", "creation_options": {"TFW": "YES"}}, "img.tfw")):
+            ("vector_convert", {"input": "good.shp", "output": "roads.shp"}, "roads.dbf"),
+            ("vector_convert", {"input": "good.shp", "output": "plan.gml"}, "plan.xsd"),
+            ("raster_convert", {"input": "good.tif", "output": "img.tif", "creation_options": {"TFW": "YES"}}, "img.tfw"),
+        ):
             code = await attack(s, tool, args, secrets=secrets, canary=canary, codes={"already-exists"})
             assert code == "already-exists", (tool, blocker)
         # the tool names the file in the way
@@ -59,9 +60,11 @@ async def test_two_new_writers_of_one_path_exactly_one_wins(ws: Path) -> None:
     file on disk is the winner's (never silently replaced by the later one)."""
     async with session(ws, "--workers", "2") as s:
         a, b = await asyncio.gather(
-            s.call_tool("raster_convert", {"input": "good.tif", "output": "race.tif",
-                                           "creation_options": {"COMPRESS": "DEFLATE"}}),
-            s.call_tool("raster_reproject", {"input": "good.tif", "output": "race.tif", "dst_crs": "EPSG:4326"}))
+            s.call_tool(
+                "raster_convert", {"input": "good.tif", "output": "race.tif", "creation_options": {"COMPRESS": "DEFLATE"}}
+            ),
+            s.call_tool("raster_reproject", {"input": "good.tif", "output": "race.tif", "dst_crs": "EPSG:4326"}),
+        )
     outcomes = sorted([a.is_error, b.is_error])
     assert outcomes == [False, True], (a.structured_content, b.structured_content)
     loser = a if a.is_error else b
@@ -100,3 +103,42 @@ def test_the_commit_is_no_replace(tmp_path: Path) -> None:
     assert (tmp_path / "b").read_text() == "b" and src.exists()
     rename_noreplace(src, tmp_path / "c")
     assert (tmp_path / "c").read_text() == "a" and not os.path.exists(src)
+
+
+async def test_creation_options_never_name_files(ws: Path, secrets: Secrets, canary: Canary) -> None:
+    """Creation options that make GDAL write (or read) another file: an MRF's DATANAME/INDEXNAME pointed at a
+    workspace file (a red team corrupted one this way on the Dask executor), file-naming options of other formats,
+    and option values that are paths or URLs. Refused before any work starts; the file keeps every byte."""
+    victim = ws / "victim.txt"
+    victim.write_text("the user's data")
+    before = digest(victim)
+    async with session(ws) as s:
+        for options in (
+            {"DATANAME": str(victim)},
+            {"INDEXNAME": "victim.txt"},
+            {"CONFIG_FILE": "x.xml"},
+            {"GMLJP2V2_DEF": secrets.path("secret.txt")},
+            {"COMPRESS": "../victim.txt"},
+            {"COMPRESS": f"{canary.url}/x"},
+        ):
+            fmt = "JP2OpenJPEG" if "GMLJP2V2_DEF" in options else "MRF"
+            code = await attack(
+                s,
+                "raster_convert",
+                {"input": "good.tif", "output": "o.mrf", "format": fmt, "creation_options": options},
+                secrets=secrets,
+                canary=canary,
+            )
+            assert code == "invalid-argument", options
+        code = await attack(
+            s,
+            "vector_convert",
+            {"input": "good.shp", "output": "o.gml", "layer_options": {"XSISCHEMAURI": f"{canary.url}/s.xsd"}},
+            secrets=secrets,
+            canary=canary,
+        )
+        assert code == "invalid-argument"
+        # names that read as another one (a right-to-left override) are refused too
+        code = await attack(s, "raster_convert", {"input": "good.tif", "output": "fdp.\u202etif"}, secrets=secrets, canary=canary)
+        assert code == "invalid-argument"
+    assert digest(victim) == before

@@ -62,8 +62,9 @@ async def test_read_tools_leave_the_workspace_untouched(ws: Path, read_only: boo
             r = await s.call_tool(tool, args)
             assert not r.is_error, (tool, r.structured_content)
     after = snapshot(ws)
-    assert after == before, {k: after.get(k) for k in set(after) ^ set(before) | {k for k in after if after.get(k)
-                                                                                     != before.get(k)}}
+    assert after == before, {
+        k: after.get(k) for k in set(after) ^ set(before) | {k for k in after if after.get(k) != before.get(k)}
+    }
     assert not (ws / "plan.gfs").exists()
 
 
@@ -76,3 +77,19 @@ async def test_a_read_job_cannot_write_even_where_gdal_tries(ws: Path) -> None:
         r = await s.call_tool("vector_features", {"input": "plan.gml", "open_options": {"WRITE_GFS": "YES"}})
         assert not r.is_error or r.structured_content["error"]["code"] != "internal-error", r.structured_content
     assert snapshot(ws) == before and not os.path.exists(ws / "plan.gfs")
+
+
+async def test_read_tools_write_nothing_on_the_dask_executor(ws: Path) -> None:
+    """The same on a Dask cluster's workers (a red team had vector_info write a .gfs there): each job, and each
+    tile, runs on a thread confined to write only the job's output."""
+    pytest.importorskip("distributed")
+    before = snapshot(ws)
+    async with session(ws, "--executor", "dask", "--dask-scheduler", "local:1") as s:
+        for tool, args in READS[:7]:
+            r = await s.call_tool(tool, args)
+            assert not r.is_error, (tool, r.structured_content)
+        r = await s.call_tool("raster_convert", {"input": "slope.tif", "output": "out/copy.tif"})
+        assert not r.is_error, r.structured_content  # a job that writes still writes its output
+    after = snapshot(ws)
+    assert {k for k in after if k not in before} == {"out", "out/copy.tif"}, set(after) ^ set(before)
+    assert all(after[k] == before[k] for k in before)

@@ -20,45 +20,106 @@ from tests.conftest import DATA
 from tests.security.conftest import session
 
 #: raster driver -> file name (written by rasterio here)
-RASTERS = {"GTiff": "r.tif", "PNG": "r.png", "JPEG": "r.jpg", "GIF": "r.gif", "BMP": "r.bmp", "WEBP": "r.webp",
-           "JP2OpenJPEG": "r.jp2", "netCDF": "r.nc", "GRIB": "r.grb2", "Zarr": "r.zarr", "AAIGrid": "r.asc",
-           "XYZ": "r.xyz", "EHdr": "ehdr.bil", "ENVI": "envi.dat", "HFA": "r.img", "SAGA": "r.sdat", "GSAG": "r_ascii.grd",
-           "GSBG": "r_binary.grd", "GS7BG": "r_7.grd", "MRF": "r.mrf", "NITF": "r.ntf", "PCIDSK": "r.pix", "RST": "r.rst",
-           "GPKG": "r.gpkg", "KMLSUPEROVERLAY": "r.kmz", "BAG": "r.bag", "DTED": "r.dt0", "USGSDEM": "r.dem",
-           "MBTiles": "r.mbtiles", "COG": "r_cog.tif"}
+RASTERS = {
+    "GTiff": "r.tif",
+    "PNG": "r.png",
+    "JPEG": "r.jpg",
+    "GIF": "r.gif",
+    "BMP": "r.bmp",
+    "WEBP": "r.webp",
+    "JP2OpenJPEG": "r.jp2",
+    "netCDF": "r.nc",
+    "GRIB": "r.grb2",
+    "Zarr": "r.zarr",
+    "AAIGrid": "r.asc",
+    "XYZ": "r.xyz",
+    "EHdr": "ehdr.bil",
+    "ENVI": "envi.dat",
+    "HFA": "r.img",
+    "SAGA": "r.sdat",
+    "GSAG": "r_ascii.grd",
+    "GSBG": "r_binary.grd",
+    "GS7BG": "r_7.grd",
+    "MRF": "r.mrf",
+    "NITF": "r.ntf",
+    "PCIDSK": "r.pix",
+    "RST": "r.rst",
+    "GPKG": "r.gpkg",
+    "KMLSUPEROVERLAY": "r.kmz",
+    "BAG": "r.bag",
+    "DTED": "r.dt0",
+    "USGSDEM": "r.dem",
+    "MBTiles": "r.mbtiles",
+    "COG": "r_cog.tif",
+}
 #: written through CreateCopy from a 3-band GeoTIFF (the driver cannot create, or needs RGB)
 BY_COPY = {"netCDF", "MBTiles", "WEBP", "COG"}
 #: vector driver -> file name (written by pyogrio here)
-VECTORS = {"ESRI Shapefile": "v.shp", "GPKG": "v.gpkg", "GeoJSON": "v.geojson", "GeoJSONSeq": "v.geojsonl",
-           "FlatGeobuf": "v.fgb", "CSV": "v.csv", "XLSX": "v.xlsx", "ODS": "v.ods", "GML": "v.gml", "LIBKML": "v.kml",
-           "GPX": "v.gpx", "SQLite": "v.sqlite", "OpenFileGDB": "v.gdb", "MapInfo File": "v.tab", "DXF": "v.dxf",
-           "DGN": "v.dgn", "PMTiles": "v.pmtiles", "JSONFG": "v.jsonfg"}
+VECTORS = {
+    "ESRI Shapefile": "v.shp",
+    "GPKG": "v.gpkg",
+    "GeoJSON": "v.geojson",
+    "GeoJSONSeq": "v.geojsonl",
+    "FlatGeobuf": "v.fgb",
+    "CSV": "v.csv",
+    "XLSX": "v.xlsx",
+    "ODS": "v.ods",
+    "GML": "v.gml",
+    "LIBKML": "v.kml",
+    "GPX": "v.gpx",
+    "SQLite": "v.sqlite",
+    "OpenFileGDB": "v.gdb",
+    "MapInfo File": "v.tab",
+    "DXF": "v.dxf",
+    "DGN": "v.dgn",
+    "PMTiles": "v.pmtiles",
+    "JSONFG": "v.jsonfg",
+}
 #: read-only formats, from text written here or from tests/data
 TEXT = {
-    "v_esri.json": ('{"geometryType": "esriGeometryPoint", "spatialReference": {"wkid": 4326}, "fields": [{"name": '
-                    '"id", "type": "esriFieldTypeInteger"}], "features": [{"attributes": {"id": 1}, "geometry": '
-                    '{"x": 1, "y": 2}}]}'),
-    "v_topo.topojson": ('{"type": "Topology", "objects": {"pts": {"type": "GeometryCollection", "geometries": [{"type":'
-                        ' "Point", "coordinates": [1, 2]}]}}, "arcs": []}'),
-    "v_vrt.vrt": ('<OGRVRTDataSource><OGRVRTLayer name="v"><SrcDataSource relativeToVRT="1">v.geojson</SrcDataSource>'
-                  '</OGRVRTLayer></OGRVRTDataSource>'),
+    "v_esri.json": (
+        '{"geometryType": "esriGeometryPoint", "spatialReference": {"wkid": 4326}, "fields": [{"name": '
+        '"id", "type": "esriFieldTypeInteger"}], "features": [{"attributes": {"id": 1}, "geometry": '
+        '{"x": 1, "y": 2}}]}'
+    ),
+    "v_topo.topojson": (
+        '{"type": "Topology", "objects": {"pts": {"type": "GeometryCollection", "geometries": [{"type":'
+        ' "Point", "coordinates": [1, 2]}]}}, "arcs": []}'
+    ),
+    "v_vrt.vrt": (
+        '<OGRVRTDataSource><OGRVRTLayer name="v"><SrcDataSource relativeToVRT="1">v.geojson</SrcDataSource>'
+        "</OGRVRTLayer></OGRVRTDataSource>"
+    ),
     "r_grass.asc": "north: 50\nsouth: 49.36\neast: 10.64\nwest: 10\nrows: 2\ncols: 2\n1 2\n3 4\n",
 }
-READ_ONLY = {"v_esri.json": ("vector", "ESRIJSON"), "v_topo.topojson": ("vector", "TopoJSON"),
-             "v_vrt.vrt": ("vector", "OGR_VRT"), "r_grass.asc": ("raster", "GRASSASCIIGrid"),
-             "two-subs.h5": ("raster", "HDF5"), "N10W110.hgt.zip": ("raster", "SRTMHGT"),
-             "sample.osm.pbf": ("vector", "OSM"), "r_cog.tif": ("raster", "GTiff")}
+READ_ONLY = {
+    "v_esri.json": ("vector", "ESRIJSON"),
+    "v_topo.topojson": ("vector", "TopoJSON"),
+    "v_vrt.vrt": ("vector", "OGR_VRT"),
+    "r_grass.asc": ("raster", "GRASSASCIIGrid"),
+    "two-subs.h5": ("raster", "HDF5"),
+    "N10W110.hgt.zip": ("raster", "SRTMHGT"),
+    "sample.osm.pbf": ("vector", "OSM"),
+    "r_cog.tif": ("raster", "GTiff"),
+}
 
 
 def write_rasters(ws: Path) -> None:
-    pixels = (np.arange(64 * 64, dtype=np.uint8).reshape(1, 64, 64) % 200)
-    base = {"width": 64, "height": 64, "count": 1, "dtype": "uint8", "crs": "EPSG:4326",
-            "transform": from_origin(10, 50, 0.01, 0.01)}
+    pixels = np.arange(64 * 64, dtype=np.uint8).reshape(1, 64, 64) % 200
+    base = {
+        "width": 64,
+        "height": 64,
+        "count": 1,
+        "dtype": "uint8",
+        "crs": "EPSG:4326",
+        "transform": from_origin(10, 50, 0.01, 0.01),
+    }
     rgb = {**base, "driver": "GTiff", "count": 3}
     with rasterio.open(ws / "rgb_src.tif", "w", **rgb) as d:
         d.write(np.repeat(pixels, 3, 0))
-    with rasterio.open(ws / "rgb_3857.tif", "w", **{**rgb, "crs": "EPSG:3857",
-                                                     "transform": from_origin(0, 1e6, 1000, 1000)}) as d:
+    with rasterio.open(
+        ws / "rgb_3857.tif", "w", **{**rgb, "crs": "EPSG:3857", "transform": from_origin(0, 1e6, 1000, 1000)}
+    ) as d:
         d.write(np.repeat(pixels, 3, 0))
     for driver, name in RASTERS.items():
         if driver in BY_COPY:
@@ -91,8 +152,7 @@ def write_vectors(ws: Path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if driver in ("XLSX", "ODS"):
-                pyogrio.write_dataframe(pd.DataFrame({"name": ["a"], "x": [1.0], "y": [2.0]}), ws / name,
-                                        driver=driver)
+                pyogrio.write_dataframe(pd.DataFrame({"name": ["a"], "x": [1.0], "y": [2.0]}), ws / name, driver=driver)
             elif driver == "CSV":
                 pyogrio.write_dataframe(gdf, ws / name, driver=driver, layer_options={"GEOMETRY": "AS_WKT"})
             elif driver == "GPX":

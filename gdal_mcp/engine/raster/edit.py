@@ -22,8 +22,7 @@ from gdal_mcp.engine.raster.output import check_nodata, summarize
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
-NOT_UPDATABLE = ("{name} is a {driver} file, which GDAL cannot update; convert it to GeoTIFF first (raster_convert) "
-                 "and edit that")
+NOT_UPDATABLE = "{name} is a {driver} file, which GDAL cannot update; convert it to GeoTIFF first (raster_convert) and edit that"
 
 
 WORLD_FILE_SUFFIXES = {".wld", ".tfw", ".pgw", ".jgw", ".gfw", ".bpw", ".j2w", ".aux"}
@@ -44,8 +43,11 @@ def _per_band(value: Any, count: int, what: str) -> list[Any]:
     """One value for every band, or a list with one per band."""
     if isinstance(value, list):
         if len(value) != count:
-            raise GdalMcpError("invalid-argument", f"{what} has {len(value)} values but the raster has {count} band(s); "
-                               "give one value for all bands or one per band")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"{what} has {len(value)} values but the raster has {count} band(s); "
+                "give one value for all bands or one per band",
+            )
         return value
     return [value] * count
 
@@ -56,28 +58,42 @@ def _check_bounds(bounds: Any) -> tuple[float, float, float, float]:
     except (TypeError, ValueError):
         raise GdalMcpError("invalid-argument", "bounds must be [minx, miny, maxx, maxy]") from None
     if not all(math.isfinite(v) for v in (minx, miny, maxx, maxy)) or minx >= maxx or miny >= maxy:
-        raise GdalMcpError("invalid-argument", f"bounds [{minx}, {miny}, {maxx}, {maxy}] must be finite with "
-                           "minx < maxx and miny < maxy")
+        raise GdalMcpError(
+            "invalid-argument", f"bounds [{minx}, {miny}, {maxx}, {maxy}] must be finite with minx < maxx and miny < maxy"
+        )
     return minx, miny, maxx, maxy
 
 
 @wrap_gdal_errors
-def edit(src: str, dst: str | None = None, *, crs: str | None = None, nodata: float | None = None,
-         unset_nodata: bool = False, scale: float | list[float] | None = None,
-         offset: float | list[float] | None = None, bounds: tuple[float, float, float, float] | None = None,
-         metadata: dict[str, str | None] | None = None, band_descriptions: list[str | None] | None = None,
-         units: str | list[str | None] | None = None,
-         progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def edit(
+    src: str,
+    dst: str | None = None,
+    *,
+    crs: str | None = None,
+    nodata: float | None = None,
+    unset_nodata: bool = False,
+    scale: float | list[float] | None = None,
+    offset: float | list[float] | None = None,
+    bounds: tuple[float, float, float, float] | None = None,
+    metadata: dict[str, str | None] | None = None,
+    band_descriptions: list[str | None] | None = None,
+    units: str | list[str | None] | None = None,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Apply the edits to `src` in place (dst None) or to a copy of it at `dst`; return the result's summary."""
     if nodata is not None and unset_nodata:
         raise GdalMcpError("invalid-argument", "give nodata (a new value) or unset_nodata=true, not both")
-    if all(v is None for v in (crs, nodata, scale, offset, bounds, metadata, band_descriptions, units)) \
-            and not unset_nodata:
-        raise GdalMcpError("invalid-argument", "nothing to change: give crs, nodata, unset_nodata, scale, offset, "
-                           "bounds, metadata, band_descriptions or units")
+    if all(v is None for v in (crs, nodata, scale, offset, bounds, metadata, band_descriptions, units)) and not unset_nodata:
+        raise GdalMcpError(
+            "invalid-argument",
+            "nothing to change: give crs, nodata, unset_nodata, scale, offset, bounds, metadata, band_descriptions or units",
+        )
     if dst is None and Path(src).stat().st_nlink > 1:
-        raise GdalMcpError("unsupported", f"{Path(src).name} has other hard links, which an edit in place would change "
-                           "too; edit a copy (the raster_edit tool does)")
+        raise GdalMcpError(
+            "unsupported",
+            f"{Path(src).name} has other hard links, which an edit in place would change "
+            "too; edit a copy (the raster_edit tool does)",
+        )
     new_crs = parse_crs(crs, "crs") if crs is not None else None
     box = _check_bounds(bounds) if bounds is not None else None
     warnings: list[str] = []
@@ -93,8 +109,11 @@ def edit(src: str, dst: str | None = None, *, crs: str | None = None, nodata: fl
     offsets = _per_band(offset, count, "offset") if offset is not None else None
     unit_list = _per_band(units, count, "units") if units is not None else None
     if band_descriptions is not None and len(band_descriptions) != count:
-        raise GdalMcpError("invalid-argument", f"band_descriptions has {len(band_descriptions)} entries but the raster "
-                           f"has {count} band(s); use null for a band to leave unchanged")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"band_descriptions has {len(band_descriptions)} entries but the raster "
+            f"has {count} band(s); use null for a band to leave unchanged",
+        )
 
     target = src
     if dst is not None:
@@ -104,8 +123,12 @@ def edit(src: str, dst: str | None = None, *, crs: str | None = None, nodata: fl
         main = Path(src)
         shutil.copyfile(main, dst)
         for sibling in _sidecars(main):
-            shutil.copyfile(sibling, Path(dst).parent / (Path(dst).name + sibling.name[len(main.name):])
-                            if sibling.name.startswith(main.name) else Path(dst).parent / sibling.name)
+            shutil.copyfile(
+                sibling,
+                Path(dst).parent / (Path(dst).name + sibling.name[len(main.name) :])
+                if sibling.name.startswith(main.name)
+                else Path(dst).parent / sibling.name,
+            )
         target = dst
     # GDAL must see the sidecars (the worker's default skips directory listings): PAM edits then extend the
     # .aux.xml instead of replacing it with one that holds only the new items.
@@ -116,20 +139,37 @@ def edit(src: str, dst: str | None = None, *, crs: str | None = None, nodata: fl
             raise GdalMcpError("unsupported", NOT_UPDATABLE.format(name="the input", driver=driver)) from None
         with ds_u:
             try:
-                _apply(ds_u, new_crs=new_crs, box=box, width=width, height=height, unset_nodata=unset_nodata,
-                       nodata=nodata, scales=scales, offsets=offsets, metadata=metadata,
-                       band_descriptions=band_descriptions, unit_list=unit_list, progress=progress)
+                _apply(
+                    ds_u,
+                    new_crs=new_crs,
+                    box=box,
+                    width=width,
+                    height=height,
+                    unset_nodata=unset_nodata,
+                    nodata=nodata,
+                    scales=scales,
+                    offsets=offsets,
+                    metadata=metadata,
+                    band_descriptions=band_descriptions,
+                    unit_list=unit_list,
+                    progress=progress,
+                )
             except (ValueError, rasterio.errors.RasterioError) as e:
                 # A driver that refuses one of the changes on an existing file (MRF: nodata only at creation).
                 detail = e.args[0] % e.args[1:] if len(e.args) > 1 and "%" in str(e.args[0]) else str(e)
-                raise GdalMcpError("unsupported", f"GDAL cannot change the {_refused_item(e)} of an existing {driver} "
-                                   f"file ({detail}); nothing was changed. Convert it to GeoTIFF first (raster_convert) "
-                                   "and edit that") from None
+                raise GdalMcpError(
+                    "unsupported",
+                    f"GDAL cannot change the {_refused_item(e)} of an existing {driver} "
+                    f"file ({detail}); nothing was changed. Convert it to GeoTIFF first (raster_convert) "
+                    "and edit that",
+                ) from None
     if was_cog:
         with rasterio.open(target) as ds:
             if cog_check(ds)[0]:
-                warnings.append("the file was a Cloud Optimized GeoTIFF; editing its tags in place moved them, so it is "
-                                "no longer a valid COG (rewrite it with raster_convert format=COG)")
+                warnings.append(
+                    "the file was a Cloud Optimized GeoTIFF; editing its tags in place moved them, so it is "
+                    "no longer a valid COG (rewrite it with raster_convert format=COG)"
+                )
     progress(1.0, "edited")
     summary = summarize(target)
     if new_crs is not None:
@@ -137,9 +177,22 @@ def edit(src: str, dst: str | None = None, *, crs: str | None = None, nodata: fl
     return summary, warnings
 
 
-def _apply(ds_u: Any, *, new_crs: Any, box: Any, width: int, height: int, unset_nodata: bool, nodata: float | None,
-           scales: Any, offsets: Any, metadata: Any, band_descriptions: Any, unit_list: Any,
-           progress: Progress) -> None:
+def _apply(
+    ds_u: Any,
+    *,
+    new_crs: Any,
+    box: Any,
+    width: int,
+    height: int,
+    unset_nodata: bool,
+    nodata: float | None,
+    scales: Any,
+    offsets: Any,
+    metadata: Any,
+    band_descriptions: Any,
+    unit_list: Any,
+    progress: Progress,
+) -> None:
     """Write the edits to a dataset open for update."""
     progress(0.5, "writing metadata")
     if new_crs is not None:
@@ -174,8 +227,15 @@ def _apply(ds_u: Any, *, new_crs: Any, box: Any, width: int, height: int, unset_
 
 def _refused_item(error: Exception) -> str:
     text = str(error).lower()
-    for word, item in (("nodata", "nodata value"), ("crs", "CRS"), ("transform", "extent"), ("scale", "scale"),
-                       ("offset", "offset"), ("unit", "units"), ("description", "band descriptions")):
+    for word, item in (
+        ("nodata", "nodata value"),
+        ("crs", "CRS"),
+        ("transform", "extent"),
+        ("scale", "scale"),
+        ("offset", "offset"),
+        ("unit", "units"),
+        ("description", "band descriptions"),
+    ):
         if word in text:
             return item
     return "metadata"

@@ -47,8 +47,7 @@ def wgs84_bounds(ds) -> tuple[Bounds | None, str | None]:
 
 
 @wrap_gdal_errors
-def raster_info(path: str, band: int | None = None, stats: bool = False,
-                progress: Progress = no_progress) -> RasterInfo:
+def raster_info(path: str, band: int | None = None, stats: bool = False, progress: Progress = no_progress) -> RasterInfo:
     """Describe a raster: structure, georeferencing, bands, COG validity; exact stats when asked."""
     with open_raster(path) as ds:
         warnings: list[str] = []
@@ -60,20 +59,22 @@ def raster_info(path: str, band: int | None = None, stats: bool = False,
         for b in indexes:
             i = b - 1
             bh, bw = ds.block_shapes[i]
-            bands.append(BandInfo(
-                index=b,
-                dtype=ds.dtypes[i],
-                nodata=nodata_value(ds.nodatavals[i]),
-                scale=ds.scales[i],
-                offset=ds.offsets[i],
-                unit=ds.units[i] or None,
-                description=ds.descriptions[i] or None,
-                color_interp=ds.colorinterp[i].name,
-                block_size=(bw, bh),
-                overviews=ds.overviews(b),
-                mask_flags=[f.name for f in ds.mask_flag_enums[i]],
-                statistics=statistics.get(b),
-            ))
+            bands.append(
+                BandInfo(
+                    index=b,
+                    dtype=ds.dtypes[i],
+                    nodata=nodata_value(ds.nodatavals[i]),
+                    scale=ds.scales[i],
+                    offset=ds.offsets[i],
+                    unit=ds.units[i] or None,
+                    description=ds.descriptions[i] or None,
+                    color_interp=ds.colorinterp[i].name,
+                    block_size=(bw, bh),
+                    overviews=ds.overviews(b),
+                    mask_flags=[f.name for f in ds.mask_flag_enums[i]],
+                    statistics=statistics.get(b),
+                )
+            )
         if stats and not indexes:
             warnings.append("no bands: statistics need pixels; open one of the subdatasets instead")
         bounds84, warn = wgs84_bounds(ds)
@@ -85,12 +86,16 @@ def raster_info(path: str, band: int | None = None, stats: bool = False,
         if ds.crs is None and ds.count and not georeferenced_otherwise:
             warnings.append("no CRS: the raster is not georeferenced (or its .prj/.aux.xml is missing)")
         if georeferenced_otherwise and ds.transform.is_identity:
-            warnings.append("georeferenced by " + ("GCPs" if gcp_points else "RPCs") + ", not a geotransform: bounds "
-                            "and transform are in pixels; raster_reproject warps it onto a map grid")
+            warnings.append(
+                "georeferenced by " + ("GCPs" if gcp_points else "RPCs") + ", not a geotransform: bounds "
+                "and transform are in pixels; raster_reproject warps it onto a map grid"
+            )
         errors, cog_warnings = cog_check(ds) if ds.count else (["no bands"], [])
         tags = ds.tags()
-        metadata = {k: (v if len(v) <= MAX_METADATA_VALUE else v[:MAX_METADATA_VALUE] + "…")
-                    for k, v in list(tags.items())[:MAX_METADATA_ITEMS]}
+        metadata = {
+            k: (v if len(v) <= MAX_METADATA_VALUE else v[:MAX_METADATA_VALUE] + "…")
+            for k, v in list(tags.items())[:MAX_METADATA_ITEMS]
+        }
         if any(k.startswith("STATISTICS_") for b in range(1, ds.count + 1) for k in ds.tags(b)):
             warnings.append("the file stores STATISTICS_* metadata, which may be stale; use stats=true for exact values")
         subdatasets = list(ds.subdatasets)

@@ -22,8 +22,23 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import Bounds, RasterSummary
 
 # Drivers GDAL can only write through CreateCopy (no window-by-window writes).
-COPY_ONLY = {"COG", "PNG", "JPEG", "GIF", "WEBP", "JP2OpenJPEG", "XPM", "BMP", "AAIGrid", "XYZ", "SRTMHGT",
-             "KMLSUPEROVERLAY", "MBTiles", "PDF", "GRIB"}
+COPY_ONLY = {
+    "COG",
+    "PNG",
+    "JPEG",
+    "GIF",
+    "WEBP",
+    "JP2OpenJPEG",
+    "XPM",
+    "BMP",
+    "AAIGrid",
+    "XYZ",
+    "SRTMHGT",
+    "KMLSUPEROVERLAY",
+    "MBTiles",
+    "PDF",
+    "GRIB",
+}
 
 
 def infer_driver(path: str | os.PathLike[str], fmt: str | None) -> str:
@@ -35,15 +50,20 @@ def infer_driver(path: str | os.PathLike[str], fmt: str | None) -> str:
     if fmt:
         name = drivers.get(fmt.lower()) or next((d for d in available if d.lower() == fmt.lower()), None)
         if not name:
-            raise GdalMcpError("invalid-argument", f"unknown raster format {fmt!r}; use a GDAL driver short name "
-                               "such as GTiff, COG, PNG, JPEG, netCDF, GPKG, VRT")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"unknown raster format {fmt!r}; use a GDAL driver short name such as GTiff, COG, PNG, JPEG, netCDF, GPKG, VRT",
+            )
         return name
     ext = Path(path).name.lower().split(".", 1)[-1] if "." in Path(path).name else ""
     for candidate in (ext, ext.rsplit(".", 1)[-1]):
         if candidate in raster_driver_extensions():
             return raster_driver_extensions()[candidate]
-    raise GdalMcpError("invalid-argument", f"cannot tell the format from '{Path(path).name}'; pass format= "
-                       "(e.g. GTiff, COG, PNG) or use a known extension (.tif, .png, .jpg, .nc, .gpkg, .vrt)")
+    raise GdalMcpError(
+        "invalid-argument",
+        f"cannot tell the format from '{Path(path).name}'; pass format= "
+        "(e.g. GTiff, COG, PNG) or use a known extension (.tif, .png, .jpg, .nc, .gpkg, .vrt)",
+    )
 
 
 def pixel_driver(path: str | os.PathLike[str], fmt: str | None, what: str) -> str:
@@ -61,7 +81,10 @@ def summarize(path: str | os.PathLike[str]) -> RasterSummary:
     with rasterio.open(path) as ds:
         size = sum(os.path.getsize(f) for f in ds.files if os.path.isfile(f) and Path(f).name.startswith(name))
         return RasterSummary(
-            driver=ds.driver, width=ds.width, height=ds.height, count=ds.count,
+            driver=ds.driver,
+            width=ds.width,
+            height=ds.height,
+            count=ds.count,
             dtype=ds.dtypes[0] if ds.count else "none",
             crs=crs_label(ds.crs),
             bounds=Bounds(left=ds.bounds.left, bottom=ds.bounds.bottom, right=ds.bounds.right, top=ds.bounds.top),
@@ -73,8 +96,17 @@ def summarize(path: str | os.PathLike[str]) -> RasterSummary:
 
 
 GDAL_TYPES = {
-    "byte": "uint8", "int8": "int8", "uint16": "uint16", "int16": "int16", "uint32": "uint32", "int32": "int32",
-    "uint64": "uint64", "int64": "int64", "float32": "float32", "float64": "float64", "uint8": "uint8",
+    "byte": "uint8",
+    "int8": "int8",
+    "uint16": "uint16",
+    "int16": "int16",
+    "uint32": "uint32",
+    "int32": "int32",
+    "uint64": "uint64",
+    "int64": "int64",
+    "float32": "float32",
+    "float64": "float64",
+    "uint8": "uint8",
 }
 
 
@@ -84,8 +116,11 @@ def parse_dtype(name: str | None) -> str | None:
         return None
     dtype = GDAL_TYPES.get(name.strip().lower())
     if dtype is None:
-        raise GdalMcpError("invalid-argument", f"output_type {name!r} is not supported; use one of Byte, Int8, UInt16, "
-                           "Int16, UInt32, Int32, UInt64, Int64, Float32, Float64")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"output_type {name!r} is not supported; use one of Byte, Int8, UInt16, "
+            "Int16, UInt32, Int32, UInt64, Int64, Float32, Float64",
+        )
     return dtype
 
 
@@ -120,12 +155,14 @@ def smallest_dtype(values: list[float]) -> str:
     return "float64"
 
 
-
 def check_nodata(value: float, dtype: str) -> float:
     """A nodata value for `dtype`, or invalid-argument when the type cannot hold it."""
     if not fits(float(value), dtype):
-        raise GdalMcpError("invalid-argument", f"nodata {value} cannot be stored in {dtype}; choose a value the type "
-                           "can hold (e.g. 0 or 255 for Byte, -9999 for Int16/Float32) or another data type")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"nodata {value} cannot be stored in {dtype}; choose a value the type "
+            "can hold (e.g. 0 or 255 for Byte, -9999 for Int16/Float32) or another data type",
+        )
     return float(value)
 
 
@@ -159,11 +196,28 @@ def writable_driver(driver: str) -> bool:
         return bool(driver_can_create(driver))
 
 
-def output_profile(driver: str, *, width: int, height: int, count: int, dtype: str, crs: Any, transform: Any,
-                   nodata: float | None, options: dict[str, str]) -> dict[str, Any]:
+def output_profile(
+    driver: str,
+    *,
+    width: int,
+    height: int,
+    count: int,
+    dtype: str,
+    crs: Any,
+    transform: Any,
+    nodata: float | None,
+    options: dict[str, str],
+) -> dict[str, Any]:
     """A rasterio write profile; GTiffs get BIGTIFF=IF_SAFER so large outputs never fail at 4 GB."""
-    profile: dict[str, Any] = {"driver": driver, "width": width, "height": height, "count": count, "dtype": dtype,
-                               "crs": crs, "transform": transform}
+    profile: dict[str, Any] = {
+        "driver": driver,
+        "width": width,
+        "height": height,
+        "count": count,
+        "dtype": dtype,
+        "crs": crs,
+        "transform": transform,
+    }
     if nodata is not None:
         profile["nodata"] = nodata
     if driver == "GTiff":
@@ -182,20 +236,26 @@ def writes_in_strips(driver: str, options: dict[str, str]) -> bool:
     return True
 
 
-def output_tiles(driver: str, options: dict[str, str], width: int, height: int, *, bytes_per_pixel: int,
-                 halo: int = 0) -> list[Any]:
+def output_tiles(
+    driver: str, options: dict[str, str], width: int, height: int, *, bytes_per_pixel: int, halo: int = 0
+) -> list[Any]:
     """The tile plan of an output write_tiles writes: square tiles, or whole-row strips when the output is
     written in strips (each strip then written once, not once per tile beside it)."""
     from gdal_mcp.engine import tiles
 
-    return tiles.plan(width, height, bytes_per_pixel=bytes_per_pixel, halo=halo,
-                      full_width=writes_in_strips(driver, options))
+    return tiles.plan(width, height, bytes_per_pixel=bytes_per_pixel, halo=halo, full_width=writes_in_strips(driver, options))
 
 
 def staging_options(driver: str) -> dict[str, str]:
     """Options of the intermediate GTiff written before a CreateCopy-only driver (COG, PNG …)."""
-    return {"TILED": "YES", "BLOCKXSIZE": "512", "BLOCKYSIZE": "512", "COMPRESS": "ZSTD", "ZSTD_LEVEL": "1",
-            "BIGTIFF": "IF_SAFER"}
+    return {
+        "TILED": "YES",
+        "BLOCKXSIZE": "512",
+        "BLOCKYSIZE": "512",
+        "COMPRESS": "ZSTD",
+        "ZSTD_LEVEL": "1",
+        "BIGTIFF": "IF_SAFER",
+    }
 
 
 def bounded_threads(options: dict[str, str], threads: int) -> dict[str, str]:
@@ -272,16 +332,39 @@ class _Target:
 
 
 @contextmanager
-def _output(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, count: int, dtype: str,
-            crs: Any, transform: Any, nodata: float | None, progress: Any) -> Iterator[_Target]:
+def _output(
+    dst: str,
+    driver: str,
+    options: dict[str, str],
+    *,
+    width: int,
+    height: int,
+    count: int,
+    dtype: str,
+    crs: Any,
+    transform: Any,
+    nodata: float | None,
+    progress: Any,
+) -> Iterator[_Target]:
     """Where a writer puts the pixels: `dst` itself, or, for drivers that can only CreateCopy (COG, PNG …), a tiled
     GTiff staged beside it and copied to `dst` when the block ends. A failure leaves no partial `dst` or staging file;
     a full disk becomes resource-limit naming the cause."""
     staged = not writable_driver(driver)
     target = _Target(
-        output_profile("GTiff" if staged else driver, width=width, height=height, count=count, dtype=dtype, crs=crs,
-                       transform=transform, nodata=nodata, options=staging_options(driver) if staged else options),
-        str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst, staged)
+        output_profile(
+            "GTiff" if staged else driver,
+            width=width,
+            height=height,
+            count=count,
+            dtype=dtype,
+            crs=crs,
+            transform=transform,
+            nodata=nodata,
+            options=staging_options(driver) if staged else options,
+        ),
+        str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst,
+        staged,
+    )
     existed = os.path.exists(dst)
     try:
         yield target
@@ -300,9 +383,25 @@ def _output(dst: str, driver: str, options: dict[str, str], *, width: int, heigh
             _delete(target.path)
 
 
-def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, count: int, dtype: str,
-                  crs: Any, transform: Any, nodata: float | None, compute: Any, progress: Any, what: str,
-                  window_pixels: int, block: tuple[int, int] = (256, 256), prepare: Any = None) -> None:
+def write_windows(
+    dst: str,
+    driver: str,
+    options: dict[str, str],
+    *,
+    width: int,
+    height: int,
+    count: int,
+    dtype: str,
+    crs: Any,
+    transform: Any,
+    nodata: float | None,
+    compute: Any,
+    progress: Any,
+    what: str,
+    window_pixels: int,
+    block: tuple[int, int] = (256, 256),
+    prepare: Any = None,
+) -> None:
     """The one window-by-window raster writer: `compute(window)` returns (h, w) or (count, h, w) pixels.
 
     Drivers that can only CreateCopy (COG, PNG …) get a tiled GTiff staged beside `dst`, then copied.
@@ -312,8 +411,19 @@ def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int,
     from gdal_mcp.engine.raster.windows import iter_windows
 
     wins = list(iter_windows(width, height, block, max(1, window_pixels // max(1, count))))
-    with _output(dst, driver, options, width=width, height=height, count=count, dtype=dtype, crs=crs,
-                 transform=transform, nodata=nodata, progress=progress) as target:
+    with _output(
+        dst,
+        driver,
+        options,
+        width=width,
+        height=height,
+        count=count,
+        dtype=dtype,
+        crs=crs,
+        transform=transform,
+        nodata=nodata,
+        progress=progress,
+    ) as target:
         with rasterio.open(target.path, "w", **target.profile) as out:
             if prepare is not None:
                 prepare(out)
@@ -329,10 +439,27 @@ def write_windows(dst: str, driver: str, options: dict[str, str], *, width: int,
         progress(1.0, f"wrote {driver}")
 
 
-def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, height: int, count: int, dtype: str,
-                crs: Any, transform: Any, nodata: float | None, fn: Any, specs: list[Any],
-                windows: list[tuple[int, int, int, int]], progress: Any, what: str, prepare: Any = None,
-                pixels: Any = None, start: str | None = None) -> None:
+def write_tiles(
+    dst: str,
+    driver: str,
+    options: dict[str, str],
+    *,
+    width: int,
+    height: int,
+    count: int,
+    dtype: str,
+    crs: Any,
+    transform: Any,
+    nodata: float | None,
+    fn: Any,
+    specs: list[Any],
+    windows: list[tuple[int, int, int, int]],
+    progress: Any,
+    what: str,
+    prepare: Any = None,
+    pixels: Any = None,
+    start: str | None = None,
+) -> None:
     """The one tile assembler: `fn(specs[i])` (a tile function run by the executor through `tiles.map_tiles`)
     returns the (count, h, w) pixels of `windows[i]` (col_off, row_off, width, height), written there as each
     tile arrives, in any order. Progress after every tile (on a cluster that is where a cancel arrives).
@@ -347,8 +474,19 @@ def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, h
     from gdal_mcp.engine.raster import rawtiff
 
     total = len(specs)
-    with _output(dst, driver, options, width=width, height=height, count=count, dtype=dtype, crs=crs,
-                 transform=transform, nodata=nodata, progress=progress) as target:
+    with _output(
+        dst,
+        driver,
+        options,
+        width=width,
+        height=height,
+        count=count,
+        dtype=dtype,
+        crs=crs,
+        transform=transform,
+        nodata=nodata,
+        progress=progress,
+    ) as target:
         raw = None
         if not target.staged and rawtiff.eligible(driver, options):
             raw = rawtiff.create(target.path, target.profile, prepare)
@@ -356,8 +494,17 @@ def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, h
                 os.remove(target.path)
                 raw = None
         if raw is not None:
-            _write_raw(raw, fn, specs, windows, target=target, progress=progress, what=what,
-                       start=start or f"{what} 0/{total} tiles", pixels=pixels)
+            _write_raw(
+                raw,
+                fn,
+                specs,
+                windows,
+                target=target,
+                progress=progress,
+                what=what,
+                start=start or f"{what} 0/{total} tiles",
+                pixels=pixels,
+            )
             progress(1.0, f"wrote {driver}")
             return
         with rasterio.open(target.path, "w", **target.profile) as out:
@@ -385,8 +532,18 @@ def write_tiles(dst: str, driver: str, options: dict[str, str], *, width: int, h
     progress(1.0, f"wrote {driver}")
 
 
-def _write_raw(raw: Any, fn: Any, specs: list[Any], windows: list[tuple[int, int, int, int]], *, target: _Target,
-               progress: Any, what: str, start: str, pixels: Any = None) -> None:
+def _write_raw(
+    raw: Any,
+    fn: Any,
+    specs: list[Any],
+    windows: list[tuple[int, int, int, int]],
+    *,
+    target: _Target,
+    progress: Any,
+    what: str,
+    start: str,
+    pixels: Any = None,
+) -> None:
     """write_tiles into an uncompressed GTiff (rawtiff): each tile writes its own pixels where it ran, nothing
     comes back to this process but, for a tile function that also returns counters (`pixels` given), those:
     `pixels(i, (None, *counters))`. Where the executor can reach every process afterwards, tiles write in the
@@ -397,9 +554,12 @@ def _write_raw(raw: Any, fn: Any, specs: list[Any], windows: list[tuple[int, int
 
     tiles.check_tile_function(fn)
     background = tiles.reaches_everywhere()
-    wrapped = [rawtiff.RawTile(fn.__module__, fn.__name__, spec, (win[0], win[1], win[2], win[3]), raw, background,
-                               counters=pixels is not None)
-               for spec, win in zip(specs, windows, strict=True)]
+    wrapped = [
+        rawtiff.RawTile(
+            fn.__module__, fn.__name__, spec, (win[0], win[1], win[2], win[3]), raw, background, counters=pixels is not None
+        )
+        for spec, win in zip(specs, windows, strict=True)
+    ]
     progress(0.0, start)
     results = tiles.map_tiles(rawtiff.write_tile, wrapped)
     expected = 0
@@ -418,8 +578,11 @@ def _write_raw(raw: Any, fn: Any, specs: list[Any], windows: list[tuple[int, int
                 if message is not None:
                     raise OSError(code, message) if code else GdalMcpError("internal-error", message)
             if sum(r[0] for r in reports) != expected:
-                raise GdalMcpError("internal-error", f"{expected - sum(r[0] for r in reports)} bytes of tiles "
-                                   "were not written (a worker stopped before writing them); run the job again")
+                raise GdalMcpError(
+                    "internal-error",
+                    f"{expected - sum(r[0] for r in reports)} bytes of tiles "
+                    "were not written (a worker stopped before writing them); run the job again",
+                )
     finally:
         close = getattr(results, "close", None)
         if close is not None:

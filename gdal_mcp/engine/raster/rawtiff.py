@@ -93,8 +93,9 @@ class Layout:
             return False
         if bw == self.width:
             return col == 0 and w == self.width
-        return (col % bw == 0 and row % bh == 0 and (w % bw == 0 or col + w == self.width)
-                and (h % bh == 0 or row + h == self.height))
+        return (
+            col % bw == 0 and row % bh == 0 and (w % bw == 0 or col + w == self.width) and (h % bh == 0 or row + h == self.height)
+        )
 
 
 def eligible(driver: str, options: dict[str, str]) -> bool:
@@ -102,9 +103,13 @@ def eligible(driver: str, options: dict[str, str]) -> bool:
     if driver != "GTiff" or sys.byteorder != "little" or not hasattr(os, "pwrite"):
         return False
     opts = {str(k).upper(): str(v).upper() for k, v in options.items()}
-    return (opts.get("COMPRESS", "NONE") == "NONE" and "NBITS" not in opts
-            and opts.get("SPARSE_OK", "NO") in _FALSE and opts.get("ENDIANNESS", "NATIVE") in ("NATIVE", "LITTLE")
-            and opts.get("PHOTOMETRIC", "") != "YCBCR")
+    return (
+        opts.get("COMPRESS", "NONE") == "NONE"
+        and "NBITS" not in opts
+        and opts.get("SPARSE_OK", "NO") in _FALSE
+        and opts.get("ENDIANNESS", "NATIVE") in ("NATIVE", "LITTLE")
+        and opts.get("PHOTOMETRIC", "") != "YCBCR"
+    )
 
 
 def create(path: str, profile: dict[str, Any], prepare: Any = None) -> Layout | None:
@@ -154,7 +159,8 @@ def layout(path: str) -> Layout | None:
         size = candidate.block_bytes
         last_rows = ds.height - (down - 1) * bh
         bases, end = [], 0
-        for band in ([1] if pixel else range(1, ds.count + 1)):
+        for band in [1] if pixel else range(1, ds.count + 1):
+
             def item(name: str, x: int, y: int, band: int = band) -> int | None:
                 value = ds.get_tag_item(f"{name}_{x}_{y}", "TIFF", bidx=band)
                 return int(value) if value else None
@@ -192,8 +198,7 @@ def check_tile(target: Layout, window: tuple[int, int, int, int], data: Any) -> 
     if data.ndim == 2:
         data = data[np.newaxis]
     if data.shape != (target.count, h, w) or data.dtype != np.dtype(target.dtype):
-        raise ValueError(f"tile of {data.shape} {data.dtype}, the output takes ({target.count}, {h}, {w}) "
-                         f"{target.dtype}")
+        raise ValueError(f"tile of {data.shape} {data.dtype}, the output takes ({target.count}, {h}, {w}) {target.dtype}")
     return data
 
 
@@ -236,7 +241,7 @@ def runs(target: Layout, window: tuple[int, int, int, int], data: Any) -> list[t
             for j, bx in enumerate(range(first, last)):
                 c0 = bx * bw - col
                 cols = min(bw, w - c0)
-                block = buf[j * size:(j + 1) * size]
+                block = buf[j * size : (j + 1) * size]
                 if rows < bh or cols < bw:
                     block[:] = 0
                 _copy(block, data, band, (bh, bw), (r0, r0 + rows, c0, c0 + cols), target)
@@ -248,17 +253,16 @@ def _buffer_for(target: Layout, window: tuple[int, int, int, int]) -> tuple[int,
     """For a window that is one run of the file (whole rows of a single plane), that run's offset, its aligned
     buffer and a (count, h, w) view of it in the file's pixel order, for a tile function to fill; else None."""
     col, row, w, h = window
-    if not target.fits(window) or target.block[1] != target.width or (
-            target.count > 1 and not target.pixel_interleaved):
+    if not target.fits(window) or target.block[1] != target.width or (target.count > 1 and not target.pixel_interleaved):
         return None
     start = target.row_offset(target.bases[0], row)
     buf = _aligned(h * w * target.pixel_bytes, start)
     return start, buf, buf.view(target.dtype).reshape(h, w, target.count).transpose(2, 0, 1)
 
 
-def _write_runs(path: str, pieces: list[tuple[int, Any]]) -> int:
-    """Write the runs, then give their buffers back to the pool."""
-    with _Files(path) as files:
+def _write_runs(path: str | _Files, pieces: list[tuple[int, Any]]) -> int:
+    """Write the runs (into `path`, or into files opened already), then give their buffers back to the pool."""
+    with path if isinstance(path, _Files) else _Files(path) as files:
         written = sum(files.write(offset, buf) for offset, buf in pieces)
     _release(pieces)
     return written
@@ -274,7 +278,7 @@ class _Background:
         import queue
 
         self.cond = threading.Condition()
-        self.queue: queue.Queue[tuple[str, str, Any] | None] = queue.Queue(maxsize=1)
+        self.queue: queue.Queue[tuple[str, _Files, Any] | None] = queue.Queue(maxsize=1)
         self.pending: dict[str, int] = {}
         self.written: dict[str, int] = {}
         self.failed: dict[str, tuple[int | None, str]] = {}
@@ -291,14 +295,30 @@ class _Background:
             if key in self.failed:
                 code, message = self.failed[key]
                 raise OSError(code, message) if code else RuntimeError(message)
+        # Opened here, by the tile's thread: its confinement may write this job's output (gdal_mcp.confine), and the
+        # writer thread, which serves the tiles of every job of this process, only writes through what it is given.
+        try:
+            files = _Files(path).opened()
+        except OSError as exc:  # the output is gone (a job that gave up): reported by flush(), as a failed write
+            with self.cond:
+                if key not in self.flushed:
+                    self.failed.setdefault(key, (exc.errno, str(exc.strerror or exc)))
+                self.cond.notify_all()
+            return
+        with self.cond:
             if self.thread is None or not self.thread.is_alive():
                 thread = threading.Thread(target=self._run, name="raw-tile-writer", daemon=True)
-                thread.start()  # may fail (no memory for a stack): then nothing was counted
+                try:
+                    thread.start()  # may fail (no memory for a stack): then nothing was counted
+                except BaseException:
+                    files.__exit__()
+                    raise
                 self.thread = thread
             self.pending[key] = self.pending.get(key, 0) + 1
         try:
-            self.queue.put((key, path, pieces))
+            self.queue.put((key, files, pieces))
         except BaseException:
+            files.__exit__()
             with self.cond:
                 self.pending[key] -= 1
                 self.cond.notify_all()
@@ -309,13 +329,15 @@ class _Background:
             item = self.queue.get()
             if item is None:
                 return  # flush() ended it: nothing of any job is pending
-            key, path, pieces = item
+            key, files, pieces = item
             written, failure = 0, None
             try:
-                written = _write_runs(path, pieces if isinstance(pieces, list) else pieces())
+                written = _write_runs(files, pieces if isinstance(pieces, list) else pieces())
             except BaseException as exc:  # noqa: BLE001 - reported by flush()
-                failure = (exc.errno if isinstance(exc, OSError) else None, str(exc.strerror or exc)
-                           if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}")
+                failure = (
+                    exc.errno if isinstance(exc, OSError) else None,
+                    str(exc.strerror or exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}",
+                )
             del pieces
             with self.cond:
                 self.pending[key] -= 1
@@ -340,9 +362,8 @@ class _Background:
             while len(self.flushed) > FLUSHED_KEPT:
                 del self.flushed[next(iter(self.flushed))]
             if self.thread is not None and not any(self.pending.values()):
-                # Idle: the thread ends, and the next job's first tile starts a fresh one. A thread is confined as
-                # the job thread that started it (gdal_mcp.worker.run_in_job_thread: it may write that job's output
-                # only), so one thread must never write for two jobs.
+                # Idle: the thread ends, and the next job's first tile starts a fresh one (it holds nothing between
+                # jobs; the files it writes are opened by the tiles' threads, see submit()).
                 self.queue.put(None)
                 self.thread = None
             return written, code, message
@@ -365,8 +386,7 @@ def flush(key: str) -> tuple[int, int | None, str | None]:
         clear_pool()
 
 
-def _copy(buf: Any, data: Any, band: int | None, shape: tuple[int, int], part: tuple[int, int, int, int],
-          target: Layout) -> None:
+def _copy(buf: Any, data: Any, band: int | None, shape: tuple[int, int], part: tuple[int, int, int, int], target: Layout) -> None:
     """Copy data[..., r0:r1, c0:c1] into the top-left of `buf` laid out as `shape` pixels of the plane."""
     r0, r1, c0, c1 = part
     rows, cols = shape
@@ -392,7 +412,7 @@ def _aligned(nbytes: int, offset: int) -> Any:
     if raw is None:
         raw = np.empty(size, dtype=np.uint8)
     shift = (offset - raw.ctypes.data) % ALIGN
-    return raw[shift:shift + nbytes]
+    return raw[shift : shift + nbytes]
 
 
 def _release(pieces: list[tuple[int, Any]]) -> None:
@@ -402,8 +422,7 @@ def _release(pieces: list[tuple[int, Any]]) -> None:
     with _pool_lock:
         for _, buf in pieces:
             raw = buf.base
-            if (isinstance(raw, np.ndarray) and raw.base is None and raw.size <= POOL_MAX_BYTES
-                    and len(_pool) < POOL_BUFFERS):
+            if isinstance(raw, np.ndarray) and raw.base is None and raw.size <= POOL_MAX_BYTES and len(_pool) < POOL_BUFFERS:
                 _pool.append(raw)
 
 
@@ -430,13 +449,21 @@ class _Files:
         self.direct = -1
 
     def __enter__(self) -> _Files:
-        self.fd = os.open(self.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        if self.fd < 0:
+            self.fd = os.open(self.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        return self
+
+    def opened(self) -> _Files:
+        """Both descriptors opened now (by the calling thread), for another thread to write through and close."""
+        self.__enter__()
+        self._direct_fd()
         return self
 
     def __exit__(self, *exc: object) -> None:
         for fd in (self.direct, self.fd):
             if fd >= 0:
                 os.close(fd)
+        self.fd = self.direct = -1
 
     def write(self, offset: int, buf: Any) -> int:
         view = memoryview(buf)
@@ -444,14 +471,14 @@ class _Files:
         lo, hi = -(-offset // ALIGN) * ALIGN, end // ALIGN * ALIGN
         if hi - lo >= DIRECT_MIN and self._direct_fd() >= 0:
             try:
-                _pwrite_all(self.direct, view[lo - offset: hi - offset], lo)
+                _pwrite_all(self.direct, view[lo - offset : hi - offset], lo)
             except OSError as e:
                 if e.errno != errno.EINVAL:  # this file system wants another alignment: write through the cache
                     raise
                 _direct[0] = False
-                _pwrite_all(self.fd, view[lo - offset: hi - offset], lo)
+                _pwrite_all(self.fd, view[lo - offset : hi - offset], lo)
             _pwrite_all(self.fd, view[: lo - offset], offset)
-            _pwrite_all(self.fd, view[hi - offset:], hi)
+            _pwrite_all(self.fd, view[hi - offset :], hi)
         else:
             _pwrite_all(self.fd, view, offset)
         return len(view)

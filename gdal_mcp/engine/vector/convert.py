@@ -43,8 +43,12 @@ from gdal_mcp.models import VectorSummary
 # Layer creation options: CSV keeps the geometry (a WKT column) and the field types (a .csvt sidecar).
 LAYER_OPTIONS: dict[str, dict[str, str]] = {"CSV": {"GEOMETRY": "AS_WKT", "CREATE_CSVT": "YES"}}
 SINGLE_TO_MULTI = {"Point": "MultiPoint", "LineString": "MultiLineString", "Polygon": "MultiPolygon"}
-MULTI_TO_SINGLE = {"MultiPoint": "Point", "MultiLineString": "LineString", "MultiPolygon": "Polygon",
-                   "GeometryCollection": "Unknown"}
+MULTI_TO_SINGLE = {
+    "MultiPoint": "Point",
+    "MultiLineString": "LineString",
+    "MultiPolygon": "Polygon",
+    "GeometryCollection": "Unknown",
+}
 # shapely type ids
 POINT, LINESTRING, POLYGON = 0, 1, 3
 COLLECTIONS = (4, 5, 6, 7)
@@ -76,8 +80,7 @@ def promote(geoms: np.ndarray) -> np.ndarray:
     out = np.array(geoms, dtype=object, copy=True)
     types = shapely.get_type_id(geoms)
     empty = shapely.is_empty(geoms)
-    for single, make in ((POINT, shapely.multipoints), (LINESTRING, shapely.multilinestrings),
-                         (POLYGON, shapely.multipolygons)):
+    for single, make in ((POINT, shapely.multipoints), (LINESTRING, shapely.multilinestrings), (POLYGON, shapely.multipolygons)):
         sel = (types == single) & ~empty
         if sel.any():
             out[sel] = make(geoms[sel], indices=np.arange(int(sel.sum())))
@@ -108,8 +111,17 @@ def _multi_of(geometry_type: str) -> str | None:
 MULTI_LAYER_DRIVERS = ("GPKG", "SQLite")
 
 
-def _prepare_update(src: str, existing: str, dst: str, *, mode: str, layer: str | None, sql: str | None,
-                    output_layer: str | None, format: str | None) -> tuple[str, dict[str, Any]]:
+def _prepare_update(
+    src: str,
+    existing: str,
+    dst: str,
+    *,
+    mode: str,
+    layer: str | None,
+    sql: str | None,
+    output_layer: str | None,
+    format: str | None,
+) -> tuple[str, dict[str, Any]]:
     """Copy `existing` (with its sidecars) to `dst` and describe the layer that mode append/add_layer writes.
 
     Returns (driver, {"name", "crs", "fields", "features"}) of the target layer (for add_layer: the new
@@ -124,42 +136,60 @@ def _prepare_update(src: str, existing: str, dst: str, *, mode: str, layer: str 
     if not layers:
         raise GdalMcpError("invalid-argument", f"{Path(existing).name} has no layers to {mode} to; use mode=create")
     if format is not None and format.lower() != driver.lower():
-        raise GdalMcpError("invalid-argument", f"format={format} but the existing file is {driver}; leave format "
-                           "out with mode=append/add_layer (the file's own format is kept)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"format={format} but the existing file is {driver}; leave format "
+            "out with mode=append/add_layer (the file's own format is kept)",
+        )
     if mode == "add_layer":
         if driver not in MULTI_LAYER_DRIVERS:
-            raise GdalMcpError("invalid-argument", f"mode=add_layer needs a format that holds several layers "
-                               f"(GeoPackage, SQLite), but the existing file is {driver}; write a new file instead")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"mode=add_layer needs a format that holds several layers "
+                f"(GeoPackage, SQLite), but the existing file is {driver}; write a new file instead",
+            )
         name = output_layer or layer or (Path(src).stem if sql is None else "sql")
         if name in layers:
-            raise GdalMcpError("already-exists", f"layer '{name}' already exists in {Path(existing).name}; pass "
-                               "another output_layer, or mode=append to add features to it")
+            raise GdalMcpError(
+                "already-exists",
+                f"layer '{name}' already exists in {Path(existing).name}; pass "
+                "another output_layer, or mode=append to add features to it",
+            )
         info: dict[str, Any] = {"name": name, "crs": None, "fields": [], "features": 0}
     else:
         if output_layer is not None:
             if output_layer not in layers:
-                raise GdalMcpError("not-found", f"layer '{output_layer}' is not in {Path(existing).name} (layers: "
-                                   f"{', '.join(layers)}); use mode=add_layer to create it")
+                raise GdalMcpError(
+                    "not-found",
+                    f"layer '{output_layer}' is not in {Path(existing).name} (layers: "
+                    f"{', '.join(layers)}); use mode=add_layer to create it",
+                )
             name = output_layer
         elif len(layers) == 1:
             name = layers[0]
         elif layer in layers:
             name = str(layer)
         else:
-            raise GdalMcpError("invalid-argument", f"{Path(existing).name} has {len(layers)} layers; pass "
-                               f"output_layer= the one to append to: {', '.join(layers)}")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"{Path(existing).name} has {len(layers)} layers; pass output_layer= the one to append to: {', '.join(layers)}",
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             meta = pyogrio.read_info(existing, layer=name, force_feature_count=True)
-        info = {"name": name, "crs": meta.get("crs"), "fields": [str(f) for f in meta["fields"]],
-                "features": max(int(meta["features"]), 0)}
+        info = {
+            "name": name,
+            "crs": meta.get("crs"),
+            "fields": [str(f) for f in meta["fields"]],
+            "features": max(int(meta["features"]), 0),
+        }
     stem = Path(existing).name.rsplit(".", 1)[0]
     sidecars: frozenset[str] = SIDECARS.get(Path(existing).suffix.lower(), frozenset())
     target = Path(dst)
     for f in Path(existing).parent.iterdir():
-        rest = f.name[len(stem) + 1:] if f.name.startswith(stem + ".") else None
+        rest = f.name[len(stem) + 1 :] if f.name.startswith(stem + ".") else None
         if f.is_file() and (f.name == Path(existing).name or (rest is not None and rest.lower() in sidecars)):
-            shutil.copy2(f, target.parent / (target.name.rsplit(".", 1)[0] + f.name[len(stem):]))
+            shutil.copy2(f, target.parent / (target.name.rsplit(".", 1)[0] + f.name[len(stem) :]))
     return driver, info
 
 
@@ -169,14 +199,29 @@ def _new_files(dst: Path, before: set[Path]) -> list[Path]:
 
 
 @wrap_gdal_errors
-def convert(src: str, dst: str, *, layer: str | None = None, format: str | None = None,
-            output_layer: str | None = None, where: str | None = None,
-            bbox: tuple[float, float, float, float] | None = None, bbox_crs: str | None = None,
-            fields: list[str] | None = None, sql: str | None = None, dst_crs: str | None = None,
-            src_crs: str | None = None, explode_collections: bool = False, promote_to_multi: bool = False,
-            layer_options: dict[str, Any] | None = None, sql_dialect: str | None = None,
-            open_options: dict[str, str] | None = None, mode: str = "create", append_to: str | None = None,
-            progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def convert(
+    src: str,
+    dst: str,
+    *,
+    layer: str | None = None,
+    format: str | None = None,
+    output_layer: str | None = None,
+    where: str | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    fields: list[str] | None = None,
+    sql: str | None = None,
+    dst_crs: str | None = None,
+    src_crs: str | None = None,
+    explode_collections: bool = False,
+    promote_to_multi: bool = False,
+    layer_options: dict[str, Any] | None = None,
+    sql_dialect: str | None = None,
+    open_options: dict[str, str] | None = None,
+    mode: str = "create",
+    append_to: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Convert one layer of `src` into a new layer of `dst` as ogr2ogr would; returns its summary and warnings.
 
     `sql_dialect` OGRSQL (default) or SQLITE (SpatiaLite functions: ST_Area(geom, 1) in geodesic m²,
@@ -198,8 +243,9 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
         raise GdalMcpError("invalid-argument", "sql_dialect applies to sql; give sql too")
     if sql is not None:
         if layer is not None or where or fields is not None:
-            raise GdalMcpError("invalid-argument", "sql selects its own layer, filter and fields: do not combine it "
-                               "with layer, where or fields")
+            raise GdalMcpError(
+                "invalid-argument", "sql selects its own layer, filter and fields: do not combine it with layer, where or fields"
+            )
         check_sql(sql, sql_dialect)
     target_layer: dict[str, Any] | None = None
     if mode == "create":
@@ -207,8 +253,9 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
     else:
         if append_to is None:
             raise GdalMcpError("invalid-argument", f"mode={mode} needs the existing dataset (append_to)")
-        driver, target_layer = _prepare_update(src, append_to, dst, mode=mode, layer=layer, sql=sql,
-                                               output_layer=output_layer, format=format)
+        driver, target_layer = _prepare_update(
+            src, append_to, dst, mode=mode, layer=layer, sql=sql, output_layer=output_layer, format=format
+        )
         output_layer = target_layer["name"]
         if mode == "append" and dst_crs is None and target_layer["crs"]:
             dst_crs = target_layer["crs"]  # features land in the layer's CRS (reprojected when theirs differs)
@@ -229,8 +276,9 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
     facts: dict[str, Any] = {}
 
     def attempt(promote_geometries: bool) -> None:
-        with read_layer(src, layer=name, where=where, bbox=layer_bbox, columns=fields, sql=sql, sql_dialect=sql_dialect,
-                        open_options=oo) as s:
+        with read_layer(
+            src, layer=name, where=where, bbox=layer_bbox, columns=fields, sql=sql, sql_dialect=sql_dialect, open_options=oo
+        ) as s:
             source_crs = assigned or (CRS.from_user_input(s.crs) if s.crs else None)
             column = s.geometry_column
             if column is None and (target or bbox is not None):
@@ -248,10 +296,15 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
             schema = s.schema
             if column is not None and out_crs is not None:
                 idx = schema.get_field_index(column)
-                schema = schema.set(idx, schema.field(idx).with_metadata({
-                    b"ARROW:extension:name": b"geoarrow.wkb",
-                    b"ARROW:extension:metadata": json.dumps({"crs": out_crs.to_json_dict()}).encode(),
-                }))
+                schema = schema.set(
+                    idx,
+                    schema.field(idx).with_metadata(
+                        {
+                            b"ARROW:extension:name": b"geoarrow.wkb",
+                            b"ARROW:extension:metadata": json.dumps({"crs": out_crs.to_json_dict()}).encode(),
+                        }
+                    ),
+                )
             facts["failed"] = 0
             facts["input_fields"] = [f.name for f in s.schema if f.name != column]
             keep_fields = None
@@ -292,17 +345,28 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
                 return pa.RecordBatch.from_arrays(out.columns, schema=schema)
 
             facts["source_type"] = s.geometry_type
-            gtype = output_geometry_type(s.geometry_type, explode_collections=explode_collections,
-                                         promote_to_multi=promote_geometries)
-            write_layer(dst, schema, relay(s.batches, s.total, progress, "converted", transform),
-                        driver=driver, layer=out_layer, crs=crs_text(out_crs) if out_crs is not None else None,
-                        geometry_type=gtype, layer_options=None if mode == "append" else options,
-                        append=mode != "create")
+            gtype = output_geometry_type(
+                s.geometry_type, explode_collections=explode_collections, promote_to_multi=promote_geometries
+            )
+            write_layer(
+                dst,
+                schema,
+                relay(s.batches, s.total, progress, "converted", transform),
+                driver=driver,
+                layer=out_layer,
+                crs=crs_text(out_crs) if out_crs is not None else None,
+                geometry_type=gtype,
+                layer_options=None if mode == "append" else options,
+                append=mode != "create",
+            )
             overflow = next((str(w.message) for w in s.gdal_warnings if "overflow" in str(w.message)), None)
             if overflow is not None:
-                raise GdalMcpError("invalid-argument", f"a value did not fit its column ({overflow.strip()}); "
-                                   "GDAL types an SQL result column from its first row: CAST the expression AS REAL, "
-                                   "or ORDER BY it descending so the largest value comes first")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"a value did not fit its column ({overflow.strip()}); "
+                    "GDAL types an SQL result column from its first row: CAST the expression AS REAL, "
+                    "or ORDER BY it descending so the largest value comes first",
+                )
 
     out = Path(dst)
     before = set(out.parent.iterdir()) if out.parent.is_dir() else set()
@@ -313,9 +377,12 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
             raise
         source_type = facts.get("source_type", "")
         if driver == "ESRI Shapefile" and "geometry to" in e.message and "shapefile" in e.message:
-            raise GdalMcpError("invalid-argument", f"a shapefile holds one geometry type, and this layer mixes "
-                               f"several ({e.message.split(': ')[-1]}); write GPKG, GeoJSON or FlatGeobuf, or select "
-                               "one type, e.g. where=\"OGR_GEOMETRY = 'POINT'\"") from None
+            raise GdalMcpError(
+                "invalid-argument",
+                f"a shapefile holds one geometry type, and this layer mixes "
+                f"several ({e.message.split(': ')[-1]}); write GPKG, GeoJSON or FlatGeobuf, or select "
+                "one type, e.g. where=\"OGR_GEOMETRY = 'POINT'\"",
+            ) from None
         multi = _multi_of(source_type)
         if promote_to_multi or "mismatched geometry type" not in e.message.lower() or multi is None:
             raise
@@ -323,21 +390,29 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
         for f in _new_files(out, before):
             f.unlink()
         attempt(True)
-        notes.append(f"{driver} refused the mix of single and multi-part geometries in this {source_type} layer "
-                     f"({e.message.split(': ')[-1]}); wrote every geometry as {multi} (promote_to_multi, like "
-                     "ogr2ogr -nlt PROMOTE_TO_MULTI)")
+        notes.append(
+            f"{driver} refused the mix of single and multi-part geometries in this {source_type} layer "
+            f"({e.message.split(': ')[-1]}); wrote every geometry as {multi} (promote_to_multi, like "
+            "ogr2ogr -nlt PROMOTE_TO_MULTI)"
+        )
     if facts.get("failed"):
-        notes.append(f"{facts['failed']} feature(s) could not be reprojected to {dst_crs} (outside the "
-                     "projection's domain) and were left out, as ogr2ogr -skipfailures does")
+        notes.append(
+            f"{facts['failed']} feature(s) could not be reprojected to {dst_crs} (outside the "
+            "projection's domain) and were left out, as ogr2ogr -skipfailures does"
+        )
     summary = summarize_vector(dst, out_layer)
     if target_layer is not None:
         added = summary.feature_count - target_layer["features"]
-        notes.append(f"{'appended' if mode == 'append' else 'wrote'} {added} feature(s) to layer '{out_layer}' "
-                     f"({summary.feature_count} now); the other layers are unchanged")
+        notes.append(
+            f"{'appended' if mode == 'append' else 'wrote'} {added} feature(s) to layer '{out_layer}' "
+            f"({summary.feature_count} now); the other layers are unchanged"
+        )
         if facts.get("dropped"):
-            notes.append(f"layer '{out_layer}' has no field(s) {', '.join(facts['dropped'])}: their values were "
-                         "not appended (ogr2ogr -append does the same; add the fields, or write a new layer with "
-                         "mode=add_layer)")
+            notes.append(
+                f"layer '{out_layer}' has no field(s) {', '.join(facts['dropped'])}: their values were "
+                "not appended (ogr2ogr -append does the same; add the fields, or write a new layer with "
+                "mode=add_layer)"
+            )
         if mode == "append" and dst_crs and target_layer["crs"] and facts.get("reprojected"):
             notes.append(f"features were reprojected to the layer's CRS ({crs_label(facts['crs'])})")
         return summary, notes
@@ -347,8 +422,7 @@ def convert(src: str, dst: str, *, layer: str | None = None, format: str | None 
         notes.append(f"{driver} does not store a CRS: the coordinates are in {crs_label(facts['crs'])}")
     lost = [f for f in facts.get("input_fields", []) if f not in summary.fields]
     if lost and summary.feature_count:  # (an empty GeoJSON has no fields to keep)
-        notes.append(f"{driver} did not keep these field names: {', '.join(lost)} (output fields: "
-                     f"{', '.join(summary.fields)})")
+        notes.append(f"{driver} did not keep these field names: {', '.join(lost)} (output fields: {', '.join(summary.fields)})")
     if facts.get("measured") and summary.feature_count and not _output_measured(dst, summary.layer):
         notes.append(f"M (measure) values were dropped: {driver} does not store them")
     return summary, notes
@@ -361,10 +435,18 @@ def _output_measured(dst: str, layer: str) -> bool:
 
 
 @wrap_gdal_errors
-def reproject(src: str, dst: str, *, dst_crs: str, src_crs: str | None = None, layer: str | None = None,
-              format: str | None = None, output_layer: str | None = None,
-              progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def reproject(
+    src: str,
+    dst: str,
+    *,
+    dst_crs: str,
+    src_crs: str | None = None,
+    layer: str | None = None,
+    format: str | None = None,
+    output_layer: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Reproject one layer into a new file (ogr2ogr -t_srs); the conversion engine does the work."""
-    return convert(src, dst, dst_crs=dst_crs, src_crs=src_crs, layer=layer, format=format, output_layer=output_layer,
-                   progress=progress)
-
+    return convert(
+        src, dst, dst_crs=dst_crs, src_crs=src_crs, layer=layer, format=format, output_layer=output_layer, progress=progress
+    )

@@ -16,8 +16,19 @@ pyogrio.set_gdal_config_options({"OSM_USE_CUSTOM_INDEXING": "NO"})
 
 #: SQLite virtual-table modules that read a file named in the table's declaration (SpatiaLite's and GDAL's own):
 #: a database's schema can declare them over any file, and GDAL would list and read them as layers
-FILE_MODULES = frozenset({"virtualtext", "virtualshape", "virtualdbf", "virtualxl", "virtualogr", "virtualgeojson",
-                          "virtualgpkg", "virtualfdo", "virtualbbox"})
+FILE_MODULES = frozenset(
+    {
+        "virtualtext",
+        "virtualshape",
+        "virtualdbf",
+        "virtualxl",
+        "virtualogr",
+        "virtualgeojson",
+        "virtualgpkg",
+        "virtualfdo",
+        "virtualbbox",
+    }
+)
 _VIRTUAL = re.compile(r"(?is)^\s*create\s+virtual\s+table\s+.+?\s+using\s+([\w]+)\s*(?:\((.*)\))?")
 _QUOTED = re.compile(r"'((?:[^']|'')*)'|\"((?:[^\"]|\"\")*)\"")
 #: a GeoJSON "crs" member of type link (its href in the member's properties, either order)
@@ -44,10 +55,12 @@ def refuse_hidden_references(path: str) -> None:
         _refuse_virtual_tables(path)
     elif (m := _CRS_LINK.search(head)) is not None:
         href = m.group(1).decode("utf-8", "replace")
-        raise GdalMcpError("out-of-root" if "://" in href or href.startswith("/") else "unsupported",
-                           f"{os.path.basename(path)}: its \"crs\" is a link to '{href}', which this server never "
-                           "follows (a CRS is read from the data itself); remove the crs member or give the CRS with "
-                           "src_crs")
+        raise GdalMcpError(
+            "out-of-root" if "://" in href or href.startswith("/") else "unsupported",
+            f"{os.path.basename(path)}: its \"crs\" is a link to '{href}', which this server never "
+            "follows (a CRS is read from the data itself); remove the crs member or give the CRS with "
+            "src_crs",
+        )
 
 
 def _refuse_virtual_tables(path: str) -> None:
@@ -63,24 +76,31 @@ def _refuse_virtual_tables(path: str) -> None:
         uri = f"file:{quote(path)}?mode=ro&immutable=1"
         with contextlib.closing(sqlite3.connect(uri, uri=True)) as con:
             con.execute("PRAGMA trusted_schema=OFF")
-            rows = con.execute("SELECT type, name, sql FROM sqlite_master WHERE sql LIKE '%virtual%' OR type IN "
-                               "('view', 'trigger')").fetchall()
+            rows = con.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE sql LIKE '%virtual%' OR type IN ('view', 'trigger')"
+            ).fetchall()
     except sqlite3.Error:
         return  # not a database Python's SQLite reads: GDAL reports it
     for kind, name, sql in rows:
         if kind in ("view", "trigger"):
             for call in re.findall(r"(\w+)\s*\(", sql or ""):
                 if SQL_FORBIDDEN_FUNCTIONS.fullmatch(call):
-                    raise GdalMcpError("unsupported", f"{path}: {kind} '{name}' calls {call}(), which reaches "
-                                       "files, other databases or extensions; this server does not open it")
+                    raise GdalMcpError(
+                        "unsupported",
+                        f"{path}: {kind} '{name}' calls {call}(), which reaches "
+                        "files, other databases or extensions; this server does not open it",
+                    )
             continue
         m = _VIRTUAL.match(sql or "")
         if m is None or m.group(1).lower() not in FILE_MODULES:
             continue
         named = [a or b for a, b in _QUOTED.findall(m.group(2) or "")]
         guard.check_files([n for n in named if n.startswith("/")])  # out-of-root for a file outside the workspace
-        raise GdalMcpError("unsupported", f"{path}: table '{name}' is a {m.group(1)} virtual table over a file, "
-                           "which this server does not open; export the data to a regular table or file")
+        raise GdalMcpError(
+            "unsupported",
+            f"{path}: table '{name}' is a {m.group(1)} virtual table over a file, "
+            "which this server does not open; export the data to a regular table or file",
+        )
 
 
 def list_layers(path: str) -> list[tuple[str, str | None]]:
@@ -109,9 +129,7 @@ def choose_layer(path: str, layer: str | None, layers: list[tuple[str, str | Non
             return names[0]
         if not names:
             raise GdalMcpError("invalid-argument", f"{path} has no layers")
-        raise GdalMcpError(
-            "invalid-argument", f"{path} has {len(names)} layers; pass layer= one of: {', '.join(names)}"
-        )
+        raise GdalMcpError("invalid-argument", f"{path} has {len(names)} layers; pass layer= one of: {', '.join(names)}")
     if layer not in names:
         raise GdalMcpError("not-found", f"layer '{layer}' not found; layers are: {', '.join(names) or '(none)'}")
     return layer

@@ -34,9 +34,21 @@ BATCH_SIZE = 16_384
 OGR_ERRORS = (DataSourceError, DataLayerError, FieldError, GeometryError)
 # Extension -> OGR driver, for outputs (ogr2ogr infers the same way).
 VECTOR_DRIVERS = {
-    ".gpkg": "GPKG", ".shp": "ESRI Shapefile", ".geojson": "GeoJSON", ".json": "GeoJSON", ".fgb": "FlatGeobuf",
-    ".parquet": "Parquet", ".csv": "CSV", ".kml": "KML", ".gml": "GML", ".geojsonl": "GeoJSONSeq",
-    ".geojsons": "GeoJSONSeq", ".gpx": "GPX", ".sqlite": "SQLite", ".tab": "MapInfo File", ".dxf": "DXF",
+    ".gpkg": "GPKG",
+    ".shp": "ESRI Shapefile",
+    ".geojson": "GeoJSON",
+    ".json": "GeoJSON",
+    ".fgb": "FlatGeobuf",
+    ".parquet": "Parquet",
+    ".csv": "CSV",
+    ".kml": "KML",
+    ".gml": "GML",
+    ".geojsonl": "GeoJSONSeq",
+    ".geojsons": "GeoJSONSeq",
+    ".gpx": "GPX",
+    ".sqlite": "SQLite",
+    ".tab": "MapInfo File",
+    ".dxf": "DXF",
 }
 
 # Layer creation options a format needs to hold a geometry at all: write_layer applies them (a caller's own
@@ -85,17 +97,26 @@ def vector_driver(path: str, fmt: str | None) -> str:
     if fmt:
         match = next((d for d in drivers if d.lower() == fmt.lower()), None)
         if match is None:
-            raise GdalMcpError("invalid-argument", f"unknown or read-only vector format {fmt!r}; writable formats "
-                               "include GPKG, ESRI Shapefile, GeoJSON, FlatGeobuf, CSV, KML, GML")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"unknown or read-only vector format {fmt!r}; writable formats "
+                "include GPKG, ESRI Shapefile, GeoJSON, FlatGeobuf, CSV, KML, GML",
+            )
         return match
     suffix = Path(path).suffix.lower()
     driver = VECTOR_DRIVERS.get(suffix)
     if driver is not None and driver not in drivers:
-        raise GdalMcpError("unsupported", f"the GDAL bundled here cannot write {driver} ('{suffix}'); choose "
-                           "another format, e.g. .gpkg, .fgb, .geojson, .shp or .csv")
+        raise GdalMcpError(
+            "unsupported",
+            f"the GDAL bundled here cannot write {driver} ('{suffix}'); choose "
+            "another format, e.g. .gpkg, .fgb, .geojson, .shp or .csv",
+        )
     if driver is None:
-        raise GdalMcpError("invalid-argument", f"cannot tell the vector format from '{Path(path).name}'; pass "
-                           "format= (e.g. GPKG) or use .gpkg, .shp, .geojson, .fgb, .csv, .kml, .gml")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"cannot tell the vector format from '{Path(path).name}'; pass "
+            "format= (e.g. GPKG) or use .gpkg, .shp, .geojson, .fgb, .csv, .kml, .gml",
+        )
     return driver
 
 
@@ -103,8 +124,11 @@ SQL_DIALECTS = ("OGRSQL", "SQLITE")
 # Re-checked here whatever the tool layer did (the sandbox decides paths inside SQL): a table qualifier names
 # another data source to GDAL ("other.shp"."layer"), and these functions reach files, extensions or the network.
 _SQL_QUALIFIED_TABLE = re.compile(r"""\b(from|join)\s+("[^"]*"|'[^']*'|`[^`]*`|\[[^\]]*\]|\w+)\s*\.""", re.I)
-_SQL_REACHING = re.compile(r"\b(load_extension|ogr_datasource_load_layers|ogr_geocode\w*|readfile|writefile|"
-                           r"blob(from|to)file|(import|export)\w*|virtual\w*)\s*\(", re.I)
+_SQL_REACHING = re.compile(
+    r"\b(load_extension|ogr_datasource_load_layers|ogr_geocode\w*|readfile|writefile|"
+    r"blob(from|to)file|(import|export)\w*|virtual\w*)\s*\(",
+    re.I,
+)
 
 
 def check_sql(sql: str, dialect: str | None = None) -> str:
@@ -118,18 +142,29 @@ def check_sql(sql: str, dialect: str | None = None) -> str:
     if ";" in text:
         raise GdalMcpError("invalid-argument", "sql must be one statement (no ';')")
     lowered = f" {text.lower()} "
-    for word in (" insert ", " update ", " delete ", " drop ", " alter ", " create ", " attach ", " pragma ",
-                 " replace ", " vacuum ", "load_extension"):
+    for word in (
+        " insert ",
+        " update ",
+        " delete ",
+        " drop ",
+        " alter ",
+        " create ",
+        " attach ",
+        " pragma ",
+        " replace ",
+        " vacuum ",
+        "load_extension",
+    ):
         if word in lowered:
             raise GdalMcpError("invalid-argument", f"sql must be read-only; '{word.strip()}' is not allowed")
     m = _SQL_QUALIFIED_TABLE.search(text)
     if m and m.group(2).strip("\"'`[]").lower() not in ("main", "temp"):
-        raise GdalMcpError("invalid-argument", f"sql names another data source ({m.group(2)}); it may only read "
-                           "the layers of its input")
+        raise GdalMcpError(
+            "invalid-argument", f"sql names another data source ({m.group(2)}); it may only read the layers of its input"
+        )
     m = _SQL_REACHING.search(text)
     if m:
-        raise GdalMcpError("invalid-argument", f"sql may not call {m.group(1)}(): it reaches files, extensions or "
-                           "the network")
+        raise GdalMcpError("invalid-argument", f"sql may not call {m.group(1)}(): it reaches files, extensions or the network")
     return text
 
 
@@ -162,11 +197,20 @@ def _read_batches(reader: Any, path: str) -> Iterator[pa.RecordBatch]:
 
 
 @contextlib.contextmanager
-def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
-               bbox: tuple[float, float, float, float] | None = None, columns: list[str] | None = None,
-               sql: str | None = None, batch_size: int = BATCH_SIZE, read_geometry: bool = True,
-               count: bool = True, sql_dialect: str | None = None,
-               open_options: dict[str, str] | None = None) -> Iterator[LayerStream]:
+def read_layer(
+    path: str,
+    *,
+    layer: str | None = None,
+    where: str | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    columns: list[str] | None = None,
+    sql: str | None = None,
+    batch_size: int = BATCH_SIZE,
+    read_geometry: bool = True,
+    count: bool = True,
+    sql_dialect: str | None = None,
+    open_options: dict[str, str] | None = None,
+) -> Iterator[LayerStream]:
     """Open one layer (or an SQL result) as a stream of Arrow batches.
 
     The layer must be named when the source has several (never silently the first). `bbox` is in the
@@ -185,8 +229,7 @@ def read_layer(path: str, *, layer: str | None = None, where: str | None = None,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                n = pyogrio.read_info(path, layer=name, force_feature_count=where is None and bbox is None,
-                                      **oo)["features"]
+                n = pyogrio.read_info(path, layer=name, force_feature_count=where is None and bbox is None, **oo)["features"]
                 total = int(n) if n >= 0 and where is None and bbox is None else None
             except Exception:  # noqa: BLE001 - a count is only for progress
                 total = None
@@ -254,9 +297,18 @@ def with_geometries(batch: pa.RecordBatch, geoms: np.ndarray, *, output_dimensio
     return batch.set_column(idx, field, pa.array(wkb, type=field.type))
 
 
-def write_layer(dst: str, stream_schema: pa.Schema, batches: Iterator[pa.RecordBatch], *, driver: str, layer: str,
-                crs: str | None, geometry_type: str, layer_options: dict[str, Any] | None = None,
-                append: bool = False) -> None:
+def write_layer(
+    dst: str,
+    stream_schema: pa.Schema,
+    batches: Iterator[pa.RecordBatch],
+    *,
+    driver: str,
+    layer: str,
+    crs: str | None,
+    geometry_type: str,
+    layer_options: dict[str, Any] | None = None,
+    append: bool = False,
+) -> None:
     """Write batches into one new layer of `dst` with a single OGR write (works for every driver).
 
     pyogrio reports measured layers without their M ('LineString Z'); when the first batch holds M
@@ -276,7 +328,10 @@ def write_layer(dst: str, stream_schema: pa.Schema, batches: Iterator[pa.RecordB
         warnings.filterwarnings("always", message=".*overflow occurred.*")  # (read_layer records these)
         try:
             pyogrio.raw.write_arrow(
-                reader, dst, layer=layer, driver=driver,
+                reader,
+                dst,
+                layer=layer,
+                driver=driver,
                 geometry_name=column,
                 geometry_type=geometry_type if column else None,
                 crs=crs if column else None,
@@ -308,8 +363,13 @@ def measured_type(geometry_type: str) -> str:
     return "PointM" if base == "Point" else f"Measured {base}"
 
 
-def relay(batches: Iterator[pa.RecordBatch], total: int | None, progress: Progress, verb: str = "processed",
-          transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None) -> Iterator[pa.RecordBatch]:
+def relay(
+    batches: Iterator[pa.RecordBatch],
+    total: int | None,
+    progress: Progress,
+    verb: str = "processed",
+    transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+) -> Iterator[pa.RecordBatch]:
     """Yield (transformed) batches, reporting progress by features done."""
     done = 0
     for batch in batches:
@@ -339,13 +399,16 @@ def summarize_vector(path: str, layer: str | None = None) -> VectorSummary:
     stem = main.name.rsplit(".", 1)[0]
     for f in main.parent.iterdir():
         # The file and its sidecars (x.shx, x.dbf …), not other files that share its stem (x.gpkg beside x.shp).
-        sidecar = f.name.startswith(stem + ".") and f.name[len(stem) + 1:].lower() in SIDECARS.get(
-            main.suffix.lower(), ())
+        sidecar = f.name.startswith(stem + ".") and f.name[len(stem) + 1 :].lower() in SIDECARS.get(main.suffix.lower(), ())
         if f.is_file() and (f.name == main.name or sidecar or f.name.startswith(main.name + "-")):
             size += os.path.getsize(f)
     return VectorSummary(
-        driver=info.get("driver"), layer=name, feature_count=max(int(info["features"]), 0),
+        driver=info.get("driver"),
+        layer=name,
+        feature_count=max(int(info["features"]), 0),
         geometry_type=info.get("geometry_type"),
         crs=(f"EPSG:{crs.epsg}" if crs and crs.epsg else (crs.name if crs else None)),
-        extent=extent, fields=list(info["fields"]), file_size=size,
+        extent=extent,
+        fields=list(info["fields"]),
+        file_size=size,
     )
