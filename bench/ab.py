@@ -41,6 +41,17 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
             "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"},
         },
     ),
+    # uncompressed tiled output: the tiles write their own pixels (engine/raster/rawtiff.py)
+    "reproject_raw": (
+        "raster_reproject",
+        {
+            "input": "src.tif",
+            "output": "raw_{side}_{i}.tif",
+            "dst_crs": "EPSG:4326",
+            "resampling": "nearest",
+            "creation_options": {"TILED": "YES"},
+        },
+    ),
     "cog": (
         "raster_convert",
         {
