@@ -519,26 +519,9 @@ def _layered(fn: Callable[[], Any], writable: list[str]) -> Any:
     tmp = _task_tmp[0]
     if tmp is None:
         return fn()
-    import contextvars
-
     from gdal_mcp import confine
 
-    context = contextvars.copy_context()
-    box: dict[str, Any] = {}
-
-    def body() -> None:
-        try:
-            confine.restrict_writes([*writable, tmp])
-            box["result"] = context.run(fn)
-        except BaseException as exc:  # noqa: BLE001 - handed to the task thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=body, name="gdal-mcp-dask-job")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("result")
+    return confine.on_write_layer_thread(fn, [*writable, tmp], name="gdal-mcp-dask-job")
 
 
 class DaskMapper:

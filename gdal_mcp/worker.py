@@ -254,8 +254,6 @@ def run_in_job_thread(func: Any, kwargs: dict[str, Any], writable: list[str]) ->
     worker's main thread keeps its wider policy for the next job. Jobs that write nothing but the worker's private
     temporary directory (every job that only reads) share one thread confined that way once (_READER), which saves
     them a thread start and a Landlock layer each (~0.2 ms of a metadata call)."""
-    import threading
-
     from gdal_mcp import confine
 
     if len(writable) <= 1:
@@ -272,21 +270,7 @@ def run_in_job_thread(func: Any, kwargs: dict[str, Any], writable: list[str]) ->
             _READER[tuple(writable)] = reader
         return reader.submit(lambda: func(**kwargs)).result()
 
-    box: dict[str, Any] = {}
-
-    def body() -> None:
-        try:
-            confine.restrict_writes(writable)
-            box["result"] = func(**kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=body, name="gdal-mcp-job")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("result")
+    return confine.on_write_layer_thread(lambda: func(**kwargs), writable)
 
 
 #: the thread that runs the jobs which only read, per set of writable paths (one: the private temporary directory)

@@ -18,7 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ import rasterio
 from fastmcp import Client
 
 from tests.conftest import DATA, huge_vrt
-from tests.e2e.test_http import free_port, wait_listening
+from tests.e2e.test_http import StderrLog, free_port, wait_listening
 
 TOKEN = "console-test-token-7f3a"
 #: the person's credential (GDAL_MCP_CONSOLE_TOKEN): the MCP client never has it
@@ -105,19 +104,9 @@ class Server:
             stderr=subprocess.PIPE,
             env=env,
         )
-        self.stderr: list[str] = []
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self.log = StderrLog(self.proc)
         wait_listening(self.port, self.proc)
         self.base = f"http://127.0.0.1:{self.port}"
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr.append(line.decode(errors="replace"))
-
-    def login_links(self) -> list[str]:
-        """The one-time login links the server printed on its stderr (what the person running it sees)."""
-        return [m.group(0) for line in self.stderr for m in [re.search(r"http://\S+/console/login\?key=\S+", line)] if m]
 
     def decisions(self) -> list[dict[str, Any]]:
         return [r for r in map(json.loads, self.audit.read_text().splitlines()) if r.get("event") == "confirmation"]
@@ -233,8 +222,8 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
         assert (await call(c, "confirmation_status", confirmation_id=cid))[1]["status"] == "pending"
 
         # ---- log in as the person: the one-time link the server printed on its stderr ---------------
-        links = s.login_links()
-        assert len(links) == 1 and links[0].startswith(s.base + "/console/login?key="), s.stderr
+        links = s.log.login_links()
+        assert len(links) == 1 and links[0].startswith(s.base + "/console/login?key="), s.log.lines
         await asyncio.to_thread(d.get, links[0])
         card = await asyncio.to_thread(wait, d, f'li.pending[data-id="{cid}"] button.approve')
         card = d.find_element(By.CSS_SELECTOR, f'li.pending[data-id="{cid}"]')

@@ -39,6 +39,27 @@ def start(ws: Path, port: int, token: str | None, *extra: str) -> subprocess.Pop
     )
 
 
+class StderrLog:
+    """A server's stderr, read as it comes (a pipe nobody reads would block the server), with the approval console's
+    one-time login links it printed (what the person running the server sees)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        import threading
+
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self.lines.append(line.decode(errors="replace"))
+
+    def login_links(self) -> list[str]:
+        import re
+
+        return [m.group(0) for line in self.lines if (m := re.search(r"http://\S+/console/login\?key=\S+", line))]
+
+
 def wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

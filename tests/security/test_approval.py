@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import httpx2
 import pytest
 from fastmcp import Client
 
-from tests.e2e.test_http import free_port, wait_listening
+from tests.e2e.test_http import StderrLog, free_port, wait_listening
 from tests.security.conftest import workspace
 
 TOKEN = "mcp-client-token-3d1e"
@@ -52,18 +51,12 @@ class Http:
             stderr=subprocess.PIPE,
             env={**base, **env},
         )
-        self.stderr: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.log = StderrLog(self.proc)
         wait_listening(self.port, self.proc)
         self.base = f"http://127.0.0.1:{self.port}"
 
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr.append(line.decode(errors="replace"))
-
     def links(self) -> list[str]:
-        return [m.group(0) for line in self.stderr if (m := re.search(r"http://\S+/console/login\?key=\S+", line))]
+        return self.log.login_links()
 
     def close(self) -> None:
         self.proc.terminate()
@@ -159,7 +152,7 @@ async def test_loopback_without_tokens_reads_but_needs_the_login_link(loopback: 
         r = httpx2.post(f"{s.base}/console/login-link", headers={"Origin": s.base})
         assert r.status_code in (200, 429) and "key=" not in r.text
         links = s.links()
-        assert len(links) >= 1 and (len(links) == before + 1 or r.status_code == 429), s.stderr
+        assert len(links) >= 1 and (len(links) == before + 1 or r.status_code == 429), s.log.lines
         person = httpx2.get(links[-1], follow_redirects=False)
         assert person.status_code == 303
         assert httpx2.get(links[-1], follow_redirects=False).status_code == 401  # once
