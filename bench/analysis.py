@@ -51,7 +51,7 @@ ORIGIN = (4_000_000.0, 2_800_000.0)
 CRS = "EPSG:3035"
 GEOMETRY = pa.field("geometry", pa.binary(), metadata={b"ARROW:extension:name": b"geoarrow.wkb"})
 
-GEOPANDAS = r'''
+GEOPANDAS = r"""
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
 import geopandas as gpd, pandas as pd
@@ -70,16 +70,20 @@ else:
     result = gpd.overlay(a, b, how="intersection", keep_geom_type=True)
     result.to_file(out, driver="GPKG", engine="pyogrio", use_arrow=True)
 print(json.dumps({"seconds": time.perf_counter() - t0}))
-'''
+"""
 
-COUNTS_SQL = ("SELECT z.uid AS uid, count(p.ROWID) AS count, z.geom AS geometry FROM zones z LEFT JOIN points p "
-              "ON p.ROWID IN (SELECT ROWID FROM SpatialIndex WHERE f_table_name = 'points' AND search_frame = z.geom) "
-              "AND ST_Intersects(z.geom, p.geom) GROUP BY z.uid")
-OVERLAY_SQL = ("SELECT * FROM (SELECT a.uid AS uid_1, a.value AS value, b.uid AS uid_2, "
-               "CastToMultiPolygon(CollectionExtract(ST_Intersection(a.geom, b.geom), 3)) AS geometry "
-               "FROM areas b JOIN parcels a ON a.ROWID IN (SELECT ROWID FROM SpatialIndex WHERE "
-               "f_table_name = 'parcels' AND search_frame = b.geom) AND ST_Intersects(a.geom, b.geom)) "
-               "WHERE geometry IS NOT NULL")
+COUNTS_SQL = (
+    "SELECT z.uid AS uid, count(p.ROWID) AS count, z.geom AS geometry FROM zones z LEFT JOIN points p "
+    "ON p.ROWID IN (SELECT ROWID FROM SpatialIndex WHERE f_table_name = 'points' AND search_frame = z.geom) "
+    "AND ST_Intersects(z.geom, p.geom) GROUP BY z.uid"
+)
+OVERLAY_SQL = (
+    "SELECT * FROM (SELECT a.uid AS uid_1, a.value AS value, b.uid AS uid_2, "
+    "CastToMultiPolygon(CollectionExtract(ST_Intersection(a.geom, b.geom), 3)) AS geometry "
+    "FROM areas b JOIN parcels a ON a.ROWID IN (SELECT ROWID FROM SpatialIndex WHERE "
+    "f_table_name = 'parcels' AND search_frame = b.geom) AND ST_Intersects(a.geom, b.geom)) "
+    "WHERE geometry IS NOT NULL"
+)
 
 
 def log(msg: str) -> None:
@@ -88,6 +92,7 @@ def log(msg: str) -> None:
 
 # ----- inputs -----------------------------------------------------------------------------------------------------
 
+
 def _write(path: Path, layer: str, columns: dict[str, np.ndarray], geoms: np.ndarray, geometry_type: str) -> None:
     schema = pa.schema([*(pa.field(k, pa.from_numpy_dtype(v.dtype)) for k, v in columns.items()), GEOMETRY])
     path.unlink(missing_ok=True)
@@ -95,11 +100,20 @@ def _write(path: Path, layer: str, columns: dict[str, np.ndarray], geoms: np.nda
     def batches() -> Any:
         for start in range(0, len(geoms), 50_000):
             sl = slice(start, start + 50_000)
-            yield pa.RecordBatch.from_arrays([*(pa.array(v[sl]) for v in columns.values()),
-                                              pa.array(shapely.to_wkb(geoms[sl]))], schema=schema)
+            yield pa.RecordBatch.from_arrays(
+                [*(pa.array(v[sl]) for v in columns.values()), pa.array(shapely.to_wkb(geoms[sl]))], schema=schema
+            )
 
-    write_arrow(pa.RecordBatchReader.from_batches(schema, batches()), str(path), layer=layer, driver="GPKG",
-                geometry_name="geometry", geometry_type=geometry_type, crs=CRS, dataset_options={"VERSION": "1.2"})
+    write_arrow(
+        pa.RecordBatchReader.from_batches(schema, batches()),
+        str(path),
+        layer=layer,
+        driver="GPKG",
+        geometry_name="geometry",
+        geometry_type=geometry_type,
+        crs=CRS,
+        dataset_options={"VERSION": "1.2"},
+    )
 
 
 def _voronoi(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -121,8 +135,13 @@ def generate(work: Path, points: int, zones: int, parcels: int, areas: int) -> d
     _write(work / "zones.gpkg", "zones", {"uid": np.arange(len(cells), dtype=np.int64)}, cells, "Polygon")
     n["zones"] = len(cells)
     pts = shapely.points(rng.uniform(x0, x0 + SIDE, points), rng.uniform(y0, y0 + SIDE, points))
-    _write(work / "points.gpkg", "points", {"uid": np.arange(points, dtype=np.int64),
-                                            "value": rng.normal(100, 25, points)}, pts, "Point")
+    _write(
+        work / "points.gpkg",
+        "points",
+        {"uid": np.arange(points, dtype=np.int64), "value": rng.normal(100, 25, points)},
+        pts,
+        "Point",
+    )
     n["points"] = points
     del pts
     for name, count in (("parcels", parcels), ("areas", areas)):
@@ -134,14 +153,18 @@ def generate(work: Path, points: int, zones: int, parcels: int, areas: int) -> d
         n[name] = len(cells)
     # One OGR VRT naming both layers of each case, so that one SQLite-dialect statement sees them.
     for vrt, layers in (("counts.vrt", ("zones", "points")), ("overlay.vrt", ("parcels", "areas"))):
-        body = "".join(f'<OGRVRTLayer name="{lyr}"><SrcDataSource relativeToVRT="1">{lyr}.gpkg</SrcDataSource>'
-                       f"<SrcLayer>{lyr}</SrcLayer></OGRVRTLayer>" for lyr in layers)
-        (work / vrt).write_text(f'<OGRVRTDataSource>{body}</OGRVRTDataSource>')
+        body = "".join(
+            f'<OGRVRTLayer name="{lyr}"><SrcDataSource relativeToVRT="1">{lyr}.gpkg</SrcDataSource>'
+            f"<SrcLayer>{lyr}</SrcLayer></OGRVRTLayer>"
+            for lyr in layers
+        )
+        (work / vrt).write_text(f"<OGRVRTDataSource>{body}</OGRVRTDataSource>")
     log(f"generated inputs in {time.perf_counter() - t0:.1f} s: {n}")
     return n
 
 
 # ----- sides ------------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Side:
@@ -155,10 +178,8 @@ class Side:
 
 
 CASES = {
-    "counts": {"tool": "vector_join", "args": {"input": "zones.gpkg", "join": "points.gpkg",
-                                               "aggregate": {"*": ["count"]}}},
-    "overlay": {"tool": "vector_overlay", "args": {"input": "parcels.gpkg", "overlay": "areas.gpkg",
-                                                   "how": "intersection"}},
+    "counts": {"tool": "vector_join", "args": {"input": "zones.gpkg", "join": "points.gpkg", "aggregate": {"*": ["count"]}}},
+    "overlay": {"tool": "vector_overlay", "args": {"input": "parcels.gpkg", "overlay": "areas.gpkg", "how": "intersection"}},
 }
 
 
@@ -180,8 +201,9 @@ async def server_run(session: ClientSession, pid: int, case: str, out: str, side
 def geopandas_run(work: Path, case: str, out: Path, side: Side) -> None:
     out.unlink(missing_ok=True)
     os.sync()
-    proc = subprocess.Popen([sys.executable, "-c", GEOPANDAS, case, str(work), str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", GEOPANDAS, case, str(work), str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     with PeakRss(proc.pid) as rss:
         stdout, stderr = proc.communicate()
     if proc.returncode != 0:
@@ -196,8 +218,21 @@ def cli_run(work: Path, case: str, out: Path, side: Side, timeout: float) -> Non
     out.unlink(missing_ok=True)
     os.sync()
     src, sql, name = ("counts.vrt", COUNTS_SQL, "counts") if case == "counts" else ("overlay.vrt", OVERLAY_SQL, "overlay")
-    cmd = ["ogr2ogr", "-f", "GPKG", str(out), src, "-dialect", "SQLite", "-sql", sql, "-nln", name,
-           "-nlt", "MULTIPOLYGON" if case == "overlay" else "POLYGON"]
+    cmd = [
+        "ogr2ogr",
+        "-f",
+        "GPKG",
+        str(out),
+        src,
+        "-dialect",
+        "SQLite",
+        "-sql",
+        sql,
+        "-nln",
+        name,
+        "-nlt",
+        "MULTIPOLYGON" if case == "overlay" else "POLYGON",
+    ]
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
@@ -220,6 +255,7 @@ def cli_run(work: Path, case: str, out: Path, side: Side, timeout: float) -> Non
 
 # ----- checks -----------------------------------------------------------------------------------------------------
 
+
 def _read(path: Path, columns: list[str]) -> dict[str, np.ndarray]:
     meta, table = pyogrio.raw.read_arrow(str(path), columns=columns)
     out = {c: table.column(c).to_numpy(zero_copy_only=False) for c in columns}
@@ -239,8 +275,10 @@ def check_counts(paths: dict[str, Path]) -> tuple[str, bool]:
     for who, (uid, cnt) in got.items():
         same = np.array_equal(uid, ref_uid) and np.array_equal(cnt, ref)
         ok &= same
-        lines.append(f"{who}: {len(uid)} zones, {int(cnt.sum()):,} points counted, "
-                     f"{'identical to geopandas' if same else 'DIFFERENT from geopandas'}")
+        lines.append(
+            f"{who}: {len(uid)} zones, {int(cnt.sum()):,} points counted, "
+            f"{'identical to geopandas' if same else 'DIFFERENT from geopandas'}"
+        )
     return "; ".join(lines), ok
 
 
@@ -262,12 +300,12 @@ def check_overlay(paths: dict[str, Path]) -> tuple[str, bool]:
         rel = float(np.max(np.abs(area - ref_area) / np.maximum(ref_area, 1e-300))) if len(area) else 0.0
         total = abs(area.sum() - ref_area.sum()) / ref_area.sum()
         ok &= rel <= 1e-6
-        lines.append(f"{who}: {len(key):,} pieces, same pairs; largest relative area difference {rel:.2g}, "
-                     f"total {total:.2g}")
+        lines.append(f"{who}: {len(key):,} pieces, same pairs; largest relative area difference {rel:.2g}, total {total:.2g}")
     return "; ".join(lines), ok
 
 
 # ----- run --------------------------------------------------------------------------------------------------------
+
 
 def _server_pid() -> int:
     for pid in process_tree(os.getpid())[1:]:
@@ -284,19 +322,26 @@ async def run(work: Path, repeat: int, cases: list[str], cli_timeout: float) -> 
     results = {c: {"server": Side(), "geopandas": Side(), "ogr2ogr": Side()} for c in cases}
     notes: list[str] = []
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    params = StdioServerParameters(command=SERVER[0], args=[*SERVER[1:], "--workspace", str(work), "--timeout",
-                                                            "3600", "--workers", "2"], env=env)
+    params = StdioServerParameters(
+        command=SERVER[0], args=[*SERVER[1:], "--workspace", str(work), "--timeout", "3600", "--workers", "2"], env=env
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         pid = _server_pid()
         await session.call_tool("vector_info", {"path": "zones.gpkg"})
         # Both job workers import the analysis engines (pyproj, shapely) before anything is timed, as the
         # geopandas side's imports are not timed either.
-        await asyncio.gather(*(session.call_tool(tool, {**args, "output": f"warm_{n}.gpkg", "overwrite": True})
-                               for n, (tool, args) in enumerate([
-                                   ("vector_join", {"input": "zones.gpkg", "join": "zones.gpkg",
-                                                    "aggregate": {"*": ["count"]}}),
-                                   ("vector_overlay", {"input": "zones.gpkg", "overlay": "zones.gpkg"})])))
+        await asyncio.gather(
+            *(
+                session.call_tool(tool, {**args, "output": f"warm_{n}.gpkg", "overwrite": True})
+                for n, (tool, args) in enumerate(
+                    [
+                        ("vector_join", {"input": "zones.gpkg", "join": "zones.gpkg", "aggregate": {"*": ["count"]}}),
+                        ("vector_overlay", {"input": "zones.gpkg", "overlay": "zones.gpkg"}),
+                    ]
+                )
+            )
+        )
         await asyncio.sleep(2.0)
         notes.append(f"server tree at rest after warm-up: {tree_pss(pid) / MB:.0f} MB summed PSS")
         for case in cases:
@@ -319,8 +364,14 @@ async def run(work: Path, repeat: int, cases: list[str], cli_timeout: float) -> 
     return results, notes
 
 
-def report(results: dict[str, dict[str, Side]], work: Path, counts: dict[str, int], notes: list[str],
-           load: tuple[float, float], repeat: int) -> tuple[str, bool]:
+def report(
+    results: dict[str, dict[str, Side]],
+    work: Path,
+    counts: dict[str, int],
+    notes: list[str],
+    load: tuple[float, float],
+    repeat: int,
+) -> tuple[str, bool]:
     lines = ["| case | side | time (s, median) | peak memory (MB) | result |", "|---|---|---|---|---|"]
     ok_all = True
     checks = {}
@@ -337,7 +388,7 @@ def report(results: dict[str, dict[str, Side]], work: Path, counts: dict[str, in
                 pss = max(s.peak_pss) / MB if s.peak_pss else float("nan")
                 mem = f"{pss:.0f} PSS (tree), {max(s.peak_rss) / MB:.0f} RSS" if s.peak_rss else "-"
             elif who == "geopandas":
-                mem = (f"{max(s.peak_pss) / MB:.0f} PSS, {max(s.peak_rss) / MB:.0f} RSS" if s.peak_rss else "-")
+                mem = f"{max(s.peak_pss) / MB:.0f} PSS, {max(s.peak_rss) / MB:.0f} RSS" if s.peak_rss else "-"
             else:
                 mem = f"{max(s.peak_rss) / MB:.0f} RSS" if s.peak_rss else "-"
             verdict = ""
@@ -345,17 +396,24 @@ def report(results: dict[str, dict[str, Side]], work: Path, counts: dict[str, in
                 time_ok = med is not None and gp is not None and med <= gp
                 pss_ok = bool(s.peak_pss) and max(s.peak_pss) / MB <= PSS_TARGET_MB
                 ok_all &= time_ok and pss_ok and checks[case][1]
-                verdict = (f"time {'≤' if time_ok else '>'} geopandas ({med / gp:.2f}×), "
-                           f"PSS {'≤' if pss_ok else '>'} {PSS_TARGET_MB} MB" if med and gp else "")
-            lines.append(f"| {case} | {who} | {'FAILED' if s.error else (f'{med:.2f}' if med else '-')} | {mem} | "
-                         f"{s.error[:200] if s.error else verdict} |")
+                verdict = (
+                    f"time {'≤' if time_ok else '>'} geopandas ({med / gp:.2f}×), PSS {'≤' if pss_ok else '>'} {PSS_TARGET_MB} MB"
+                    if med and gp
+                    else ""
+                )
+            lines.append(
+                f"| {case} | {who} | {'FAILED' if s.error else (f'{med:.2f}' if med else '-')} | {mem} | "
+                f"{s.error[:200] if s.error else verdict} |"
+            )
     lines.append("")
     for case, (text, ok) in checks.items():
         lines.append(f"- {case} check ({'OK' if ok else 'FAIL'}): {text}")
         ok_all &= ok
     lines += [f"- {n}" for n in notes]
-    lines.append(f"- inputs: {counts}; repetitions per side: {repeat}; load average before/after: "
-                 f"{load[0]:.2f} / {load[1]:.2f} (1 min); {os.cpu_count()} CPUs")
+    lines.append(
+        f"- inputs: {counts}; repetitions per side: {repeat}; load average before/after: "
+        f"{load[0]:.2f} / {load[1]:.2f} (1 min); {os.cpu_count()} CPUs"
+    )
     lines.append(f"- verdict: {'all targets met' if ok_all else 'a target was missed'}")
     return "\n".join(lines), ok_all
 

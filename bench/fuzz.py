@@ -69,17 +69,18 @@ def _indices(args: argparse.Namespace) -> list[int]:
 def snapshot(into: Path) -> Path:
     """Copy gdal_mcp/ as it is now: the server (and every worker it respawns) runs this copy, so edits made
     to the checkout during a long run cannot mix two versions of the code in one server."""
-    shutil.copytree(Path(__file__).resolve().parent.parent / "gdal_mcp", into / "gdal_mcp",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(__file__).resolve().parent.parent / "gdal_mcp", into / "gdal_mcp", ignore=shutil.ignore_patterns("__pycache__")
+    )
     return into
 
 
-async def run(args: argparse.Namespace, indices: list[int], workdir: Path, source: Path,
-              errlog: object) -> tuple[list[Outcome], FuzzServer]:
+async def run(
+    args: argparse.Namespace, indices: list[int], workdir: Path, source: Path, errlog: object
+) -> tuple[list[Outcome], FuzzServer]:
     outcomes: list[Outcome] = []
     jsonl = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else None  # noqa: SIM115
-    server = FuzzServer(workdir, timeout=args.timeout, margin=args.margin, workers=args.workers,
-                        errlog=errlog, source=source)  # type: ignore[arg-type]
+    server = FuzzServer(workdir, timeout=args.timeout, margin=args.margin, workers=args.workers, errlog=errlog, source=source)  # type: ignore[arg-type]
     t0 = time.monotonic()
     try:
         async with server:
@@ -94,8 +95,10 @@ async def run(args: argparse.Namespace, indices: list[int], workdir: Path, sourc
                     if o.problems:
                         log(f"case {i} {o.kind} {o.tool}: {', '.join(o.problems)}: {o.code}: {o.message[:300]}")
                 if (n + 1) % 50 == 0 or n + 1 == len(indices):
-                    log(f"[{time.monotonic() - t0:7.1f} s] {n + 1}/{len(indices)} cases, {len(outcomes)} calls, "
-                        f"{sum(bool(o.problems) for o in outcomes)} problems, {server.deaths} server deaths")
+                    log(
+                        f"[{time.monotonic() - t0:7.1f} s] {n + 1}/{len(indices)} cases, {len(outcomes)} calls, "
+                        f"{sum(bool(o.problems) for o in outcomes)} problems, {server.deaths} server deaths"
+                    )
     finally:
         if jsonl:
             jsonl.close()
@@ -124,8 +127,9 @@ def _provenance(source: Path) -> str:
     return f"Code: commit {commit}{dirty}. {versions}."
 
 
-def report(args: argparse.Namespace, indices: list[int], outcomes: list[Outcome], server: FuzzServer,
-           wall: float, provenance: str = "") -> tuple[str, bool]:
+def report(
+    args: argparse.Namespace, indices: list[int], outcomes: list[Outcome], server: FuzzServer, wall: float, provenance: str = ""
+) -> tuple[str, bool]:
     cases_by_kind = Counter(KINDS[i % len(KINDS)] for i in indices)
     calls_by_case: dict[int, list[Outcome]] = defaultdict(list)
     for o in outcomes:
@@ -153,8 +157,10 @@ def report(args: argparse.Namespace, indices: list[int], outcomes: list[Outcome]
         "",
         "Cases per file kind:",
         "",
-        *_table(["kind", "cases", "every call succeeded"],
-                [[k, cases_by_kind[k], readable[k]] for k in dict.fromkeys(KINDS) if cases_by_kind[k]]),
+        *_table(
+            ["kind", "cases", "every call succeeded"],
+            [[k, cases_by_kind[k], readable[k]] for k in dict.fromkeys(KINDS) if cases_by_kind[k]],
+        ),
         "",
         "Outcome codes of all calls:",
         "",
@@ -175,8 +181,14 @@ def report(args: argparse.Namespace, indices: list[int], outcomes: list[Outcome]
         c = Counter(o.code for o in got)
         secs = sorted(o.seconds for o in got)
         p95 = secs[min(len(secs) - 1, int(0.95 * len(secs)))]
-        rows.append([tool, len(got), *[c.get(code, 0) for code in seen_codes],
-                     f"{statistics.median(secs):.2f} / {p95:.2f} / {secs[-1]:.2f}"])
+        rows.append(
+            [
+                tool,
+                len(got),
+                *[c.get(code, 0) for code in seen_codes],
+                f"{statistics.median(secs):.2f} / {p95:.2f} / {secs[-1]:.2f}",
+            ]
+        )
     lines += _table(["tool", "calls", *seen_codes, "seconds"], rows)
     lines += ["", "Calls per file kind and outcome:", ""]
     rows = []
@@ -188,9 +200,20 @@ def report(args: argparse.Namespace, indices: list[int], outcomes: list[Outcome]
     lines += _table(["kind", "calls", *seen_codes], rows)
     if bad:
         lines += ["", f"Problems ({len(bad)} calls; reproduce one with `--seed {args.seed} --only INDEX`):", ""]
-        lines += _table(["case", "kind", "tool", "problems", "message", "mutations"],
-                        [[o.index, o.kind, o.tool, ", ".join(o.problems), o.message[:160].replace("|", "\\|"),
-                          "; ".join(o.mutations)[:120].replace("|", "\\|")] for o in bad[:40]])
+        lines += _table(
+            ["case", "kind", "tool", "problems", "message", "mutations"],
+            [
+                [
+                    o.index,
+                    o.kind,
+                    o.tool,
+                    ", ".join(o.problems),
+                    o.message[:160].replace("|", "\\|"),
+                    "; ".join(o.mutations)[:120].replace("|", "\\|"),
+                ]
+                for o in bad[:40]
+            ],
+        )
     ok = not bad and server.deaths == 0
     return "\n".join(lines) + "\n", ok
 

@@ -15,9 +15,16 @@ from rasterio.windows import transform as window_transform
 BANDS = 3
 ROWS_PER_WINDOW = 512  # a multiple of the 256-pixel block height, so every block is written once
 PROFILE = {
-    "driver": "GTiff", "dtype": "uint16", "count": BANDS, "crs": "EPSG:32618",
-    "tiled": True, "blockxsize": 256, "blockysize": 256, "compress": "DEFLATE",
-    "bigtiff": "IF_SAFER", "num_threads": "ALL_CPUS",
+    "driver": "GTiff",
+    "dtype": "uint16",
+    "count": BANDS,
+    "crs": "EPSG:32618",
+    "tiled": True,
+    "blockxsize": 256,
+    "blockysize": 256,
+    "compress": "DEFLATE",
+    "bigtiff": "IF_SAFER",
+    "num_threads": "ALL_CPUS",
 }
 GDAL_ENV = {"GDAL_CACHEMAX": 256, "GDAL_PAM_ENABLED": "NO"}
 
@@ -62,9 +69,17 @@ def make_source(path: Path, size_mb: float) -> Raster:
 
 
 WARP_PROFILE = {
-    "driver": "GTiff", "dtype": "uint16", "count": BANDS, "crs": "EPSG:32633",
-    "tiled": True, "blockxsize": 512, "blockysize": 512, "compress": "DEFLATE", "zlevel": 1,
-    "bigtiff": "IF_SAFER", "num_threads": "ALL_CPUS",
+    "driver": "GTiff",
+    "dtype": "uint16",
+    "count": BANDS,
+    "crs": "EPSG:32633",
+    "tiled": True,
+    "blockxsize": 512,
+    "blockysize": 512,
+    "compress": "DEFLATE",
+    "zlevel": 1,
+    "bigtiff": "IF_SAFER",
+    "num_threads": "ALL_CPUS",
 }
 
 

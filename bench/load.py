@@ -62,11 +62,16 @@ class Phase:
     def row(self) -> str:
         rate = len(self.latencies) / self.seconds if self.seconds else float("nan")
         n = max(1, self.calls)
-        cpu = (f"{1000 * self.server_cpu / n:.1f} / {1000 * self.workers_cpu / n:.1f} / "
-               f"{1000 * self.client_cpu / n:.1f}") if self.client_cpu else "—"
-        return (f"| {self.name} | {self.calls} | {len(self.errors)} | {rate:.0f} | {self.pct(50):.0f} | "
-                f"{self.pct(95):.0f} | {self.pct(99):.0f} | {1000 * max(self.latencies, default=float('nan')):.0f} | "
-                f"{cpu} |")
+        cpu = (
+            (f"{1000 * self.server_cpu / n:.1f} / {1000 * self.workers_cpu / n:.1f} / {1000 * self.client_cpu / n:.1f}")
+            if self.client_cpu
+            else "—"
+        )
+        return (
+            f"| {self.name} | {self.calls} | {len(self.errors)} | {rate:.0f} | {self.pct(50):.0f} | "
+            f"{self.pct(95):.0f} | {self.pct(99):.0f} | {1000 * max(self.latencies, default=float('nan')):.0f} | "
+            f"{cpu} |"
+        )
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -79,7 +84,7 @@ def cpu_seconds(pid: int) -> float:
             data = f.read()
     except OSError:
         return 0.0
-    fields = data[data.rindex(b")") + 2:].split()
+    fields = data[data.rindex(b")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
@@ -106,16 +111,27 @@ class McpHttp:
 
     def __init__(self, url: str, token: str) -> None:
         self.url = url
-        self.http = httpx2.AsyncClient(timeout=120, headers={
-            "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json", "MCP-Protocol-Version": PROTOCOL})
+        self.http = httpx2.AsyncClient(
+            timeout=120,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                "MCP-Protocol-Version": PROTOCOL,
+            },
+        )
         self._id = 0
 
     async def request(self, method: str, params: dict[str, Any], name: str | None = None) -> dict[str, Any]:
         self._id += 1
-        params = {**params, "_meta": {"io.modelcontextprotocol/protocolVersion": PROTOCOL,
-                                      "io.modelcontextprotocol/clientInfo": {"name": "bench-load", "version": "0"},
-                                      "io.modelcontextprotocol/clientCapabilities": {}}}
+        params = {
+            **params,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+                "io.modelcontextprotocol/clientInfo": {"name": "bench-load", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        }
         headers = {"Mcp-Method": method}
         if name is not None:
             headers["Mcp-Name"] = name
@@ -159,8 +175,18 @@ def make_workspace(ws: Path, files: int, heavy_mb: int) -> Path | None:
     from rasterio.transform import from_origin
 
     first = ws / "q0000.tif"
-    with rasterio.open(first, "w", driver="GTiff", width=256, height=256, count=1, dtype="uint8",
-                       crs="EPSG:32618", transform=from_origin(500000, 4500000, 10, 10), tiled=True) as ds:
+    with rasterio.open(
+        first,
+        "w",
+        driver="GTiff",
+        width=256,
+        height=256,
+        count=1,
+        dtype="uint8",
+        crs="EPSG:32618",
+        transform=from_origin(500000, 4500000, 10, 10),
+        tiled=True,
+    ) as ds:
         ds.write(np.arange(256 * 256, dtype=np.uint32).reshape(1, 256, 256).astype("uint8"))
     for i in range(1, files):
         shutil.copyfile(first, ws / f"q{i:04d}.tif")
@@ -175,10 +201,29 @@ def start_server(ws: Path, port: int, workers: int) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
     env["GDAL_MCP_TOKEN"] = TOKEN
     return subprocess.Popen(
-        [sys.executable, "-m", "gdal_mcp", "--transport", "http", "--host", "127.0.0.1", "--port", str(port),
-         "--workspace", str(ws), "--workers", str(workers), "--timeout", "600"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "gdal_mcp",
+            "--transport",
+            "http",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workspace",
+            str(ws),
+            "--workers",
+            str(workers),
+            "--timeout",
+            "600",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
 
 
 async def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -286,13 +331,12 @@ async def measure(args: argparse.Namespace, ws: Path, heavy: Path | None) -> lis
         lines.append(f"- server ready (first raster_info answered) {time.perf_counter() - t0:.2f} s after spawn")
         n = args.clients * args.calls
         names = [f"q{1 + i:04d}.tif" for i in range(n)]  # q0000 was the warm-up call
-        per_client = [names[c * args.calls:(c + 1) * args.calls] for c in range(args.clients)]
+        per_client = [names[c * args.calls : (c + 1) * args.calls] for c in range(args.clients)]
         meter = CpuMeter(proc.pid)
         phases = []
         for label in ("cold (uncached)", "cached"):
             before = meter.read()
-            phase = await run_clients(url, Phase(f"{args.clients} clients × {args.calls}, {label}"), per_client,
-                                      args.deadline)
+            phase = await run_clients(url, Phase(f"{args.clients} clients × {args.calls}, {label}"), per_client, args.deadline)
             meter.charge(phase, before)
             phases.append(phase)
         heavy_runs = 0
@@ -300,9 +344,13 @@ async def measure(args: argparse.Namespace, ws: Path, heavy: Path | None) -> lis
             quick = [f"q{1 + n + i:04d}.tif" for i in range(args.quick_calls)]
             cold, cached, heavy_runs = await beside_heavy(url, quick, heavy.name, args.deadline)
             phases += [cold, cached]
-        lines += ["", "| phase | calls | errors | calls/s | p50 ms | p95 ms | p99 ms | max ms | CPU ms per call: "
-                  "server / workers / clients |",
-                  "|---|---|---|---|---|---|---|---|---|", *(p.row() for p in phases)]
+        lines += [
+            "",
+            "| phase | calls | errors | calls/s | p50 ms | p95 ms | p99 ms | max ms | CPU ms per call: "
+            "server / workers / clients |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *(p.row() for p in phases),
+        ]
         with open("/proc/loadavg") as f:
             lines.append(f"\nLoad average at the end (other work on the machine counts here): {f.read().split()[:3]}")
         if heavy is not None:
@@ -312,15 +360,16 @@ async def measure(args: argparse.Namespace, ws: Path, heavy: Path | None) -> lis
             lines.append(f"\nFirst errors: {errors[:3]}")
         first = phases[0]
         rate = len(first.latencies) / first.seconds if first.seconds else 0.0
-        verdict = [f"uncached: errors {len(first.errors)}, {rate:.0f} calls/s (target ≥ 150), "
-                   f"p95 {first.pct(95):.0f} ms (target ≤ 500)"]
+        verdict = [
+            f"uncached: errors {len(first.errors)}, {rate:.0f} calls/s (target ≥ 150), p95 {first.pct(95):.0f} ms (target ≤ 500)"
+        ]
         cached_phase = phases[1]
         rate_c = len(cached_phase.latencies) / cached_phase.seconds if cached_phase.seconds else 0.0
-        verdict.append(f"cached: errors {len(cached_phase.errors)}, {rate_c:.0f} calls/s, "
-                       f"p95 {cached_phase.pct(95):.0f} ms")
+        verdict.append(f"cached: errors {len(cached_phase.errors)}, {rate_c:.0f} calls/s, p95 {cached_phase.pct(95):.0f} ms")
         if heavy is not None:
-            verdict.append(f"beside heavy jobs: p95 {phases[2].pct(95):.0f} ms uncached, "
-                           f"{phases[3].pct(95):.0f} ms cached (target ≤ 150)")
+            verdict.append(
+                f"beside heavy jobs: p95 {phases[2].pct(95):.0f} ms uncached, {phases[3].pct(95):.0f} ms cached (target ≤ 150)"
+            )
         lines.append("\n" + "; ".join(verdict) + ".")
     finally:
         proc.send_signal(signal.SIGTERM)

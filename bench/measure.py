@@ -28,7 +28,7 @@ def _children() -> dict[int, list[int]]:
         except OSError:
             continue  # exited meanwhile
         # "pid (comm) state ppid ...": comm may contain spaces and parentheses, so split after the last ')'.
-        ppid = int(data[data.rindex(b")") + 2:].split()[1])
+        ppid = int(data[data.rindex(b")") + 2 :].split()[1])
         kids.setdefault(ppid, []).append(int(entry.name))
     return kids
 
@@ -142,6 +142,7 @@ def run_commands(commands: Sequence[Sequence[str]], *, cwd: Path, env: Mapping[s
             if proc.returncode != 0:
                 err.seek(0)
                 tail = err.read().decode(errors="replace").strip()[-2000:]
-                return CliRun(time.perf_counter() - t0, peak, maxrss, f"`{' '.join(cmd)}` exited {proc.returncode}: {tail}",
-                              inherited)
+                return CliRun(
+                    time.perf_counter() - t0, peak, maxrss, f"`{' '.join(cmd)}` exited {proc.returncode}: {tail}", inherited
+                )
     return CliRun(time.perf_counter() - t0, peak, maxrss, inherited=inherited)

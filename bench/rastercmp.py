@@ -27,10 +27,15 @@ def compare_rasters(a: Path, b: Path) -> Comparison:
     with rasterio.Env(GDAL_CACHEMAX=64), rasterio.open(a) as da, rasterio.open(b) as db:
         ta, tb = da.transform, db.transform
         grid = f"{da.width}×{da.height} vs {db.width}×{db.height}"
-        if da.count != db.count or da.crs != db.crs or not (math.isclose(ta.a, tb.a, rel_tol=1e-9)
-                                                            and math.isclose(ta.e, tb.e, rel_tol=1e-9)):
-            return Comparison(f"grids differ ({grid}, pixel {ta.a:g},{ta.e:g} vs {tb.a:g},{tb.e:g}, "
-                              f"CRS {da.crs} vs {db.crs}): not compared", None)
+        if (
+            da.count != db.count
+            or da.crs != db.crs
+            or not (math.isclose(ta.a, tb.a, rel_tol=1e-9) and math.isclose(ta.e, tb.e, rel_tol=1e-9))
+        ):
+            return Comparison(
+                f"grids differ ({grid}, pixel {ta.a:g},{ta.e:g} vs {tb.a:g},{tb.e:g}, CRS {da.crs} vs {db.crs}): not compared",
+                None,
+            )
         dx, dy = (tb.c - ta.c) / ta.a, (tb.f - ta.f) / ta.e  # b's origin in a's pixel coordinates
         if abs(dx - round(dx)) > 1e-3 or abs(dy - round(dy)) > 1e-3:
             return Comparison(f"grids differ by a fraction of a pixel ({dx:.4f}, {dy:.4f} px; {grid}): not compared", None)
@@ -51,5 +56,7 @@ def compare_rasters(a: Path, b: Path) -> Comparison:
         outside = da.width * da.height + db.width * db.height - 2 * compared
     fraction = differ / compared
     shift = f"; origins {dx}, {dy} px apart, {outside:,} pixels outside the overlap" if (dx or dy or outside) else ""
-    return Comparison(f"pixels differing (any band) server vs CLI: {differ:,} of {compared:,} = {100 * fraction:.4f} % "
-                      f"({grid}{shift})", fraction)
+    return Comparison(
+        f"pixels differing (any band) server vs CLI: {differ:,} of {compared:,} = {100 * fraction:.4f} % ({grid}{shift})",
+        fraction,
+    )

@@ -64,35 +64,91 @@ class Case:
 
 
 def _reproject(i: int, _: list[str]) -> list[list[str]]:
-    return [["gdalwarp", "-overwrite", "-multi", "-wo", "NUM_THREADS=ALL_CPUS", "-t_srs", "EPSG:4326", "-r", "near",
-             *_co(DEFLATE_TILED), "src.tif", f"cli_reproject_{i}.tif"]]
+    return [
+        [
+            "gdalwarp",
+            "-overwrite",
+            "-multi",
+            "-wo",
+            "NUM_THREADS=ALL_CPUS",
+            "-t_srs",
+            "EPSG:4326",
+            "-r",
+            "near",
+            *_co(DEFLATE_TILED),
+            "src.tif",
+            f"cli_reproject_{i}.tif",
+        ]
+    ]
 
 
 def _mosaic(i: int, tiles: list[str]) -> list[list[str]]:
-    return [["gdalbuildvrt", f"cli_mosaic_{i}.vrt", *tiles],
-            ["gdal_translate", *_co(DEFLATE_TILED), f"cli_mosaic_{i}.vrt", f"cli_mosaic_{i}.tif"]]
+    return [
+        ["gdalbuildvrt", f"cli_mosaic_{i}.vrt", *tiles],
+        ["gdal_translate", *_co(DEFLATE_TILED), f"cli_mosaic_{i}.vrt", f"cli_mosaic_{i}.tif"],
+    ]
 
 
-CASES = {c.name: c for c in [
-    Case("reproject", "raster_reproject",
-         lambda i, _: {"input": "src.tif", "output": f"out_reproject_{i}.tif", "dst_crs": "EPSG:4326",
-                       "resampling": "nearest", "creation_options": DEFLATE_TILED, "overwrite": True},
-         _reproject, ratio_target=RATIO_TARGET),
-    Case("cog", "raster_convert",
-         lambda i, _: {"input": "src.tif", "output": f"out_cog_{i}.tif", "format": "COG",
-                       "creation_options": COG_OPTIONS, "overwrite": True},
-         lambda i, _: [["gdal_translate", "-of", "COG", *_co(COG_OPTIONS), "src.tif", f"cli_cog_{i}.tif"]],
-         ratio_target=RATIO_TARGET),
-    Case("mosaic", "raster_mosaic",
-         lambda i, tiles: {"inputs": tiles, "output": f"out_mosaic_{i}.tif", "creation_options": DEFLATE_TILED,
-                           "overwrite": True},
-         _mosaic),
-    Case("stats", "raster_stats", lambda i, _: {"input": "src.tif"},
-         lambda i, _: [["gdalinfo", "-stats", "src.tif"]], writes=False, cli_env={"GDAL_PAM_ENABLED": "NO"}),
-    # Hidden (--smoke): exercises the harness end to end with a tool that already exists.
-    Case("smoke", "raster_info", lambda i, _: {"path": "src.tif", "stats": True},
-         lambda i, _: [["gdalinfo", "-stats", "src.tif"]], writes=False, cli_env={"GDAL_PAM_ENABLED": "NO"}),
-]}
+CASES = {
+    c.name: c
+    for c in [
+        Case(
+            "reproject",
+            "raster_reproject",
+            lambda i, _: {
+                "input": "src.tif",
+                "output": f"out_reproject_{i}.tif",
+                "dst_crs": "EPSG:4326",
+                "resampling": "nearest",
+                "creation_options": DEFLATE_TILED,
+                "overwrite": True,
+            },
+            _reproject,
+            ratio_target=RATIO_TARGET,
+        ),
+        Case(
+            "cog",
+            "raster_convert",
+            lambda i, _: {
+                "input": "src.tif",
+                "output": f"out_cog_{i}.tif",
+                "format": "COG",
+                "creation_options": COG_OPTIONS,
+                "overwrite": True,
+            },
+            lambda i, _: [["gdal_translate", "-of", "COG", *_co(COG_OPTIONS), "src.tif", f"cli_cog_{i}.tif"]],
+            ratio_target=RATIO_TARGET,
+        ),
+        Case(
+            "mosaic",
+            "raster_mosaic",
+            lambda i, tiles: {
+                "inputs": tiles,
+                "output": f"out_mosaic_{i}.tif",
+                "creation_options": DEFLATE_TILED,
+                "overwrite": True,
+            },
+            _mosaic,
+        ),
+        Case(
+            "stats",
+            "raster_stats",
+            lambda i, _: {"input": "src.tif"},
+            lambda i, _: [["gdalinfo", "-stats", "src.tif"]],
+            writes=False,
+            cli_env={"GDAL_PAM_ENABLED": "NO"},
+        ),
+        # Hidden (--smoke): exercises the harness end to end with a tool that already exists.
+        Case(
+            "smoke",
+            "raster_info",
+            lambda i, _: {"path": "src.tif", "stats": True},
+            lambda i, _: [["gdalinfo", "-stats", "src.tif"]],
+            writes=False,
+            cli_env={"GDAL_PAM_ENABLED": "NO"},
+        ),
+    ]
+}
 DEFAULT_CASES = ["reproject", "cog", "mosaic", "stats"]
 
 # Issue 13: reproject of a large input, incompressible (random) and compressible (smooth), to a tiled uncompressed
@@ -102,53 +158,101 @@ TILED = {"TILED": "YES"}
 
 
 def _warp_case(name: str, source: str) -> Case:
-    return Case(name, "raster_reproject",
-                lambda i, _: {"input": source, "output": f"out_{name}_{i}.tif", "dst_crs": "EPSG:4326",
-                              "resampling": "nearest", "creation_options": TILED, "overwrite": True},
-                lambda i, _: [["gdalwarp", "-overwrite", "-multi", "-wo", "NUM_THREADS=ALL_CPUS", "-t_srs", "EPSG:4326",
-                               "-r", "near", *_co(TILED), source, f"cli_{name}_{i}.tif"]],
-                ratio_target=RATIO_TARGET, source=source, compare=True)
+    return Case(
+        name,
+        "raster_reproject",
+        lambda i, _: {
+            "input": source,
+            "output": f"out_{name}_{i}.tif",
+            "dst_crs": "EPSG:4326",
+            "resampling": "nearest",
+            "creation_options": TILED,
+            "overwrite": True,
+        },
+        lambda i, _: [
+            [
+                "gdalwarp",
+                "-overwrite",
+                "-multi",
+                "-wo",
+                "NUM_THREADS=ALL_CPUS",
+                "-t_srs",
+                "EPSG:4326",
+                "-r",
+                "near",
+                *_co(TILED),
+                source,
+                f"cli_{name}_{i}.tif",
+            ]
+        ],
+        ratio_target=RATIO_TARGET,
+        source=source,
+        compare=True,
+    )
 
 
-CASES |= {c.name: c for c in [
-    _warp_case("reproject_random", "random.tif"),
-    _warp_case("reproject_smooth", "smooth.tif"),
-    Case("stats_random", "raster_stats", lambda i, _: {"input": "random.tif"},
-         lambda i, _: [["gdalinfo", "-stats", "random.tif"]], writes=False, cli_env={"GDAL_PAM_ENABLED": "NO"},
-         ratio_target=1.0, source="random.tif"),
-]}
+CASES |= {
+    c.name: c
+    for c in [
+        _warp_case("reproject_random", "random.tif"),
+        _warp_case("reproject_smooth", "smooth.tif"),
+        Case(
+            "stats_random",
+            "raster_stats",
+            lambda i, _: {"input": "random.tif"},
+            lambda i, _: [["gdalinfo", "-stats", "random.tif"]],
+            writes=False,
+            cli_env={"GDAL_PAM_ENABLED": "NO"},
+            ratio_target=1.0,
+            source="random.tif",
+        ),
+    ]
+}
 LARGE_CASES = ["reproject_random", "reproject_smooth", "stats_random"]
 
 
 def _vector_convert(name: str, source: str) -> Case:
     """GPKG -> FlatGeobuf, as `ogr2ogr -f FlatGeobuf out.fgb in.gpkg`."""
-    return Case(name, "vector_convert",
-                lambda i, _: {"input": source, "output": f"out_{name}_{i}.fgb", "overwrite": True},
-                lambda i, _: [["ogr2ogr", "-f", "FlatGeobuf", f"cli_{name}_{i}.fgb", source]],
-                ratio_target=VECTOR_RATIO_TARGET, ext="fgb", source=source, out_crs="EPSG:4326")
+    return Case(
+        name,
+        "vector_convert",
+        lambda i, _: {"input": source, "output": f"out_{name}_{i}.fgb", "overwrite": True},
+        lambda i, _: [["ogr2ogr", "-f", "FlatGeobuf", f"cli_{name}_{i}.fgb", source]],
+        ratio_target=VECTOR_RATIO_TARGET,
+        ext="fgb",
+        source=source,
+        out_crs="EPSG:4326",
+    )
 
 
 def _vector_reproject(name: str, source: str) -> Case:
     """EPSG:4326 -> EPSG:3857, GPKG -> GPKG, as `ogr2ogr -f GPKG -t_srs EPSG:3857 out.gpkg in.gpkg`."""
-    return Case(name, "vector_reproject",
-                lambda i, _: {"input": source, "output": f"out_{name}_{i}.gpkg", "dst_crs": "EPSG:3857",
-                              "overwrite": True},
-                lambda i, _: [["ogr2ogr", "-f", "GPKG", "-t_srs", "EPSG:3857", f"cli_{name}_{i}.gpkg", source]],
-                ratio_target=VECTOR_RATIO_TARGET, ext="gpkg", source=source, out_crs="EPSG:3857")
+    return Case(
+        name,
+        "vector_reproject",
+        lambda i, _: {"input": source, "output": f"out_{name}_{i}.gpkg", "dst_crs": "EPSG:3857", "overwrite": True},
+        lambda i, _: [["ogr2ogr", "-f", "GPKG", "-t_srs", "EPSG:3857", f"cli_{name}_{i}.gpkg", source]],
+        ratio_target=VECTOR_RATIO_TARGET,
+        ext="gpkg",
+        source=source,
+        out_crs="EPSG:3857",
+    )
 
 
 # The 200 k point convert runs just before the 1 M one, so that the two peaks are measured side by side.
 SMALL_POINTS_FILE = f"points_{POINTS_SMALL // 1000}k.gpkg"
-CASES |= {c.name: c for c in [
-    _vector_convert("vconvert_points_200k", SMALL_POINTS_FILE),
-    _vector_convert("vconvert_points", "points.gpkg"),
-    _vector_convert("vconvert_polygons", "polygons.gpkg"),
-    _vector_reproject("vreproject_points", "points.gpkg"),
-    _vector_reproject("vreproject_polygons", "polygons.gpkg"),
-]}
+CASES |= {
+    c.name: c
+    for c in [
+        _vector_convert("vconvert_points_200k", SMALL_POINTS_FILE),
+        _vector_convert("vconvert_points", "points.gpkg"),
+        _vector_convert("vconvert_polygons", "polygons.gpkg"),
+        _vector_reproject("vreproject_points", "points.gpkg"),
+        _vector_reproject("vreproject_polygons", "polygons.gpkg"),
+    ]
+}
 VECTOR_CASES = ["vconvert_points_200k", "vconvert_points", "vconvert_polygons", "vreproject_points", "vreproject_polygons"]
-GROUPS = {"raster": DEFAULT_CASES, "vector": VECTOR_CASES, "large": LARGE_CASES,
-          "all": DEFAULT_CASES + VECTOR_CASES}
+GROUPS = {"raster": DEFAULT_CASES, "vector": VECTOR_CASES, "large": LARGE_CASES, "all": DEFAULT_CASES + VECTOR_CASES}
 
 
 @dataclass
@@ -185,6 +289,7 @@ class Result:
 
 # ----- the two sides ------------------------------------------------------------------------------------------
 
+
 def _clean(workdir: Path, *names: str) -> None:
     """Remove outputs (and the source's PAM statistics) so every run starts alike."""
     for name in (*names, "src.tif.aux.xml", *(f"{s}.aux.xml" for s in WARP_SOURCES)):
@@ -220,8 +325,9 @@ def _finish_outputs(side: Side, workdir: Path, case: Case, names: tuple[str, ...
     return size >= 0
 
 
-async def _server_run(side: Side, session: ClientSession, server_pid: int, case: Case, i: int, tiles: list[str],
-                      workdir: Path, keep: bool) -> None:
+async def _server_run(
+    side: Side, session: ClientSession, server_pid: int, case: Case, i: int, tiles: list[str], workdir: Path, keep: bool
+) -> None:
     outputs = _outputs("out", case, i)
     _clean(workdir, *outputs)
     os.sync()
@@ -277,9 +383,11 @@ def _server_pid() -> int:
 
 def _at_rest(pid: int, when: str) -> str:
     sizes = sorted((rss_bytes(p) for p in process_tree(pid)), reverse=True)
-    return (f"server tree at rest {when}: {len(sizes)} processes, {sum(sizes) / MB:.0f} MB summed RSS "
-            f"(per process {', '.join(f'{b / MB:.0f}' for b in sizes)}), {tree_pss(pid) / MB:.0f} MB summed PSS "
-            "(shared pages counted once)")
+    return (
+        f"server tree at rest {when}: {len(sizes)} processes, {sum(sizes) / MB:.0f} MB summed RSS "
+        f"(per process {', '.join(f'{b / MB:.0f}' for b in sizes)}), {tree_pss(pid) / MB:.0f} MB summed PSS "
+        "(shared pages counted once)"
+    )
 
 
 def _compare_outputs(res: Result, workdir: Path, keep: bool) -> None:
@@ -301,13 +409,22 @@ def _compare_outputs(res: Result, workdir: Path, keep: bool) -> None:
                 _clean(workdir, *n)
 
 
-async def run_cases(results: list[Result], workdir: Path, tiles: list[str], repeat: int, cli: bool, keep: bool,
-                    notes: list[str], warmup: tuple[str, dict[str, Any]] = ("raster_info", {"path": "src.tif"})) -> None:
+async def run_cases(
+    results: list[Result],
+    workdir: Path,
+    tiles: list[str],
+    repeat: int,
+    cli: bool,
+    keep: bool,
+    notes: list[str],
+    warmup: tuple[str, dict[str, Any]] = ("raster_info", {"path": "src.tif"}),
+) -> None:
     """Start the server once, warm it up with one `warmup` (tool, arguments) call, then run every case `repeat`
     times per side."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    params = StdioServerParameters(command=SERVER[0], args=[*SERVER[1:], "--workspace", str(workdir), "--timeout", "3600",
-                                                            "--workers", "2"], env=env)
+    params = StdioServerParameters(
+        command=SERVER[0], args=[*SERVER[1:], "--workspace", str(workdir), "--timeout", "3600", "--workers", "2"], env=env
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         pid = _server_pid()
@@ -337,6 +454,7 @@ async def run_cases(results: list[Result], workdir: Path, tiles: list[str], repe
 
 
 # ----- report ---------------------------------------------------------------------------------------------------
+
 
 def _fmt(v: float | None, spec: str = ".2f") -> str:
     return "—" if v is None else format(v, spec)
@@ -392,19 +510,24 @@ def _flat(results: list[Result]) -> tuple[list[str], bool]:
     if small is None or big is None or not small.server.peak_rss or not big.server.peak_rss:
         return [], True
     lines = [
-        "", f"## Memory: point convert at {small.expected_features:,} vs {big.expected_features:,} points", "",
+        "",
+        f"## Memory: point convert at {small.expected_features:,} vs {big.expected_features:,} points",
+        "",
         f"Rule: flat if the server's peak RSS at {big.expected_features:,} points is at most {FLAT_TOLERANCE:.0%} above "
         f"its peak at {small.expected_features:,}, both for the whole process tree (the table's figure) and for its "
         "largest process (the worker doing the job). PSS and the growth during the call (peak minus the tree's RSS "
-        "when the call started) are given for information.", "",
+        "when the call started) are given for information.",
+        "",
         "| points | server peak RSS MB | largest process MB | server peak PSS MB | growth during call MB | CLI peak RSS MB |",
         "|---|---|---|---|---|---|",
     ]
     for r in (small, big):
         s = r.server
         growth = max(p - q for p, q in zip(s.peak_rss, s.start_rss, strict=True)) / MB
-        lines.append(f"| {r.expected_features:,} | {_fmt(s.peak_mb, '.0f')} | {max(s.largest_process) / MB:.0f} "
-                     f"| {max(s.peak_pss) / MB:.0f} | {growth:.0f} | {_fmt(r.cli.peak_mb, '.0f')} |")
+        lines.append(
+            f"| {r.expected_features:,} | {_fmt(s.peak_mb, '.0f')} | {max(s.largest_process) / MB:.0f} "
+            f"| {max(s.peak_pss) / MB:.0f} | {growth:.0f} | {_fmt(r.cli.peak_mb, '.0f')} |"
+        )
     tree = max(big.server.peak_rss) / max(small.server.peak_rss)
     single = max(big.server.largest_process) / max(small.server.largest_process)
     pss = max(big.server.peak_pss) / max(small.server.peak_pss)
@@ -412,8 +535,11 @@ def _flat(results: list[Result]) -> tuple[list[str], bool]:
     cli = ""
     if big.cli.peak_mb and small.cli.peak_mb:
         cli = f"; for comparison, the CLI's peak ×{big.cli.peak_mb / small.cli.peak_mb:.2f}"
-    lines += ["", f"Verdict: **{'FLAT' if flat else 'NOT FLAT'}**: peak RSS at {big.expected_features:,} / at "
-              f"{small.expected_features:,} points ×{tree:.2f} (tree), ×{single:.2f} (largest process); PSS ×{pss:.2f}{cli}."]
+    lines += [
+        "",
+        f"Verdict: **{'FLAT' if flat else 'NOT FLAT'}**: peak RSS at {big.expected_features:,} / at "
+        f"{small.expected_features:,} points ×{tree:.2f} (tree), ×{single:.2f} (largest process); PSS ×{pss:.2f}{cli}.",
+    ]
     return lines, flat
 
 
@@ -445,13 +571,23 @@ def _vector_stack() -> str:
     import pyproj
     import shapely
 
-    return (f"vector engine: pyogrio {pyogrio.__version__} (GDAL {pyogrio.__gdal_version_string__}), "
-            f"shapely {shapely.__version__} (GEOS {shapely.geos_version_string}), pyproj {pyproj.__version__} "
-            f"(PROJ {pyproj.proj_version_str})")
+    return (
+        f"vector engine: pyogrio {pyogrio.__version__} (GDAL {pyogrio.__gdal_version_string__}), "
+        f"shapely {shapely.__version__} (GEOS {shapely.geos_version_string}), pyproj {pyproj.__version__} "
+        f"(PROJ {pyproj.proj_version_str})"
+    )
 
 
-def report(results: list[Result], src: Raster | None, tiles: list[Raster], repeat: int, cli: str | None,
-           notes: list[str], vectors: Sequence[VectorInput] = (), warp_sources: Sequence[Raster] = ()) -> tuple[str, bool]:
+def report(
+    results: list[Result],
+    src: Raster | None,
+    tiles: list[Raster],
+    repeat: int,
+    cli: str | None,
+    notes: list[str],
+    vectors: Sequence[VectorInput] = (),
+    warp_sources: Sequence[Raster] = (),
+) -> tuple[str, bool]:
     """The markdown report and whether every case met its targets."""
     lines = [
         f"# gdal-mcp benchmark — {datetime.now().astimezone().isoformat(timespec='seconds')}",
@@ -465,11 +601,15 @@ def report(results: list[Result], src: Raster | None, tiles: list[Raster], repea
         lines.append(
             f"- input: `src.tif` {src.width} × {src.height} × 3 uint16, tiled 256, DEFLATE, EPSG:32618: "
             f"{src.pixel_bytes / MB:.0f} MB of pixels, {src.path.stat().st_size / MB:.0f} MB on disk"
-            + (f"; mosaic: 4 overlapping tiles, {sum(t.pixel_bytes for t in tiles) / MB:.0f} MB of pixels" if tiles else ""))
-    lines += [f"- input: `{w.path.name}` {w.width} × {w.height} × 3 uint16 ({WARP_SOURCES[w.path.name]} values), "
-              f"tiled 512, DEFLATE level 1{', PREDICTOR=2' if WARP_SOURCES[w.path.name] == 'smooth' else ''}, "
-              f"EPSG:32633: {w.pixel_bytes / MB:.0f} MB of pixels, "
-              f"{w.path.stat().st_size / MB:.0f} MB on disk" for w in warp_sources]
+            + (f"; mosaic: 4 overlapping tiles, {sum(t.pixel_bytes for t in tiles) / MB:.0f} MB of pixels" if tiles else "")
+        )
+    lines += [
+        f"- input: `{w.path.name}` {w.width} × {w.height} × 3 uint16 ({WARP_SOURCES[w.path.name]} values), "
+        f"tiled 512, DEFLATE level 1{', PREDICTOR=2' if WARP_SOURCES[w.path.name] == 'smooth' else ''}, "
+        f"EPSG:32633: {w.pixel_bytes / MB:.0f} MB of pixels, "
+        f"{w.path.stat().st_size / MB:.0f} MB on disk"
+        for w in warp_sources
+    ]
     lines += [f"- vector input: {v.describe()}" for v in vectors]
     lines += [
         f"- {repeat} repetition(s) per side, alternating server/CLI (ABBA); wall time is the median, peak RSS the maximum "
@@ -487,8 +627,10 @@ def report(results: list[Result], src: Raster | None, tiles: list[Raster], repea
         verdict, ok = _verdict(res)
         all_ok &= ok
         pss = max(s.peak_pss) / MB if s.peak_pss else None
-        lines.append(f"| {res.case.name} | {_fmt(s.median)} | {_fmt(c.median)} | {_fmt(ratio)} | {_fmt(s.peak_mb, '.0f')} "
-                     f"| {_fmt(pss, '.0f')} | {_fmt(c.peak_mb, '.0f')} | {verdict} |")
+        lines.append(
+            f"| {res.case.name} | {_fmt(s.median)} | {_fmt(c.median)} | {_fmt(ratio)} | {_fmt(s.peak_mb, '.0f')} "
+            f"| {_fmt(pss, '.0f')} | {_fmt(c.peak_mb, '.0f')} | {verdict} |"
+        )
     flat_lines, flat = _flat(results)
     lines += flat_lines
     all_ok &= flat
@@ -505,8 +647,10 @@ def report(results: list[Result], src: Raster | None, tiles: list[Raster], repea
             if max(c.largest_process) > max(c.inherited_rss):
                 detail.append(f"CLI ru_maxrss {max(c.largest_process) / MB:.0f} MB (wait4)")
             else:
-                detail.append(f"CLI ru_maxrss not meaningful ({max(c.largest_process) / MB:.0f} MB: not above the "
-                              f"harness's own peak, {max(c.inherited_rss) / MB:.0f} MB, which a child inherits)")
+                detail.append(
+                    f"CLI ru_maxrss not meaningful ({max(c.largest_process) / MB:.0f} MB: not above the "
+                    f"harness's own peak, {max(c.inherited_rss) / MB:.0f} MB, which a child inherits)"
+                )
         if s.output_bytes or c.output_bytes:
             sizes = [[round(b / MB) for b in side.output_bytes] for side in (s, c)]
             detail.append(f"output MB server {sizes[0]}, CLI {sizes[1]}")
@@ -515,8 +659,9 @@ def report(results: list[Result], src: Raster | None, tiles: list[Raster], repea
         if res.case.vector and (s.outputs or c.outputs):
             counts = [[o.features for o in side.outputs] for side in (s, c)]
             crs = [sorted({str(o.crs) for o in side.outputs}) for side in (s, c)]
-            detail.append(f"features server {counts[0]}, CLI {counts[1]} (input {res.expected_features}); "
-                          f"CRS server {crs[0]}, CLI {crs[1]}")
+            detail.append(
+                f"features server {counts[0]}, CLI {counts[1]} (input {res.expected_features}); CRS server {crs[0]}, CLI {crs[1]}"
+            )
             detail.append(compare(*(side.outputs[0] if side.outputs else None for side in (s, c)))[0])
         lines.append(f"- **{res.case.name}** (`{res.case.tool}`): " + "; ".join(detail))
         if res.case.vector:
@@ -527,6 +672,7 @@ def report(results: list[Result], src: Raster | None, tiles: list[Raster], repea
 
 
 # ----- entry point ----------------------------------------------------------------------------------------------
+
 
 def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -543,15 +689,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--size-mb", type=float, default=1000, help="MiB of pixels in the source raster (default 1000)")
     p.add_argument("--points", type=int, default=POINTS, help=f"points in points.gpkg (default {POINTS:,})")
     p.add_argument("--polygons", type=int, default=POLYGONS, help=f"polygons in polygons.gpkg (default {POLYGONS:,})")
-    p.add_argument("--warp-side", type=int, default=18000,
-                   help="side of random.tif and smooth.tif, the inputs of the `large` cases (default 18000)")
-    p.add_argument("--reuse-inputs", action="store_true",
-                   help="reuse random.tif/smooth.tif already in --workdir if they have --warp-side (not removed at the end)")
+    p.add_argument(
+        "--warp-side",
+        type=int,
+        default=18000,
+        help="side of random.tif and smooth.tif, the inputs of the `large` cases (default 18000)",
+    )
+    p.add_argument(
+        "--reuse-inputs",
+        action="store_true",
+        help="reuse random.tif/smooth.tif already in --workdir if they have --warp-side (not removed at the end)",
+    )
     p.add_argument("--repeat", type=int, default=3, help="runs per side and case (default 3)")
-    p.add_argument("--cases", default="raster",
-                   help=f"comma-separated cases or groups: raster ({','.join(DEFAULT_CASES)}; the default), "
-                        f"vector ({','.join(VECTOR_CASES)}), all (raster and vector), large ({','.join(LARGE_CASES)}; "
-                        "opt-in, not in all)")
+    p.add_argument(
+        "--cases",
+        default="raster",
+        help=f"comma-separated cases or groups: raster ({','.join(DEFAULT_CASES)}; the default), "
+        f"vector ({','.join(VECTOR_CASES)}), all (raster and vector), large ({','.join(LARGE_CASES)}; "
+        "opt-in, not in all)",
+    )
     p.add_argument("--workdir", type=Path, help="work directory (default: a fresh temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the inputs and outputs instead of removing them")
     p.add_argument("--markdown", type=Path, metavar="FILE", help="also write the report to FILE")
@@ -561,8 +717,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.cases = ["smoke"] if args.smoke else _case_names(args.cases)
     unknown = [c for c in args.cases if c not in CASES]
     if unknown or not args.cases:
-        p.error(f"unknown case(s) {unknown}; choose from {','.join(GROUPS['all'] + LARGE_CASES)} "
-                f"or the groups {','.join(GROUPS)}")
+        p.error(
+            f"unknown case(s) {unknown}; choose from {','.join(GROUPS['all'] + LARGE_CASES)} or the groups {','.join(GROUPS)}"
+        )
     if args.repeat < 1 or args.size_mb <= 0 or args.points < 1 or args.polygons < 1 or args.warp_side < 64:
         p.error("--repeat, --size-mb, --points and --polygons must be positive, --warp-side at least 64")
     return args
@@ -607,8 +764,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     tiles: list[Raster] = []
     warp_sources: list[Raster] = []
     vectors: dict[str, VectorInput] = {}
-    sizes = {"points.gpkg": ("Point", args.points, 1), SMALL_POINTS_FILE: ("Point", POINTS_SMALL, 2),
-             "polygons.gpkg": ("Polygon", args.polygons, 3)}
+    sizes = {
+        "points.gpkg": ("Point", args.points, 1),
+        SMALL_POINTS_FILE: ("Point", POINTS_SMALL, 2),
+        "polygons.gpkg": ("Polygon", args.polygons, 3),
+    }
     written: list[str] = []  # inputs this run generated (removed at the end from a directory it did not create)
     try:
         t0 = time.perf_counter()
@@ -638,8 +798,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         notes: list[str] = []
         rasters = [r.path.name for r in ([src] if src else []) + warp_sources]
         warmup = ("raster_info", {"path": rasters[0]}) if rasters else ("vector_info", {"path": next(iter(vectors))})
-        asyncio.run(run_cases(results, workdir, [t.path.name for t in tiles], args.repeat, cli is not None, args.keep,
-                              notes, warmup))
+        asyncio.run(
+            run_cases(results, workdir, [t.path.name for t in tiles], args.repeat, cli is not None, args.keep, notes, warmup)
+        )
         text, ok = report(results, src, tiles, args.repeat, cli, notes, list(vectors.values()), warp_sources)
     finally:
         if args.keep:

@@ -115,8 +115,9 @@ def tree_cpu() -> tuple[float, float]:
     return servers, workers
 
 
-async def reproject(config: Config, session: ClientSession, workdir: Path, source: str, i: int, tiled: bool,
-                    resampling: str) -> Path:
+async def reproject(
+    config: Config, session: ClientSession, workdir: Path, source: str, i: int, tiled: bool, resampling: str
+) -> Path:
     output = workdir / f"scale_{config.name.replace(':', '_').replace(' ', '_')}_{i}.tif"
     marks: list[tuple[float, str]] = []
 
@@ -126,9 +127,17 @@ async def reproject(config: Config, session: ClientSession, workdir: Path, sourc
     (c0, s0), (p0, w0), t0 = cpu_times(), tree_cpu(), time.perf_counter()
     result = await session.call_tool(
         "raster_reproject",
-        {"input": source, "output": output.name, "dst_crs": DST_CRS, "resampling": resampling,
-         "overwrite": True, **({"creation_options": {"TILED": "YES"}} if tiled else {})},
-        read_timeout_seconds=3600, progress_callback=on_progress)  # type: ignore[arg-type]
+        {
+            "input": source,
+            "output": output.name,
+            "dst_crs": DST_CRS,
+            "resampling": resampling,
+            "overwrite": True,
+            **({"creation_options": {"TILED": "YES"}} if tiled else {}),
+        },
+        read_timeout_seconds=3600,
+        progress_callback=on_progress,
+    )  # type: ignore[arg-type]
     t1 = time.perf_counter()
     if result.is_error:
         raise RuntimeError(f"{config.name}: {result.content}")
@@ -137,21 +146,25 @@ async def reproject(config: Config, session: ClientSession, workdir: Path, sourc
     tile_count = int(counts[0].split(" in ")[1].split()[0]) if counts and " in " in counts[0] else 0
     first, last = (warped[0], warped[-1]) if warped else (t0, t1)
     (c1, s1), (p1, w1) = cpu_times(), tree_cpu()
-    run = Run(config.name, t1 - t0, first - t0, last - first, t1 - last, tile_count, "", s1 - s0, c1 - c0, p1 - p0,
-              w1 - w0)
+    run = Run(config.name, t1 - t0, first - t0, last - first, t1 - last, tile_count, "", s1 - s0, c1 - c0, p1 - p0, w1 - w0)
     config.runs.append(run)
-    print(f"{config.name} run {i + 1}: {run.wall:.2f} s (start {run.start:.2f}, tiles {run.tiles:.2f}, "
-          f"assembly {run.assembly:.2f}; {run.tile_count} tiles; cpu {run.cpu:.2f} s: server {run.server_cpu:.2f}, "
-          f"workers {run.workers_cpu:.2f}; steal {run.steal:.2f} s) load {os.getloadavg()[0]:.1f}",
-          file=sys.stderr)
+    print(
+        f"{config.name} run {i + 1}: {run.wall:.2f} s (start {run.start:.2f}, tiles {run.tiles:.2f}, "
+        f"assembly {run.assembly:.2f}; {run.tile_count} tiles; cpu {run.cpu:.2f} s: server {run.server_cpu:.2f}, "
+        f"workers {run.workers_cpu:.2f}; steal {run.steal:.2f} s) load {os.getloadavg()[0]:.1f}",
+        file=sys.stderr,
+    )
     return output
 
 
 async def open_session(stack: AsyncExitStack, config: Config, workdir: Path, source: str) -> ClientSession:
     """A server for `config` over stdio, warmed up with a raster_info."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    params = StdioServerParameters(command=sys.executable, args=[
-        "-m", "gdal_mcp", "--workspace", str(workdir), "--confirm", "never", "--timeout", "3600", *config.args], env=env)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gdal_mcp", "--workspace", str(workdir), "--confirm", "never", "--timeout", "3600", *config.args],
+        env=env,
+    )
     read, write = await stack.enter_async_context(stdio_client(params))
     session = await stack.enter_async_context(ClientSession(read, write))
     await session.initialize()
@@ -167,8 +180,16 @@ async def hash_outputs(outputs: list[tuple[Run, Path]]) -> None:
     outputs.clear()
 
 
-async def run_all(configs: list[Config], workdir: Path, source: str, repeat: int, tiled: bool, resampling: str,
-                  interleave: bool, reference: Reference | None = None) -> None:
+async def run_all(
+    configs: list[Config],
+    workdir: Path,
+    source: str,
+    repeat: int,
+    tiled: bool,
+    resampling: str,
+    interleave: bool,
+    reference: Reference | None = None,
+) -> None:
     """By default one server at a time, its `repeat` runs back to back. With `interleave`, all servers up at once
     and `repeat` rounds of one run per configuration, the order rotating round by round (every configuration meets
     the machine in the same states; but each idle Dask cluster costs ~8 % of a core meanwhile). Either way the
@@ -182,6 +203,7 @@ async def run_all(configs: list[Config], workdir: Path, source: str, repeat: int
     async def measure_machine() -> None:
         if reference is not None:
             await asyncio.to_thread(reference.measure, workdir / source, specs)
+
     try:
         if interleave:
             async with AsyncExitStack() as stack:
@@ -211,24 +233,31 @@ async def run_all(configs: list[Config], workdir: Path, source: str, repeat: int
 
 def report(configs: list[Config], side: int, kind: str, tiled: bool, resampling: str, interleave: bool) -> str:
     layout = "tiled (TILED=YES: square tiles)" if tiled else "striped (GDAL's default layout: whole-row strips)"
-    lines = [f"Reproject 3 x {side}^2 uint16 ({kind}, {3 * side * side * 2 / 1e9:.2f} GB of pixels, DEFLATE input) "
-             f"to {DST_CRS}, {resampling}, uncompressed {layout} GTiff; median of the runs; CPU: {os.cpu_count()} cores",
-             f"({'interleaved rounds' if interleave else 'configurations one after another'}); "
-             "speed-up: of the medians, and the median of the run-by-run ratios (run i against run i)",
-             "", "| executor | wall s | start s | tiles s | assembly s | cpu s | server cpu s | workers cpu s | steal s | "
-             "tiles | speed-up vs first | run by run (min–max) | pixels |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Reproject 3 x {side}^2 uint16 ({kind}, {3 * side * side * 2 / 1e9:.2f} GB of pixels, DEFLATE input) "
+        f"to {DST_CRS}, {resampling}, uncompressed {layout} GTiff; median of the runs; CPU: {os.cpu_count()} cores",
+        f"({'interleaved rounds' if interleave else 'configurations one after another'}); "
+        "speed-up: of the medians, and the median of the run-by-run ratios (run i against run i)",
+        "",
+        "| executor | wall s | start s | tiles s | assembly s | cpu s | server cpu s | workers cpu s | steal s | "
+        "tiles | speed-up vs first | run by run (min–max) | pixels |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     base = statistics.median(r.wall for r in configs[0].runs)
     ref = configs[0].runs[0].digest
     for c in configs:
-        med = {k: statistics.median(getattr(r, k) for r in c.runs)
-               for k in ("wall", "start", "tiles", "assembly", "cpu", "server_cpu", "workers_cpu", "steal")}
+        med = {
+            k: statistics.median(getattr(r, k) for r in c.runs)
+            for k in ("wall", "start", "tiles", "assembly", "cpu", "server_cpu", "workers_cpu", "steal")
+        }
         same = "identical" if all(r.digest == ref for r in c.runs) else "DIFFERENT"
         rounds = [a.wall / b.wall for a, b in zip(configs[0].runs, c.runs, strict=False)]
-        lines.append(f"| {c.name} | {med['wall']:.2f} | {med['start']:.2f} | {med['tiles']:.2f} | "
-                     f"{med['assembly']:.2f} | {med['cpu']:.2f} | {med['server_cpu']:.2f} | {med['workers_cpu']:.2f} | "
-                     f"{med['steal']:.2f} | {c.runs[0].tile_count} | {base / med['wall']:.2f}x | "
-                     f"{statistics.median(rounds):.2f}x ({min(rounds):.2f}–{max(rounds):.2f}) | {same} |")
+        lines.append(
+            f"| {c.name} | {med['wall']:.2f} | {med['start']:.2f} | {med['tiles']:.2f} | "
+            f"{med['assembly']:.2f} | {med['cpu']:.2f} | {med['server_cpu']:.2f} | {med['workers_cpu']:.2f} | "
+            f"{med['steal']:.2f} | {c.runs[0].tile_count} | {base / med['wall']:.2f}x | "
+            f"{statistics.median(rounds):.2f}x ({min(rounds):.2f}–{max(rounds):.2f}) | {same} |"
+        )
     return "\n".join(lines)
 
 
@@ -242,6 +271,7 @@ def _reference_process(source: str, specs: list[Any], start: Any, out: Any) -> N
     from gdal_mcp.engine import tiles
     from gdal_mcp.engine.raster.opening import open_raster
     from gdal_mcp.engine.raster.warp import warp_tile
+
     worker.preload()
     session = tiles.Session()
     with session.active(), open_raster(source):
@@ -274,11 +304,25 @@ def reference_specs(source: Path) -> list[Any]:
     with rasterio.open(source) as ds:
         georef = source_georef(ds, None, None, [])
         target = parse_crs(DST_CRS, "dst_crs")
-        transform, width, height = target_grid(ds, georef.crs, target, resolution=None, size=None, bbox=None,
-                                               bbox_crs=None, tap=False, georef=georef)
-        _, specs = warp_tiles(ds, str(source), "GTiff", {}, width=width, height=height, dtype=ds.dtypes[0],
-                              crs=target, transform=transform, src_nodata=ds.nodata, nodata=ds.nodata,
-                              resampling=Resampling.nearest, threads=1, warp_options=georef.options)
+        transform, width, height = target_grid(
+            ds, georef.crs, target, resolution=None, size=None, bbox=None, bbox_crs=None, tap=False, georef=georef
+        )
+        _, specs = warp_tiles(
+            ds,
+            str(source),
+            "GTiff",
+            {},
+            width=width,
+            height=height,
+            dtype=ds.dtypes[0],
+            crs=target,
+            transform=transform,
+            src_nodata=ds.nodata,
+            nodata=ds.nodata,
+            resampling=Resampling.nearest,
+            threads=1,
+            warp_options=georef.options,
+        )
         return specs
 
 
@@ -288,8 +332,9 @@ def reference_run(source: Path, specs: list[Any], processes: int) -> float:
 
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Barrier(processes), ctx.Queue()
-    procs = [ctx.Process(target=_reference_process, args=(str(source), specs[k::processes], start, out))
-             for k in range(processes)]
+    procs = [
+        ctx.Process(target=_reference_process, args=(str(source), specs[k::processes], start, out)) for k in range(processes)
+    ]
     for proc in procs:
         proc.start()
     times: list[float] = []
@@ -318,17 +363,22 @@ class Reference:
         one, two = reference_run(source, specs, 1), reference_run(source, specs, 2)
         self.one.append(one)
         self.two.append(two)
-        print(f"machine reference: {len(specs)} strips, 1 process {one:.2f} s, 2 processes {two:.2f} s "
-              f"({one / two:.2f}x) load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+        print(
+            f"machine reference: {len(specs)} strips, 1 process {one:.2f} s, 2 processes {two:.2f} s "
+            f"({one / two:.2f}x) load {os.getloadavg()[0]:.1f}",
+            file=sys.stderr,
+        )
 
     def report(self) -> str:
         if not self.one:
             return ""
         ratios = [a / b for a, b in zip(self.one, self.two, strict=True)]
-        return (f"Machine reference (plain processes, `warp_tile` into memory, no server, no Dask, no writes; "
-                f"{len(self.one)} pairs): 1 process {statistics.median(self.one):.2f} s, 2 processes "
-                f"{statistics.median(self.two):.2f} s: {statistics.median(ratios):.2f}x "
-                f"({min(ratios):.2f}–{max(ratios):.2f})")
+        return (
+            f"Machine reference (plain processes, `warp_tile` into memory, no server, no Dask, no writes; "
+            f"{len(self.one)} pairs): 1 process {statistics.median(self.one):.2f} s, 2 processes "
+            f"{statistics.median(self.two):.2f} s: {statistics.median(ratios):.2f}x "
+            f"({min(ratios):.2f}–{max(ratios):.2f})"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,12 +390,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--resampling", default="nearest", help="nearest (default), bilinear, cubic …")
     p.add_argument("--tiled", action="store_true", help="write a tiled GTiff (square tiles) instead of a striped one")
-    p.add_argument("--interleave", action="store_true",
-                   help="all servers up at once, one run of each per round (default: one server at a time)")
+    p.add_argument(
+        "--interleave",
+        action="store_true",
+        help="all servers up at once, one run of each per round (default: one server at a time)",
+    )
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--markdown", type=Path, default=None, help="append the report to this file")
-    p.add_argument("--no-reference", dest="reference", action="store_false",
-                   help="skip the machine reference (plain processes warping the same strips)")
+    p.add_argument(
+        "--no-reference",
+        dest="reference",
+        action="store_false",
+        help="skip the machine reference (plain processes warping the same strips)",
+    )
     a = p.parse_args(argv)
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix="gdal-mcp-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -355,8 +412,10 @@ def main(argv: list[str] | None = None) -> int:
         if made:
             print(f"writing {source} …", file=sys.stderr)
             make_warp_source(workdir / source, a.side, a.kind)
-        configs = [Config(f"dask local:{n}", ["--executor", "dask", "--dask-scheduler", f"local:{n}"])
-                   for n in (int(x) for x in a.workers.split(","))]
+        configs = [
+            Config(f"dask local:{n}", ["--executor", "dask", "--dask-scheduler", f"local:{n}"])
+            for n in (int(x) for x in a.workers.split(","))
+        ]
         if a.local:
             configs.append(Config("local pool", ["--workers", "2"]))
         reference = Reference() if a.reference and not a.tiled and a.resampling == "nearest" else None

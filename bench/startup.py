@@ -30,16 +30,19 @@ class StdioServer:
     def __init__(self, ws: Path, workers: int) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
         self.t0 = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "gdal_mcp", "--workspace", str(ws), "--workers",
-                                      str(workers)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gdal_mcp", "--workspace", str(ws), "--workers", str(workers)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
         self._id = 0
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._id += 1
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self._id, "method": method,
-                                          "params": params}).encode() + b"\n")
+        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}).encode() + b"\n")
         self.proc.stdin.flush()
         while True:
             line = self.proc.stdout.readline()
@@ -57,8 +60,10 @@ class StdioServer:
         self.proc.stdin.flush()
 
     def initialize(self) -> None:
-        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                    "clientInfo": {"name": "bench-startup", "version": "0"}})
+        self.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench-startup", "version": "0"}},
+        )
         self.notify("notifications/initialized")
 
     def raster_info(self, path: str) -> None:
@@ -124,15 +129,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
     print("## Start-up and warm calls over stdio\n")
-    print(f"`python -m bench.startup --runs {args.runs} --calls {args.calls} --workers {args.workers}` "
-          f"({os.cpu_count()} CPUs, load average at the end {load}). On a busy machine the wall times mostly "
-          "measure the wait for a CPU; the CPU times do not.\n")
+    print(
+        f"`python -m bench.startup --runs {args.runs} --calls {args.calls} --workers {args.workers}` "
+        f"({os.cpu_count()} CPUs, load average at the end {load}). On a busy machine the wall times mostly "
+        "measure the wait for a CPU; the CPU times do not.\n"
+    )
     print("| measure | median ms | min ms | max ms |\n|---|---|---|---|")
-    for name, values in (("spawn → initialize answered", initialized), ("spawn → first raster_info result", first),
-                         ("server process CPU at that moment", server_cpu),
-                         ("busiest worker's CPU at that moment", worker_cpu)):
-        print(f"| {name} | {1000 * statistics.median(values):.0f} | {1000 * min(values):.0f} | "
-              f"{1000 * max(values):.0f} |")
+    for name, values in (
+        ("spawn → initialize answered", initialized),
+        ("spawn → first raster_info result", first),
+        ("server process CPU at that moment", server_cpu),
+        ("busiest worker's CPU at that moment", worker_cpu),
+    ):
+        print(f"| {name} | {1000 * statistics.median(values):.0f} | {1000 * min(values):.0f} | {1000 * max(values):.0f} |")
     print("\n| warm raster_info | p50 ms | p95 ms | max ms |\n|---|---|---|---|")
     for name, values in (("same file (cached)", same), ("a different file each call", different)):
         print(f"| {name} | {pct(values, 50):.1f} | {pct(values, 95):.1f} | {1000 * max(values):.1f} |")

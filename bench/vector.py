@@ -22,8 +22,9 @@ LON, LAT = (-10.0, 30.0), (35.0, 60.0)  # Europe: valid in EPSG:4326 and EPSG:38
 CLASSES = np.array(["residential", "commercial", "industrial", "park", "water", "forest", "farmland", "other"])
 SAMPLE_UIDS = 2000  # features uid < this are compared between the server's and the CLI's outputs
 GEOMETRY = pa.field("geometry", pa.binary(), metadata={b"ARROW:extension:name": b"geoarrow.wkb"})
-SCHEMA = pa.schema([("uid", pa.int64()), ("class", pa.int32()), ("value", pa.float64()), ("name", pa.string()),
-                    ("kind", pa.string()), GEOMETRY])
+SCHEMA = pa.schema(
+    [("uid", pa.int64()), ("class", pa.int32()), ("value", pa.float64()), ("name", pa.string()), ("kind", pa.string()), GEOMETRY]
+)
 
 
 @dataclass(frozen=True)
@@ -36,14 +37,21 @@ class VectorInput:
 
     def describe(self) -> str:
         what = "points" if self.geometry_type == "Point" else f"{VERTICES}-vertex polygons"
-        return (f"`{self.path.name}` {self.count:,} {what}, EPSG:4326, fields uid int64, class int32, value float64, "
-                f"name and kind strings; {self.path.stat().st_size / (1 << 20):.0f} MB on disk")
+        return (
+            f"`{self.path.name}` {self.count:,} {what}, EPSG:4326, fields uid int64, class int32, value float64, "
+            f"name and kind strings; {self.path.stat().st_size / (1 << 20):.0f} MB on disk"
+        )
 
 
 def _attributes(uid: np.ndarray, rng: np.random.Generator) -> list[pa.Array]:
     cls = rng.integers(0, len(CLASSES), size=len(uid), dtype=np.int32)
-    return [pa.array(uid), pa.array(cls), pa.array(rng.normal(100.0, 25.0, size=len(uid))),
-            pa.array([f"feature {u}" for u in uid.tolist()]), pa.array(CLASSES[cls])]
+    return [
+        pa.array(uid),
+        pa.array(cls),
+        pa.array(rng.normal(100.0, 25.0, size=len(uid))),
+        pa.array([f"feature {u}" for u in uid.tolist()]),
+        pa.array(CLASSES[cls]),
+    ]
 
 
 def _batches(geometry_type: str, count: int, seed: int) -> Iterator[pa.RecordBatch]:
@@ -57,8 +65,7 @@ def _batches(geometry_type: str, count: int, seed: int) -> Iterator[pa.RecordBat
         else:
             radius = rng.uniform(0.001, 0.01, size=n)[:, None]  # degrees: ~100 m to ~1 km
             turn = rng.uniform(0.0, 2 * math.pi, size=n)[:, None]
-            ring = np.stack([x[:, None] + radius * np.cos(angles + turn), y[:, None] + radius * np.sin(angles + turn)],
-                            axis=-1)
+            ring = np.stack([x[:, None] + radius * np.cos(angles + turn), y[:, None] + radius * np.sin(angles + turn)], axis=-1)
             ring[:, -1] = ring[:, 0]  # exactly closed
             geoms = shapely.polygons(ring)
         uid = np.arange(start, start + n, dtype=np.int64)
@@ -71,8 +78,16 @@ def make_vector(path: Path, geometry_type: str, count: int, seed: int = 0) -> Ve
     reader = pa.RecordBatchReader.from_batches(SCHEMA, _batches(geometry_type, count, seed))
     # GeoPackage 1.2: GDAL 3.6 (Debian 12's ogr2ogr) warns that the 1.4 files of recent GDAL "may only be partially
     # supported".
-    write_arrow(reader, str(path), layer=path.stem.split("_")[0], driver="GPKG", geometry_name="geometry",
-                geometry_type=geometry_type, crs="EPSG:4326", dataset_options={"VERSION": "1.2"})
+    write_arrow(
+        reader,
+        str(path),
+        layer=path.stem.split("_")[0],
+        driver="GPKG",
+        geometry_name="geometry",
+        geometry_type=geometry_type,
+        crs="EPSG:4326",
+        dataset_options={"VERSION": "1.2"},
+    )
     return VectorInput(path, geometry_type, count)
 
 
@@ -108,5 +123,6 @@ def compare(server: Output | None, cli: Output | None) -> tuple[str, bool]:
     if server.coords.shape != cli.coords.shape:
         return f"sampled coordinates differ in shape ({server.coords.shape} vs {cli.coords.shape})", False
     diff = float(np.max(np.abs(server.coords - cli.coords))) if len(cli.coords) else 0.0
-    return (f"{len(server.uids)} sampled features (uid < {SAMPLE_UIDS}), {len(cli.coords)} coordinates: "
-            f"max |server - CLI| {diff:.3g}"), diff <= 1e-6
+    return (
+        f"{len(server.uids)} sampled features (uid < {SAMPLE_UIDS}), {len(cli.coords)} coordinates: max |server - CLI| {diff:.3g}"
+    ), diff <= 1e-6

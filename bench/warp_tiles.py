@@ -55,13 +55,28 @@ def whole_warp(src: Path, dst: Path, threads: int) -> None:
     """The former engine path: one dataset-to-dataset warp (GDAL's ChunkAndWarpMulti), 64 MB buffer."""
     with rasterio.open(src) as ds:
         transform, width, height = calculate_default_transform(ds.crs, DST_CRS, ds.width, ds.height, *ds.bounds)
-        profile = {"driver": "GTiff", "width": width, "height": height, "count": ds.count, "dtype": ds.dtypes[0],
-                   "crs": DST_CRS, "transform": transform, "TILED": "YES", "BIGTIFF": "IF_SAFER",
-                   "NUM_THREADS": str(threads)}
+        profile = {
+            "driver": "GTiff",
+            "width": width,
+            "height": height,
+            "count": ds.count,
+            "dtype": ds.dtypes[0],
+            "crs": DST_CRS,
+            "transform": transform,
+            "TILED": "YES",
+            "BIGTIFF": "IF_SAFER",
+            "NUM_THREADS": str(threads),
+        }
         indexes = list(range(1, ds.count + 1))
         with rasterio.open(dst, "w", **profile) as out, rasterio.Env(GDAL_NUM_THREADS=str(threads)):
-            rasterio_reproject(rasterio.band(ds, indexes), rasterio.band(out, indexes), resampling=0,
-                               num_threads=threads, warp_mem_limit=64, init_dest_nodata=True)
+            rasterio_reproject(
+                rasterio.band(ds, indexes),
+                rasterio.band(out, indexes),
+                resampling=0,
+                num_threads=threads,
+                warp_mem_limit=64,
+                init_dest_nodata=True,
+            )
 
 
 def cpu_seconds() -> float:
@@ -74,11 +89,17 @@ def main() -> None:
     p.add_argument("--side", type=int, default=9000, help="side of the random 3-band uint16 input (default 9000)")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--threads", type=int, default=2, help="the job's threads (the server's --workers; default 2)")
-    p.add_argument("--tile-bytes", default="", help="comma-separated tile sizes to try (e.g. 8M,32M); default the "
-                   "engine's tiles.TILE_BYTES")
+    p.add_argument(
+        "--tile-bytes", default="", help="comma-separated tile sizes to try (e.g. 8M,32M); default the engine's tiles.TILE_BYTES"
+    )
     p.add_argument("--sides", default="tiled,whole,gdalwarp", help="which of tiled, whole, gdalwarp to run")
-    p.add_argument("--workdir", type=Path, default=None, help="where the input is generated (kept there and "
-                   "reused when it has --side); default a temporary directory removed at the end")
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where the input is generated (kept there and "
+        "reused when it has --side); default a temporary directory removed at the end",
+    )
     args = p.parse_args()
     own_dir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="warp_tiles_")) if own_dir else args.workdir
@@ -106,26 +127,43 @@ def main() -> None:
                     tiles.plan = functools.partial(plan, tile_bytes=size)  # type: ignore[assignment]
                     try:
                         with tiles.using(mapper):
-                            reproject(str(src), str(dst), dst_crs=DST_CRS, options={"TILED": "YES"},
-                                      threads=args.threads)
+                            reproject(str(src), str(dst), dst_crs=DST_CRS, options={"TILED": "YES"}, threads=args.threads)
                     finally:
                         tiles.plan = plan  # type: ignore[assignment]
                     wall = time.perf_counter() - t0
-                    detail = (f"  {mapper.count} tiles of {size / 2**20:.0f} MB: tile function {mapper.seconds:.2f} s, "
-                              f"the rest {wall - mapper.seconds:.2f} s")
+                    detail = (
+                        f"  {mapper.count} tiles of {size / 2**20:.0f} MB: tile function {mapper.seconds:.2f} s, "
+                        f"the rest {wall - mapper.seconds:.2f} s"
+                    )
                 elif side == "whole":
                     whole_warp(src, dst, args.threads)
                 elif side == "gdalwarp":
                     if shutil.which("gdalwarp") is None:
                         print("gdalwarp: not installed (apt-get install gdal-bin)")
                         continue
-                    subprocess.run(["gdalwarp", "-q", "-overwrite", "-multi", "-wo", "NUM_THREADS=ALL_CPUS", "-t_srs",
-                                    DST_CRS, "-r", "near", "-co", "TILED=YES", str(src), str(dst)], check=True)
+                    subprocess.run(
+                        [
+                            "gdalwarp",
+                            "-q",
+                            "-overwrite",
+                            "-multi",
+                            "-wo",
+                            "NUM_THREADS=ALL_CPUS",
+                            "-t_srs",
+                            DST_CRS,
+                            "-r",
+                            "near",
+                            "-co",
+                            "TILED=YES",
+                            str(src),
+                            str(dst),
+                        ],
+                        check=True,
+                    )
                 else:
                     p.error(f"unknown side {side!r}")
                 wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
-                print(f"{side:8s} {wall:6.2f} s wall {cpu:6.2f} s cpu  load {os.getloadavg()[0]:.2f}{detail}",
-                      flush=True)
+                print(f"{side:8s} {wall:6.2f} s wall {cpu:6.2f} s cpu  load {os.getloadavg()[0]:.2f}{detail}", flush=True)
     finally:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)

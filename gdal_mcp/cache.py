@@ -25,8 +25,27 @@ from typing import Any
 
 #: sidecars GDAL may read beside a dataset: suffixes appended to the full name, and replacing its extension
 _APPENDED = (".ovr", ".aux.xml", ".msk", ".xml", ".ovr.aux.xml", "-wal")
-_REPLACED = (".aux.xml", ".ovr", ".dbf", ".shx", ".prj", ".cpg", ".qix", ".sbn", ".sbx", ".qpj",
-             ".wld", ".tfw", ".tifw", ".jgw", ".pgw", ".tab", ".hdr", ".rpb", ".imd")
+_REPLACED = (
+    ".aux.xml",
+    ".ovr",
+    ".dbf",
+    ".shx",
+    ".prj",
+    ".cpg",
+    ".qix",
+    ".sbn",
+    ".sbx",
+    ".qpj",
+    ".wld",
+    ".tfw",
+    ".tifw",
+    ".jgw",
+    ".pgw",
+    ".tab",
+    ".hdr",
+    ".rpb",
+    ".imd",
+)
 
 Identity = tuple[Any, ...]
 

@@ -36,15 +36,18 @@ def _token_ok(app: App, request: Request) -> bool:
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"success": False, "error": {"code": code, "message": message}}, status_code=status,
-                        headers=headers)
+    return JSONResponse({"success": False, "error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
 def file_response(app: App, request: Request) -> Response:
     """The response to GET/HEAD /files/<path>."""
     if not (_token_ok(app, request) or console_session_ok(app, request)):
-        return _error(401, "unauthorized", "send the server's token as 'Authorization: Bearer <token>'",
-                      {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        return _error(
+            401,
+            "unauthorized",
+            "send the server's token as 'Authorization: Bearer <token>'",
+            {"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )
     path = request.path_params.get("path", "")
     from gdal_mcp.tools.resources import mime_type
 
@@ -56,8 +59,7 @@ def file_response(app: App, request: Request) -> Response:
             raise GdalMcpError("invalid-argument", f"'{path}' is a directory; list_datasets lists it")
     except GdalMcpError as e:
         return _error(STATUS.get(e.code, 400), e.code, app.sandbox.scrub(e.message))
-    return FileResponse(real, media_type=mime_type(real.name), filename=real.name,
-                        content_disposition_type="attachment")
+    return FileResponse(real, media_type=mime_type(real.name), filename=real.name, content_disposition_type="attachment")
 
 
 def register(mcp: Any, app: App) -> None:

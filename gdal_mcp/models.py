@@ -72,8 +72,10 @@ class RasterInfo(BaseModel):
     bounds: Bounds
     bounds_wgs84: Bounds | None = Field(None, description="Bounds in EPSG:4326 (lon/lat) when computable")
     resolution: tuple[float, float]
-    gcps: GcpInfo | None = Field(None, description=(
-        "Ground control points, when the raster is georeferenced by them (raster_reproject warps through them)"))
+    gcps: GcpInfo | None = Field(
+        None,
+        description=("Ground control points, when the raster is georeferenced by them (raster_reproject warps through them)"),
+    )
     rpc: bool = Field(False, description="Whether the raster has RPCs (rational polynomial coefficients)")
     bands: list[BandInfo]
     bands_truncated: bool = False
@@ -109,9 +111,7 @@ class VectorInfo(BaseModel):
     layer_count: int
     layers: list[LayerInfo]
     layers_truncated: bool = False
-    sample: dict[str, Any] | None = Field(
-        None, description="With `layer`: a GeoJSON FeatureCollection of the first few features"
-    )
+    sample: dict[str, Any] | None = Field(None, description="With `layer`: a GeoJSON FeatureCollection of the first few features")
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -131,8 +131,21 @@ class DatasetList(BaseModel):
 
 
 Resampling = Literal[
-    "nearest", "bilinear", "cubic", "cubic_spline", "lanczos", "average", "mode", "gauss", "max", "min",
-    "med", "q1", "q3", "sum", "rms",
+    "nearest",
+    "bilinear",
+    "cubic",
+    "cubic_spline",
+    "lanczos",
+    "average",
+    "mode",
+    "gauss",
+    "max",
+    "min",
+    "med",
+    "q1",
+    "q3",
+    "sum",
+    "rms",
 ]
 BBox = tuple[float, float, float, float]
 
@@ -153,8 +166,9 @@ class RasterSummary(BaseModel):
     file_size: int = Field(description="Bytes on disk, sidecars included")
 
 
-DOWNLOAD_URL_DOC = ("Over the HTTP transport: where to download the file (GET, same bearer token, range requests, no "
-                    "size cap); null over stdio")
+DOWNLOAD_URL_DOC = (
+    "Over the HTTP transport: where to download the file (GET, same bearer token, range requests, no size cap); null over stdio"
+)
 
 
 class RasterWriteResult(BaseModel):
@@ -182,8 +196,11 @@ class ClassArea(BaseModel):
     area_m2: float | None = Field(description="Ground area in m² (null when the raster has no CRS)")
     area_ha: float | None = Field(description="Ground area in hectares")
     fraction: float = Field(description="Share of the valid pixels (0-1)")
-    area_fraction: float | None = Field(None, description="Share of the valid area (0-1); differs from fraction on "
-                                                          "lon/lat rasters, whose pixel areas vary with latitude")
+    area_fraction: float | None = Field(
+        None,
+        description="Share of the valid area (0-1); differs from fraction on "
+        "lon/lat rasters, whose pixel areas vary with latitude",
+    )
 
 
 class BandCategories(BaseModel):
@@ -197,8 +214,10 @@ class BandCategories(BaseModel):
 
 
 AreaMethod = Literal["projected", "geodesic", "none"]
-AREA_METHOD_DOC = ("How pixel areas were computed: projected (pixel size in the CRS's unit, as m²), geodesic (lon/lat "
-                   "raster: each row's pixel area on the CRS's ellipsoid), none (no CRS: no areas)")
+AREA_METHOD_DOC = (
+    "How pixel areas were computed: projected (pixel size in the CRS's unit, as m²), geodesic (lon/lat "
+    "raster: each row's pixel area on the CRS's ellipsoid), none (no CRS: no areas)"
+)
 
 
 class CategoriesResult(BaseModel):
@@ -217,11 +236,13 @@ class RasterStatsResult(BaseModel):
     path: str
     window: tuple[int, int, int, int] | None = Field(None, description="col_off, row_off, width, height read")
     bands: list[BandStatsDetail] = Field(description="Statistics per band (empty with categorical=true)")
-    categories: list[BandCategories] | None = Field(None, description=(
-        "With categorical=true: per band, the count, area and fraction of each value"))
+    categories: list[BandCategories] | None = Field(
+        None, description=("With categorical=true: per band, the count, area and fraction of each value")
+    )
     area_method: AreaMethod | None = Field(None, description=AREA_METHOD_DOC)
-    pixel_area_m2: float | None = Field(None, description="With categorical=true on a projected raster: the area of "
-                                                          "every pixel in m²")
+    pixel_area_m2: float | None = Field(
+        None, description="With categorical=true on a projected raster: the area of every pixel in m²"
+    )
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -298,27 +319,32 @@ class FromTableResult(BaseModel):
     y: str | None = Field(None, description="Column read as y (latitude, northing)")
     wkt: str | None = Field(None, description="Column read as WKT geometry")
     crs: str = Field(description="CRS given to the geometries")
-    unparsed_rows: int = Field(description="Rows whose coordinates/WKT were empty or could not be read: written "
-                                           "with a null geometry, attributes kept")
-    unparsed_row_numbers: list[int] = Field(default_factory=list, description=(
-        "1-based data row numbers (the header row not counted) of the first unparsed rows (at most 100)"))
+    unparsed_rows: int = Field(
+        description="Rows whose coordinates/WKT were empty or could not be read: written with a null geometry, attributes kept"
+    )
+    unparsed_row_numbers: list[int] = Field(
+        default_factory=list,
+        description=("1-based data row numbers (the header row not counted) of the first unparsed rows (at most 100)"),
+    )
     warnings: list[str] = Field(default_factory=list)
 
 
 class MeasureResult(BaseModel):
     """vector_measure: measures per feature (bounded rows), or the layer written with measure fields."""
 
-    method: Literal["geodesic", "planar"] = Field(description="geodesic on the ellipsoid (geographic layers) or "
-                                                              "planar in the layer's projected CRS")
+    method: Literal["geodesic", "planar"] = Field(
+        description="geodesic on the ellipsoid (geographic layers) or planar in the layer's projected CRS"
+    )
     fields: dict[str, str] = Field(description="Measure field -> what it holds and its unit")
-    rows: list[dict[str, Any]] = Field(default_factory=list, description=(
-        "One row per feature (layer order; 'index' is the 0-based feature index), only when no output is written"))
+    rows: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description=("One row per feature (layer order; 'index' is the 0-based feature index), only when no output is written"),
+    )
     row_count: int = Field(description="Features measured (every feature of the layer)")
     offset: int = 0
     truncated: bool = Field(False, description="More rows than returned (page with offset, or write an output)")
     remaining: int = Field(0, description="Rows after this page")
-    totals: dict[str, float] = Field(default_factory=dict, description="Sum of area, length and perimeter over "
-                                                                       "all features")
+    totals: dict[str, float] = Field(default_factory=dict, description="Sum of area, length and perimeter over all features")
     output: str | None = None
     uri: str | None = None
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
@@ -367,10 +393,12 @@ class ValidationReport(BaseModel):
 
 
 class ZonalResult(BaseModel):
-    rows: list[dict[str, Any]] = Field(description="One row per zone, in layer order: id (the id_field value, else "
-                                                   "the 0-based feature index) and each statistic (null when the "
-                                                   "zone has no valid pixel); with categorical=true also "
-                                                   "classes: {value: {count, area_m2, area_ha, fraction}}")
+    rows: list[dict[str, Any]] = Field(
+        description="One row per zone, in layer order: id (the id_field value, else "
+        "the 0-based feature index) and each statistic (null when the "
+        "zone has no valid pixel); with categorical=true also "
+        "classes: {value: {count, area_m2, area_ha, fraction}}"
+    )
     row_count: int = Field(description="Zones processed (every feature of the layer)")
     truncated: bool = Field(description="More zones than rows returned (raise limit, or pass dst for all)")
     remaining: int = Field(description="Zones not returned in rows")
@@ -389,20 +417,26 @@ class PreviewResult(BaseModel):
     png: bytes = Field(exclude=True, repr=False, description="The PNG image: 8-bit RGBA")
     width: int = Field(description="Image width in pixels")
     height: int = Field(description="Image height in pixels")
-    mode: PreviewMode = Field(description="rgb: three bands as red/green/blue; gray or colormap: one band through a "
-                                          "colormap; palette: one band through its own colour table; vector: a layer")
+    mode: PreviewMode = Field(
+        description="rgb: three bands as red/green/blue; gray or colormap: one band through a "
+        "colormap; palette: one band through its own colour table; vector: a layer"
+    )
     bands_used: list[int] = Field(default_factory=list, description="1-based bands drawn (empty for vectors)")
     value_range: list[tuple[float, float] | None] = Field(
-        default_factory=list, description="Per band drawn: the data values mapped to the low and high end of the "
-                                          "stretch (null when a band has no valid pixel); for vectors colour-by-number")
+        default_factory=list,
+        description="Per band drawn: the data values mapped to the low and high end of the "
+        "stretch (null when a band has no valid pixel); for vectors colour-by-number",
+    )
     colormap: str | None = Field(None, description="Colormap of a single band or numeric color_by")
     categories: dict[str, str] | None = Field(None, description="color_by category -> #rrggbb")
     crs: str | None = Field(None, description="EPSG:n or the CRS name; null when the data has none")
-    extent: tuple[float, float, float, float] = Field(description="[minx, miny, maxx, maxy] the image covers, in the "
-                                                                  "data's CRS (pixel coordinates if not georeferenced)")
+    extent: tuple[float, float, float, float] = Field(
+        description="[minx, miny, maxx, maxy] the image covers, in the data's CRS (pixel coordinates if not georeferenced)"
+    )
     window: tuple[int, int, int, int] | None = Field(None, description="Raster: [col, row, width, height] read")
-    source_pixels_per_pixel: float | None = Field(None, description="Raster: source pixels per image pixel "
-                                                                    "(< 1 when a small raster is enlarged)")
+    source_pixels_per_pixel: float | None = Field(
+        None, description="Raster: source pixels per image pixel (< 1 when a small raster is enlarged)"
+    )
     features: int | None = Field(None, description="Vector: features drawn")
     legend: str = Field(description="How to read the image: bands, stretch, colours, CRS, extent, nodata")
     dst: str | None = Field(None, description="Where the PNG was also written")
@@ -466,8 +500,9 @@ class TransformResult(BaseModel):
     always_xy: bool
     src_axis_order: str = Field(description="Axis order the input points were read in")
     dst_axis_order: str = Field(description="Axis order of the output points")
-    points: list[list[float | None]] = Field(description="Transformed points, in input order; null where the "
-                                                         "transformation failed")
+    points: list[list[float | None]] = Field(
+        description="Transformed points, in input order; null where the transformation failed"
+    )
     operation: str = Field(description="The coordinate operation PROJ used")
     failed: int = 0
     warnings: list[str] = Field(default_factory=list)

@@ -499,8 +499,7 @@ class Sandbox:
         if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in path):
             # Control and format characters (a right-to-left override …) make a name read as another one in an
             # approval question, the console or the audit log.
-            raise GdalMcpError("invalid-argument", f"{what} contains a control or formatting character; use a plain "
-                               "file name")
+            raise GdalMcpError("invalid-argument", f"{what} contains a control or formatting character; use a plain file name")
         if len(path) > MAX_PATH_LENGTH:
             raise GdalMcpError("invalid-argument", f"{what} is longer than {MAX_PATH_LENGTH} characters")
         if any(len(part) > MAX_COMPONENT_LENGTH for part in path.split("/")):

@@ -27,8 +27,7 @@ def make_workspace(root: Path) -> Path:
 def huge_vrt(path: Path, size: int = 200_000, dtype: str = "Byte") -> Path:
     """A sourceless VRT of size x size pixels: reading it all takes long, yet costs no disk."""
     path.write_text(
-        f'<VRTDataset rasterXSize="{size}" rasterYSize="{size}">'
-        f'<VRTRasterBand dataType="{dtype}" band="1"/></VRTDataset>'
+        f'<VRTDataset rasterXSize="{size}" rasterYSize="{size}"><VRTRasterBand dataType="{dtype}" band="1"/></VRTDataset>'
     )
     return path
 

@@ -55,7 +55,7 @@ def pid_alive(pid: int) -> bool:
             text = fh.read()
     except FileNotFoundError:
         return False
-    return text[text.rfind(")") + 2:].split()[0] not in ("Z", "X")
+    return text[text.rfind(")") + 2 :].split()[0] not in ("Z", "X")
 
 
 def children(pid: int) -> list[int]:
@@ -69,7 +69,7 @@ def children(pid: int) -> list[int]:
                 text = fh.read()
         except OSError:
             continue
-        fields = text[text.rfind(")") + 2:].split()
+        fields = text[text.rfind(")") + 2 :].split()
         if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
             found.append(int(entry))
     return sorted(found)
@@ -111,8 +111,18 @@ def one_tile_tiff(path: Path, size: int = 32768) -> Path:
         ifd = 8 + n + n % 2
         # (tag, type, value): 3 = SHORT, 4 = LONG. Width, height, 8 bits, deflate (8), min-is-black,
         # one sample, tile width, tile length, tile offset, tile byte count.
-        entries = [(256, 4, size), (257, 4, size), (258, 3, 8), (259, 3, 8), (262, 3, 1), (277, 3, 1),
-                   (322, 4, size), (323, 4, size), (324, 4, 8), (325, 4, n)]
+        entries = [
+            (256, 4, size),
+            (257, 4, size),
+            (258, 3, 8),
+            (259, 3, 8),
+            (262, 3, 1),
+            (277, 3, 1),
+            (322, 4, size),
+            (323, 4, size),
+            (324, 4, 8),
+            (325, 4, n),
+        ]
         fh.write(struct.pack("<H", len(entries)))
         for tag, kind, value in entries:
             packed = struct.pack("<HH", value, 0) if kind == 3 else struct.pack("<I", value)
@@ -130,8 +140,7 @@ def mount_small_tmpfs(where: Path, size: str = "2m") -> str | None:
     if shutil.which("mount") is None:
         return "no mount command on this machine"
     where.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                       capture_output=True, text=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True)
     if r.returncode != 0:
         return f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}); e.g. a container without CAP_SYS_ADMIN"
     return None

@@ -12,8 +12,7 @@ GDAL_STACK = ("rasterio", "pyogrio", "pyarrow", "shapely", "pyproj", "numpy")
 
 
 def test_server_process_does_not_load_the_gdal_stack() -> None:
-    code = ("import sys, gdal_mcp.server, gdal_mcp.cli; "
-            f"print([m for m in {GDAL_STACK!r} if m in sys.modules])")
+    code = f"import sys, gdal_mcp.server, gdal_mcp.cli; print([m for m in {GDAL_STACK!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]", f"the server imports {out.stdout.strip()}: keep GDAL work in the workers"
 
@@ -22,8 +21,11 @@ def test_engine_never_imports_mcp() -> None:
     offenders = []
     for path in (PACKAGE / "engine").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            )
             if any(n.split(".")[0] in ("fastmcp", "mcp") or n.startswith("gdal_mcp.tools") for n in names):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not offenders, f"engine modules import MCP code: {offenders}"
@@ -70,8 +72,17 @@ def test_raster_and_vector_engines_do_not_import_each_other() -> None:
 def test_shared_engine_modules_import_no_domain_package() -> None:
     """crs, bbox, masks, geometry_transform, grid, options … are used by every engine and depend on none."""
     domain = ("gdal_mcp.engine.raster", "gdal_mcp.engine.vector", "gdal_mcp.engine.features", "gdal_mcp.engine.preview")
-    shared = ("crs.py", "bbox.py", "geometry_transform.py", "grid.py", "options.py", "progress.py", "failures.py",
-              "guard.py", "tiles.py", "gdal_c.py")
-    offenders = {name: sorted(n for n in _engine_imports(PACKAGE / "engine" / name) if n.startswith(domain))
-                 for name in shared}
+    shared = (
+        "crs.py",
+        "bbox.py",
+        "geometry_transform.py",
+        "grid.py",
+        "options.py",
+        "progress.py",
+        "failures.py",
+        "guard.py",
+        "tiles.py",
+        "gdal_c.py",
+    )
+    offenders = {name: sorted(n for n in _engine_imports(PACKAGE / "engine" / name) if n.startswith(domain)) for name in shared}
     assert not {k: v for k, v in offenders.items() if v}, offenders

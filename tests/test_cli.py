@@ -12,15 +12,38 @@ import pytest
 from gdal_mcp.cli import build_parser, settings_from_args
 from gdal_mcp.config import GiB, parse_size
 
-OPTIONS = ["--transport", "--host", "--port", "--workspace", "--read-only", "--confirm", "--timeout", "--max-memory",
-           "--workers", "--audit-log", "--max-resource-size", "--max-message-size", "--log-level", "--allow-network",
-           "--allow-origin", "--allow-host", "--version"]
+OPTIONS = [
+    "--transport",
+    "--host",
+    "--port",
+    "--workspace",
+    "--read-only",
+    "--confirm",
+    "--timeout",
+    "--max-memory",
+    "--workers",
+    "--audit-log",
+    "--max-resource-size",
+    "--max-message-size",
+    "--log-level",
+    "--allow-network",
+    "--allow-origin",
+    "--allow-host",
+    "--version",
+]
 
 
 def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    return subprocess.run([sys.executable, "-m", "gdal_mcp", *args], capture_output=True, text=True,
-                          env={**base, **(env or {})}, cwd=cwd, timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "gdal_mcp", *args],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        cwd=cwd,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_version_names_the_libraries() -> None:
@@ -34,18 +57,35 @@ def test_help_lists_every_option_and_its_env_var() -> None:
     out = run("--help").stdout
     for opt in OPTIONS:
         assert opt in out
-    for env in ("GDAL_MCP_TRANSPORT", "GDAL_MCP_WORKSPACE", "GDAL_MCP_READ_ONLY", "GDAL_MCP_TIMEOUT",
-                "GDAL_MCP_MAX_MEMORY", "GDAL_MCP_WORKERS", "GDAL_MCP_AUDIT_LOG", "GDAL_MCP_TOKEN", "GDAL_MCP_CONFIRM"):
+    for env in (
+        "GDAL_MCP_TRANSPORT",
+        "GDAL_MCP_WORKSPACE",
+        "GDAL_MCP_READ_ONLY",
+        "GDAL_MCP_TIMEOUT",
+        "GDAL_MCP_MAX_MEMORY",
+        "GDAL_MCP_WORKERS",
+        "GDAL_MCP_AUDIT_LOG",
+        "GDAL_MCP_TOKEN",
+        "GDAL_MCP_CONFIRM",
+    ):
         assert env in out
 
 
 def test_environment_variables_set_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     other = tmp_path / "b"
     other.mkdir()
-    for k, v in {"GDAL_MCP_WORKSPACE": f"{tmp_path}{os.pathsep}{other}", "GDAL_MCP_READ_ONLY": "1",
-                 "GDAL_MCP_TIMEOUT": "12", "GDAL_MCP_MAX_MEMORY": "1G", "GDAL_MCP_WORKERS": "3",
-                 "GDAL_MCP_TRANSPORT": "http", "GDAL_MCP_PORT": "9123", "GDAL_MCP_TOKEN": "t",
-                 "GDAL_MCP_ALLOW_ORIGIN": "https://a.example,https://b.example", "GDAL_MCP_CONFIRM": "writes"}.items():
+    for k, v in {
+        "GDAL_MCP_WORKSPACE": f"{tmp_path}{os.pathsep}{other}",
+        "GDAL_MCP_READ_ONLY": "1",
+        "GDAL_MCP_TIMEOUT": "12",
+        "GDAL_MCP_MAX_MEMORY": "1G",
+        "GDAL_MCP_WORKERS": "3",
+        "GDAL_MCP_TRANSPORT": "http",
+        "GDAL_MCP_PORT": "9123",
+        "GDAL_MCP_TOKEN": "t",
+        "GDAL_MCP_ALLOW_ORIGIN": "https://a.example,https://b.example",
+        "GDAL_MCP_CONFIRM": "writes",
+    }.items():
         monkeypatch.setenv(k, v)
     s = settings_from_args(build_parser().parse_args([]))
     assert s.workspaces == (tmp_path, other) and s.read_only and s.timeout == 12

@@ -22,8 +22,12 @@ async def current(client: Client) -> dict:
         tools[t.name] = {
             "title": t.title,
             "description": t.description,
-            "annotations": {"readOnlyHint": a.read_only_hint, "destructiveHint": a.destructive_hint,
-                            "idempotentHint": a.idempotent_hint, "openWorldHint": a.open_world_hint},
+            "annotations": {
+                "readOnlyHint": a.read_only_hint,
+                "destructiveHint": a.destructive_hint,
+                "idempotentHint": a.idempotent_hint,
+                "openWorldHint": a.open_world_hint,
+            },
             "inputSchema": t.input_schema,
             "outputSchema": t.output_schema,
         }

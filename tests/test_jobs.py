@@ -29,7 +29,8 @@ def test_job_matches_engine_signature(job: type[jobs.Job]) -> None:
     fields = {f.name: f for f in dataclasses.fields(job)}
     assert set(fields) == set(params), (
         f"{job.__name__} fields differ from {job.FUNC}: only in job {sorted(set(fields) - set(params))}, "
-        f"only in engine {sorted(set(params) - set(fields))}")
+        f"only in engine {sorted(set(params) - set(fields))}"
+    )
     for pname, p in params.items():
         f = fields[pname]
         if p.default is inspect.Parameter.empty:

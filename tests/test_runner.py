@@ -36,8 +36,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def runner(big: Path):
-    r = Runner(workers=1, timeout=60, max_memory=2 * 1024**3,
-               worker_config={"roots": [str(big.parent), str(DATA)]})
+    r = Runner(workers=1, timeout=60, max_memory=2 * 1024**3, worker_config={"roots": [str(big.parent), str(DATA)]})
     r.start()
     yield r
     r.close()
@@ -279,8 +278,7 @@ async def test_a_call_right_after_every_idle_worker_was_killed_runs_on_a_fresh_o
         assert status["pid"] not in killed and status["pid"] in runner.pids()
 
 
-async def test_worker_dying_before_it_takes_the_job_is_replaced_and_the_job_runs(runner: Runner,
-                                                                                 tmp_path: Path) -> None:
+async def test_worker_dying_before_it_takes_the_job_is_replaced_and_the_job_runs(runner: Runner, tmp_path: Path) -> None:
     flag = tmp_path / "killed"
     status = await runner.run(DiesOnArrival(flag=str(flag)))
     killed = int(flag.read_text())
@@ -361,8 +359,7 @@ async def test_worker_killed_near_its_memory_limit_is_a_resource_limit(big: Path
     pytest.fail("could not calibrate a memory limit the job runs near")
 
 
-async def test_death_by_the_oom_killer_is_a_resource_limit(runner: Runner, big: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_death_by_the_oom_killer_is_a_resource_limit(runner: Runner, big: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The kernel's OOM-kill counter (/proc/vmstat oom_kill) is simulated: this machine is not run out of memory.
     counter = itertools.count(7)
     monkeypatch.setattr(runner_module, "_oom_kills", lambda: next(counter))
@@ -401,8 +398,10 @@ async def test_output_over_the_file_size_limit_is_a_resource_limit(tmp_path: Pat
         with pytest.raises(GdalMcpError) as e:
             await r.run(jobs.ConvertRasterJob(src=str(RGB), dst=str(tmp_path / "big.tif")))
         assert e.value.code == "resource-limit", e.value.message
-        assert e.value.message.startswith("the output reached the largest file size allowed (File too large, the "
-                                          f"file-size limit ulimit -f is 256K) while writing {tmp_path / 'big.tif'}")
+        assert e.value.message.startswith(
+            "the output reached the largest file size allowed (File too large, the "
+            f"file-size limit ulimit -f is 256K) while writing {tmp_path / 'big.tif'}"
+        )
         assert list(tmp_path.iterdir()) == []  # the partial output is removed
         assert (await r.run(INFO(RGB))).count == 3
     finally:

@@ -162,12 +162,21 @@ def test_dotdot_inside_an_archive_member_is_refused(sb: Sandbox) -> None:
     assert code_of(sb.resolve_input, "/vsizip/in.zip/../../etc/passwd") == "invalid-argument"
 
 
-@pytest.mark.parametrize("path", [
-    "/vsicurl/https://example.com/a.tif", "/vsis3/bucket/a.tif", "/vsigs/b/a.tif", "/vsiaz/c/a.tif",
-    "https://example.com/a.tif", "http://example.com/a.tif", "ftp://example.com/a.tif",
-    "/vsizip//vsicurl/https://example.com/a.zip/x.tif", "WMS:https://example.com/wms",
-    'NETCDF:"/vsicurl/https://example.com/x.nc":var',
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/vsicurl/https://example.com/a.tif",
+        "/vsis3/bucket/a.tif",
+        "/vsigs/b/a.tif",
+        "/vsiaz/c/a.tif",
+        "https://example.com/a.tif",
+        "http://example.com/a.tif",
+        "ftp://example.com/a.tif",
+        "/vsizip//vsicurl/https://example.com/a.zip/x.tif",
+        "WMS:https://example.com/wms",
+        'NETCDF:"/vsicurl/https://example.com/x.nc":var',
+    ],
+)
 def test_network_paths_refused_by_default(sb: Sandbox, path: str) -> None:
     assert code_of(sb.resolve_input, path) == "unsupported"
 
@@ -178,8 +187,7 @@ def test_network_paths_allowed_with_allow_network(layout) -> None:
     assert r.network and r.gdal_path == "/vsicurl/https://example.com/a.tif"
 
 
-@pytest.mark.parametrize("path", ["/vsimem/x.tif", "/vsistdin/", "/vsisubfile/0_10,a.tif", "PG:dbname=x",
-                                  "MYSQL:db"])
+@pytest.mark.parametrize("path", ["/vsimem/x.tif", "/vsistdin/", "/vsisubfile/0_10,a.tif", "PG:dbname=x", "MYSQL:db"])
 def test_other_virtual_filesystems_and_databases_refused(sb: Sandbox, path: str) -> None:
     assert code_of(sb.resolve_input, path) == "unsupported"
 
@@ -194,25 +202,33 @@ def test_connection_strings_check_the_file_inside(sb: Sandbox, layout) -> None:
     assert sb.resolve_input("NETCDF:f.nc:tas").gdal_path == f"NETCDF:{real}/f.nc:tas"
     assert sb.resolve_input('HDF5:"f.h5"://data').gdal_path == f'HDF5:"{real}/f.h5"://data'
     assert sb.resolve_input("HDF5:f.h5://data").gdal_path == f"HDF5:{real}/f.h5://data"
-    assert (sb.resolve_input('HDF4_EOS:EOS_GRID:"m.hdf":grid:b1').gdal_path
-            == f'HDF4_EOS:EOS_GRID:"{real}/m.hdf":grid:b1')
+    assert sb.resolve_input('HDF4_EOS:EOS_GRID:"m.hdf":grid:b1').gdal_path == f'HDF4_EOS:EOS_GRID:"{real}/m.hdf":grid:b1'
     assert sb.resolve_input("GPKG:g.gpkg:roads").gdal_path == f"GPKG:{real}/g.gpkg:roads"
     assert sb.resolve_input('NETCDF:"f.nc":tas').display == 'NETCDF:"f.nc":tas'
 
 
-@pytest.mark.parametrize("path", [
-    'NETCDF:"../outside/x.nc":var', "NETCDF:/etc/passwd:var", 'HDF5:"/etc/passwd"://x',
-    'HDF4_EOS:EOS_GRID:"../outside/m.hdf":g:f', "GPKG:/etc/passwd:layer", "GTIFF_DIR:1:/etc/passwd",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        'NETCDF:"../outside/x.nc":var',
+        "NETCDF:/etc/passwd:var",
+        'HDF5:"/etc/passwd"://x',
+        'HDF4_EOS:EOS_GRID:"../outside/m.hdf":g:f',
+        "GPKG:/etc/passwd:layer",
+        "GTIFF_DIR:1:/etc/passwd",
+    ],
+)
 def test_connection_strings_to_outside_files_are_refused(sb: Sandbox, path: str) -> None:
     assert code_of(sb.resolve_input, path) == "out-of-root"
 
 
 # ----- datasets that reference other files ------------------------------------------------------
 def vrt(source: str, relative: bool = False) -> str:
-    return (f'<VRTDataset rasterXSize="1" rasterYSize="1"><VRTRasterBand dataType="Byte" band="1">'
-            f'<SimpleSource><SourceFilename relativeToVRT="{int(relative)}">{source}</SourceFilename>'
-            f"<SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>")
+    return (
+        f'<VRTDataset rasterXSize="1" rasterYSize="1"><VRTRasterBand dataType="Byte" band="1">'
+        f'<SimpleSource><SourceFilename relativeToVRT="{int(relative)}">{source}</SourceFilename>'
+        f"<SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>"
+    )
 
 
 def test_vrt_pointing_to_etc_passwd_is_refused(sb: Sandbox, layout) -> None:
@@ -244,22 +260,21 @@ def test_nested_vrt_reaching_outside_is_refused(sb: Sandbox, layout) -> None:
 def test_warped_and_ogr_vrts_are_checked(sb: Sandbox, layout) -> None:
     (layout["ws"] / "warp.vrt").write_text(
         '<VRTDataset rasterXSize="1" rasterYSize="1" subClass="VRTWarpedDataset"><GDALWarpOptions>'
-        "<SourceDataset relativeToVRT=\"0\">/etc/shadow</SourceDataset></GDALWarpOptions></VRTDataset>")
+        '<SourceDataset relativeToVRT="0">/etc/shadow</SourceDataset></GDALWarpOptions></VRTDataset>'
+    )
     assert code_of(sb.resolve_input, "warp.vrt") == "out-of-root"
     (layout["ws"] / "ogr.vrt").write_text(
-        '<OGRVRTDataSource><OGRVRTLayer name="x"><SrcDataSource>/etc/passwd</SrcDataSource>'
-        "</OGRVRTLayer></OGRVRTDataSource>")
+        '<OGRVRTDataSource><OGRVRTLayer name="x"><SrcDataSource>/etc/passwd</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>'
+    )
     assert code_of(sb.resolve_input, "ogr.vrt") == "out-of-root"
 
 
 def test_pipelines_and_tile_indexes_are_refused(sb: Sandbox, layout) -> None:
-    (layout["ws"] / "p.gdalg.json").write_text('{"type": "gdal_streamed_alg", "command_line": "gdal raster '
-                                               'read /etc/passwd"}')
+    (layout["ws"] / "p.gdalg.json").write_text('{"type": "gdal_streamed_alg", "command_line": "gdal raster read /etc/passwd"}')
     assert code_of(sb.resolve_input, "p.gdalg.json") == "unsupported"
     (layout["ws"] / "hidden.json").write_text('{"type": "gdal_streamed_alg"}')
     assert code_of(sb.resolve_input, "hidden.json") == "unsupported"
-    (layout["ws"] / "t.xml").write_text("<GDALTileIndexDataset><IndexDataset>x.gpkg</IndexDataset>"
-                                        "</GDALTileIndexDataset>")
+    (layout["ws"] / "t.xml").write_text("<GDALTileIndexDataset><IndexDataset>x.gpkg</IndexDataset></GDALTileIndexDataset>")
     assert code_of(sb.resolve_input, "t.xml") == "unsupported"
 
 

@@ -18,13 +18,17 @@ def check_bbox(bbox: Any) -> tuple[float, float, float, float]:
         raise GdalMcpError("invalid-argument", "bbox must be four finite numbers [minx, miny, maxx, maxy]")
     minx, miny, maxx, maxy = values
     if not (minx < maxx and miny < maxy):
-        raise GdalMcpError("invalid-argument", "bbox must be [minx, miny, maxx, maxy] with minx < maxx and miny < maxy"
-                           " (a box crossing the antimeridian must be split)")
+        raise GdalMcpError(
+            "invalid-argument",
+            "bbox must be [minx, miny, maxx, maxy] with minx < maxx and miny < maxy"
+            " (a box crossing the antimeridian must be split)",
+        )
     return minx, miny, maxx, maxy
 
 
-def transform_bbox(box: tuple[float, float, float, float], src_crs: Any, dst_crs: Any, *,
-                   target: str = "layer") -> tuple[float, float, float, float]:
+def transform_bbox(
+    box: tuple[float, float, float, float], src_crs: Any, dst_crs: Any, *, target: str = "layer"
+) -> tuple[float, float, float, float]:
     """The box (in src_crs) as a box in dst_crs, edges densified (21 points each); CRSs as geometry_transform
     takes them. A box PROJ cannot place is an invalid-argument naming `target`."""
     from gdal_mcp.engine.geometry_transform import transformer
@@ -37,8 +41,7 @@ def transform_bbox(box: tuple[float, float, float, float], src_crs: Any, dst_crs
     except Exception as e:  # noqa: BLE001 - PROJ refuses boxes outside the projection's domain
         raise GdalMcpError("invalid-argument", f"bbox cannot be transformed to the {target}'s CRS ({e})") from None
     if not all(math.isfinite(v) for v in out):
-        raise GdalMcpError("invalid-argument", f"bbox cannot be transformed to the {target}'s CRS (outside its area "
-                           "of use)")
+        raise GdalMcpError("invalid-argument", f"bbox cannot be transformed to the {target}'s CRS (outside its area of use)")
     return tuple(float(v) for v in out)  # type: ignore[return-value]
 
 

@@ -15,8 +15,25 @@ from gdal_mcp.models import DatasetEntry, DatasetList
 
 MAX_SCAN = 100_000
 SIDECAR_SUFFIXES = (
-    ".aux.xml", ".ovr", ".msk", ".shx", ".prj", ".cpg", ".sbn", ".sbx", ".qix", ".qmd",
-    ".pgw", ".pngw", ".jgw", ".jpgw", ".tfw", ".tifw", ".wld", ".aux", ".rrd",
+    ".aux.xml",
+    ".ovr",
+    ".msk",
+    ".shx",
+    ".prj",
+    ".cpg",
+    ".sbn",
+    ".sbx",
+    ".qix",
+    ".qmd",
+    ".pgw",
+    ".pngw",
+    ".jgw",
+    ".jpgw",
+    ".tfw",
+    ".tifw",
+    ".wld",
+    ".aux",
+    ".rrd",
 )
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".tar.gz", ".7z", ".rar", ".gz")
 
@@ -40,8 +57,12 @@ def classify(path: Path) -> DatasetEntry:
         return DatasetEntry(path=rel, kind="other", size=size, detail=f"sidecar of {side}")
     low = path.name.lower()
     if low.endswith(ARCHIVE_SUFFIXES):
-        return DatasetEntry(path=rel, kind="other", size=size,
-                            detail=f"archive: open members as /vsizip/…/{path.name}/member (or /vsitar/, /vsigzip/)")
+        return DatasetEntry(
+            path=rel,
+            kind="other",
+            size=size,
+            detail=f"archive: open members as /vsizip/…/{path.name}/member (or /vsitar/, /vsigzip/)",
+        )
     if low.endswith((".gdalg.json", ".gdalg")):
         return DatasetEntry(path=rel, kind="other", size=size, detail="GDAL pipeline file (not opened)")
     with warnings.catch_warnings():
@@ -57,8 +78,11 @@ def classify(path: Path) -> DatasetEntry:
         try:
             with rasterio.open(str(path)) as ds:
                 if ds.count or ds.subdatasets:
-                    detail = (f"{ds.width}x{ds.height}, {ds.count} band(s) {ds.dtypes[0]}" if ds.count
-                              else f"{len(ds.subdatasets)} subdatasets")
+                    detail = (
+                        f"{ds.width}x{ds.height}, {ds.count} band(s) {ds.dtypes[0]}"
+                        if ds.count
+                        else f"{len(ds.subdatasets)} subdatasets"
+                    )
                     return DatasetEntry(path=rel, kind="raster", size=size, driver=ds.driver, detail=detail)
         except Exception:  # noqa: BLE001 - not a raster; try vector next
             pass
@@ -69,16 +93,18 @@ def classify(path: Path) -> DatasetEntry:
             if len(layers):
                 info = pyogrio.read_info(str(path), layer=0)
                 names = ", ".join(str(n) for n in layers[:5, 0]) + (" …" if len(layers) > 5 else "")
-                return DatasetEntry(path=rel, kind="vector", size=size, driver=info.get("driver"),
-                                    detail=f"{len(layers)} layer(s): {names}")
+                return DatasetEntry(
+                    path=rel, kind="vector", size=size, driver=info.get("driver"), detail=f"{len(layers)} layer(s): {names}"
+                )
         except Exception:  # noqa: BLE001 - not a vector either
             pass
     return DatasetEntry(path=rel, kind="other", size=size, detail="not a dataset GDAL can open")
 
 
 @wrap_gdal_errors
-def list_datasets(directory: str, pattern: str | None = None, recursive: bool = True,
-                  limit: int = 200, progress: Progress = no_progress) -> DatasetList:
+def list_datasets(
+    directory: str, pattern: str | None = None, recursive: bool = True, limit: int = 200, progress: Progress = no_progress
+) -> DatasetList:
     """List files under `directory` (a real path) with their kind; entry paths are real paths."""
     base = Path(directory)
     matched: list[Path] = []
@@ -106,8 +132,7 @@ def list_datasets(directory: str, pattern: str | None = None, recursive: bool = 
         try:
             guard.check_files([str(p)])
         except GdalMcpError:
-            out.append(DatasetEntry(path=str(p), kind="other", size=0,
-                                    detail="link to outside the workspace (not opened)"))
+            out.append(DatasetEntry(path=str(p), kind="other", size=0, detail="link to outside the workspace (not opened)"))
             continue
         out.append(classify(p))
         progress((i + 1) / max(1, len(matched)), f"classified {i + 1}/{len(matched)}")

@@ -21,10 +21,40 @@ from gdal_mcp.models import (
 CrsKind = Literal["projected", "geographic", "any"]
 MAX_POINTS = 10_000
 # Datums of current national and continental realisations: their CRSs rank before historical ones.
-MODERN_DATUMS = ("ETRS89", "NAD83(2011)", "NAD83(CSRS)", "NAD83(HARN)", "NAD83", "GDA2020", "GDA94", "RGF93",
-                 "SIRGAS", "NZGD2000", "JGD2011", "JGD2000", "CGCS2000", "WGS 84", "ITRF", "KGD2002", "TWD97",
-                 "SWEREF99", "EUREF", "ETRF", "Hartebeesthoek94", "MAGNA-SIRGAS", "POSGAR", "RGFG95", "RGNC",
-                 "ISN2016", "ISN93", "LKS", "MGI 1901", "S-JTSK", "HTRS96", "ETRS89-")
+MODERN_DATUMS = (
+    "ETRS89",
+    "NAD83(2011)",
+    "NAD83(CSRS)",
+    "NAD83(HARN)",
+    "NAD83",
+    "GDA2020",
+    "GDA94",
+    "RGF93",
+    "SIRGAS",
+    "NZGD2000",
+    "JGD2011",
+    "JGD2000",
+    "CGCS2000",
+    "WGS 84",
+    "ITRF",
+    "KGD2002",
+    "TWD97",
+    "SWEREF99",
+    "EUREF",
+    "ETRF",
+    "Hartebeesthoek94",
+    "MAGNA-SIRGAS",
+    "POSGAR",
+    "RGFG95",
+    "RGNC",
+    "ISN2016",
+    "ISN93",
+    "LKS",
+    "MGI 1901",
+    "S-JTSK",
+    "HTRS96",
+    "ETRS89-",
+)
 
 
 def _pyproj_crs(text: str, what: str) -> Any:
@@ -71,8 +101,7 @@ def describe(crs: str, progress: Progress = no_progress) -> CrsDescription:
     except Exception:  # noqa: BLE001
         epsg = None
     ellipsoid = c.ellipsoid
-    axes = [AxisInfo(name=a.name, abbreviation=a.abbrev, direction=a.direction, unit=a.unit_name)
-            for a in c.axis_info]
+    axes = [AxisInfo(name=a.name, abbreviation=a.abbrev, direction=a.direction, unit=a.unit_name) for a in c.axis_info]
     import warnings
 
     with warnings.catch_warnings():
@@ -128,8 +157,13 @@ def _pj_types(kind: CrsKind) -> list[Any]:
     return [PJType.PROJECTED_CRS, PJType.GEOGRAPHIC_2D_CRS, PJType.COMPOUND_CRS]
 
 
-def search(query: str | None = None, bbox: tuple[float, float, float, float] | None = None,
-           kind: CrsKind = "any", limit: int = 20, progress: Progress = no_progress) -> CrsSearchResult:
+def search(
+    query: str | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    kind: CrsKind = "any",
+    limit: int = 20,
+    progress: Progress = no_progress,
+) -> CrsSearchResult:
     """CRSs of the EPSG database whose name matches `query` and/or whose area of use covers the lon/lat `bbox`.
 
     Best first: for a bbox, the WGS 84 UTM zone of its centre, then current national/regional CRSs (modern
@@ -140,16 +174,21 @@ def search(query: str | None = None, bbox: tuple[float, float, float, float] | N
     from pyproj.database import query_crs_info, query_utm_crs_info
 
     if query is None and bbox is None:
-        raise GdalMcpError("invalid-argument", "give query (a name such as 'Lambert-93' or 'UTM zone 32N'), bbox "
-                           "([west, south, east, north] in degrees), or both")
+        raise GdalMcpError(
+            "invalid-argument",
+            "give query (a name such as 'Lambert-93' or 'UTM zone 32N'), bbox ([west, south, east, north] in degrees), or both",
+        )
     if not 1 <= limit <= 200:
         raise GdalMcpError("invalid-argument", f"limit must be 1-200, got {limit}")
     aoi = None
     if bbox is not None:
         w, s, e, n = bbox
         if not (-180 <= w <= 180 and -180 <= e <= 180 and -90 <= s <= n <= 90):
-            raise GdalMcpError("invalid-argument", f"bbox {list(bbox)} is not [west, south, east, north] in degrees "
-                               "(longitudes -180..180, latitudes -90..90, south <= north)")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"bbox {list(bbox)} is not [west, south, east, north] in degrees "
+                "(longitudes -180..180, latitudes -90..90, south <= north)",
+            )
         aoi = AreaOfInterest(w, s, e, n)
     infos = query_crs_info(auth_name="EPSG", pj_types=_pj_types(kind), area_of_interest=aoi, contains=aoi is not None)
     infos = [i for i in infos if not i.deprecated]
@@ -201,18 +240,32 @@ def search(query: str | None = None, bbox: tuple[float, float, float, float] | N
             key = (rank, modern, len(info.name), int(info.code))
         scored.append((key, info))
     scored.sort(key=lambda t: t[0])
-    matches = [CrsMatch(crs=f"EPSG:{i.code}", name=i.name, kind=i.type.name.lower().replace("_crs", "").replace(
-        "_2d", ""), area_of_use=_area(i.area_of_use)) for _, i in scored[:limit]]
+    matches = [
+        CrsMatch(
+            crs=f"EPSG:{i.code}",
+            name=i.name,
+            kind=i.type.name.lower().replace("_crs", "").replace("_2d", ""),
+            area_of_use=_area(i.area_of_use),
+        )
+        for _, i in scored[:limit]
+    ]
     warnings = []
     if not matches:
-        warnings.append("no CRS matched: try a shorter name (e.g. 'Lambert-93', 'UTM zone 33N', 'LAEA Europe') or a "
-                        "larger bbox")
-    return CrsSearchResult(query=query, bbox=list(bbox) if bbox else None, kind=kind, matches=matches,
-                           total=len(scored), truncated=len(scored) > limit, warnings=warnings)
+        warnings.append("no CRS matched: try a shorter name (e.g. 'Lambert-93', 'UTM zone 33N', 'LAEA Europe') or a larger bbox")
+    return CrsSearchResult(
+        query=query,
+        bbox=list(bbox) if bbox else None,
+        kind=kind,
+        matches=matches,
+        total=len(scored),
+        truncated=len(scored) > limit,
+        warnings=warnings,
+    )
 
 
-def transform(points: list[tuple[float, ...]], src_crs: str, dst_crs: str, always_xy: bool = True,
-              progress: Progress = no_progress) -> TransformResult:
+def transform(
+    points: list[tuple[float, ...]], src_crs: str, dst_crs: str, always_xy: bool = True, progress: Progress = no_progress
+) -> TransformResult:
     """Transform coordinates between CRSs (like cs2cs / gdaltransform), in x/y order unless always_xy=False."""
     from pyproj import Transformer
 
@@ -250,8 +303,15 @@ def transform(points: list[tuple[float, ...]], src_crs: str, dst_crs: str, alway
 
     warnings = []
     if failed:
-        warnings.append(f"{failed} point(s) could not be transformed (outside the CRS's domain): their coordinates "
-                        "are null")
-    return TransformResult(src_crs=src.name, dst_crs=dst.name, always_xy=always_xy, src_axis_order=order(src),
-                           dst_axis_order=order(dst), points=out, operation=tr.description, failed=failed,
-                           warnings=warnings)
+        warnings.append(f"{failed} point(s) could not be transformed (outside the CRS's domain): their coordinates are null")
+    return TransformResult(
+        src_crs=src.name,
+        dst_crs=dst.name,
+        always_xy=always_xy,
+        src_axis_order=order(src),
+        dst_axis_order=order(dst),
+        points=out,
+        operation=tr.description,
+        failed=failed,
+        warnings=warnings,
+    )

@@ -34,8 +34,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "GDALGetRasterBand": (c.c_void_p, [c.c_void_p, c.c_int]),
     "GDALGetDriverByName": (c.c_void_p, [c.c_char_p]),
     "GDALCreate": (c.c_void_p, [c.c_void_p, c.c_char_p, c.c_int, c.c_int, c.c_int, c.c_int, c.c_void_p]),
-    "GDALBuildOverviews": (c.c_int, [c.c_void_p, c.c_char_p, c.c_int, c.c_void_p, c.c_int, c.c_void_p,
-                                     c.c_void_p, c.c_void_p]),
+    "GDALBuildOverviews": (c.c_int, [c.c_void_p, c.c_char_p, c.c_int, c.c_void_p, c.c_int, c.c_void_p, c.c_void_p, c.c_void_p]),
     "GDALComputeProximity": (c.c_int, [c.c_void_p, c.c_void_p, _CHARPP, ProgressFunc, c.c_void_p]),
     "GDALContourGenerateEx": (c.c_int, [c.c_void_p, c.c_void_p, _CHARPP, ProgressFunc, c.c_void_p]),
     "GDALDatasetCreateLayer": (c.c_void_p, [c.c_void_p, c.c_char_p, c.c_void_p, c.c_int, _CHARPP]),
@@ -55,8 +54,12 @@ GDAL_OF_READONLY, GDAL_OF_UPDATE, GDAL_OF_RASTER = 0x00, 0x01, 0x02
 def libgdal() -> Any:
     """The GDAL library rasterio is linked to, its functions declared; None when it cannot be found."""
     root = os.path.dirname(rasterio.__file__)
-    patterns = [os.path.join(root + ".libs", "libgdal*"), os.path.join(root, ".dylibs", "libgdal*"),
-                os.path.join(root + ".libs", "gdal*.dll"), os.path.join(root, "gdal*.dll")]
+    patterns = [
+        os.path.join(root + ".libs", "libgdal*"),
+        os.path.join(root, ".dylibs", "libgdal*"),
+        os.path.join(root + ".libs", "gdal*.dll"),
+        os.path.join(root, "gdal*.dll"),
+    ]
     candidates = [p for pat in patterns for p in sorted(glob.glob(pat))]
     if not candidates and (found := ctypes.util.find_library("gdal")):
         candidates = [found]
@@ -92,8 +95,9 @@ def last_error(lib: Any) -> str:
 
 def open_dataset(lib: Any, path: str, *, update: bool) -> Any:
     """GDALOpenEx of a raster (in update mode or read-only); gdal-error with GDAL's message when it fails."""
-    handle = lib.GDALOpenEx(os.fsencode(path), GDAL_OF_RASTER | (GDAL_OF_UPDATE if update else GDAL_OF_READONLY),
-                            None, None, None)
+    handle = lib.GDALOpenEx(
+        os.fsencode(path), GDAL_OF_RASTER | (GDAL_OF_UPDATE if update else GDAL_OF_READONLY), None, None, None
+    )
     if not handle:
         raise GdalMcpError("gdal-error", f"GDAL cannot open {path}: {last_error(lib)}")
     return handle

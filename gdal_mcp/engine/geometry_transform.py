@@ -60,13 +60,13 @@ def _reproject_plain(geoms: np.ndarray, transformer: Transformer) -> tuple[np.nd
 
 def _coordinate_runs(buf: bytearray, pos: int, runs: list[tuple[int, int, int, bool]]) -> int:
     """Walk little-endian ISO WKB from `pos`: append (offset, points, ordinates, has_z) of every coordinate run."""
-    code = int.from_bytes(buf[pos + 1:pos + 5], "little")
+    code = int.from_bytes(buf[pos + 1 : pos + 5], "little")
     pos += 5
     base, dim = code % 1000, code // 1000
     ordinates, has_z = {0: (2, False), 1: (3, True), 2: (3, False), 3: (4, True)}[dim]
 
     def count() -> int:
-        return int.from_bytes(buf[pos:pos + 4], "little")
+        return int.from_bytes(buf[pos : pos + 4], "little")
 
     if base == 1:
         runs.append((pos, 1, ordinates, has_z))
@@ -102,19 +102,17 @@ def _reproject_measured(geoms: np.ndarray, transformer: Transformer) -> tuple[np
         runs: list[tuple[int, int, int, bool]] = []
         _coordinate_runs(buf, 0, runs)
         for offset, n, ordinates, run_z in runs:
-            views.append((np.frombuffer(buf, dtype="<f8", count=n * ordinates, offset=offset).reshape(n, ordinates),
-                          run_z))
+            views.append((np.frombuffer(buf, dtype="<f8", count=n * ordinates, offset=offset).reshape(n, ordinates), run_z))
             owner.append(np.full(n, i))
     bad = np.zeros(len(geoms), dtype=bool)
     if views:
-        xyz = np.concatenate([v[:, :3] if z else np.column_stack([v[:, :2], np.full(len(v), np.nan)])
-                              for v, z in views])
+        xyz = np.concatenate([v[:, :3] if z else np.column_stack([v[:, :2], np.full(len(v), np.nan)]) for v, z in views])
         has_z = np.concatenate([np.full(len(v), z) for v, z in views])
         out = _transform_xyz(transformer, xyz, has_z)
         bad[np.concatenate(owner)[_failed(xyz, out)]] = True
         start = 0
         for v, z in views:
-            v[:, :3 if z else 2] = out[start:start + len(v), :3 if z else 2]
+            v[:, : 3 if z else 2] = out[start : start + len(v), : 3 if z else 2]
             start += len(v)
     return shapely.from_wkb([bytes(b) for b in buffers]), bad
 
@@ -170,8 +168,11 @@ def reproject_densified(geoms: list[Any], src_crs: Any, dst_crs: Any, *, target:
     out = list(shapely.transform(geoms, project))
     coords = shapely.get_coordinates(out)
     if coords.size and not np.isfinite(coords).all():
-        raise GdalMcpError("invalid-argument", f"part of the geometry cannot be projected to the {target}'s CRS (it lies "
-                           f"outside that projection's valid area); use a geometry that stays near the {target}")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"part of the geometry cannot be projected to the {target}'s CRS (it lies "
+            f"outside that projection's valid area); use a geometry that stays near the {target}",
+        )
     return out
 
 

@@ -25,8 +25,14 @@ def crs_units(crs: Any) -> str:
         name = (crs.linear_units or "").lower()
     except Exception:  # noqa: BLE001 - an unusual CRS: say nothing wrong
         return "CRS units"
-    return {"metre": "metres", "meter": "metres", "m": "metres", "foot": "feet", "us survey foot": "US survey feet",
-            "": "CRS units"}.get(name, name + "s")
+    return {
+        "metre": "metres",
+        "meter": "metres",
+        "m": "metres",
+        "foot": "feet",
+        "us survey foot": "US survey feet",
+        "": "CRS units",
+    }.get(name, name + "s")
 
 
 def describe_units(crs: Any, label: str | None = None) -> str:
@@ -45,9 +51,16 @@ def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
 
-def check_grid(width: int, height: int, *, max_pixels: int = DEFAULT_MAX_PIXELS, crs_units: str,
-               resolution: tuple[float, float] | float | None = None, what: str = "output grid",
-               extent: tuple[float, float] | None = None) -> None:
+def check_grid(
+    width: int,
+    height: int,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    crs_units: str,
+    resolution: tuple[float, float] | float | None = None,
+    what: str = "output grid",
+    extent: tuple[float, float] | None = None,
+) -> None:
     """Refuse a grid under 2x2 pixels or over `max_pixels`, naming the units of the CRS.
 
     `crs_units` is a phrase such as "degrees (EPSG:4326 is geographic: its units are degrees)" (see
@@ -61,16 +74,21 @@ def check_grid(width: int, height: int, *, max_pixels: int = DEFAULT_MAX_PIXELS,
         hint = ""
         if extent and min(extent) > 0:
             suggestion = min(extent) / 1000
-            hint = (f"; the area is about {_fmt(extent[0])} x {_fmt(extent[1])} {unit}, so about "
-                    f"{_fmt(suggestion)} {unit} gives ~1000 pixels across")
+            hint = (
+                f"; the area is about {_fmt(extent[0])} x {_fmt(extent[1])} {unit}, so about "
+                f"{_fmt(suggestion)} {unit} gives ~1000 pixels across"
+            )
         if unit == "degrees":
             hint += "; use about 0.0001 degrees for ~11 m (1 degree of latitude is ~111 km)"
-        raise GdalMcpError("invalid-argument", f"{what}: {said} gives a {width}x{height} grid; a raster needs at "
-                           f"least 2x2 pixels{hint}")
+        raise GdalMcpError(
+            "invalid-argument", f"{what}: {said} gives a {width}x{height} grid; a raster needs at least 2x2 pixels{hint}"
+        )
     total = width * height
     if max_pixels and total > max_pixels:
         said = f" (resolution {_fmt(res_x)} {crs_units})" if res_x else f" (units: {crs_units})"
-        raise GdalMcpError("invalid-argument",
-                           f"{what}: {width}x{height} = {total} pixels{said} is more than this server allows "
-                           f"({max_pixels} pixels, --max-pixels); use a coarser resolution, in {unit}, or a smaller "
-                           "bbox")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"{what}: {width}x{height} = {total} pixels{said} is more than this server allows "
+            f"({max_pixels} pixels, --max-pixels); use a coarser resolution, in {unit}, or a smaller "
+            "bbox",
+        )

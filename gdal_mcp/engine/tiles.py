@@ -72,8 +72,9 @@ def tile_side(bytes_per_pixel: int, *, tile_bytes: int | None = None) -> int:
     return int(min(MAX_TILE_SIDE, max(TILE_ALIGN, side // TILE_ALIGN * TILE_ALIGN)))
 
 
-def plan(width: int, height: int, *, bytes_per_pixel: int, halo: int = 0,
-         tile_bytes: int | None = None, full_width: bool = False) -> list[Tile]:
+def plan(
+    width: int, height: int, *, bytes_per_pixel: int, halo: int = 0, tile_bytes: int | None = None, full_width: bool = False
+) -> list[Tile]:
     """The tiles covering a width x height grid, row by row, each with its read window (halo pixels on every
     side, clipped to the grid). Deterministic: the same arguments always give the same tiles.
 

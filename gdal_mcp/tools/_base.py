@@ -37,8 +37,16 @@ MODIFY = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent
 TASK_POLL_INTERVAL = datetime.timedelta(seconds=1)
 
 
-def gdal_tool(mcp: Any, app: App, *, title: str, annotations: ToolAnnotations, tags: set[str],
-              writes: bool = False, task: bool | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def gdal_tool(
+    mcp: Any,
+    app: App,
+    *,
+    title: str,
+    annotations: ToolAnnotations,
+    tags: set[str],
+    writes: bool = False,
+    task: bool | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register an async tool whose GdalMcpError (or crash) becomes an isError envelope.
 
     `task`: the tool may run as an MCP task (a 2026-07-28 client that asks for one gets a task id at once
@@ -65,18 +73,21 @@ def gdal_tool(mcp: Any, app: App, *, title: str, annotations: ToolAnnotations, t
                 return envelope(app.scrub_error(e))
             except Exception as e:  # noqa: BLE001 - never a traceback to the client
                 log.exception("unexpected error in tool %s", fn.__name__)
-                return envelope(GdalMcpError(
-                    "internal-error", app.sandbox.scrub(f"unexpected {type(e).__name__} in {fn.__name__}: {e}")
-                ))
+                return envelope(
+                    GdalMcpError("internal-error", app.sandbox.scrub(f"unexpected {type(e).__name__} in {fn.__name__}: {e}"))
+                )
 
         # The description is given as is and the docstring cleared: FastMCP would otherwise import griffe to parse
         # every docstring at start-up (~0.3 s of the cold start); parameter docs live in the Annotated Fields.
         description = inspect.cleandoc(fn.__doc__ or "")
         wrapper.__doc__ = None
-        mcp.tool(title=title, description=description, annotations=annotations,
-                 tags=tags | {"write" if writes else "read"},
-                 task=TaskConfig(mode="optional", poll_interval=TASK_POLL_INTERVAL) if task else None,
-                 )(audited_as_task(app, fn.__name__, linked(app, wrapper)) if task else linked(app, wrapper))
+        mcp.tool(
+            title=title,
+            description=description,
+            annotations=annotations,
+            tags=tags | {"write" if writes else "read"},
+            task=TaskConfig(mode="optional", poll_interval=TASK_POLL_INTERVAL) if task else None,
+        )(audited_as_task(app, fn.__name__, linked(app, wrapper)) if task else linked(app, wrapper))
         return fn
 
     return decorate
@@ -114,8 +125,7 @@ def with_links(app: App, result: BaseModel) -> ToolResult:
     links: list[mt.ResourceLink] = []
     for field in type(result).model_fields:
         uri = getattr(result, field)
-        if not (field == "uri" or field.endswith("_uri")) or not isinstance(uri, str) or not uri.startswith(
-                RESOURCE_PREFIX):
+        if not (field == "uri" or field.endswith("_uri")) or not isinstance(uri, str) or not uri.startswith(RESOURCE_PREFIX):
             continue
         display = unquote(uri.removeprefix(RESOURCE_PREFIX))
         try:
@@ -126,11 +136,20 @@ def with_links(app: App, result: BaseModel) -> ToolResult:
         url = download_url(app, display)
         if field == "uri" and url and "download_url" in type(result).model_fields:
             result = result.model_copy(update={"download_url": url})
-        links.append(mt.ResourceLink(type="resource_link", uri=uri, name=real.name, mime_type=mime_type(real.name),
-                                     size=size, description=f"{display}, written by this call"
-                                     + (f" (download: {url})" if url else "")))
-    return ToolResult(content=[mt.TextContent(type="text", text=result.model_dump_json()), *links],
-                      structured_content=result.model_dump(mode="json"))
+        links.append(
+            mt.ResourceLink(
+                type="resource_link",
+                uri=uri,
+                name=real.name,
+                mime_type=mime_type(real.name),
+                size=size,
+                description=f"{display}, written by this call" + (f" (download: {url})" if url else ""),
+            )
+        )
+    return ToolResult(
+        content=[mt.TextContent(type="text", text=result.model_dump_json()), *links],
+        structured_content=result.model_dump(mode="json"),
+    )
 
 
 def linked(app: App, wrapper: Callable[..., Any]) -> Callable[..., Any]:
@@ -139,8 +158,11 @@ def linked(app: App, wrapper: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(wrapper)
     async def run(*args: Any, **kwargs: Any) -> Any:
         result = await wrapper(*args, **kwargs)
-        if isinstance(result, BaseModel) and not isinstance(result, ToolResult | InputRequiredResult) and any(
-                f == "uri" or f.endswith("_uri") for f in type(result).model_fields):
+        if (
+            isinstance(result, BaseModel)
+            and not isinstance(result, ToolResult | InputRequiredResult)
+            and any(f == "uri" or f.endswith("_uri") for f in type(result).model_fields)
+        ):
             return with_links(app, result)
         return result
 
@@ -190,8 +212,14 @@ def audited_as_task(app: App, name: str, wrapper: Callable[..., Any]) -> Callabl
             outcome = "cancelled"
             raise
         finally:
-            app.audit.write(tool=name, arguments=given(kwargs), outcome=outcome,
-                            duration_ms=1000 * (time.perf_counter() - t0), outputs=outputs, task=task.task_id)
+            app.audit.write(
+                tool=name,
+                arguments=given(kwargs),
+                outcome=outcome,
+                duration_ms=1000 * (time.perf_counter() - t0),
+                outputs=outputs,
+                task=task.task_id,
+            )
 
     run.__signature__ = hashable_signature(name, wrapper)  # type: ignore[attr-defined]
     return run
@@ -216,18 +244,29 @@ def hashable_signature(name: str, fn: Callable[..., Any]) -> inspect.Signature:
     A default that still cannot be hashed fails here, when the server is built.
     """
     sig = inspect.signature(fn, eval_str=True)
-    sig = sig.replace(parameters=[p.replace(default=_ListDefault(p.default)) if type(p.default) is list else p
-                                  for p in sig.parameters.values()])
+    sig = sig.replace(
+        parameters=[p.replace(default=_ListDefault(p.default)) if type(p.default) is list else p for p in sig.parameters.values()]
+    )
     try:
         hash(sig)
     except TypeError as e:
-        raise TypeError(f"tool {name}: a parameter default cannot be hashed ({e}), so it cannot run as an MCP "
-                        "task; use an immutable default (a tuple, None) or task=False") from None
+        raise TypeError(
+            f"tool {name}: a parameter default cannot be hashed ({e}), so it cannot run as an MCP "
+            "task; use an immutable default (a tuple, None) or task=False"
+        ) from None
     return sig
 
 
-async def write_output(app: App, ctx: Any, job: Job[tuple[S, list[str]]], *, inputs: list[Any], output: str,
-                       overwrite: bool, final_dir_arg: str | None = None) -> tuple[OutputTarget, S, list[str]]:
+async def write_output(
+    app: App,
+    ctx: Any,
+    job: Job[tuple[S, list[str]]],
+    *,
+    inputs: list[Any],
+    output: str,
+    overwrite: bool,
+    final_dir_arg: str | None = None,
+) -> tuple[OutputTarget, S, list[str]]:
     """Run a job that writes a file: atomic output, scrubbed result, clients told of the new file.
 
     `final_dir_arg` names a job field that receives the output's final directory (a VRT's sources
@@ -250,11 +289,21 @@ async def write_output(app: App, ctx: Any, job: Job[tuple[S, list[str]]], *, inp
     return target, scrubbed, [app.sandbox.scrub(w) for w in warnings]  # type: ignore[return-value]
 
 
-async def write_result(app: App, ctx: Any, job: Job[tuple[S, list[str]]], *, model: type[W], inputs: list[Any],
-                       output: str, overwrite: bool, final_dir_arg: str | None = None) -> W:
+async def write_result(
+    app: App,
+    ctx: Any,
+    job: Job[tuple[S, list[str]]],
+    *,
+    model: type[W],
+    inputs: list[Any],
+    output: str,
+    overwrite: bool,
+    final_dir_arg: str | None = None,
+) -> W:
     """write_output shaped as the usual {output, uri, summary, warnings} result model."""
-    target, summary, warnings = await write_output(app, ctx, job, inputs=inputs, output=output,
-                                                   overwrite=overwrite, final_dir_arg=final_dir_arg)
+    target, summary, warnings = await write_output(
+        app, ctx, job, inputs=inputs, output=output, overwrite=overwrite, final_dir_arg=final_dir_arg
+    )
     return model(output=target.display, uri=app.sandbox.uri(target.display), summary=summary, warnings=warnings)
 
 

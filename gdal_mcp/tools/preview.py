@@ -20,8 +20,9 @@ PreviewOutput = PngOutput
 
 
 def register(mcp: Any, app: App) -> None:
-    async def render(ctx: Any, job: jobs.RasterPreviewJob | jobs.VectorPreviewJob, src: Any, output: str | None,
-                     overwrite: bool) -> ToolResult:
+    async def render(
+        ctx: Any, job: jobs.RasterPreviewJob | jobs.VectorPreviewJob, src: Any, output: str | None, overwrite: bool
+    ) -> ToolResult:
         target = None
         if output is not None:
             app.require_writable("preview output")
@@ -36,22 +37,30 @@ def register(mcp: Any, app: App) -> None:
             info["uri"] = app.sandbox.uri(target.display)
         legend = app.sandbox.scrub(result.legend)
         return ToolResult(
-            content=[mt.ImageContent(type="image", data=base64.b64encode(result.png).decode("ascii"), mime_type="image/png"),
-                     mt.TextContent(type="text", text=legend)],
+            content=[
+                mt.ImageContent(type="image", data=base64.b64encode(result.png).decode("ascii"), mime_type="image/png"),
+                mt.TextContent(type="text", text=legend),
+            ],
             structured_content=info,
         )
 
     @gdal_tool(mcp, app, title="Preview raster", annotations=WRITE, tags={"raster", "preview"})
     async def raster_preview(
         input: RasterInput,
-        bands: Annotated[list[int] | None, Field(description="1 band (drawn with a colormap) or 3 bands (RGB); default "
-                                                             "RGB for 3+ bands, else band 1")] = None,
-        stretch: Annotated[Literal["percentile", "minmax", "none"], Field(
-            description="Value to colour mapping: percentile (default, robust), minmax, none (0-255 as is)")] = "percentile",
-        percentiles: Annotated[list[float], Field(min_length=2, max_length=2,
-                                                  description="Low and high percentile for stretch=percentile")] = [2, 98],  # noqa: B006
-        colormap: Annotated[str | None, Field(description="For one band: gray, viridis, magma, terrain, rdylgn, "
-                                                          "spectral …")] = None,
+        bands: Annotated[
+            list[int] | None,
+            Field(description="1 band (drawn with a colormap) or 3 bands (RGB); default RGB for 3+ bands, else band 1"),
+        ] = None,
+        stretch: Annotated[
+            Literal["percentile", "minmax", "none"],
+            Field(description="Value to colour mapping: percentile (default, robust), minmax, none (0-255 as is)"),
+        ] = "percentile",
+        percentiles: Annotated[
+            list[float], Field(min_length=2, max_length=2, description="Low and high percentile for stretch=percentile")
+        ] = [2, 98],  # noqa: B006
+        colormap: Annotated[
+            str | None, Field(description="For one band: gray, viridis, magma, terrain, rdylgn, spectral …")
+        ] = None,
         max_size: MaxSize = 768,
         bbox: BBox = None,
         bbox_crs: BBoxCRS = None,
@@ -63,9 +72,16 @@ def register(mcp: Any, app: App) -> None:
         transparent) plus a short legend with the value range, colormap, CRS and extent. Reads overviews or a
         decimated window, never the full-resolution raster, so it is fast on large files."""
         src = app.sandbox.resolve_input(input)
-        job = jobs.RasterPreviewJob(path=src.gdal_path, bands=bands, stretch=stretch,
-                                    percentiles=(percentiles[0], percentiles[1]), colormap=colormap, max_size=max_size,
-                                    bbox=as_bbox(bbox), bbox_crs=bbox_crs)
+        job = jobs.RasterPreviewJob(
+            path=src.gdal_path,
+            bands=bands,
+            stretch=stretch,
+            percentiles=(percentiles[0], percentiles[1]),
+            colormap=colormap,
+            max_size=max_size,
+            bbox=as_bbox(bbox),
+            bbox_crs=bbox_crs,
+        )
         return await render(ctx, job, src, output, overwrite)
 
     @gdal_tool(mcp, app, title="Preview vector", annotations=WRITE, tags={"vector", "preview"})
@@ -73,8 +89,9 @@ def register(mcp: Any, app: App) -> None:
         input: VectorInput,
         layer: Layer = None,
         max_size: MaxSize = 768,
-        color_by: Annotated[str | None, Field(description="Colour features by this attribute (categories or a "
-                                                          "numeric ramp)")] = None,
+        color_by: Annotated[
+            str | None, Field(description="Colour features by this attribute (categories or a numeric ramp)")
+        ] = None,
         bbox: BBox = None,
         bbox_crs: BBoxCRS = None,
         where: Where = None,
@@ -85,6 +102,13 @@ def register(mcp: Any, app: App) -> None:
         """Look at a vector layer: returns a PNG map (polygons filled and outlined, lines, points) drawn with
         GDAL, optionally coloured by an attribute, plus a legend. Streams the features, so large layers work."""
         src = app.sandbox.resolve_input(input)
-        job = jobs.VectorPreviewJob(path=src.gdal_path, layer=layer, max_size=max_size, color_by=color_by,
-                                    bbox=as_bbox(bbox), bbox_crs=bbox_crs, where=where)
+        job = jobs.VectorPreviewJob(
+            path=src.gdal_path,
+            layer=layer,
+            max_size=max_size,
+            color_by=color_by,
+            bbox=as_bbox(bbox),
+            bbox_crs=bbox_crs,
+            where=where,
+        )
         return await render(ctx, job, src, output, overwrite)

@@ -34,8 +34,10 @@ def same_crs(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
 def describe_extent(b: dict[str, float] | None) -> str:
     if not b:
         return "unknown (no CRS or not transformable to lon/lat)"
-    return (f"lon {b['left']:.4f} to {b['right']:.4f}, lat {b['bottom']:.4f} to {b['top']:.4f} "
-            f"(about {b['right'] - b['left']:.2f}° × {b['top'] - b['bottom']:.2f}°)")
+    return (
+        f"lon {b['left']:.4f} to {b['right']:.4f}, lat {b['bottom']:.4f} to {b['top']:.4f} "
+        f"(about {b['right'] - b['left']:.2f}° × {b['top'] - b['bottom']:.2f}°)"
+    )
 
 
 class Facts:
@@ -68,14 +70,18 @@ class Facts:
             dtypes = sorted({b["dtype"] for b in bands})
             interp = ", ".join(b["color_interp"] for b in bands[:4])
             res = i.get("resolution") or [None, None]
-            return (f"raster {i['path']}: {i['driver']}, {i['width']} × {i['height']} pixels, {i['count']} band(s) "
-                    f"{'/'.join(dtypes) or '-'} (colour: {interp or '-'}), pixel size {res[0]:.6g} × {res[1]:.6g}, "
-                    f"nodata {bands[0]['nodata'] if bands else None}, overviews {bands[0]['overviews'] if bands else []}, "
-                    f"valid COG: {i.get('is_cog')}; CRS {self.crs_text()}; extent {describe_extent(self.wgs84)}")
+            return (
+                f"raster {i['path']}: {i['driver']}, {i['width']} × {i['height']} pixels, {i['count']} band(s) "
+                f"{'/'.join(dtypes) or '-'} (colour: {interp or '-'}), pixel size {res[0]:.6g} × {res[1]:.6g}, "
+                f"nodata {bands[0]['nodata'] if bands else None}, overviews {bands[0]['overviews'] if bands else []}, "
+                f"valid COG: {i.get('is_cog')}; CRS {self.crs_text()}; extent {describe_extent(self.wgs84)}"
+            )
         layers = i.get("layers") or []
         parts = [f"{lyr['name']} ({lyr['geometry_type']}, {lyr['feature_count']} features)" for lyr in layers[:5]]
-        return (f"vector {i['path']}: {i.get('driver')}, layers: {'; '.join(parts)}; CRS {self.crs_text()}; "
-                f"extent {describe_extent(self.wgs84)}")
+        return (
+            f"vector {i['path']}: {i.get('driver')}, layers: {'; '.join(parts)}; CRS {self.crs_text()}; "
+            f"extent {describe_extent(self.wgs84)}"
+        )
 
 
 def prompt(mcp: Any, **kwargs: Any) -> Any:
@@ -117,8 +123,7 @@ def register(mcp: Any, app: App) -> None:
         ext = layers[0]["extent"]
         try:
             t = Transformer.from_crs(CRS.from_wkt(layers[0]["crs"]["wkt"]), CRS.from_epsg(4326), always_xy=True)
-            left, bottom, right, top = t.transform_bounds(ext["left"], ext["bottom"], ext["right"], ext["top"],
-                                                          densify_pts=21)
+            left, bottom, right, top = t.transform_bounds(ext["left"], ext["bottom"], ext["right"], ext["top"], densify_pts=21)
         except Exception:  # noqa: BLE001 - a CRS PROJ cannot invert: no lon/lat extent
             return None
         return {"left": left, "bottom": bottom, "right": right, "top": top}
@@ -126,8 +131,9 @@ def register(mcp: Any, app: App) -> None:
     @prompt(mcp, title="Choose a CRS", tags={"crs"})
     async def choose_crs(
         path: Annotated[str, Field(description="Dataset in the workspace")],
-        task: Annotated[Literal["area", "distance", "web_map", "local_survey", "general"],
-                        Field(description="What the CRS is for")] = "general",
+        task: Annotated[
+            Literal["area", "distance", "web_map", "local_survey", "general"], Field(description="What the CRS is for")
+        ] = "general",
     ) -> list[Message]:
         """Pick a coordinate reference system for a task, given the dataset's real extent and current CRS."""
         f = await facts(path)
@@ -137,35 +143,43 @@ def register(mcp: Any, app: App) -> None:
             lon, lat = (b["left"] + b["right"]) / 2, (b["bottom"] + b["top"]) / 2
             width = b["right"] - b["left"]
             utm = utm_epsg(lon, lat)
-            lines.append(f"Its centre is lon {lon:.3f}, lat {lat:.3f}; the UTM zone there is EPSG:{utm} "
-                         f"({'fits' if width <= 12 else 'too narrow for'} its {width:.1f}° width).")
+            lines.append(
+                f"Its centre is lon {lon:.3f}, lat {lat:.3f}; the UTM zone there is EPSG:{utm} "
+                f"({'fits' if width <= 12 else 'too narrow for'} its {width:.1f}° width)."
+            )
             laea = f"+proj=laea +lat_0={lat:.2f} +lon_0={lon:.2f} +datum=WGS84 +units=m"
             aeqd = f"+proj=aeqd +lat_0={lat:.2f} +lon_0={lon:.2f} +datum=WGS84 +units=m"
             options = {
                 "area": f"equal-area: EPSG:{utm} if it fits one zone (small distortion), else a Lambert azimuthal "
-                        f"equal-area centred on the data ({laea}); for global data EPSG:8857 (Equal Earth) or EPSG:6933",
+                f"equal-area centred on the data ({laea}); for global data EPSG:8857 (Equal Earth) or EPSG:6933",
                 "distance": f"EPSG:{utm} for a zone-sized area; for distances from one place an azimuthal equidistant "
-                            f"centred there ({aeqd}); geodesic distances on the ellipsoid are best for long lines",
+                f"centred there ({aeqd}); geodesic distances on the ellipsoid are best for long lines",
                 "web_map": "EPSG:3857 (Web Mercator) for web tiles; keep analysis in a projected CRS and reproject "
-                           "only the display copy (areas are badly distorted away from the equator)",
+                "only the display copy (areas are badly distorted away from the equator)",
                 "local_survey": f"the national/state grid used locally if there is one, else EPSG:{utm}",
                 "general": f"EPSG:{utm} for measurements; EPSG:4326 only for exchange and display",
             }
             lines += ["", f"Candidates: {options[task]}."]
         elif f.crs:
-            lines.append("Its corners lie outside the CRS's domain (e.g. a geostationary full disk), so no lon/lat "
-                         "extent: choose by the region of interest and clip after reprojecting.")
+            lines.append(
+                "Its corners lie outside the CRS's domain (e.g. a geostationary full disk), so no lon/lat "
+                "extent: choose by the region of interest and clip after reprojecting."
+            )
         else:
             lines.append("It has no CRS: first find out and assign the right one (src_crs) before choosing a target.")
-        lines += ["", "Recommend one CRS with its EPSG code or PROJ string and why, say what distortion remains, "
-                      "then give the exact raster_reproject or vector_reproject call to make."]
+        lines += [
+            "",
+            "Recommend one CRS with its EPSG code or PROJ string and why, say what distortion remains, "
+            "then give the exact raster_reproject or vector_reproject call to make.",
+        ]
         return [Message("\n".join(lines))]
 
     @prompt(mcp, title="Choose a resampling method", tags={"raster"})
     async def choose_resampling(
         path: Annotated[str, Field(description="Raster in the workspace")],
-        operation: Annotated[Literal["reproject", "downsample", "upsample", "overviews"],
-                             Field(description="What the resampling is for")] = "reproject",
+        operation: Annotated[
+            Literal["reproject", "downsample", "upsample", "overviews"], Field(description="What the resampling is for")
+        ] = "reproject",
     ) -> list[Message]:
         """Pick a resampling method for this raster: categorical or continuous, up- or down-sampling."""
         f = await facts(path)
@@ -175,19 +189,28 @@ def register(mcp: Any, app: App) -> None:
         dtype = bands[0]["dtype"] if bands else "unknown"
         palette = any(b["color_interp"] == "palette" for b in bands)
         integer = dtype.startswith(("uint", "int"))
-        hint = ("it has a colour palette, so its values are classes: categorical" if palette else
-                "its integer type may hold classes (land cover, zones) or counts/measurements: check the values "
-                "(raster_stats with a histogram) before choosing" if integer else
-                "its floating-point type suggests a continuous quantity (elevation, temperature, reflectance)")
+        hint = (
+            "it has a colour palette, so its values are classes: categorical"
+            if palette
+            else "its integer type may hold classes (land cover, zones) or counts/measurements: check the values "
+            "(raster_stats with a histogram) before choosing"
+            if integer
+            else "its floating-point type suggests a continuous quantity (elevation, temperature, reflectance)"
+        )
         lines = [
-            f"I want to {operation} this raster and need a resampling method.", "", f"Dataset: {f.summary()}.", "",
-            f"Data type {dtype}: {hint}.", "",
+            f"I want to {operation} this raster and need a resampling method.",
+            "",
+            f"Dataset: {f.summary()}.",
+            "",
+            f"Data type {dtype}: {hint}.",
+            "",
             "Rules: categorical data → nearest (or mode when shrinking a lot); continuous data → bilinear or cubic "
             "when enlarging or reprojecting at a similar resolution, average (or rms) when shrinking by 2× or more; "
             "lanczos for the sharpest imagery; never interpolate class codes.",
-            "", "Recommend one method for this dataset and operation, and give the exact tool call "
-                "(raster_reproject resampling=…, raster_overviews resampling=…, or raster_convert for COG "
-                "OVERVIEW_RESAMPLING).",
+            "",
+            "Recommend one method for this dataset and operation, and give the exact tool call "
+            "(raster_reproject resampling=…, raster_overviews resampling=…, or raster_convert for COG "
+            "OVERVIEW_RESAMPLING).",
         ]
         return [Message("\n".join(lines))]
 
@@ -202,19 +225,36 @@ def register(mcp: Any, app: App) -> None:
         dtype = bands[0]["dtype"] if bands else "unknown"
         rgb = i["count"] in (3, 4) and dtype == "uint8"
         steps = [f"Dataset: {f.summary()}.", ""]
-        steps.append("It is already a valid COG." if i.get("is_cog") else
-                     f"It is not a valid COG ({'; '.join(i.get('cog_issues') or []) or 'not a GeoTIFF'}).")
-        steps.append("Compression: " + ("JPEG or WEBP (QUALITY=85) suits 8-bit RGB imagery; DEFLATE/ZSTD if it must "
-                                         "stay lossless." if rgb else
-                                         "DEFLATE or ZSTD with PREDICTOR=2 (integers) or 3 (floats): lossless for data."))
-        steps.append("Overviews: the COG driver builds them; OVERVIEW_RESAMPLING=" +
-                     ("NEAREST or MODE for classes" if dtype.startswith(("uint", "int")) and not rgb else "AVERAGE") + ".")
+        steps.append(
+            "It is already a valid COG."
+            if i.get("is_cog")
+            else f"It is not a valid COG ({'; '.join(i.get('cog_issues') or []) or 'not a GeoTIFF'})."
+        )
+        steps.append(
+            "Compression: "
+            + (
+                "JPEG or WEBP (QUALITY=85) suits 8-bit RGB imagery; DEFLATE/ZSTD if it must stay lossless."
+                if rgb
+                else "DEFLATE or ZSTD with PREDICTOR=2 (integers) or 3 (floats): lossless for data."
+            )
+        )
+        steps.append(
+            "Overviews: the COG driver builds them; OVERVIEW_RESAMPLING="
+            + ("NEAREST or MODE for classes" if dtype.startswith(("uint", "int")) and not rgb else "AVERAGE")
+            + "."
+        )
         crs = f.crs or {}
-        steps.append("CRS: keep " + (f"EPSG:{crs['epsg']}" if crs.get("epsg") else "the current CRS") +
-                     " unless a tile client needs Web Mercator; then reproject to EPSG:3857 first (or use the COG "
-                     "creation option TILING_SCHEME=GoogleMapsCompatible).")
-        steps += ["", "Give the exact raster_convert call (format=COG with creation_options) and, if needed, the "
-                      "raster_reproject call before it; then check the result with raster_info (is_cog)."]
+        steps.append(
+            "CRS: keep "
+            + (f"EPSG:{crs['epsg']}" if crs.get("epsg") else "the current CRS")
+            + " unless a tile client needs Web Mercator; then reproject to EPSG:3857 first (or use the COG "
+            "creation option TILING_SCHEME=GoogleMapsCompatible)."
+        )
+        steps += [
+            "",
+            "Give the exact raster_convert call (format=COG with creation_options) and, if needed, the "
+            "raster_reproject call before it; then check the result with raster_info (is_cog).",
+        ]
         return [Message("I want to publish this raster on the web.\n\n" + "\n".join(steps))]
 
     @prompt(mcp, title="Zonal analysis workflow", tags={"analysis"})
@@ -231,16 +271,28 @@ def register(mcp: Any, app: App) -> None:
         fields = ", ".join(fld["name"] for fld in (layers[0].get("fields") or [])[:12]) if layers else ""
         dtype = (r.info.get("bands") or [{}])[0].get("dtype", "")
         lines = [
-            "I want statistics of a raster within each zone polygon.", "",
-            f"Raster: {r.summary()}.", f"Zones: {z.summary()}.", "",
-            "CRS: " + ("the same for both." if same else "different: zonal_stats reprojects the zones to the raster's "
-                       "CRS on the fly (the raster is never resampled)."),
+            "I want statistics of a raster within each zone polygon.",
+            "",
+            f"Raster: {r.summary()}.",
+            f"Zones: {z.summary()}.",
+            "",
+            "CRS: "
+            + (
+                "the same for both."
+                if same
+                else "different: zonal_stats reprojects the zones to the raster's CRS on the fly (the raster is never resampled)."
+            ),
             f"Zone layer fields (pick one as id_field): {fields or 'none'}."
             + (" Several layers: pass layer=." if len(layers) > 1 else ""),
-            "Statistics: " + ("count, majority, minority, unique for a categorical (integer class) raster"
-                              if dtype.startswith(("uint", "int")) else
-                              "count, mean, min, max, std, median for a continuous raster") + ".",
-            "Small polygons (a few pixels) are sensitive to all_touched: compare both settings.", "",
+            "Statistics: "
+            + (
+                "count, majority, minority, unique for a categorical (integer class) raster"
+                if dtype.startswith(("uint", "int"))
+                else "count, mean, min, max, std, median for a continuous raster"
+            )
+            + ".",
+            "Small polygons (a few pixels) are sensitive to all_touched: compare both settings.",
+            "",
             "Give the steps: vector_info to check the zones, raster_stats for the value range, then the exact "
             "zonal_stats call (with output= to save a vector file with the statistics).",
         ]

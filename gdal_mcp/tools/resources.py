@@ -25,10 +25,19 @@ CATALOG_URI = "gdal-mcp://catalog"
 CATALOG_LIMIT = 500
 
 MIME = {
-    ".tif": "image/tiff", ".tiff": "image/tiff", ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
-    ".geojson": "application/geo+json", ".json": "application/json", ".csv": "text/csv",
-    ".gpkg": "application/geopackage+sqlite3", ".vrt": "application/xml", ".xml": "application/xml",
-    ".kml": "application/vnd.google-earth.kml+xml", ".nc": "application/x-netcdf",
+    ".tif": "image/tiff",
+    ".tiff": "image/tiff",
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".geojson": "application/geo+json",
+    ".json": "application/json",
+    ".csv": "text/csv",
+    ".gpkg": "application/geopackage+sqlite3",
+    ".vrt": "application/xml",
+    ".xml": "application/xml",
+    ".kml": "application/vnd.google-earth.kml+xml",
+    ".nc": "application/x-netcdf",
 }
 
 
@@ -49,26 +58,39 @@ def register(mcp: Any, app: App) -> None:
         try:
             src = app.sandbox.resolve_input(path, what="resource")
             job: jobs.RasterInfoJob | jobs.VectorInfoJob = (
-                jobs.RasterInfoJob(path=src.gdal_path) if kind == "raster" else jobs.VectorInfoJob(path=src.gdal_path))
+                jobs.RasterInfoJob(path=src.gdal_path) if kind == "raster" else jobs.VectorInfoJob(path=src.gdal_path)
+            )
             result = app.scrub_model(await app.metadata(job, src))
         except GdalMcpError as e:
             raise _error(app, e) from None
         result.path = src.display
         return result.model_dump_json()
 
-    @mcp.resource(INFO_PREFIX + "raster/{path*}", name="raster-info", mime_type="application/json",
-                  description="raster_info of a workspace raster as JSON (driver, size, CRS, bounds, bands, COG validity)")
+    @mcp.resource(
+        INFO_PREFIX + "raster/{path*}",
+        name="raster-info",
+        mime_type="application/json",
+        description="raster_info of a workspace raster as JSON (driver, size, CRS, bounds, bands, COG validity)",
+    )
     async def raster_info_resource(path: str) -> str:
         return await describe("raster", path)
 
-    @mcp.resource(INFO_PREFIX + "vector/{path*}", name="vector-info", mime_type="application/json",
-                  description="vector_info of a workspace vector dataset as JSON (layers, counts, CRS, fields)")
+    @mcp.resource(
+        INFO_PREFIX + "vector/{path*}",
+        name="vector-info",
+        mime_type="application/json",
+        description="vector_info of a workspace vector dataset as JSON (layers, counts, CRS, fields)",
+    )
     async def vector_info_resource(path: str) -> str:
         return await describe("vector", path)
 
-    @mcp.resource(CATALOG_URI, name="workspace-catalog", mime_type="application/json",
-                  description=f"The datasets in the workspace and their kinds (at most {CATALOG_LIMIT}, with "
-                              "truncated/remaining); list_datasets filters and pages")
+    @mcp.resource(
+        CATALOG_URI,
+        name="workspace-catalog",
+        mime_type="application/json",
+        description=f"The datasets in the workspace and their kinds (at most {CATALOG_LIMIT}, with "
+        "truncated/remaining); list_datasets filters and pages",
+    )
     async def catalog() -> str:
         root = app.sandbox.roots[0]
         try:
@@ -80,9 +102,13 @@ def register(mcp: Any, app: App) -> None:
         result.path = "."
         return result.model_dump_json()
 
-    @mcp.resource(RESOURCE_PREFIX + "{path*}", name="workspace-file", mime_type="application/octet-stream",
-                  description="A file in the workspace (the URI every write tool returns). Files larger than the "
-                              "cap are refused: convert, clip or preview them instead.")
+    @mcp.resource(
+        RESOURCE_PREFIX + "{path*}",
+        name="workspace-file",
+        mime_type="application/octet-stream",
+        description="A file in the workspace (the URI every write tool returns). Files larger than the "
+        "cap are refused: convert, clip or preview them instead.",
+    )
     async def workspace_file(path: str) -> ResourceResult:
         try:
             real = app.sandbox.resolve_file(path, what="resource")
@@ -94,6 +120,7 @@ def register(mcp: Any, app: App) -> None:
         if size > app.settings.max_resource_bytes:
             raise ResourceError(
                 f"resource-limit: {path} is {size} bytes, over the {app.settings.max_resource_bytes}-byte cap; "
-                "convert, clip or preview it instead")
+                "convert, clip or preview it instead"
+            )
         data = await anyio.Path(real).read_bytes()
         return ResourceResult([ResourceContent(data, mime_type=mime_type(real.name))])

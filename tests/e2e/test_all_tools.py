@@ -18,79 +18,190 @@ from tests.conftest import make_workspace
 CALLS = [
     ("crs_search", {"query": "Lambert-93"}, lambda r: r["matches"][0]["crs"] == "EPSG:2154"),
     ("crs_info", {"crs": "EPSG:32629"}, lambda r: r["utm_zone"] == "29N"),
-    ("transform_coordinates", {"points": [[-9.1393, 38.7223]], "src_crs": "EPSG:4326", "dst_crs": "EPSG:32629"},
-     lambda r: max(abs(a - b) for a, b in zip(r["points"][0], Transformer.from_crs(
-         4326, 32629, always_xy=True).transform(-9.1393, 38.7223), strict=True)) < 1e-3),
+    (
+        "transform_coordinates",
+        {"points": [[-9.1393, 38.7223]], "src_crs": "EPSG:4326", "dst_crs": "EPSG:32629"},
+        lambda r: (
+            max(
+                abs(a - b)
+                for a, b in zip(
+                    r["points"][0], Transformer.from_crs(4326, 32629, always_xy=True).transform(-9.1393, 38.7223), strict=True
+                )
+            )
+            < 1e-3
+        ),
+    ),
     ("list_datasets", {"path": "raster", "pattern": "rgb*.tif"}, lambda r: len(r["entries"]) == 4),
-    ("raster_info", {"path": "raster/RGB.byte.tif", "stats": True},
-     lambda r: round(r["bands"][0]["statistics"]["mean"], 4) == 44.4345),
+    (
+        "raster_info",
+        {"path": "raster/RGB.byte.tif", "stats": True},
+        lambda r: round(r["bands"][0]["statistics"]["mean"], 4) == 44.4345,
+    ),
     ("vector_info", {"path": "vector/test_gpx.gpx"}, lambda r: r["layer_count"] == 5),
-    ("vector_features", {"input": "vector/test_gpx.gpx", "layer": "track_points", "limit": 3},
-     lambda r: len(r["features"]) == 3 and r["remaining"] == 16),
-    ("raster_convert", {"input": "raster/RGB.byte.tif", "output": "out/rgb_cog.tif", "format": "COG"},
-     lambda r: r["summary"]["width"] == 791),
-    ("raster_reproject", {"input": "raster/goes.tif", "output": "out/goes_4326.tif", "dst_crs": "EPSG:4326"},
-     lambda r: (r["summary"]["width"], r["summary"]["height"]) == (602, 475)),
-    ("raster_clip", {"input": "raster/RGB.byte.tif", "output": "out/clip.tif", "mask": "vector/box.shp"},
-     lambda r: r["summary"]["crs"] == "EPSG:32618"),
-    ("raster_mosaic", {"inputs": [f"raster/rgb{i}.tif" for i in (1, 2, 3, 4)], "output": "out/mosaic.tif"},
-     lambda r: (r["summary"]["width"], r["summary"]["height"]) == (791, 718)),
+    (
+        "vector_features",
+        {"input": "vector/test_gpx.gpx", "layer": "track_points", "limit": 3},
+        lambda r: len(r["features"]) == 3 and r["remaining"] == 16,
+    ),
+    (
+        "raster_convert",
+        {"input": "raster/RGB.byte.tif", "output": "out/rgb_cog.tif", "format": "COG"},
+        lambda r: r["summary"]["width"] == 791,
+    ),
+    (
+        "raster_reproject",
+        {"input": "raster/goes.tif", "output": "out/goes_4326.tif", "dst_crs": "EPSG:4326"},
+        lambda r: (r["summary"]["width"], r["summary"]["height"]) == (602, 475),
+    ),
+    (
+        "raster_clip",
+        {"input": "raster/RGB.byte.tif", "output": "out/clip.tif", "mask": "vector/box.shp"},
+        lambda r: r["summary"]["crs"] == "EPSG:32618",
+    ),
+    (
+        "raster_mosaic",
+        {"inputs": [f"raster/rgb{i}.tif" for i in (1, 2, 3, 4)], "output": "out/mosaic.tif"},
+        lambda r: (r["summary"]["width"], r["summary"]["height"]) == (791, 718),
+    ),
     ("raster_overviews", {"input": "out/mosaic.tif", "action": "add"}, lambda r: r["levels"] == [2, 4]),
-    ("raster_edit", {"input": "out/mosaic.tif", "nodata": 0, "metadata": {"SOURCE": "rgb1-4"}},
-     lambda r: r["summary"]["nodata"] == 0 and r["output"] == "out/mosaic.tif"),
-    ("raster_reclassify", {"input": "raster/slope.tif", "output": "out/slope3.tif",
-                           "classes": [{"max": 10, "value": 1}, {"min": 10, "max": 30, "value": 2}, {"min": 30, "value": 3}]},
-     lambda r: r["summary"]["dtype"] == "uint8"),
+    (
+        "raster_edit",
+        {"input": "out/mosaic.tif", "nodata": 0, "metadata": {"SOURCE": "rgb1-4"}},
+        lambda r: r["summary"]["nodata"] == 0 and r["output"] == "out/mosaic.tif",
+    ),
+    (
+        "raster_reclassify",
+        {
+            "input": "raster/slope.tif",
+            "output": "out/slope3.tif",
+            "classes": [{"max": 10, "value": 1}, {"min": 10, "max": 30, "value": 2}, {"min": 30, "value": 3}],
+        },
+        lambda r: r["summary"]["dtype"] == "uint8",
+    ),
     ("raster_stats", {"input": "raster/slope.tif"}, lambda r: round(r["bands"][0]["mean"], 3) == 56.813),
-    ("raster_sample", {"input": "raster/RGB.byte.tif", "points": [[-78.0, 24.5]], "points_crs": "EPSG:4326"},
-     lambda r: r["points"][0]["inside"]),
+    (
+        "raster_sample",
+        {"input": "raster/RGB.byte.tif", "points": [[-78.0, 24.5]], "points_crs": "EPSG:4326"},
+        lambda r: r["points"][0]["inside"],
+    ),
     ("raster_to_xyz", {"input": "raster/float_nan.tif", "output": "out/f.csv"}, lambda r: r["rows"] == 5),
-    ("vector_convert", {"input": "vector/naturalearth_lowres.shp", "output": "out/ne.gpkg"},
-     lambda r: r["summary"]["feature_count"] == 177),
-    ("vector_reproject", {"input": "vector/polygons.shp", "output": "out/poly_4326.geojson", "dst_crs": "EPSG:4326"},
-     lambda r: r["summary"]["feature_count"] == 2),
-    ("vector_clip", {"input": "vector/naturalearth_lowres.shp", "output": "out/nclip.gpkg", "bbox": [-20, -40, 55, 40]},
-     lambda r: r["summary"]["feature_count"] == 75),
-    ("vector_buffer", {"input": "vector/points.shp", "output": "out/buf.gpkg", "distance": 10, "units": "m"},
-     lambda r: r["summary"]["feature_count"] == 3),
-    ("vector_simplify", {"input": "vector/naturalearth_lowres.shp", "output": "out/simp.gpkg", "tolerance": 5,
-                         "units": "km"}, lambda r: r["summary"]["feature_count"] == 177),
-    ("vector_dissolve", {"input": "vector/naturalearth_lowres.shp", "output": "out/cont.gpkg", "by": "continent"},
-     lambda r: r["summary"]["feature_count"] == 8),
+    (
+        "vector_convert",
+        {"input": "vector/naturalearth_lowres.shp", "output": "out/ne.gpkg"},
+        lambda r: r["summary"]["feature_count"] == 177,
+    ),
+    (
+        "vector_reproject",
+        {"input": "vector/polygons.shp", "output": "out/poly_4326.geojson", "dst_crs": "EPSG:4326"},
+        lambda r: r["summary"]["feature_count"] == 2,
+    ),
+    (
+        "vector_clip",
+        {"input": "vector/naturalearth_lowres.shp", "output": "out/nclip.gpkg", "bbox": [-20, -40, 55, 40]},
+        lambda r: r["summary"]["feature_count"] == 75,
+    ),
+    (
+        "vector_buffer",
+        {"input": "vector/points.shp", "output": "out/buf.gpkg", "distance": 10, "units": "m"},
+        lambda r: r["summary"]["feature_count"] == 3,
+    ),
+    (
+        "vector_simplify",
+        {"input": "vector/naturalearth_lowres.shp", "output": "out/simp.gpkg", "tolerance": 5, "units": "km"},
+        lambda r: r["summary"]["feature_count"] == 177,
+    ),
+    (
+        "vector_dissolve",
+        {"input": "vector/naturalearth_lowres.shp", "output": "out/cont.gpkg", "by": "continent"},
+        lambda r: r["summary"]["feature_count"] == 8,
+    ),
     ("vector_validate", {"input": "vector/trio.geojson"}, lambda r: r["feature_count"] == 3),
-    ("vector_join", {"input": "vector/naturalearth_lowres.shp", "join": "vector/naturalearth_lowres.shp",
-                     "output": "out/touching.gpkg", "aggregate": {"*": ["count"]}},
-     lambda r: r["summary"]["feature_count"] == 177 and "count" in r["summary"]["fields"]),
-    ("vector_overlay", {"input": "vector/naturalearth_lowres.shp", "overlay": "vector/naturalearth_lowres.shp",
-                        "output": "out/selfoverlay.gpkg", "keep_fields": "none"},
-     lambda r: r["summary"]["feature_count"] >= 177 and r["summary"]["geometry_type"] == "MultiPolygon"),
-    ("vector_measure", {"input": "vector/naturalearth_lowres.shp", "measures": ["area"], "limit": 1},
-     lambda r: r["row_count"] == 177 and r["method"] == "geodesic" and r["rows"][0]["area_m2"] > 0),
-    ("vector_geometry", {"input": "vector/naturalearth_lowres.shp", "output": "out/cent.gpkg", "operation": "centroid"},
-     lambda r: r["summary"]["feature_count"] == 177 and r["summary"]["geometry_type"] == "Point"),
-    ("vector_merge", {"inputs": ["vector/polygons.shp", "vector/points.shp"], "output": "out/merged.gpkg"},
-     lambda r: r["feature_count"] == 5),
-    ("vector_from_table", {"input": "out/f.csv", "output": "out/xyz_pts.gpkg", "crs": "EPSG:3857"},
-     lambda r: (r["x"], r["y"], r["rows"], r["summary"]["feature_count"]) == ("x", "y", 5, 5)),
-    ("raster_terrain", {"input": "raster/slope.tif", "output": "out/hs.tif", "product": "hillshade"},
-     lambda r: r["summary"]["dtype"] == "uint8"),
-    ("raster_calc", {"inputs": {"A": "raster/slope.tif"}, "expression": "A * 2", "output": "out/double.tif"},
-     lambda r: r["summary"]["dtype"] == "float32"),
-    ("raster_polygonize", {"input": "raster/shade.tif", "output": "out/shade.gpkg"},
-     lambda r: r["summary"]["feature_count"] == 232),
-    ("vector_rasterize", {"input": "vector/polygons.shp", "output": "out/zones.tif", "attribute": "id",
-                          "like": "raster/slope.tif"}, lambda r: r["summary"]["width"] == 84),
-    ("zonal_stats", {"input": "raster/slope.tif", "zones": "vector/polygons.shp", "id_field": "id"},
-     lambda r: [row["count"] for row in r["rows"]] == [75, 50]),
+    (
+        "vector_join",
+        {
+            "input": "vector/naturalearth_lowres.shp",
+            "join": "vector/naturalearth_lowres.shp",
+            "output": "out/touching.gpkg",
+            "aggregate": {"*": ["count"]},
+        },
+        lambda r: r["summary"]["feature_count"] == 177 and "count" in r["summary"]["fields"],
+    ),
+    (
+        "vector_overlay",
+        {
+            "input": "vector/naturalearth_lowres.shp",
+            "overlay": "vector/naturalearth_lowres.shp",
+            "output": "out/selfoverlay.gpkg",
+            "keep_fields": "none",
+        },
+        lambda r: r["summary"]["feature_count"] >= 177 and r["summary"]["geometry_type"] == "MultiPolygon",
+    ),
+    (
+        "vector_measure",
+        {"input": "vector/naturalearth_lowres.shp", "measures": ["area"], "limit": 1},
+        lambda r: r["row_count"] == 177 and r["method"] == "geodesic" and r["rows"][0]["area_m2"] > 0,
+    ),
+    (
+        "vector_geometry",
+        {"input": "vector/naturalearth_lowres.shp", "output": "out/cent.gpkg", "operation": "centroid"},
+        lambda r: r["summary"]["feature_count"] == 177 and r["summary"]["geometry_type"] == "Point",
+    ),
+    (
+        "vector_merge",
+        {"inputs": ["vector/polygons.shp", "vector/points.shp"], "output": "out/merged.gpkg"},
+        lambda r: r["feature_count"] == 5,
+    ),
+    (
+        "vector_from_table",
+        {"input": "out/f.csv", "output": "out/xyz_pts.gpkg", "crs": "EPSG:3857"},
+        lambda r: (r["x"], r["y"], r["rows"], r["summary"]["feature_count"]) == ("x", "y", 5, 5),
+    ),
+    (
+        "raster_terrain",
+        {"input": "raster/slope.tif", "output": "out/hs.tif", "product": "hillshade"},
+        lambda r: r["summary"]["dtype"] == "uint8",
+    ),
+    (
+        "raster_calc",
+        {"inputs": {"A": "raster/slope.tif"}, "expression": "A * 2", "output": "out/double.tif"},
+        lambda r: r["summary"]["dtype"] == "float32",
+    ),
+    (
+        "raster_polygonize",
+        {"input": "raster/shade.tif", "output": "out/shade.gpkg"},
+        lambda r: r["summary"]["feature_count"] == 232,
+    ),
+    (
+        "vector_rasterize",
+        {"input": "vector/polygons.shp", "output": "out/zones.tif", "attribute": "id", "like": "raster/slope.tif"},
+        lambda r: r["summary"]["width"] == 84,
+    ),
+    (
+        "zonal_stats",
+        {"input": "raster/slope.tif", "zones": "vector/polygons.shp", "id_field": "id"},
+        lambda r: [row["count"] for row in r["rows"]] == [75, 50],
+    ),
     # Jacksboro DEM: 403x344, elevations 236..1076 -> 100 m bands 200..1100 are 9 polygons
-    ("raster_contour", {"input": "raster/jacksboro_dem.tif", "output": "out/bands.gpkg", "interval": 100,
-                        "polygons": True}, lambda r: r["summary"]["feature_count"] == 9),
-    ("raster_fill_nodata", {"input": "raster/jacksboro_dem.tif", "output": "out/filled.tif"},
-     lambda r: (r["summary"]["width"], r["summary"]["height"]) == (403, 344)),
-    ("raster_sieve", {"input": "raster/shade.tif", "output": "out/sieved.tif", "threshold": 4},
-     lambda r: r["summary"]["nodata"] == 255 and r["summary"]["width"] == 1024),
-    ("raster_proximity", {"input": "raster/RGB.byte.tif", "output": "out/prox.tif", "distance_units": "pixel"},
-     lambda r: r["summary"]["dtype"] == "float32" and r["summary"]["crs"] == "EPSG:32618"),
+    (
+        "raster_contour",
+        {"input": "raster/jacksboro_dem.tif", "output": "out/bands.gpkg", "interval": 100, "polygons": True},
+        lambda r: r["summary"]["feature_count"] == 9,
+    ),
+    (
+        "raster_fill_nodata",
+        {"input": "raster/jacksboro_dem.tif", "output": "out/filled.tif"},
+        lambda r: (r["summary"]["width"], r["summary"]["height"]) == (403, 344),
+    ),
+    (
+        "raster_sieve",
+        {"input": "raster/shade.tif", "output": "out/sieved.tif", "threshold": 4},
+        lambda r: r["summary"]["nodata"] == 255 and r["summary"]["width"] == 1024,
+    ),
+    (
+        "raster_proximity",
+        {"input": "raster/RGB.byte.tif", "output": "out/prox.tif", "distance_units": "pixel"},
+        lambda r: r["summary"]["dtype"] == "float32" and r["summary"]["crs"] == "EPSG:32618",
+    ),
 ]
 
 
@@ -102,8 +213,9 @@ def all_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def test_every_tool_resource_and_prompt_through_the_official_sdk(all_ws: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
     # --confirm never: the SDK's ClientSession cannot answer elicitation (test_confirm.py covers confirmation)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "gdal_mcp", "--workspace", str(all_ws),
-                                                                 "--confirm", "never"], env=env)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "gdal_mcp", "--workspace", str(all_ws), "--confirm", "never"], env=env
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         names = {t.name for t in (await session.list_tools()).tools}
@@ -116,8 +228,10 @@ async def test_every_tool_resource_and_prompt_through_the_official_sdk(all_ws: P
         # A tool's output read back as a resource, and looked at as an image.
         blob = (await session.read_resource("gdal-mcp://files/out/rgb_cog.tif")).contents[0]
         assert base64.b64decode(blob.blob) == (all_ws / "out" / "rgb_cog.tif").read_bytes()
-        for tool, args in (("raster_preview", {"input": "out/rgb_cog.tif"}),
-                           ("vector_preview", {"input": "out/cont.gpkg", "color_by": "continent"})):
+        for tool, args in (
+            ("raster_preview", {"input": "out/rgb_cog.tif"}),
+            ("vector_preview", {"input": "out/cont.gpkg", "color_by": "continent"}),
+        ):
             r = await session.call_tool(tool, args)
             assert not r.is_error and r.content[0].type == "image" and r.content[0].mime_type == "image/png"
             assert base64.b64decode(r.content[0].data)[:8] == b"\x89PNG\r\n\x1a\n"
@@ -151,8 +265,18 @@ def server_pid(workspace: Path) -> int:
 
 def gdal_libraries_of(pid: int) -> list[str]:
     """Shared objects of GDAL, PROJ, GEOS, Arrow or the wheels bundling them mapped into a process."""
-    marks = ("libgdal", "libproj", "libgeos", "libarrow", "/rasterio/", "/pyogrio/", "/shapely/", "/pyproj/",
-             "/pyarrow/", "/numpy/")
+    marks = (
+        "libgdal",
+        "libproj",
+        "libgeos",
+        "libarrow",
+        "/rasterio/",
+        "/pyogrio/",
+        "/shapely/",
+        "/pyproj/",
+        "/pyarrow/",
+        "/numpy/",
+    )
     found = set()
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         path = line.split()[-1] if len(line.split()) >= 6 else ""

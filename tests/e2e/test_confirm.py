@@ -68,8 +68,9 @@ class Served:
         for ext in ("shp", "shx", "dbf", "prj", "cpg"):
             shutil.copy(DATA / "vector" / f"box.{ext}", self.ws / f"box.{ext}")
         self.audit = root / "audit.jsonl"
-        self.mcp, self.app = build_server(Settings(workspaces=(self.ws,), workers=1, timeout=60,
-                                                   audit_log=self.audit, confirm=confirm))
+        self.mcp, self.app = build_server(
+            Settings(workspaces=(self.ws,), workers=1, timeout=60, audit_log=self.audit, confirm=confirm)
+        )
 
     def decisions(self) -> list[dict[str, Any]]:
         if not self.audit.exists():
@@ -116,13 +117,13 @@ async def test_accept_replaces_after_a_concrete_question(destructive: Served, mo
         assert not err, res
         assert person.shown == []  # a new file: not destructive, nothing asked
         before = (s.ws / out).stat()
-        err, res = await call(c, "raster_reproject", input="slope.tif", output=out, dst_crs="EPSG:4326",
-                              overwrite=True)
+        err, res = await call(c, "raster_reproject", input="slope.tif", output=out, dst_crs="EPSG:4326", overwrite=True)
         assert not err, res
     assert len(person.shown) == 1
     stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(before.st_mtime))
-    assert person.shown[0] == (f"Replace {out} ({decimal_size(before.st_size)}, modified {stamp}) with a "
-                               "reprojection of slope.tif to EPSG:4326?")
+    assert person.shown[0] == (
+        f"Replace {out} ({decimal_size(before.st_size)}, modified {stamp}) with a reprojection of slope.tif to EPSG:4326?"
+    )
     with rasterio.open(s.ws / out) as ds:
         assert ds.crs.to_epsg() == 4326
     record = s.decisions()[-1]
@@ -155,8 +156,11 @@ async def test_decline_or_cancel_touches_nothing(destructive: Served, mode: str,
     assert person.shown[2].startswith(f"Rewrite {out} (") and "add overviews" in person.shown[2]
     answers = [(r["tool"], r["answer"], r["channel"]) for r in s.decisions()[-3:]]
     expected = "declined" if action == "decline" else "cancelled"
-    assert answers == [("raster_convert", expected, "elicitation"), ("raster_edit", expected, "elicitation"),
-                       ("raster_overviews", expected, "elicitation")]
+    assert answers == [
+        ("raster_convert", expected, "elicitation"),
+        ("raster_edit", expected, "elicitation"),
+        ("raster_overviews", expected, "elicitation"),
+    ]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -232,7 +236,8 @@ async def test_never_asks_nothing_and_audits_the_policy(never: Served) -> None:
         assert ds.count == 3 and ds.nodata == 3
     assert [(r["tool"], r["answer"], r["channel"], r["detail"]) for r in s.decisions()] == [
         ("raster_convert", "approved", "policy", "--confirm never"),
-        ("raster_edit", "approved", "policy", "--confirm never")]
+        ("raster_edit", "approved", "policy", "--confirm never"),
+    ]
 
 
 async def test_client_without_elicitation_fails_closed_over_stdio(tmp_path: Path) -> None:
@@ -242,16 +247,21 @@ async def test_client_without_elicitation_fails_closed_over_stdio(tmp_path: Path
     shutil.copy(DATA / "raster" / "slope.tif", ws / "slope.tif")
     audit = tmp_path / "audit.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    params = StdioServerParameters(command=sys.executable, env=env, args=[
-        "-m", "gdal_mcp", "--workspace", str(ws), "--workers", "1", "--audit-log", str(audit)])
+    params = StdioServerParameters(
+        command=sys.executable,
+        env=env,
+        args=["-m", "gdal_mcp", "--workspace", str(ws), "--workers", "1", "--audit-log", str(audit)],
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         r = await session.call_tool("raster_convert", {"input": "slope.tif", "output": "copy.tif"})
         assert not r.is_error  # a new file: the default policy lets it through
         before = fingerprint(ws / "copy.tif"), fingerprint(ws / "slope.tif")
-        for tool, args in (("raster_convert", {"input": "slope.tif", "output": "copy.tif", "overwrite": True}),
-                           ("raster_edit", {"input": "copy.tif", "nodata": 1}),
-                           ("raster_overviews", {"input": "slope.tif"})):
+        for tool, args in (
+            ("raster_convert", {"input": "slope.tif", "output": "copy.tif", "overwrite": True}),
+            ("raster_edit", {"input": "copy.tif", "nodata": 1}),
+            ("raster_overviews", {"input": "slope.tif"}),
+        ):
             r = await session.call_tool(tool, args)
             assert r.is_error and r.structured_content["error"]["code"] == "confirmation-required", r
             message = r.structured_content["error"]["message"]
@@ -260,7 +270,10 @@ async def test_client_without_elicitation_fails_closed_over_stdio(tmp_path: Path
     assert sorted(p.name for p in ws.iterdir()) == ["copy.tif", "slope.tif"]
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     refused = [(r["tool"], r["answer"], r["channel"]) for r in records if r.get("event") == "confirmation"]
-    assert refused == [("raster_convert", "refused", "policy"), ("raster_edit", "refused", "policy"),
-                       ("raster_overviews", "refused", "policy")]
+    assert refused == [
+        ("raster_convert", "refused", "policy"),
+        ("raster_edit", "refused", "policy"),
+        ("raster_overviews", "refused", "policy"),
+    ]
     outcomes = [r["outcome"] for r in records if "outcome" in r]
     assert outcomes == ["ok", "confirmation-required", "confirmation-required", "confirmation-required"]

@@ -44,9 +44,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, lis
     home = tmp_path_factory.mktemp("dask")
     scheduler_file = home / "scheduler.json"
     log = open(home / "cluster.log", "wb")  # noqa: SIM115 - closed below
-    procs = [subprocess.Popen([PY, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--no-dashboard", "--scheduler-file", str(scheduler_file)],
-                              stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=_env(), start_new_session=True)]
+    procs = [
+        subprocess.Popen(
+            [
+                PY,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(scheduler_file),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=_env(),
+            start_new_session=True,
+        )
+    ]
     try:
         for _ in range(300):
             if scheduler_file.exists() and scheduler_file.stat().st_size:
@@ -54,10 +72,28 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, lis
             time.sleep(0.1)
         address = json.loads(scheduler_file.read_text())["address"]
         for name in ("w1", "w2"):
-            procs.append(subprocess.Popen([PY, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                                           "--memory-limit", "2GiB", "--no-dashboard", "--name", name],
-                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=_env(),
-                                          start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        PY,
+                        "-m",
+                        "distributed.cli.dask_worker",
+                        address,
+                        "--nthreads",
+                        "1",
+                        "--memory-limit",
+                        "2GiB",
+                        "--no-dashboard",
+                        "--name",
+                        name,
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=_env(),
+                    start_new_session=True,
+                )
+            )
         yield address, procs[1:]
     finally:
         for p in procs:  # each in its own session: the group holds the nanny, its worker and resource tracker
@@ -71,13 +107,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, lis
 
 
 def params(ws: Path, *extra: str) -> StdioServerParameters:
-    return StdioServerParameters(command=PY, args=["-m", "gdal_mcp", "--workspace", str(ws), "--confirm", "never",
-                                                   *extra], env=_env())
+    return StdioServerParameters(
+        command=PY, args=["-m", "gdal_mcp", "--workspace", str(ws), "--confirm", "never", *extra], env=_env()
+    )
 
 
 def worker_processes(nannies: list[subprocess.Popen[bytes]]) -> list[int]:
     """The worker processes that run tasks: the nannies' children started by multiprocessing's spawn (not its
     resource tracker)."""
+
     def spawned(pid: int) -> bool:
         try:
             return b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -106,22 +144,24 @@ def leftovers(root: Path) -> list[Path]:
     return list(root.rglob(f"{TMP_PREFIX}*"))
 
 
-async def test_tools_on_a_dask_cluster_of_separate_processes(cluster: tuple[str, list[subprocess.Popen[bytes]]],
-                                                             tmp_path: Path) -> None:
+async def test_tools_on_a_dask_cluster_of_separate_processes(
+    cluster: tuple[str, list[subprocess.Popen[bytes]]], tmp_path: Path
+) -> None:
     address, nannies = cluster
     ws = make_workspace(tmp_path / "ws")
     huge_vrt(ws / "huge.vrt", size=100_000)
     local_ws = make_workspace(tmp_path / "local")
-    reproject = {"input": "raster/RGB.byte.tif", "output": "out/rgb_4326.tif", "dst_crs": "EPSG:4326",
-                 "resampling": "bilinear"}
+    reproject = {"input": "raster/RGB.byte.tif", "output": "out/rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}
 
     async with stdio_client(params(local_ws)) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         r = await session.call_tool("raster_reproject", reproject)
         assert not r.is_error, r.structured_content
 
-    async with stdio_client(params(ws, "--executor", "dask", "--dask-scheduler", address)) as (read, write), \
-            ClientSession(read, write) as session:
+    async with (
+        stdio_client(params(ws, "--executor", "dask", "--dask-scheduler", address)) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
 
         # raster_reproject: pixel-identical to the local executor's output
@@ -132,8 +172,9 @@ async def test_tools_on_a_dask_cluster_of_separate_processes(cluster: tuple[str,
             assert np.array_equal(a.read(), b.read())
 
         # raster_mosaic: the four tiles of RGB.byte.tif give back its pixels
-        r = await session.call_tool("raster_mosaic", {"inputs": [f"raster/rgb{i}.tif" for i in (1, 2, 3, 4)],
-                                                      "output": "out/mosaic.tif"})
+        r = await session.call_tool(
+            "raster_mosaic", {"inputs": [f"raster/rgb{i}.tif" for i in (1, 2, 3, 4)], "output": "out/mosaic.tif"}
+        )
         assert not r.is_error, r.structured_content
         with rasterio.open(ws / "out" / "mosaic.tif") as m, rasterio.open(ws / "raster" / "RGB.byte.tif") as o:
             assert m.shape == o.shape and np.array_equal(m.read(), o.read())
@@ -150,9 +191,11 @@ async def test_tools_on_a_dask_cluster_of_separate_processes(cluster: tuple[str,
 
         # a cancel (the SDK sends notifications/cancelled when its read timeout passes): nothing is left
         with pytest.raises(Exception):  # noqa: B017 - the SDK's timeout error type is not part of its API
-            await session.call_tool("raster_convert", {"input": "huge.vrt", "output": "out/cancelled.tif",
-                                                       "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}},
-                                    read_timeout_seconds=2.0)
+            await session.call_tool(
+                "raster_convert",
+                {"input": "huge.vrt", "output": "out/cancelled.tif", "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}},
+                read_timeout_seconds=2.0,
+            )
         for _ in range(100):
             if not leftovers(ws) and not (ws / "out" / "cancelled.tif").exists():
                 break
@@ -181,5 +224,10 @@ def gdal_in(pid: int) -> list[str]:
     """GDAL, PROJ and GEOS libraries (or the wheels bundling them) mapped into a process (numpy may be: Dask's
     client uses it)."""
     marks = ("libgdal", "libproj", "libgeos", "/rasterio/", "/pyogrio/", "/shapely/", "/pyproj/")
-    return sorted({line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
-                   if ".so" in line and any(m in line for m in marks)})
+    return sorted(
+        {
+            line.split()[-1]
+            for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+            if ".so" in line and any(m in line for m in marks)
+        }
+    )

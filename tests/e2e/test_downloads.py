@@ -39,8 +39,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
 def raw_get(base: str, target: str, headers: dict[str, str]) -> tuple[int, bytes]:
     """A GET with the request target sent exactly as given (no client-side dot-segment normalisation)."""
     host, port = base.removeprefix("http://").split(":")
-    lines = [f"GET {target} HTTP/1.1", f"Host: {host}:{port}", "Connection: close",
-             *(f"{k}: {v}" for k, v in headers.items()), "", ""]
+    lines = [
+        f"GET {target} HTTP/1.1",
+        f"Host: {host}:{port}",
+        "Connection: close",
+        *(f"{k}: {v}" for k, v in headers.items()),
+        "",
+        "",
+    ]
     with socket.create_connection((host, int(port)), timeout=20) as s:
         s.sendall("\r\n".join(lines).encode())
         data = b""
@@ -112,8 +118,14 @@ def test_paths_are_sandboxed(served: tuple[str, Path]) -> None:
     base, ws = served
     outside = ws.parent / "outside.txt"
     outside.write_text("secret")
-    for target in ("/files/raster/%2e%2e/%2e%2e/outside.txt", "/files/../outside.txt",
-                   "/files/raster/../../outside.txt", f"/files/{outside}", "/files/%2Fetc%2Fpasswd", "/files//etc/passwd"):
+    for target in (
+        "/files/raster/%2e%2e/%2e%2e/outside.txt",
+        "/files/../outside.txt",
+        "/files/raster/../../outside.txt",
+        f"/files/{outside}",
+        "/files/%2Fetc%2Fpasswd",
+        "/files//etc/passwd",
+    ):
         status, body = raw_get(base, target, AUTH)
         assert status in (403, 404), (target, status)
         assert b"secret" not in body and b"root:" not in body, target

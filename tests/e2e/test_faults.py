@@ -38,13 +38,22 @@ class Server:
     def __init__(self, *args: str, stderr: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
         self.err = open(stderr, "ab")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen([sys.executable, "-m", "gdal_mcp", *args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gdal_mcp", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.err,
+            env=env,
+            start_new_session=True,
+        )
         self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.next_id = 0
-        init = self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                           "clientInfo": {"name": "faults", "version": "0"}}, timeout=60)
+        init = self.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "faults", "version": "0"}},
+            timeout=60,
+        )
         assert init["result"]["serverInfo"]["name"] == "gdal-mcp"
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -171,12 +180,20 @@ def test_server_killed_mid_write_leaves_no_output_and_its_temporary_is_swept(sta
     ws.mkdir()
     huge_vrt(ws / "huge.vrt")  # 200000 x 200000 pixels: the write takes far longer than the test
     server = start("--workspace", str(ws), "--workers", "1")
-    rid = server.start("tools/call", {"name": "raster_convert", "arguments": {
-        "input": "huge.vrt", "output": "out/big.tif", "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}}})
+    rid = server.start(
+        "tools/call",
+        {
+            "name": "raster_convert",
+            "arguments": {
+                "input": "huge.vrt",
+                "output": "out/big.tif",
+                "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"},
+            },
+        },
+    )
 
     def writing() -> bool:
-        return any(f.is_file() and f.name != OWNER_FILE and f.stat().st_size > 0
-                   for d in temporaries(ws) for f in d.iterdir())
+        return any(f.is_file() and f.name != OWNER_FILE and f.stat().st_size > 0 for d in temporaries(ws) for f in d.iterdir())
 
     wait_for(writing, 60, "the write to start")
     workers = server.workers()
@@ -220,15 +237,22 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     unmount(where)
 
 
-@pytest.mark.parametrize("creation_options", [None, {"COMPRESS": "DEFLATE", "TILED": "YES"}],
-                         ids=["uncompressed", "deflate"])
-def test_disk_full_during_a_write(start: Any, tmp_path: Path, small_disk: Path,
-                                  creation_options: dict[str, str] | None) -> None:
+@pytest.mark.parametrize("creation_options", [None, {"COMPRESS": "DEFLATE", "TILED": "YES"}], ids=["uncompressed", "deflate"])
+def test_disk_full_during_a_write(start: Any, tmp_path: Path, small_disk: Path, creation_options: dict[str, str] | None) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     # 4 MB of random float32 (incompressible) to write on a 2 MB file system (a second workspace).
-    with rasterio.open(ws / "noise.tif", "w", driver="GTiff", width=1000, height=1000, count=1, dtype="float32",
-                       crs="EPSG:32631", transform=from_origin(500000, 5000000, 10, 10)) as ds:
+    with rasterio.open(
+        ws / "noise.tif",
+        "w",
+        driver="GTiff",
+        width=1000,
+        height=1000,
+        count=1,
+        dtype="float32",
+        crs="EPSG:32631",
+        transform=from_origin(500000, 5000000, 10, 10),
+    ) as ds:
         ds.write(np.random.default_rng(3).random((1000, 1000), dtype="float32"), 1)
     server = start("--workspace", str(ws), "--workspace", str(small_disk), "--workers", "1")
     output = str(small_disk / "out" / "noise.tif")
@@ -238,8 +262,9 @@ def test_disk_full_during_a_write(start: Any, tmp_path: Path, small_disk: Path,
     err, res = server.call("raster_convert", **args)
     assert err and res["error"]["code"] == "resource-limit", res
     message = res["error"]["message"]
-    assert message.startswith(f"the disk is full (No space left on device) while writing {output}; "
-                              "free space or write elsewhere"), message
+    assert message.startswith(
+        f"the disk is full (No space left on device) while writing {output}; free space or write elsewhere"
+    ), message
     assert list(small_disk.iterdir()) == [], "the partial output or its directory was left behind"
     st = os.statvfs(small_disk)
     assert st.f_bfree == st.f_blocks

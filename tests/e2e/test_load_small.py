@@ -29,8 +29,7 @@ async def test_ten_clients_five_calls_each_without_errors(tmp_path: Path) -> Non
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         await wait_ready(url, proc)
-        phase = await run_clients(url, Phase("small"), [[f"q{1 + c:04d}.tif"] * CALLS for c in range(CLIENTS)],
-                                  deadline=120)
+        phase = await run_clients(url, Phase("small"), [[f"q{1 + c:04d}.tif"] * CALLS for c in range(CLIENTS)], deadline=120)
         assert phase.errors == [] and len(phase.latencies) == CLIENTS * CALLS
         client = McpHttp(url, TOKEN)
         try:
@@ -38,8 +37,7 @@ async def test_ten_clients_five_calls_each_without_errors(tmp_path: Path) -> Non
         finally:
             await client.close()
         with rasterio.open(ws / "q0003.tif") as ds:
-            assert (result["structuredContent"]["width"], result["structuredContent"]["height"]) == (ds.width,
-                                                                                                  ds.height)
+            assert (result["structuredContent"]["width"], result["structuredContent"]["height"]) == (ds.width, ds.height)
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 15)

@@ -46,8 +46,12 @@ async def test_official_sdk_lists_tools_and_gets_facts(stdio_ws: Path) -> None:
 
             r = await session.call_tool("list_datasets", {"path": "vector", "pattern": "*.shp"})
             assert {e["path"] for e in r.structured_content["entries"]} == {
-                "vector/box.shp", "vector/lines.shp", "vector/naturalearth_lowres.shp", "vector/points.shp",
-                "vector/polygons.shp"}
+                "vector/box.shp",
+                "vector/lines.shp",
+                "vector/naturalearth_lowres.shp",
+                "vector/points.shp",
+                "vector/polygons.shp",
+            }
 
             r = await session.call_tool("raster_convert", {"input": "raster/slope.tif", "output": "out/s.tif"})
             assert not r.is_error
@@ -56,27 +60,50 @@ async def test_official_sdk_lists_tools_and_gets_facts(stdio_ws: Path) -> None:
 
             r = await session.call_tool("raster_info", {"path": "../../../etc/passwd"})
             assert r.is_error
-            assert r.structured_content == {"success": False, "error": {
-                "code": "out-of-root", "message": r.structured_content["error"]["message"]}}
+            assert r.structured_content == {
+                "success": False,
+                "error": {"code": "out-of-root", "message": r.structured_content["error"]["message"]},
+            }
             assert str(stdio_ws) not in r.structured_content["error"]["message"]
 
 
 def test_stdout_carries_only_protocol(stdio_ws: Path) -> None:
     """Raw JSON-RPC over the pipe: every stdout line must be a JSON-RPC message, even on errors."""
     messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "raster_info", "arguments": {"path": "bad/corrupt.tif", "stats": True}}},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-            "name": "raster_info", "arguments": {"path": "raster/goes.tif"}}},
-        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
-            "name": "vector_info", "arguments": {"path": "vector/sample.osm.pbf"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "raster_info", "arguments": {"path": "bad/corrupt.tif", "stats": True}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "raster_info", "arguments": {"path": "raster/goes.tif"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "vector_info", "arguments": {"path": "vector/sample.osm.pbf"}},
+        },
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
-    proc = subprocess.Popen([*GDAL_MCP, "--workspace", str(stdio_ws), "--log-level", "DEBUG"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [*GDAL_MCP, "--workspace", str(stdio_ws), "--log-level", "DEBUG"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert proc.stdin and proc.stdout
     replies = {}
     for m in messages:

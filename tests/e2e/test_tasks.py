@@ -26,8 +26,12 @@ from gdal_mcp.server import TASKS_CHECK_INTERVAL, build_server, tasks_check_inte
 from tests.conftest import huge_vrt, make_workspace
 
 # RGB.byte.tif (791 x 718, UTM 18N) warped to ~0.0003° pixels: about 8000 x 6600 x 3, a few seconds of work
-WARP = {"input": "raster/RGB.byte.tif", "dst_crs": "EPSG:4326", "resolution": 0.0003,
-        "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}}
+WARP = {
+    "input": "raster/RGB.byte.tif",
+    "dst_crs": "EPSG:4326",
+    "resolution": 0.0003,
+    "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"},
+}
 # a 200000 x 200000 sourceless VRT written out: runs far longer than any test
 ENDLESS = {"input": "huge.vrt", "output": "out/endless.tif", "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}}
 
@@ -67,9 +71,23 @@ def alive(pid: int) -> bool:
 
 async def test_write_tools_are_task_capable_and_read_tools_inline(tasks_server: tuple) -> None:
     tools = {t.name: t for t in await tasks_server[0].list_tools(run_middleware=False)}
-    for name in ("raster_convert", "raster_reproject", "raster_clip", "raster_mosaic", "raster_overviews",
-                 "raster_calc", "raster_terrain", "raster_polygonize", "vector_rasterize", "zonal_stats",
-                 "vector_convert", "vector_buffer", "vector_dissolve", "raster_contour", "raster_proximity"):
+    for name in (
+        "raster_convert",
+        "raster_reproject",
+        "raster_clip",
+        "raster_mosaic",
+        "raster_overviews",
+        "raster_calc",
+        "raster_terrain",
+        "raster_polygonize",
+        "vector_rasterize",
+        "zonal_stats",
+        "vector_convert",
+        "vector_buffer",
+        "vector_dissolve",
+        "raster_contour",
+        "raster_proximity",
+    ):
         assert tools[name].task_config.mode == "optional", name
     for name in ("raster_info", "vector_info", "list_datasets", "raster_stats", "vector_features", "crs_info"):
         assert not tools[name].task_config.supports_tasks(), name
@@ -120,8 +138,23 @@ async def test_reproject_as_a_task_polled_to_its_result(modern: Client, tasks_se
     if shutil.which("gdalwarp") is None:
         pytest.skip("gdalwarp (Debian gdal-bin) is not installed: no independent reference here")
     ref = tmp_path / "ref.tif"
-    subprocess.run(["gdalwarp", "-q", "-t_srs", "EPSG:4326", "-tr", "0.0003", "0.0003", "-r", "near",
-                    str(ws / "raster" / "RGB.byte.tif"), str(ref)], check=True, timeout=300)
+    subprocess.run(
+        [
+            "gdalwarp",
+            "-q",
+            "-t_srs",
+            "EPSG:4326",
+            "-tr",
+            "0.0003",
+            "0.0003",
+            "-r",
+            "near",
+            str(ws / "raster" / "RGB.byte.tif"),
+            str(ref),
+        ],
+        check=True,
+        timeout=300,
+    )
     with rasterio.open(out) as a, rasterio.open(ref) as b:
         assert a.crs.to_epsg() == 4326 and a.count == b.count == 3
         assert abs(a.width - b.width) <= 1 and abs(a.height - b.height) <= 1
@@ -186,8 +219,9 @@ async def test_legacy_client_gets_the_result_inline(tasks_server: tuple) -> None
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             seen.append(message)
 
-        r = await c.call_tool("raster_convert", {"input": "raster/slope.tif", "output": "out/legacy.tif"},
-                              progress_handler=on_progress)
+        r = await c.call_tool(
+            "raster_convert", {"input": "raster/slope.tif", "output": "out/legacy.tif"}, progress_handler=on_progress
+        )
     assert not r.is_error and r.structured_content["output"] == "out/legacy.tif"
     assert any(m for m in seen), "an inline call relays progress as notifications"
     with rasterio.open(ws / "out" / "legacy.tif") as a, rasterio.open(ws / "raster" / "slope.tif") as b:
@@ -197,13 +231,15 @@ async def test_legacy_client_gets_the_result_inline(tasks_server: tuple) -> None
 
 
 async def test_task_failure_is_the_usual_envelope(modern: Client) -> None:
-    task = await call_tool_task(modern, "raster_convert", {"input": "bad/corrupt.tif", "output": "out/corrupt.tif"},
-                                raise_on_error=False)
+    task = await call_tool_task(
+        modern, "raster_convert", {"input": "bad/corrupt.tif", "output": "out/corrupt.tif"}, raise_on_error=False
+    )
     r = await task.result()
     assert r.is_error and r.structured_content["error"]["code"] == "gdal-error"
     # bad arguments are refused before a task is created, with the usual envelope
-    r = await modern.call_tool("raster_convert", {"input": "raster/slope.tif", "output": "x.tif", "format": 3},
-                               raise_on_error=False)
+    r = await modern.call_tool(
+        "raster_convert", {"input": "raster/slope.tif", "output": "x.tif", "format": 3}, raise_on_error=False
+    )
     assert r.is_error and r.structured_content["error"]["code"] == "invalid-argument"
 
 

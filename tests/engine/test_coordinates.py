@@ -79,8 +79,13 @@ def test_transform_failures_are_null_with_a_warning() -> None:
 @pytest.mark.skipif(shutil.which("gdaltransform") is None, reason="gdaltransform (Debian gdal-bin) not installed")
 def test_transform_agrees_with_gdaltransform() -> None:
     pts = [(-9.1393, 38.7223), (-8.6291, 41.1579)]
-    out = subprocess.run(["gdaltransform", "-s_srs", "EPSG:4326", "-t_srs", "EPSG:3763", "-output_xy"],
-                         input="\n".join(f"{x} {y}" for x, y in pts), capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["gdaltransform", "-s_srs", "EPSG:4326", "-t_srs", "EPSG:3763", "-output_xy"],
+        input="\n".join(f"{x} {y}" for x, y in pts),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     ref = [tuple(map(float, line.split())) for line in out.stdout.splitlines() if line.strip()]
     res = transform(pts, "EPSG:4326", "EPSG:3763")
     for got, exp in zip(res.points, ref, strict=True):

@@ -12,14 +12,17 @@ from gdal_mcp.engine.crs import lookup_name, parse_crs, parse_pyproj_crs
 from gdal_mcp.errors import GdalMcpError
 
 
-@pytest.mark.parametrize(("text", "code"), [
-    ("WGS 84 / UTM zone 32N", 32632),          # the EPSG name
-    ("wgs84 / utm_zone_32n", 32632),           # case, spaces and underscores ignored
-    ("WGS_1984_UTM_Zone_32N", 32632),          # the ESRI alias
-    ("UTM zone 32N WGS 84", 32632),            # words in another order, datum as a hint
-    ("ETRS89 / LAEA Europe", 3035),            # an EPSG alias (the name is "ETRS89-extended / LAEA Europe")
-    ("ETRS89-extended / LAEA Europe", 3035),
-])
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("WGS 84 / UTM zone 32N", 32632),  # the EPSG name
+        ("wgs84 / utm_zone_32n", 32632),  # case, spaces and underscores ignored
+        ("WGS_1984_UTM_Zone_32N", 32632),  # the ESRI alias
+        ("UTM zone 32N WGS 84", 32632),  # words in another order, datum as a hint
+        ("ETRS89 / LAEA Europe", 3035),  # an EPSG alias (the name is "ETRS89-extended / LAEA Europe")
+        ("ETRS89-extended / LAEA Europe", 3035),
+    ],
+)
 def test_names_resolve_to_the_crs_pyproj_names_so(text: str, code: int) -> None:
     reference = CRS.from_epsg(code)
     assert parse_crs(text).to_epsg() == code
@@ -44,15 +47,13 @@ def test_an_ambiguous_name_lists_the_candidates() -> None:
     assert 2 <= len(listed) <= 10
     for code, name in listed:  # every candidate is real and its name says UTM zone 32N
         assert CRS.from_user_input(code).name == name and "UTM zone 32N" in name
-    current = {f"EPSG:{i.code}" for i in query_crs_info(auth_name="EPSG") if "UTM zone 32N" in i.name
-               and not i.deprecated}
+    current = {f"EPSG:{i.code}" for i in query_crs_info(auth_name="EPSG") if "UTM zone 32N" in i.name and not i.deprecated}
     assert {c for c, _ in listed} <= current
     total = int(re.search(r"matches (\d+) CRSs", e.value.message).group(1))  # type: ignore[union-attr]
     assert total == len(current)
 
 
-@pytest.mark.parametrize("text", ["garbage", "no such projection anywhere", "+proj=nonsense", "EPSG:999999",
-                                  "GEOGCS[broken", ""])
+@pytest.mark.parametrize("text", ["garbage", "no such projection anywhere", "+proj=nonsense", "EPSG:999999", "GEOGCS[broken", ""])
 def test_garbage_is_an_invalid_argument(text: str) -> None:
     with pytest.raises(GdalMcpError) as e:
         parse_crs(text, "bbox_crs")

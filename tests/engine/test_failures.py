@@ -42,8 +42,7 @@ except BaseException as exc:
 
 def under_limit(setup: str, body: str, headroom: int = 256 * 1024**2) -> dict:
     code = LIMITED.format(headroom=headroom, setup=setup, body="\n".join("    " + x for x in body.splitlines()))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).parents[2])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -76,27 +75,31 @@ def test_enospc_is_a_full_disk_naming_the_file() -> None:
         fh.write(b"x")
     e = translate(exc.value, "out/dem.tif")
     assert e is not None and e.code == "resource-limit"
-    assert e.message.startswith("the disk is full (No space left on device) while writing out/dem.tif; "
-                                "free space or write elsewhere")
+    assert e.message.startswith(
+        "the disk is full (No space left on device) while writing out/dem.tif; free space or write elsewhere"
+    )
 
 
 def test_file_size_limit_is_file_too_large() -> None:
     # A real EFBIG: the write crosses RLIMIT_FSIZE with SIGXFSZ ignored (in a child: the limit is per process).
-    code = ("import json, resource, signal, sys\n"
-            "from gdal_mcp.engine.failures import translate\n"
-            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
-            "try:\n"
-            f"    fh = open({str(Path('/tmp') / f'efbig-{os.getpid()}')!r}, 'wb', buffering=0)\n"
-            "    fh.write(bytes(8192))  # a short write up to the limit\n"
-            "    fh.write(bytes(8192))  # then EFBIG\n"
-            "    print(json.dumps(None))\n"
-            "except OSError as exc:\n"
-            "    e = translate(exc, 'big.tif')\n"
-            "    print(json.dumps([exc.errno, e.code, e.message]))\n")
+    code = (
+        "import json, resource, signal, sys\n"
+        "from gdal_mcp.engine.failures import translate\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
+        "try:\n"
+        f"    fh = open({str(Path('/tmp') / f'efbig-{os.getpid()}')!r}, 'wb', buffering=0)\n"
+        "    fh.write(bytes(8192))  # a short write up to the limit\n"
+        "    fh.write(bytes(8192))  # then EFBIG\n"
+        "    print(json.dumps(None))\n"
+        "except OSError as exc:\n"
+        "    e = translate(exc, 'big.tif')\n"
+        "    print(json.dumps([exc.errno, e.code, e.message]))\n"
+    )
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                             cwd=Path(__file__).parents[2])
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[2]
+        )
     finally:
         Path(f"/tmp/efbig-{os.getpid()}").unlink(missing_ok=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -131,8 +134,17 @@ def small_disk(tmp_path_factory: pytest.TempPathFactory):
 def noise(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """4 MB of random float32: more than the small disk holds, compressed or not."""
     path = tmp_path_factory.mktemp("noise") / "noise.tif"
-    with rasterio.open(path, "w", driver="GTiff", width=1000, height=1000, count=1, dtype="float32",
-                       crs="EPSG:32631", transform=from_origin(500000, 5000000, 10, 10)) as ds:
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=1000,
+        height=1000,
+        count=1,
+        dtype="float32",
+        crs="EPSG:32631",
+        transform=from_origin(500000, 5000000, 10, 10),
+    ) as ds:
         ds.write(np.random.default_rng(1).random((1000, 1000), dtype="float32"), 1)
     return path
 

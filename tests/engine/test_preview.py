@@ -69,6 +69,7 @@ def enlarge(a: np.ndarray, k: int) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------------- PNG
 
+
 def test_png_encoder_round_trips_exactly() -> None:
     rng = np.random.default_rng(0)
     for shape in ((1, 1, 4), (3, 5, 4), (97, 203, 4)):
@@ -109,6 +110,7 @@ def test_preview_shape_rule() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- rasters
+
 
 def test_rgb_composite_percentile_stretch_and_transparent_nodata() -> None:
     messages: list[str] = []
@@ -183,19 +185,22 @@ def test_float_nan_south_up_is_flipped_north_up() -> None:
     assert r.extent == (0, 0, 300, 200) and r.crs is None and "north up" in r.legend
 
 
-@pytest.mark.parametrize("path, bands, mode", [
-    (RGB, [1, 2, 3], "rgb"),
-    (str(R / "shade.tif"), [1], "gray"),
-    (SLOPE, [1], "gray"),
-    (FLOAT_NAN, [1], "gray"),
-    (GOES, [1, 2, 3], "rgb"),
-    (str(R / "demo.jpg"), [1, 2, 3], "rgb"),
-    (str(R / "gadas-export.png"), [1, 2, 3], "rgb"),
-    (SRTM, [1], "gray"),
-    (H5, [1], "gray"),
-    (str(R / "test_esri_wkt.tif"), [1], "gray"),
-    (str(R / "rgb4.tif"), [1, 2, 3], "rgb"),
-])
+@pytest.mark.parametrize(
+    "path, bands, mode",
+    [
+        (RGB, [1, 2, 3], "rgb"),
+        (str(R / "shade.tif"), [1], "gray"),
+        (SLOPE, [1], "gray"),
+        (FLOAT_NAN, [1], "gray"),
+        (GOES, [1, 2, 3], "rgb"),
+        (str(R / "demo.jpg"), [1, 2, 3], "rgb"),
+        (str(R / "gadas-export.png"), [1, 2, 3], "rgb"),
+        (SRTM, [1], "gray"),
+        (H5, [1], "gray"),
+        (str(R / "test_esri_wkt.tif"), [1], "gray"),
+        (str(R / "rgb4.tif"), [1, 2, 3], "rgb"),
+    ],
+)
 def test_every_test_raster_previews_with_its_mask(path: str, bands: list[int], mode: str) -> None:
     r = raster_preview(path, max_size=300)
     img = decode(r.png)
@@ -249,8 +254,18 @@ def test_palette_band_uses_its_colour_table(tmp_path: Path) -> None:
     path = tmp_path / "classes.tif"
     table = {0: (0, 0, 0, 0), 1: (255, 0, 0, 255), 2: (0, 128, 0, 255), 3: (0, 0, 255, 255)}
     data = np.repeat(np.arange(4, dtype=np.uint8), 25).reshape(1, 10, 10)
-    with rasterio.open(path, "w", driver="GTiff", width=10, height=10, count=1, dtype="uint8",
-                       crs="EPSG:4326", transform=from_bounds(0, 0, 10, 10, 10, 10), nodata=3) as ds:
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=10,
+        height=10,
+        count=1,
+        dtype="uint8",
+        crs="EPSG:4326",
+        transform=from_bounds(0, 0, 10, 10, 10, 10),
+        nodata=3,
+    ) as ds:
         ds.write(data)
         ds.write_colormap(1, table)
     r = raster_preview(str(path))
@@ -268,8 +283,7 @@ def test_palette_band_uses_its_colour_table(tmp_path: Path) -> None:
 
 def test_default_bands_without_colour_interpretation(tmp_path: Path) -> None:
     path = tmp_path / "multi.tif"
-    with rasterio.open(path, "w", driver="GTiff", width=8, height=8, count=5, dtype="uint16",
-                       photometric="MINISBLACK") as ds:
+    with rasterio.open(path, "w", driver="GTiff", width=8, height=8, count=5, dtype="uint16", photometric="MINISBLACK") as ds:
         ds.write(np.arange(5 * 64, dtype=np.uint16).reshape(5, 8, 8))
         ds.colorinterp = [ColorInterp.gray] + [ColorInterp.undefined] * 4
     r = raster_preview(str(path))
@@ -315,18 +329,21 @@ def test_dst_gets_the_same_png(tmp_path: Path) -> None:
         assert ds.count == 4 and ds.tags()["Description"] == r.legend
 
 
-@pytest.mark.parametrize("kwargs, code, text", [
-    ({"max_size": 0}, "invalid-argument", "max_size"),
-    ({"max_size": 5000}, "invalid-argument", "4096"),
-    ({"bands": [1, 2]}, "invalid-argument", "one band"),
-    ({"bands": [4]}, "invalid-argument", "do not exist"),
-    ({"colormap": "jet"}, "invalid-argument", "viridis"),
-    ({"colormap": "viridis", "bands": [1, 2, 3]}, "invalid-argument", "single band"),
-    ({"percentiles": (98, 2)}, "invalid-argument", "low < high"),
-    ({"percentiles": (2,)}, "invalid-argument", "two numbers"),
-    ({"stretch": "log"}, "invalid-argument", "percentile"),
-    ({"bbox_crs": "EPSG:4326"}, "invalid-argument", "without bbox"),
-])
+@pytest.mark.parametrize(
+    "kwargs, code, text",
+    [
+        ({"max_size": 0}, "invalid-argument", "max_size"),
+        ({"max_size": 5000}, "invalid-argument", "4096"),
+        ({"bands": [1, 2]}, "invalid-argument", "one band"),
+        ({"bands": [4]}, "invalid-argument", "do not exist"),
+        ({"colormap": "jet"}, "invalid-argument", "viridis"),
+        ({"colormap": "viridis", "bands": [1, 2, 3]}, "invalid-argument", "single band"),
+        ({"percentiles": (98, 2)}, "invalid-argument", "low < high"),
+        ({"percentiles": (2,)}, "invalid-argument", "two numbers"),
+        ({"stretch": "log"}, "invalid-argument", "percentile"),
+        ({"bbox_crs": "EPSG:4326"}, "invalid-argument", "without bbox"),
+    ],
+)
 def test_raster_argument_errors(kwargs: dict, code: str, text: str) -> None:
     with pytest.raises(GdalMcpError) as e:
         raster_preview(RGB, **kwargs)
@@ -360,6 +377,7 @@ def test_huge_raster_is_read_decimated_quickly_in_bounded_memory(tmp_path: Path)
 
 
 # ---------------------------------------------------------------------------------------------- vectors
+
 
 def pixel(r, x: float, y: float) -> tuple[int, int]:
     """(row, col) of a map coordinate in a vector preview."""
@@ -463,17 +481,20 @@ def test_mixed_geometries_polygon_line_and_point() -> None:
     assert "points as 5 px dots" in r.legend and "lines" in r.legend and "polygons" in r.legend
 
 
-@pytest.mark.parametrize("path, layer, geometry", [
-    (str(V / "test_gpx.gpx"), "tracks", "line"),
-    (str(V / "test_gpx.gpx"), "track_points", "point"),
-    (str(V / "sample.osm.pbf"), "points", "point"),
-    (str(V / "sample.osm.pbf"), "lines", "line"),
-    (str(V / "sample.osm.pbf"), "multipolygons", "polygon"),
-    (str(V / "line_zm.gpkg"), None, "line"),
-    (str(V / "polygons.shp"), None, "polygon"),
-    (str(V / "points.shp"), None, "point"),
-    (str(V / "lines.shp"), None, "line"),
-])
+@pytest.mark.parametrize(
+    "path, layer, geometry",
+    [
+        (str(V / "test_gpx.gpx"), "tracks", "line"),
+        (str(V / "test_gpx.gpx"), "track_points", "point"),
+        (str(V / "sample.osm.pbf"), "points", "point"),
+        (str(V / "sample.osm.pbf"), "lines", "line"),
+        (str(V / "sample.osm.pbf"), "multipolygons", "polygon"),
+        (str(V / "line_zm.gpkg"), None, "line"),
+        (str(V / "polygons.shp"), None, "polygon"),
+        (str(V / "points.shp"), None, "point"),
+        (str(V / "lines.shp"), None, "line"),
+    ],
+)
 def test_every_test_layer_draws(path: str, layer: str | None, geometry: str) -> None:
     r = vector_preview(path, layer=layer, max_size=256)
     img = decode(r.png)
@@ -518,9 +539,17 @@ def test_nulls_other_values_and_features_without_geometry(tmp_path: Path) -> Non
         {"type": "Feature", "properties": {"kind": "a"}, "geometry": {"type": "Point", "coordinates": [0, 0]}},
         {"type": "Feature", "properties": {"kind": None}, "geometry": {"type": "Point", "coordinates": [10, 10]}},
         {"type": "Feature", "properties": {"kind": "b"}, "geometry": None},
-        {"type": "Feature", "properties": {"kind": "b"}, "geometry": {
-            "type": "GeometryCollection", "geometries": [{"type": "Point", "coordinates": [5, 5]},
-                                                         {"type": "LineString", "coordinates": [[0, 10], [10, 0]]}]}},
+        {
+            "type": "Feature",
+            "properties": {"kind": "b"},
+            "geometry": {
+                "type": "GeometryCollection",
+                "geometries": [
+                    {"type": "Point", "coordinates": [5, 5]},
+                    {"type": "LineString", "coordinates": [[0, 10], [10, 0]]},
+                ],
+            },
+        },
     ]
     path.write_text(json.dumps({"type": "FeatureCollection", "features": feats}))
     r = vector_preview(str(path), color_by="kind", max_size=100)
@@ -532,14 +561,17 @@ def test_nulls_other_values_and_features_without_geometry(tmp_path: Path) -> Non
     assert tuple(img[pixel(r, 5, 5)][:3]) == colormaps.hex_to_rgb(colormaps.QUALITATIVE[1])
 
 
-@pytest.mark.parametrize("kwargs, code, text", [
-    ({"path": str(V / "test_gpx.gpx")}, "invalid-argument", "track_points"),
-    ({"path": NE, "layer": "nope"}, "not-found", "naturalearth_lowres"),
-    ({"path": NE, "color_by": "colour"}, "not-found", "continent"),
-    ({"path": NE, "where": "no_such_field = 1"}, "invalid-argument", "where"),
-    ({"path": NE, "max_size": 4097}, "invalid-argument", "max_size"),
-    ({"path": NE, "bbox": (10, 10, 0, 0)}, "invalid-argument", "minx < maxx"),
-])
+@pytest.mark.parametrize(
+    "kwargs, code, text",
+    [
+        ({"path": str(V / "test_gpx.gpx")}, "invalid-argument", "track_points"),
+        ({"path": NE, "layer": "nope"}, "not-found", "naturalearth_lowres"),
+        ({"path": NE, "color_by": "colour"}, "not-found", "continent"),
+        ({"path": NE, "where": "no_such_field = 1"}, "invalid-argument", "where"),
+        ({"path": NE, "max_size": 4097}, "invalid-argument", "max_size"),
+        ({"path": NE, "bbox": (10, 10, 0, 0)}, "invalid-argument", "minx < maxx"),
+    ],
+)
 def test_vector_argument_errors(kwargs: dict, code: str, text: str) -> None:
     with pytest.raises(GdalMcpError) as e:
         vector_preview(**kwargs)

@@ -36,8 +36,22 @@ SLOPE = str(R / "slope.tif")
 DEM = str(R / "jacksboro_dem.tif")
 POLYGONS = str(DATA / "vector" / "polygons.shp")
 POINTS = str(DATA / "vector" / "points.shp")
-ZONAL_ALL = ["count", "min", "max", "mean", "sum", "std", "median", "majority", "minority", "unique", "range",
-             "nodata", "percentile_10", "percentile_90.5"]
+ZONAL_ALL = [
+    "count",
+    "min",
+    "max",
+    "mean",
+    "sum",
+    "std",
+    "median",
+    "majority",
+    "minority",
+    "unique",
+    "range",
+    "nodata",
+    "percentile_10",
+    "percentile_90.5",
+]
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +84,11 @@ def both(parallel: ProcessMapper, job: Callable[[], Any]) -> tuple[Any, Any]:
 
 def pixels(path: Path) -> tuple[np.ndarray, dict[str, Any]]:
     with rasterio.open(path) as ds:
-        return ds.read(), {"profile": {k: v for k, v in ds.profile.items() if k != "blockysize"},
-                           "descriptions": ds.descriptions, "colorinterp": ds.colorinterp}
+        return ds.read(), {
+            "profile": {k: v for k, v in ds.profile.items() if k != "blockysize"},
+            "descriptions": ds.descriptions,
+            "colorinterp": ds.colorinterp,
+        }
 
 
 def assert_same_raster(a: Path, b: Path) -> None:
@@ -102,9 +119,11 @@ def test_in_order_holds_early_results_until_those_before_them_came() -> None:
 
 # ---------------------------------------------------------------------------------------------- calc
 
+
 @pytest.mark.parametrize("output_type", [None, "Int16"])
-def test_calc_named_inputs_identical_in_parallel(tmp_path: Path, small_tiles: int, parallel: ProcessMapper,
-                                                  output_type: str | None) -> None:
+def test_calc_named_inputs_identical_in_parallel(
+    tmp_path: Path, small_tiles: int, parallel: ProcessMapper, output_type: str | None
+) -> None:
     inputs = {"A": f"{RGB}:1", "B": f"{RGB}:2", "C": f"{RGB}:3"}
     expressions = ["(B - A) / (B + A - 100)", "log(A - 30) * 1000", "where(C > 120, A * 300, -B)"]
     paths = iter([tmp_path / "local.tif", tmp_path / "parallel.tif"])
@@ -138,7 +157,8 @@ def test_calc_stack_identical_in_parallel(tmp_path: Path, small_tiles: int, para
     paths = iter([tmp_path / "local.tif", tmp_path / "parallel.cog.tif"])
     formats = iter([None, "COG"])
     (_, warnings_a), (summary_b, warnings_b) = both(
-        parallel, lambda: calc(inputs, expressions, str(next(paths)), format=next(formats)))
+        parallel, lambda: calc(inputs, expressions, str(next(paths)), format=next(formats))
+    )
     assert warnings_a == warnings_b and any("no valid value in any of the 3 inputs" in w for w in warnings_a)
     assert summary_b.driver == "GTiff"  # a COG is a GTiff
     assert_same_raster_pixels(tmp_path / "local.tif", tmp_path / "parallel.cog.tif")
@@ -158,17 +178,21 @@ def assert_same_raster_pixels(a: Path, b: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- terrain
 
-@pytest.mark.parametrize("product,kwargs", [
-    ("slope", {}),
-    ("slope", {"compute_edges": True}),
-    ("hillshade", {"hillshade_mode": "multidirectional", "compute_edges": True}),
-    ("aspect", {"algorithm": "ZevenbergenThorne"}),
-    ("tpi", {}),
-    ("color-relief", {"colors": "terrain", "alpha": True}),  # percentages: the range pass runs in tiles too
-])
-def test_terrain_identical_in_parallel_and_to_one_tile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       parallel: ProcessMapper, product: str,
-                                                       kwargs: dict[str, Any]) -> None:
+
+@pytest.mark.parametrize(
+    "product,kwargs",
+    [
+        ("slope", {}),
+        ("slope", {"compute_edges": True}),
+        ("hillshade", {"hillshade_mode": "multidirectional", "compute_edges": True}),
+        ("aspect", {"algorithm": "ZevenbergenThorne"}),
+        ("tpi", {}),
+        ("color-relief", {"colors": "terrain", "alpha": True}),  # percentages: the range pass runs in tiles too
+    ],
+)
+def test_terrain_identical_in_parallel_and_to_one_tile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel: ProcessMapper, product: str, kwargs: dict[str, Any]
+) -> None:
     # One tile (the whole 403 x 344 DEM), then 7 x 6 tiles of 64 locally and in parallel: a tile's halo comes from
     # its neighbours, and the raster's own edges stay edges.
     terrain(DEM, str(tmp_path / "whole.tif"), product=product, **kwargs)  # type: ignore[arg-type]
@@ -176,8 +200,7 @@ def test_terrain_identical_in_parallel_and_to_one_tile(tmp_path: Path, monkeypat
     monkeypatch.setattr(tiles, "MAX_TILE_SIDE", 64)
     assert len(tiles.plan(403, 344, bytes_per_pixel=4, halo=1)) == 42
     paths = iter([tmp_path / "local.tif", tmp_path / "parallel.tif"])
-    (_, warnings_a), (_, warnings_b) = both(
-        parallel, lambda: terrain(DEM, str(next(paths)), product=product, **kwargs))  # type: ignore[arg-type]
+    (_, warnings_a), (_, warnings_b) = both(parallel, lambda: terrain(DEM, str(next(paths)), product=product, **kwargs))  # type: ignore[arg-type]
     assert warnings_a == warnings_b
     assert_same_raster(tmp_path / "local.tif", tmp_path / "parallel.tif")
     assert_same_raster(tmp_path / "whole.tif", tmp_path / "parallel.tif")
@@ -187,8 +210,9 @@ def test_terrain_identical_in_parallel_and_to_one_tile(tmp_path: Path, monkeypat
 def test_tiled_slope_is_gdaldems(tmp_path: Path, small_tiles: int, parallel: ProcessMapper) -> None:
     import subprocess
 
-    subprocess.run(["gdaldem", "slope", "-s", "111120", "-compute_edges", DEM, str(tmp_path / "ref.tif")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["gdaldem", "slope", "-s", "111120", "-compute_edges", DEM, str(tmp_path / "ref.tif")], check=True, capture_output=True
+    )
     with tiles.using(parallel):
         terrain(DEM, str(tmp_path / "ours.tif"), product="slope", compute_edges=True)
     with rasterio.open(tmp_path / "ref.tif") as ref, rasterio.open(tmp_path / "ours.tif") as ours:
@@ -197,13 +221,18 @@ def test_tiled_slope_is_gdaldems(tmp_path: Path, small_tiles: int, parallel: Pro
 
 # ---------------------------------------------------------------------------------------------- statistics
 
-@pytest.mark.parametrize("path,kwargs", [
-    (RGB, {"histogram_bins": 16}),  # Byte, 3 bands, nodata: one pass
-    (SLOPE, {"percentiles": [0, 2, 50, 97.5, 100], "histogram_bins": 50}),  # Float32: two passes
-    (DEM, {"percentiles": [1, 50, 99.9]}),  # Int16, geographic
-])
-def test_raster_stats_identical_in_parallel(path: str, kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
-                                            parallel: ProcessMapper) -> None:
+
+@pytest.mark.parametrize(
+    "path,kwargs",
+    [
+        (RGB, {"histogram_bins": 16}),  # Byte, 3 bands, nodata: one pass
+        (SLOPE, {"percentiles": [0, 2, 50, 97.5, 100], "histogram_bins": 50}),  # Float32: two passes
+        (DEM, {"percentiles": [1, 50, 99.9]}),  # Int16, geographic
+    ],
+)
+def test_raster_stats_identical_in_parallel(
+    path: str, kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch, parallel: ProcessMapper
+) -> None:
     monkeypatch.setattr(tiles, "TILE_ALIGN", 16)  # 16 x 16 tiles: 30 on slope.tif, 50 x 45 on RGB.byte.tif
     monkeypatch.setattr(tiles, "MAX_TILE_SIDE", 16)
     local, spread = both(parallel, lambda: raster_stats(path, **kwargs))
@@ -216,8 +245,9 @@ def test_raster_stats_identical_in_parallel(path: str, kwargs: dict[str, Any], m
             assert band.mean == pytest.approx(float(v.astype("float64").mean()), rel=1e-12)
 
 
-def test_raster_stats_float64_four_passes_identical_in_parallel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                parallel: ProcessMapper) -> None:
+def test_raster_stats_float64_four_passes_identical_in_parallel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel: ProcessMapper
+) -> None:
     import gdal_mcp.engine.raster.stats as stats_module
 
     monkeypatch.setattr(stats_module, "COLLECT_LIMIT", 40)  # every refinement step: counted and collected keys
@@ -231,8 +261,12 @@ def test_raster_stats_float64_four_passes_identical_in_parallel(tmp_path: Path, 
     with rasterio.open(path, "w", **profile) as out:
         out.write(data, 1)
     messages: list[str] = []
-    local, spread = both(parallel, lambda: raster_stats(str(path), percentiles=[0, 25, 50, 99], histogram_bins=7,
-                                                        progress=lambda f, m="": messages.append(m)))
+    local, spread = both(
+        parallel,
+        lambda: raster_stats(
+            str(path), percentiles=[0, 25, 50, 99], histogram_bins=7, progress=lambda f, m="": messages.append(m)
+        ),
+    )
     assert local == spread and messages[-1] == "statistics done in 4 pass(es)"
     v = data[data != -9999]
     assert spread.bands[0].percentiles == {k: float(np.percentile(v, float(k))) for k in ("0", "25", "50", "99")}
@@ -246,14 +280,13 @@ def test_class_areas_identical_in_parallel(small_tiles: int, parallel: ProcessMa
         with rasterio.open(path) as ds:
             v = ds.read(1, masked=True).compressed()
         keys, counts = np.unique(v, return_counts=True)
-        assert [(c.value, c.count) for c in spread.bands[0].classes] == list(zip(keys.tolist(), counts.tolist(),
-                                                                                 strict=True))
+        assert [(c.value, c.count) for c in spread.bands[0].classes] == list(zip(keys.tolist(), counts.tolist(), strict=True))
 
 
 # ---------------------------------------------------------------------------------------------- zonal
 
-def test_zonal_stats_identical_in_parallel_and_to_one_tile(monkeypatch: pytest.MonkeyPatch,
-                                                           parallel: ProcessMapper) -> None:
+
+def test_zonal_stats_identical_in_parallel_and_to_one_tile(monkeypatch: pytest.MonkeyPatch, parallel: ProcessMapper) -> None:
     whole, _ = zonal_stats(SLOPE, POLYGONS, stats=ZONAL_ALL, all_touched=True)
     monkeypatch.setattr(tiles, "TILE_ALIGN", 8)  # 16 x 16 tiles: each zone reaches 2 of them
     monkeypatch.setattr(tiles, "MAX_TILE_SIDE", 16)
@@ -265,21 +298,27 @@ def test_zonal_stats_identical_in_parallel_and_to_one_tile(monkeypatch: pytest.M
             assert b[key] == (pytest.approx(a[key], rel=1e-12) if key in ("mean", "sum", "std") else a[key]), key
 
 
-def test_zonal_categorical_and_points_identical_in_parallel(tmp_path: Path, small_tiles: int,
-                                                            parallel: ProcessMapper) -> None:
+def test_zonal_categorical_and_points_identical_in_parallel(tmp_path: Path, small_tiles: int, parallel: ProcessMapper) -> None:
     # Zones over the geographic DEM: a polygon over many tiles (clipped per tile), a multipolygon, an empty one
     # and points.
     with rasterio.open(DEM) as ds:
         b = ds.bounds
     w, h = b.right - b.left, b.top - b.bottom
-    zones = [shapely.Point(b.left + 0.5 * w, b.bottom + 0.5 * h).buffer(0.4 * h),
-             shapely.MultiPolygon([shapely.box(b.left, b.bottom, b.left + 0.1 * w, b.bottom + 0.1 * h),
-                                   shapely.box(b.right - 0.2 * w, b.top - 0.3 * h, b.right + w, b.top + h)]),
-             shapely.Polygon(),
-             shapely.MultiPoint([(b.left + 0.3 * w, b.bottom + 0.3 * h), (b.left + 0.31 * w, b.bottom + 0.3 * h)])]
+    zones = [
+        shapely.Point(b.left + 0.5 * w, b.bottom + 0.5 * h).buffer(0.4 * h),
+        shapely.MultiPolygon(
+            [
+                shapely.box(b.left, b.bottom, b.left + 0.1 * w, b.bottom + 0.1 * h),
+                shapely.box(b.right - 0.2 * w, b.top - 0.3 * h, b.right + w, b.top + h),
+            ]
+        ),
+        shapely.Polygon(),
+        shapely.MultiPoint([(b.left + 0.3 * w, b.bottom + 0.3 * h), (b.left + 0.31 * w, b.bottom + 0.3 * h)]),
+    ]
     path = str(tmp_path / "zones.gpkg")
-    pyogrio.raw.write(path, shapely.to_wkb(np.asarray(zones, dtype=object)), [np.arange(4)], ["n"],
-                      geometry_type="Unknown", crs="EPSG:4326")
+    pyogrio.raw.write(
+        path, shapely.to_wkb(np.asarray(zones, dtype=object)), [np.arange(4)], ["n"], geometry_type="Unknown", crs="EPSG:4326"
+    )
     stats = ["count", "mean", "median", "majority", "percentile_75", "nodata"]
     paths = iter([tmp_path / "local.gpkg", tmp_path / "parallel.gpkg"])
     local, spread = both(parallel, lambda: zonal_stats(DEM, path, stats=stats, categorical=True, dst=str(next(paths))))

@@ -8,21 +8,24 @@ import pytest
 from gdal_mcp.engine import tiles
 
 
-@pytest.mark.parametrize(("width", "height", "bpp", "halo", "tile_bytes"), [
-    (1, 1, 1, 0, tiles.TILE_BYTES),
-    (791, 718, 3, 0, tiles.TILE_BYTES),     # one tile
-    (791, 718, 3, 1, 512 * 512 * 3),        # 2 x 2 tiles of 512, halo 1
-    (1500, 1100, 8, 3, 1),                  # the smallest side (TILE_ALIGN), halo 3
-    (5000, 3000, 6, 0, tiles.TILE_BYTES),   # 2048 tiles (32 MB / 6 bytes)
-    (9000, 200, 1, 2, tiles.TILE_BYTES),    # capped at MAX_TILE_SIDE
-])
+@pytest.mark.parametrize(
+    ("width", "height", "bpp", "halo", "tile_bytes"),
+    [
+        (1, 1, 1, 0, tiles.TILE_BYTES),
+        (791, 718, 3, 0, tiles.TILE_BYTES),  # one tile
+        (791, 718, 3, 1, 512 * 512 * 3),  # 2 x 2 tiles of 512, halo 1
+        (1500, 1100, 8, 3, 1),  # the smallest side (TILE_ALIGN), halo 3
+        (5000, 3000, 6, 0, tiles.TILE_BYTES),  # 2048 tiles (32 MB / 6 bytes)
+        (9000, 200, 1, 2, tiles.TILE_BYTES),  # capped at MAX_TILE_SIDE
+    ],
+)
 def test_plan_covers_the_grid_exactly_once_with_clipped_halos(width, height, bpp, halo, tile_bytes) -> None:
     plan = tiles.plan(width, height, bytes_per_pixel=bpp, halo=halo, tile_bytes=tile_bytes)
     assert [t.index for t in plan] == list(range(len(plan)))
     cover = np.zeros((height, width), dtype=int)
     for t in plan:
         col, row, w, h = t.window
-        cover[row:row + h, col:col + w] += 1
+        cover[row : row + h, col : col + w] += 1
         # The read window: the tile grown by `halo` on each side, clipped to the grid (computed independently).
         c0, r0, rw, rh = t.read
         assert (c0, r0) == (max(0, col - halo), max(0, row - halo))
@@ -41,11 +44,14 @@ def test_plan_covers_the_grid_exactly_once_with_clipped_halos(width, height, bpp
             assert ideal - tiles.TILE_ALIGN < side <= ideal
 
 
-@pytest.mark.parametrize(("width", "height", "bpp", "halo", "tile_bytes"), [
-    (791, 718, 3, 1, tiles.TILE_BYTES),     # one strip: the whole grid
-    (21000, 15000, 6, 0, tiles.TILE_BYTES),  # 266 rows of 126 kB
-    (1500, 1100, 8, 2, 1),                  # TILE_ALIGN / 2 rows, halo 2
-])
+@pytest.mark.parametrize(
+    ("width", "height", "bpp", "halo", "tile_bytes"),
+    [
+        (791, 718, 3, 1, tiles.TILE_BYTES),  # one strip: the whole grid
+        (21000, 15000, 6, 0, tiles.TILE_BYTES),  # 266 rows of 126 kB
+        (1500, 1100, 8, 2, 1),  # TILE_ALIGN / 2 rows, halo 2
+    ],
+)
 def test_full_width_plans_are_strips_of_whole_rows(width, height, bpp, halo, tile_bytes) -> None:
     plan = tiles.plan(width, height, bytes_per_pixel=bpp, halo=halo, tile_bytes=tile_bytes, full_width=True)
     cover = np.zeros(height, dtype=int)
@@ -53,7 +59,7 @@ def test_full_width_plans_are_strips_of_whole_rows(width, height, bpp, halo, til
         col, row, w, h = t.window
         assert (col, w) == (0, width) and t.read[0] == 0 and t.read[2] == width
         assert t.read[1] == max(0, row - halo) and t.read[1] + t.read[3] == min(height, row + h + halo)
-        cover[row:row + h] += 1
+        cover[row : row + h] += 1
     assert (cover == 1).all()
     rows = plan[0].window[3]
     assert rows == min(height, tiles.MAX_TILE_SIDE, max(tiles.TILE_ALIGN // 2, tile_bytes // (width * bpp)))

@@ -25,8 +25,15 @@ from mcp.client.stdio import stdio_client
 
 from tests.fuzz.mutate import Case, bases
 
-RASTER_TOOLS = ("raster_info", "raster_info+stats", "raster_stats", "raster_sample", "raster_preview", "list_datasets",
-                "resource:info/raster")
+RASTER_TOOLS = (
+    "raster_info",
+    "raster_info+stats",
+    "raster_stats",
+    "raster_sample",
+    "raster_preview",
+    "list_datasets",
+    "resource:info/raster",
+)
 VECTOR_TOOLS = ("vector_info", "vector_features", "vector_preview", "list_datasets", "resource:info/vector")
 PROBLEMS = ("server-death", "hang", "internal-error", "unnamed", "protocol-error")
 
@@ -42,7 +49,7 @@ class Outcome:
     tool: str
     code: str
     seconds: float
-    names_file: bool | None      # None when the call succeeded
+    names_file: bool | None  # None when the call succeeded
     message: str
     mutations: tuple[str, ...]
 
@@ -54,9 +61,19 @@ class Outcome:
         return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "kind": self.kind, "base": self.base, "dataset": self.dataset, "tool": self.tool,
-                "code": self.code, "seconds": round(self.seconds, 3), "names_file": self.names_file,
-                "message": self.message[:500], "mutations": list(self.mutations), "problems": self.problems}
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "base": self.base,
+            "dataset": self.dataset,
+            "tool": self.tool,
+            "code": self.code,
+            "seconds": round(self.seconds, 3),
+            "names_file": self.names_file,
+            "message": self.message[:500],
+            "mutations": list(self.mutations),
+            "problems": self.problems,
+        }
 
 
 def _server_pids(workspace: Path) -> list[int]:
@@ -70,7 +87,7 @@ def _server_pids(workspace: Path) -> list[int]:
             cmd = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         if int(fields[1]) == me and fields[0] != "Z" and b"gdal_mcp" in cmd and str(workspace).encode() in cmd:
             found.append(int(entry.name))
     return found
@@ -79,8 +96,16 @@ def _server_pids(workspace: Path) -> list[int]:
 class FuzzServer:
     """`gdal-mcp --workspace W --timeout T` over stdio, with a client-side limit that detects hangs."""
 
-    def __init__(self, workspace: Path, *, timeout: float = 20.0, margin: float = 20.0, workers: int = 2,
-                 errlog: TextIO | None = None, source: Path | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        timeout: float = 20.0,
+        margin: float = 20.0,
+        workers: int = 2,
+        errlog: TextIO | None = None,
+        source: Path | None = None,
+    ) -> None:
         self.workspace = workspace
         self.source = source  # a directory holding a copy of gdal_mcp to run instead of the checkout
         self.timeout = timeout
@@ -101,9 +126,19 @@ class FuzzServer:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.source), env.get("PYTHONPATH")) if p)
         return StdioServerParameters(
             command=sys.executable,
-            args=["-m", "gdal_mcp", "--workspace", str(self.workspace), "--timeout", f"{self.timeout:g}",
-                  "--workers", str(self.workers)],
-            env=env, cwd=str(self.source) if self.source is not None else None)
+            args=[
+                "-m",
+                "gdal_mcp",
+                "--workspace",
+                str(self.workspace),
+                "--timeout",
+                f"{self.timeout:g}",
+                "--workers",
+                str(self.workers),
+            ],
+            env=env,
+            cwd=str(self.source) if self.source is not None else None,
+        )
 
     async def start(self) -> None:
         # The SDK's contexts live in a task of their own: when the server dies, their task groups cancel that
@@ -113,8 +148,10 @@ class FuzzServer:
 
         async def serve() -> None:
             try:
-                async with stdio_client(self.params(), errlog=self.errlog) as (read, write), \
-                        ClientSession(read, write) as session:
+                async with (
+                    stdio_client(self.params(), errlog=self.errlog) as (read, write),
+                    ClientSession(read, write) as session,
+                ):
                     await session.initialize()
                     self.session = session
                     pids = _server_pids(self.workspace)
@@ -248,9 +285,17 @@ def plan(case: Case, directory: str) -> list[tuple[str, str, dict[str, Any] | No
     path = case.path(directory)
     # Resource URIs cannot carry a leading '/' (gdal-mcp://info/raster//vsizip/… matches no template), so the
     # info resources are read for every dataset name except the /vsizip/ ones.
-    resource = [] if path.startswith("/") else [("resource:info/" + ("raster" if case.raster else "vector"),
-                                                 f"gdal-mcp://info/{'raster' if case.raster else 'vector'}/"
-                                                 + quote(path, safe="/:"), None)]
+    resource = (
+        []
+        if path.startswith("/")
+        else [
+            (
+                "resource:info/" + ("raster" if case.raster else "vector"),
+                f"gdal-mcp://info/{'raster' if case.raster else 'vector'}/" + quote(path, safe="/:"),
+                None,
+            )
+        ]
+    )
     if case.raster:
         return [
             ("raster_info", "raster_info", {"path": path}),
@@ -285,12 +330,16 @@ async def run_case(server: FuzzServer, case: Case, *, keep: bool = False) -> lis
             code, message = await server.call(tool, name, args)
             seconds = time.monotonic() - t0
             server.note_workers()
-            named = None if code == "ok" else any(n in message for n in (*names, *(
-                (directory,) if tool == "list_datasets" else ())))
+            named = (
+                None if code == "ok" else any(n in message for n in (*names, *((directory,) if tool == "list_datasets" else ())))
+            )
             if code in ("hang", "server-death"):
                 named = None
-            out.append(Outcome(case.index, case.kind, case.base, case.path(directory), tool, code, seconds, named,
-                               message, case.mutations))
+            out.append(
+                Outcome(
+                    case.index, case.kind, case.base, case.path(directory), tool, code, seconds, named, message, case.mutations
+                )
+            )
     finally:
         if not keep:
             shutil.rmtree(where, ignore_errors=True)

@@ -66,15 +66,18 @@ def test_bands_of_different_types_are_read_together(tmp_path: Path) -> None:
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize(("scale", "code", "where"), [
-    (math.nan, "gdal-error", "open"),        # NaN coordinates cannot even be written as JSON numbers
-    (1e308, "gdal-error", "open"),           # the far corner overflows to infinity
-    (5e-324, "invalid-argument", "sample"),  # finite, but the inverse overflows: points cannot be placed
-])
+@pytest.mark.parametrize(
+    ("scale", "code", "where"),
+    [
+        (math.nan, "gdal-error", "open"),  # NaN coordinates cannot even be written as JSON numbers
+        (1e308, "gdal-error", "open"),  # the far corner overflows to infinity
+        (5e-324, "invalid-argument", "sample"),  # finite, but the inverse overflows: points cannot be placed
+    ],
+)
 def test_a_geotransform_that_gives_no_finite_coordinates(tmp_path: Path, scale: float, code: str, where: str) -> None:
     raw = bytearray((DATA / "raster" / "RGB.byte.tif").read_bytes())
     _, at = _tiff_entry(bytes(raw), 33550)  # ModelPixelScale: x, y, z doubles
-    raw[at:at + 8] = struct.pack("<d", scale)
+    raw[at : at + 8] = struct.pack("<d", scale)
     path = tmp_path / "bad.tif"
     path.write_bytes(raw)
     with _quiet_open(path) as ds:
@@ -94,8 +97,8 @@ def test_a_geotransform_that_gives_no_finite_coordinates(tmp_path: Path, scale: 
 def test_crs_text_that_is_not_utf8(tmp_path: Path) -> None:
     raw = bytearray((DATA / "raster" / "rgb1.tif").read_bytes())
     pos, at = _tiff_entry(bytes(raw), 34737)  # GeoAsciiParams: the CRS names, 'UTM Zone 18, Northern …|GCS …'
-    assert raw[at:at + 4] == b"UTM "
-    raw[at:at + 1] = b"\xff"
+    assert raw[at : at + 4] == b"UTM "
+    raw[at : at + 1] = b"\xff"
     path = tmp_path / "rgb1.tif"
     path.write_bytes(raw)
     with pytest.raises(UnicodeDecodeError):
@@ -108,7 +111,7 @@ def test_crs_text_that_is_not_utf8(tmp_path: Path) -> None:
 def test_a_geopackage_page_that_breaks_mid_layer(tmp_path: Path) -> None:
     raw = bytearray((DATA / "vector" / "line_zm.gpkg").read_bytes())
     page_size = int.from_bytes(raw[16:18], "big")
-    raw[16 * page_size:17 * page_size] = bytes(page_size)  # page 17 holds the layer's features
+    raw[16 * page_size : 17 * page_size] = bytes(page_size)  # page 17 holds the layer's features
     path = tmp_path / "line_zm.gpkg"
     path.write_bytes(raw)
     with pytest.raises(sqlite3.DatabaseError, match="malformed"):
@@ -123,7 +126,7 @@ def test_a_geopackage_page_that_breaks_mid_layer(tmp_path: Path) -> None:
 def test_a_ring_that_does_not_close(tmp_path: Path) -> None:
     raw = bytearray((DATA / "vector" / "polygons.shp").read_bytes())
     first = next(f for f in _shp(bytes(raw)) if f.label == "rec0.coord0")  # x of the ring's first point
-    raw[first.offset:first.offset + 8] = struct.pack("<d", struct.unpack("<d", raw[first.offset:first.offset + 8])[0] + 1000)
+    raw[first.offset : first.offset + 8] = struct.pack("<d", struct.unpack("<d", raw[first.offset : first.offset + 8])[0] + 1000)
     for ext in ("shx", "dbf", "prj"):
         shutil.copy(DATA / "vector" / f"polygons.{ext}", tmp_path)
     path = tmp_path / "polygons.shp"
@@ -138,19 +141,20 @@ def test_a_ring_that_does_not_close(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("label", "value", "limit"), [("vars.count", 0x04000004, 4 << 30), ("dims.count", 536870912, -1)])
-def test_a_netcdf_header_that_would_crash_the_netcdf_library(tmp_path: Path, label: str, value: int,
-                                                             limit: int) -> None:
+def test_a_netcdf_header_that_would_crash_the_netcdf_library(tmp_path: Path, label: str, value: int, limit: int) -> None:
     raw, fields = netcdf_classic(1)
     good = tmp_path / "good.nc"
     good.write_bytes(raw)
     field = next(f for f in fields if f.label == label)
     bad = tmp_path / "grid.nc"
-    bad.write_bytes(raw[:field.offset] + value.to_bytes(4, "big") + raw[field.offset + 4:])
+    bad.write_bytes(raw[: field.offset] + value.to_bytes(4, "big") + raw[field.offset + 4 :])
     # The hazard, in a process of its own: libnetcdf sizes its tables from the count and dies (SIGSEGV) when
     # the allocation fails under a worker's 4 GiB address-space limit (vars), or later when it succeeds (dims).
-    crash = ("import resource, sys, rasterio\n"
-             "resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), resource.RLIM_INFINITY))\n"
-             "try:\n    rasterio.open(sys.argv[1])\nexcept Exception:\n    pass\n")
+    crash = (
+        "import resource, sys, rasterio\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), resource.RLIM_INFINITY))\n"
+        "try:\n    rasterio.open(sys.argv[1])\nexcept Exception:\n    pass\n"
+    )
     died = subprocess.run([sys.executable, "-c", crash, str(bad), str(limit)], capture_output=True, timeout=120)
     assert died.returncode == -signal.SIGSEGV, died.stderr[-500:]
     with pytest.raises(GdalMcpError) as e:
@@ -162,15 +166,17 @@ def test_a_netcdf_header_that_would_crash_the_netcdf_library(tmp_path: Path, lab
     assert "not a valid netCDF file" in (entries["grid.nc"].detail or "")
 
 
-@pytest.mark.parametrize(("job", "message", "expected"), [
-    (RasterInfoJob(path="/w/c/x.tif"), "TIFFReadDirectory: bad", "/w/c/x.tif: TIFFReadDirectory: bad"),
-    (RasterInfoJob(path="/w/c/x.tif"), "GDAL cannot open /w/c/x.tif: bad", "GDAL cannot open /w/c/x.tif: bad"),
-    (RasterInfoJob(path='NETCDF:"/w/c/g.nc":elev'), "g.nc: bad header", "g.nc: bad header"),
-    (RasterInfoJob(path='HDF5:"/w/c/t.h5"://data'), "the data is bad", 'HDF5:"/w/c/t.h5"://data: the data is bad'),
-    (VectorInfoJob(path="/vsizip//w/c/box.zip/box.shp"), "box.zip: bad", "box.zip: bad"),
-    (VectorInfoJob(path="/vsizip//w/c/box.zip/box.shp"), "timed out", "/vsizip//w/c/box.zip/box.shp: timed out"),
-    (VectorInfoJob(path="/vsizip//w/c/box.zip/box.shp"), "box.shp: bad", "/vsizip//w/c/box.zip/box.shp: box.shp: bad"),
-])
+@pytest.mark.parametrize(
+    ("job", "message", "expected"),
+    [
+        (RasterInfoJob(path="/w/c/x.tif"), "TIFFReadDirectory: bad", "/w/c/x.tif: TIFFReadDirectory: bad"),
+        (RasterInfoJob(path="/w/c/x.tif"), "GDAL cannot open /w/c/x.tif: bad", "GDAL cannot open /w/c/x.tif: bad"),
+        (RasterInfoJob(path='NETCDF:"/w/c/g.nc":elev'), "g.nc: bad header", "g.nc: bad header"),
+        (RasterInfoJob(path='HDF5:"/w/c/t.h5"://data'), "the data is bad", 'HDF5:"/w/c/t.h5"://data: the data is bad'),
+        (VectorInfoJob(path="/vsizip//w/c/box.zip/box.shp"), "box.zip: bad", "box.zip: bad"),
+        (VectorInfoJob(path="/vsizip//w/c/box.zip/box.shp"), "timed out", "/vsizip//w/c/box.zip/box.shp: timed out"),
+        (VectorInfoJob(path="/vsizip//w/c/box.zip/box.shp"), "box.shp: bad", "/vsizip//w/c/box.zip/box.shp: box.shp: bad"),
+    ],
+)
 def test_failures_name_the_file(job: RasterInfoJob | VectorInfoJob, message: str, expected: str) -> None:
     assert job.naming_input(message) == expected
-

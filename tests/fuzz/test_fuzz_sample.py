@@ -31,8 +31,17 @@ def _digest(seed: int, indices: range) -> str:
 def test_cases_are_the_same_bytes_in_every_process() -> None:
     code = f"from tests.fuzz.test_fuzz_sample import _digest; print(_digest({SEED}, range(16)))"
     root = Path(__file__).resolve().parent.parent.parent
-    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
-                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout.strip() for seed in ("0", "4242")}
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
+        for seed in ("0", "4242")
+    }
     assert outs == {_digest(SEED, range(16))}
     assert _digest(SEED, range(16)) != _digest(SEED + 1, range(16))
 
@@ -72,8 +81,11 @@ async def test_a_fixed_sample_of_corrupt_inputs(tmp_path: Path) -> None:
             assert server.alive()
     assert (server.deaths, server.restarts) == (0, 0)
     assert {o.kind for o in outcomes} == set(KINDS)
-    problems = [f"case {o.index} {o.kind} {o.tool}: {o.problems} {o.code}: {o.message[:200]} ({o.mutations})"
-                for o in outcomes if o.problems]
+    problems = [
+        f"case {o.index} {o.kind} {o.tool}: {o.problems} {o.code}: {o.message[:200]} ({o.mutations})"
+        for o in outcomes
+        if o.problems
+    ]
     assert not problems, "\n".join(problems)
     codes = Counter(o.code for o in outcomes)
     assert set(codes) <= {"ok", *ERROR_CODES} - {"internal-error"}, codes

@@ -33,8 +33,14 @@ async def test_raster_stats_categorical_geodesic_areas(client: Client, ws: Path)
         assert c["count"] == n and c["area_m2"] == pytest.approx(area, rel=1e-6)
         assert c["area_ha"] == pytest.approx(area / 1e4, rel=1e-6)
     # bbox in another CRS (web mercator around France): only the classes there.
-    err, res = await call(client, "raster_stats", input="cats/countries.tif", categorical=True,
-                          bbox=[-300000, 5000000, 700000, 6500000], bbox_crs="EPSG:3857")
+    err, res = await call(
+        client,
+        "raster_stats",
+        input="cats/countries.tif",
+        categorical=True,
+        bbox=[-300000, 5000000, 700000, 6500000],
+        bbox_crs="EPSG:3857",
+    )
     assert not err, res
     found = {names[c["value"] - 1] for c in res["categories"][0]["classes"]}
     assert "France" in found and "Brazil" not in found
@@ -44,8 +50,17 @@ async def test_raster_stats_categorical_errors(client: Client, ws: Path) -> None
     err, res = await call(client, "raster_stats", input="raster/slope.tif", categorical=True, percentiles=[50])
     assert err and res["error"]["code"] == "invalid-argument" and "categorical" in res["error"]["message"]
     (ws / "cats").mkdir(exist_ok=True)
-    with rasterio.open(ws / "cats" / "continuous.tif", "w", driver="GTiff", width=150, height=100, count=1,
-                       dtype="float32", crs="EPSG:32618", transform=from_origin(0, 0, 10, 10)) as ds:
+    with rasterio.open(
+        ws / "cats" / "continuous.tif",
+        "w",
+        driver="GTiff",
+        width=150,
+        height=100,
+        count=1,
+        dtype="float32",
+        crs="EPSG:32618",
+        transform=from_origin(0, 0, 10, 10),
+    ) as ds:
         ds.write(np.random.default_rng(1).random((100, 150), dtype="float32"), 1)
     err, res = await call(client, "raster_stats", input="cats/continuous.tif", categorical=True)
     assert err and res["error"]["code"] == "invalid-argument" and "raster_reclassify" in res["error"]["message"]
@@ -56,8 +71,15 @@ async def test_zonal_stats_categorical_with_output(client: Client, ws: Path) -> 
     _, grid, _ = countries_grid(ws / "cats" / "countries2.tif")
     boxes = [shapely.box(-10, 35, 30, 60), shapely.box(100, -45, 155, -10)]
     write_zones(ws / "cats" / "boxes.gpkg", boxes, "EPSG:4326", ["europe", "australia"])
-    err, res = await call(client, "zonal_stats", input="cats/countries2.tif", zones="cats/boxes.gpkg",
-                          categorical=True, id_field="zone", output="cats/boxes_classes.gpkg")
+    err, res = await call(
+        client,
+        "zonal_stats",
+        input="cats/countries2.tif",
+        zones="cats/boxes.gpkg",
+        categorical=True,
+        id_field="zone",
+        output="cats/boxes_classes.gpkg",
+    )
     assert not err, res
     assert [r["id"] for r in res["rows"]] == ["europe", "australia"]
     for row, box in zip(res["rows"], boxes, strict=True):
@@ -67,7 +89,8 @@ async def test_zonal_stats_categorical_with_output(client: Client, ws: Path) -> 
         assert row["count"] == valid
         assert {k: v["count"] for k, v in row["classes"].items()} == {str(k): n for k, (n, _) in ref.items()}
         assert {k: v["area_m2"] for k, v in row["classes"].items()} == pytest.approx(
-            {str(k): a for k, (_, a) in ref.items()}, rel=1e-6)
+            {str(k): a for k, (_, a) in ref.items()}, rel=1e-6
+        )
         assert sum(v["fraction"] for v in row["classes"].values()) == pytest.approx(1.0)
     info = pyogrio.read_info(str(ws / "cats" / "boxes_classes.gpkg"))
     assert "classes" in list(info["fields"])

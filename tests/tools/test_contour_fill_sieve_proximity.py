@@ -39,8 +39,7 @@ async def test_fill_nodata_fills_the_holes(client: Client, ws: Path) -> None:
     (ws / "work").mkdir(exist_ok=True)
     with rasterio.open(ws / "work" / "holes.tif", "w", **profile) as out:
         out.write(z, 1)
-    err, res = await call(client, "raster_fill_nodata", input="work/holes.tif", output="out/filled.tif",
-                          max_distance=50)
+    err, res = await call(client, "raster_fill_nodata", input="work/holes.tif", output="out/filled.tif", max_distance=50)
     assert not err, res
     with rasterio.open(ws / "out" / "filled.tif") as ds:
         filled = ds.read(1)
@@ -73,8 +72,15 @@ async def test_sieve_removes_small_regions(client: Client, ws: Path) -> None:
 
 
 async def test_proximity_in_metres_on_a_projected_raster(client: Client, ws: Path) -> None:
-    err, res = await call(client, "raster_proximity", input="raster/RGB.byte.tif", output="out/prox.tif",
-                          target_values=[255], max_distance=3000, nodata=-1)
+    err, res = await call(
+        client,
+        "raster_proximity",
+        input="raster/RGB.byte.tif",
+        output="out/prox.tif",
+        target_values=[255],
+        max_distance=3000,
+        nodata=-1,
+    )
     assert not err, res
     assert res["summary"]["dtype"] == "float32" and res["summary"]["nodata"] == -1
     with rasterio.open(ws / "raster" / "RGB.byte.tif") as src, rasterio.open(ws / "out" / "prox.tif") as ds:

@@ -56,11 +56,18 @@ async def test_vsizip_input(client: Client) -> None:
     assert not err and info["driver"] == "SRTMHGT" and info["path"] == "/vsizip/raster/N10W110.hgt.zip/N10W110.hgt"
 
 
-@pytest.mark.parametrize("path,code", [
-    ("../../etc/passwd", "out-of-root"), ("/etc/passwd", "out-of-root"), ("missing.tif", "not-found"),
-    ("bad/RGB.byte.truncated.tif", "gdal-error"), ("vector/trio.geojson", "unsupported"),
-    ("/vsicurl/https://example.com/x.tif", "unsupported"), ("PG:dbname=gis", "unsupported"),
-])
+@pytest.mark.parametrize(
+    "path,code",
+    [
+        ("../../etc/passwd", "out-of-root"),
+        ("/etc/passwd", "out-of-root"),
+        ("missing.tif", "not-found"),
+        ("bad/RGB.byte.truncated.tif", "gdal-error"),
+        ("vector/trio.geojson", "unsupported"),
+        ("/vsicurl/https://example.com/x.tif", "unsupported"),
+        ("PG:dbname=gis", "unsupported"),
+    ],
+)
 async def test_raster_info_failures_use_the_envelope(client: Client, ws: Path, path: str, code: str) -> None:
     r = await client.call_tool("raster_info", {"path": path}, raise_on_error=False)
     message = assert_envelope(r.is_error, r.structured_content, code)
@@ -112,8 +119,7 @@ async def test_progress_notifications_carry_messages(client: Client) -> None:
     async def handler(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
-    r = await client.call_tool("raster_info", {"path": "raster/shade.tif", "stats": True},
-                               progress_handler=handler)
+    r = await client.call_tool("raster_info", {"path": "raster/shade.tif", "stats": True}, progress_handler=handler)
     assert not r.is_error
     assert seen and seen[-1][0] == 100 and seen[-1][1] == 100 and "statistics" in seen[-1][2]
 

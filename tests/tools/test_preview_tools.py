@@ -20,8 +20,9 @@ def decode(data: str) -> np.ndarray:
 
 
 async def test_raster_preview_returns_an_image_and_legend(client: Client, ws: Path) -> None:
-    r = await client.call_tool("raster_preview", {"input": "raster/RGB.byte.tif", "max_size": 400,
-                                                  "output": "out/rgb_preview.png"})
+    r = await client.call_tool(
+        "raster_preview", {"input": "raster/RGB.byte.tif", "max_size": 400, "output": "out/rgb_preview.png"}
+    )
     assert not r.is_error
     image, legend = r.content
     assert image.type == "image" and image.mime_type == "image/png"

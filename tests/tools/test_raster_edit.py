@@ -27,8 +27,7 @@ async def test_assign_missing_crs_in_place(client: Client, ws: Path) -> None:
         assert ds.crs is None
     shutil.copy(ws / "raster" / "float_nan.tif", target)
     before = digest(target)
-    err, res = await call(client, "raster_edit", input="edit_me.tif", crs="EPSG:32632",
-                          metadata={"SOURCE": "test"})
+    err, res = await call(client, "raster_edit", input="edit_me.tif", crs="EPSG:32632", metadata={"SOURCE": "test"})
     assert not err, res
     assert res["output"] == "edit_me.tif" and res["summary"]["crs"] == "EPSG:32632"
     with rasterio.open(target) as ds:

@@ -13,17 +13,14 @@ from tests.conftest import call
 
 
 async def test_clip_by_box_mask(client: Client, ws: Path) -> None:
-    err, res = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip_box.tif",
-                          mask="vector/box.shp")
+    err, res = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip_box.tif", mask="vector/box.shp")
     assert not err, res
     s = res["summary"]
     assert (s["width"], s["height"], s["crs"]) == (251, 167, "EPSG:32618")
     assert 174800 < s["bounds"]["left"] <= 175000 and 250000 <= s["bounds"]["right"] < 250400
-    err, res = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip_x.tif",
-                          mask="vector/test_gpx.gpx")
+    err, res = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip_x.tif", mask="vector/test_gpx.gpx")
     assert err and res["error"]["code"] == "invalid-argument" and "mask_layer" in res["error"]["message"]
-    err, res = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip_y.tif",
-                          mask="../outside.shp")
+    err, res = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip_y.tif", mask="../outside.shp")
     assert err and res["error"]["code"] == "out-of-root"
 
 

@@ -36,8 +36,14 @@ async def wait_clean(root: Path, name: str) -> None:
 
 
 async def test_convert_returns_path_uri_summary_and_reads_back(client: Client, ws: Path) -> None:
-    err, res = await call(client, "raster_convert", input="raster/RGB.byte.tif", output="out/rgb_cog.tif", format="COG",
-                          creation_options={"COMPRESS": "DEFLATE"})
+    err, res = await call(
+        client,
+        "raster_convert",
+        input="raster/RGB.byte.tif",
+        output="out/rgb_cog.tif",
+        format="COG",
+        creation_options={"COMPRESS": "DEFLATE"},
+    )
     assert not err, res
     assert res["output"] == "out/rgb_cog.tif" and res["uri"] == "gdal-mcp://files/out/rgb_cog.tif"
     assert res["summary"]["driver"] == "GTiff" and res["summary"]["compression"] == "deflate"
@@ -68,8 +74,15 @@ async def test_failed_job_leaves_nothing(client: Client, ws: Path) -> None:
     err, res = await call(client, "raster_convert", input="bad/corrupt.tif", output="out/corrupt_copy.tif")
     assert err and res["error"]["code"] == "gdal-error"
     await wait_clean(ws, "out/corrupt_copy.tif")
-    err, res = await call(client, "raster_reproject", input="raster/RGB.byte.tif", output="new_dir/sub/x.tif",
-                          dst_crs="EPSG:4326", resolution=1, size=[2, 2])
+    err, res = await call(
+        client,
+        "raster_reproject",
+        input="raster/RGB.byte.tif",
+        output="new_dir/sub/x.tif",
+        dst_crs="EPSG:4326",
+        resolution=1,
+        size=[2, 2],
+    )
     assert err and not (ws / "new_dir").exists()
 
 
@@ -92,8 +105,7 @@ async def test_client_cancel_removes_the_partial_output(inline_client: Client, w
 
 async def test_killed_worker_mid_write_leaves_nothing(client: Client, server, ws: Path) -> None:
     _, app = server
-    task = asyncio.create_task(client.call_tool("raster_convert", {**BIG_JOB, "output": "out/killed.tif"},
-                                                raise_on_error=False))
+    task = asyncio.create_task(client.call_tool("raster_convert", {**BIG_JOB, "output": "out/killed.tif"}, raise_on_error=False))
     busy: list[int] = []
     for _ in range(100):
         await asyncio.sleep(0.05)
@@ -128,12 +140,14 @@ async def test_read_only_refuses_writes(ws: Path) -> None:
     mcp, app = build_server(Settings(workspaces=(ws,), workers=1, read_only=True))
     try:
         async with Client(mcp) as c:
-            for tool, args in [("raster_convert", {"input": "raster/slope.tif", "output": "ro.tif"}),
-                               ("raster_reproject", {"input": "raster/slope.tif", "output": "ro.tif", "dst_crs": "4326"}),
-                               ("raster_mosaic", {"inputs": ["raster/rgb1.tif"], "output": "ro.tif"}),
-                               ("raster_clip", {"input": "raster/RGB.byte.tif", "output": "ro.tif", "mask": "vector/box.shp"}),
-                               ("raster_to_xyz", {"input": "raster/slope.tif", "output": "ro.tif"}),
-                               ("raster_overviews", {"input": "raster/slope.tif", "action": "add"})]:
+            for tool, args in [
+                ("raster_convert", {"input": "raster/slope.tif", "output": "ro.tif"}),
+                ("raster_reproject", {"input": "raster/slope.tif", "output": "ro.tif", "dst_crs": "4326"}),
+                ("raster_mosaic", {"inputs": ["raster/rgb1.tif"], "output": "ro.tif"}),
+                ("raster_clip", {"input": "raster/RGB.byte.tif", "output": "ro.tif", "mask": "vector/box.shp"}),
+                ("raster_to_xyz", {"input": "raster/slope.tif", "output": "ro.tif"}),
+                ("raster_overviews", {"input": "raster/slope.tif", "action": "add"}),
+            ]:
                 err, res = await call(c, tool, **args)
                 assert err and res["error"]["code"] == "read-only", res
             assert not (ws / "ro.tif").exists()
@@ -160,8 +174,11 @@ async def test_progress_audit_and_list_changed(server, ws: Path, audit_path: Pat
         seen.append(message)
 
     async with Client(server[0], message_handler=Notes(), mode="legacy") as c:  # inline: progress as notifications
-        r = await c.call_tool("raster_reproject", {"input": "raster/RGB.byte.tif", "output": "out/prog.tif",
-                                                   "dst_crs": "EPSG:3857"}, progress_handler=on_progress)
+        r = await c.call_tool(
+            "raster_reproject",
+            {"input": "raster/RGB.byte.tif", "output": "out/prog.tif", "dst_crs": "EPSG:3857"},
+            progress_handler=on_progress,
+        )
     assert not r.is_error
     assert any(m and "warping" in m for m in seen)
     await asyncio.sleep(0.1)
@@ -171,8 +188,7 @@ async def test_progress_audit_and_list_changed(server, ws: Path, audit_path: Pat
 
 
 async def test_mosaic_through_mcp_is_pixel_identical(client: Client, ws: Path) -> None:
-    err, res = await call(client, "raster_mosaic", inputs=[f"raster/rgb{i}.tif" for i in (1, 2, 3, 4)],
-                          output="out/mosaic.tif")
+    err, res = await call(client, "raster_mosaic", inputs=[f"raster/rgb{i}.tif" for i in (1, 2, 3, 4)], output="out/mosaic.tif")
     assert not err, res
     with rasterio.open(ws / "out" / "mosaic.tif") as a, rasterio.open(ws / "raster" / "RGB.byte.tif") as b:
         assert (a.read() == b.read()).all() and a.transform == b.transform
@@ -192,13 +208,21 @@ async def test_mosaic_input_pattern_src_nodata_and_bbox(client: Client, ws: Path
     assert err and res["error"]["code"] == "out-of-root", res
     err, res = await call(client, "raster_mosaic", input_pattern="raster/nothing_*.tif", output="out/never.tif")
     assert err and res["error"]["code"] == "not-found", res
-    err, res = await call(client, "raster_mosaic", inputs=["raster/rgb1.tif"], input_pattern="raster/rgb*.tif",
-                          output="out/never.tif")
+    err, res = await call(
+        client, "raster_mosaic", inputs=["raster/rgb1.tif"], input_pattern="raster/rgb*.tif", output="out/never.tif"
+    )
     assert err and res["error"]["code"] == "invalid-argument", res
     assert not (ws / "out" / "never.tif").exists()
     # src_nodata and a bbox in lon/lat.
-    err, res = await call(client, "raster_mosaic", input_pattern="raster/rgb[1-4].tif", output="out/te.tif",
-                          src_nodata=0, bbox=[-78.0, 24.0, -77.0, 25.0], bbox_crs="EPSG:4326")
+    err, res = await call(
+        client,
+        "raster_mosaic",
+        input_pattern="raster/rgb[1-4].tif",
+        output="out/te.tif",
+        src_nodata=0,
+        bbox=[-78.0, 24.0, -77.0, 25.0],
+        bbox_crs="EPSG:4326",
+    )
     assert not err, res
     from rasterio.warp import transform_bounds
 
@@ -209,11 +233,18 @@ async def test_mosaic_input_pattern_src_nodata_and_bbox(client: Client, ws: Path
 
 async def test_cancelled_reproject_leaves_nothing(inline_client: Client, ws: Path) -> None:
     with pytest.raises(McpError, match="timed out"):
-        await inline_client.call_tool("raster_reproject", {"input": "huge.vrt", "src_crs": "EPSG:32618", "dst_crs": "EPSG:4326",
-                                                    "resolution": 0.00002,  # under --max-pixels: 8e9 pixels
-                                                    "output": "out/cancelled_warp.tif",
-                                                    "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}},
-                               timeout=2.0)
+        await inline_client.call_tool(
+            "raster_reproject",
+            {
+                "input": "huge.vrt",
+                "src_crs": "EPSG:32618",
+                "dst_crs": "EPSG:4326",
+                "resolution": 0.00002,  # under --max-pixels: 8e9 pixels
+                "output": "out/cancelled_warp.tif",
+                "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"},
+            },
+            timeout=2.0,
+        )
     await wait_clean(ws, "out/cancelled_warp.tif")
 
 

@@ -27,9 +27,16 @@ async def test_file_bytes_and_mime_types(client: Client, ws: Path) -> None:
     assert gj.mime_type == "application/geo+json"
 
 
-@pytest.mark.parametrize("uri", ["gdal-mcp://files/../../etc/passwd", "gdal-mcp://files/%2Fetc%2Fpasswd",
-                                 "gdal-mcp://files/missing.tif", "gdal-mcp://files/raster",
-                                 "gdal-mcp://info/raster/..%2F..%2Fetc%2Fpasswd"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "gdal-mcp://files/../../etc/passwd",
+        "gdal-mcp://files/%2Fetc%2Fpasswd",
+        "gdal-mcp://files/missing.tif",
+        "gdal-mcp://files/raster",
+        "gdal-mcp://info/raster/..%2F..%2Fetc%2Fpasswd",
+    ],
+)
 async def test_outside_missing_and_directories_are_refused(client: Client, uri: str) -> None:
     with pytest.raises(McpError):
         await client.read_resource(uri)
@@ -80,19 +87,36 @@ async def test_prompts_render_real_metadata(client: Client) -> None:
     assert "177 features" in text and "too narrow" in text
     text = (await client.get_prompt("choose_crs", {"path": "raster/goes.tif"})).messages[0].content.text
     assert "outside the CRS's domain" in text
-    text = (await client.get_prompt("choose_resampling", {"path": "raster/slope.tif", "operation": "downsample"})
-            ).messages[0].content.text
+    text = (
+        (await client.get_prompt("choose_resampling", {"path": "raster/slope.tif", "operation": "downsample"}))
+        .messages[0]
+        .content.text
+    )
     assert "float32" in text and "continuous" in text
     text = (await client.get_prompt("make_web_ready", {"path": "raster/RGB.byte.tif"})).messages[0].content.text
     assert "not a valid COG" in text and "JPEG" in text
-    text = (await client.get_prompt("zonal_workflow", {"raster": "raster/slope.tif", "zones": "vector/polygons.shp"})
-            ).messages[0].content.text
+    text = (
+        (await client.get_prompt("zonal_workflow", {"raster": "raster/slope.tif", "zones": "vector/polygons.shp"}))
+        .messages[0]
+        .content.text
+    )
     assert "the same for both" in text and "id" in text
 
 
-@pytest.mark.parametrize("path", ["raster/RGB.byte.tif", "raster/float_nan.tif", "raster/two-subs.h5",
-                                  "/vsizip/raster/N10W110.hgt.zip/N10W110.hgt", "raster/demo.jpg", "vector/test_gpx.gpx",
-                                  "vector/sample.osm.pbf", "vector/line_zm.gpkg", "vector/points.shp"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "raster/RGB.byte.tif",
+        "raster/float_nan.tif",
+        "raster/two-subs.h5",
+        "/vsizip/raster/N10W110.hgt.zip/N10W110.hgt",
+        "raster/demo.jpg",
+        "vector/test_gpx.gpx",
+        "vector/sample.osm.pbf",
+        "vector/line_zm.gpkg",
+        "vector/points.shp",
+    ],
+)
 async def test_choose_crs_renders_for_every_kind(client: Client, path: str) -> None:
     p = await client.get_prompt("choose_crs", {"path": path})
     assert "Dataset:" in p.messages[0].content.text

@@ -15,8 +15,16 @@ RAMP = [[-1500, 8, 29, 88], [0, 29, 145, 192], [300, 86, 153, 62], [2200, 255, 2
 
 
 async def test_color_relief_with_a_json_ramp_and_alpha(client: Client, ws: Path) -> None:
-    err, res = await call(client, "raster_terrain", input="raster/topobathy.tif", output="out/relief.tif",
-                          product="color-relief", colors=RAMP, color_mode="nearest", alpha=True)
+    err, res = await call(
+        client,
+        "raster_terrain",
+        input="raster/topobathy.tif",
+        output="out/relief.tif",
+        product="color-relief",
+        colors=RAMP,
+        color_mode="nearest",
+        alpha=True,
+    )
     assert not err, res
     assert res["summary"]["count"] == 4 and res["summary"]["dtype"] == "uint8" and res["warnings"] == []
     with rasterio.open(ws / "raster" / "topobathy.tif") as src, rasterio.open(ws / "out" / "relief.tif") as out:
@@ -32,31 +40,56 @@ async def test_color_relief_with_a_json_ramp_and_alpha(client: Client, ws: Path)
 
 
 async def test_color_relief_named_ramp_and_errors(client: Client, ws: Path) -> None:
-    err, res = await call(client, "raster_terrain", input="raster/jacksboro_dem.tif", output="out/elev.png",
-                          product="color-relief", colors="elevation")
+    err, res = await call(
+        client,
+        "raster_terrain",
+        input="raster/jacksboro_dem.tif",
+        output="out/elev.png",
+        product="color-relief",
+        colors="elevation",
+    )
     assert not err, res
     assert res["summary"]["driver"] == "PNG" and res["summary"]["count"] == 3
-    err, res = await call(client, "raster_terrain", input="raster/jacksboro_dem.tif", output="out/x.tif",
-                          product="color-relief")
+    err, res = await call(client, "raster_terrain", input="raster/jacksboro_dem.tif", output="out/x.tif", product="color-relief")
     assert err and res["error"]["code"] == "invalid-argument" and "colors" in res["error"]["message"]
-    err, res = await call(client, "raster_terrain", input="raster/jacksboro_dem.tif", output="out/x.tif",
-                          product="color-relief", colors=[["150%", 1, 2, 3]])
+    err, res = await call(
+        client,
+        "raster_terrain",
+        input="raster/jacksboro_dem.tif",
+        output="out/x.tif",
+        product="color-relief",
+        colors=[["150%", 1, 2, 3]],
+    )
     assert err and res["error"]["code"] == "invalid-argument" and "0%..100%" in res["error"]["message"]
-    err, res = await call(client, "raster_terrain", input="raster/jacksboro_dem.tif", output="out/x.tif",
-                          product="hillshade", hillshade_mode="soft")
+    err, res = await call(
+        client, "raster_terrain", input="raster/jacksboro_dem.tif", output="out/x.tif", product="hillshade", hillshade_mode="soft"
+    )
     assert err and res["error"]["code"] == "invalid-argument"
 
 
 async def test_hillshade_mode_algorithm_and_aspect_options(client: Client, ws: Path) -> None:
-    err, res = await call(client, "raster_terrain", input="raster/jacksboro_dem.tif", output="out/md.tif",
-                          product="hillshade", hillshade_mode="multidirectional", algorithm="ZevenbergenThorne")
+    err, res = await call(
+        client,
+        "raster_terrain",
+        input="raster/jacksboro_dem.tif",
+        output="out/md.tif",
+        product="hillshade",
+        hillshade_mode="multidirectional",
+        algorithm="ZevenbergenThorne",
+    )
     assert not err, res
     assert res["summary"]["dtype"] == "uint8"
-    err, res = await call(client, "raster_terrain", input="raster/jacksboro_dem.tif", output="out/az.tif",
-                          product="aspect")
+    err, res = await call(client, "raster_terrain", input="raster/jacksboro_dem.tif", output="out/az.tif", product="aspect")
     assert not err, res
-    err, res = await call(client, "raster_terrain", input="raster/jacksboro_dem.tif", output="out/trig.tif",
-                          product="aspect", trigonometric=True, zero_for_flat=True)
+    err, res = await call(
+        client,
+        "raster_terrain",
+        input="raster/jacksboro_dem.tif",
+        output="out/trig.tif",
+        product="aspect",
+        trigonometric=True,
+        zero_for_flat=True,
+    )
     assert not err, res
     with rasterio.open(ws / "out" / "az.tif") as a, rasterio.open(ws / "out" / "trig.tif") as t:
         azimuth, trig, nodata = a.read(1), t.read(1), a.nodata

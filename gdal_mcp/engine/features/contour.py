@@ -63,6 +63,7 @@ TEMP_LAYER, TEMP_LEVEL = "contour", "level"
 
 # ---------------------------------------------------------------------------------------------- levels
 
+
 def _check_level_count(data_range: tuple[float, float] | None, interval: float, base: float) -> None:
     """Refuse an interval that gives more than MAX_LEVELS levels over the data range."""
     if data_range is None:
@@ -70,14 +71,20 @@ def _check_level_count(data_range: tuple[float, float] | None, interval: float, 
     lo, hi = data_range
     k0, k1 = math.ceil((lo - base) / interval), math.floor((hi - base) / interval)
     if k1 - k0 + 1 > MAX_LEVELS:
-        raise GdalMcpError("invalid-argument", f"interval {interval:g} gives {k1 - k0 + 1} levels over the data range "
-                           f"{lo:g}..{hi:g}; use a larger interval (at most {MAX_LEVELS} levels)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"interval {interval:g} gives {k1 - k0 + 1} levels over the data range "
+            f"{lo:g}..{hi:g}; use a larger interval (at most {MAX_LEVELS} levels)",
+        )
 
 
 def _check_levels(interval: float | None, levels: list[float] | None) -> list[float] | None:
     if (interval is None) == (levels is None):
-        raise GdalMcpError("invalid-argument", "give either interval (levels every interval units, like gdal_contour "
-                           "-i) or levels (fixed levels, like -fl), not both and not neither")
+        raise GdalMcpError(
+            "invalid-argument",
+            "give either interval (levels every interval units, like gdal_contour "
+            "-i) or levels (fixed levels, like -fl), not both and not neither",
+        )
     if interval is not None:
         if not math.isfinite(interval) or interval <= 0:
             raise GdalMcpError("invalid-argument", f"interval must be a positive number (got {interval!r})")
@@ -108,22 +115,24 @@ def _data_range(ds: Any, band: int, nodata: float | None, progress: Progress, sh
 
 # ---------------------------------------------------------------------------------------------- GDAL
 
+
 def _number(value: float) -> str:
     return repr(float(value))
 
 
-def _generate(src: str, band: int, work: str, options: list[str], polygons: bool, progress: Progress,
-              start: float, span: float) -> None:
+def _generate(
+    src: str, band: int, work: str, options: list[str], polygons: bool, progress: Progress, start: float, span: float
+) -> None:
     """GDALContourGenerateEx on band `band` of `src`, into a new GeoPackage `work` (layer TEMP_LAYER)."""
     lib = gdal_c.require("GDALContourGenerateEx")
     callback, failure = gdal_c.progress_callback(
-        lambda fraction: progress(start + span * fraction, f"contouring: {fraction:.0%} of the rows"))
+        lambda fraction: progress(start + span * fraction, f"contouring: {fraction:.0%} of the rows")
+    )
 
     def last_error() -> str:
         return gdal_c.last_error(lib) or "unknown error"
 
-    fields = [("ID", OFT_INTEGER)] + ([("amin", OFT_REAL), ("amax", OFT_REAL)] if polygons else
-                                      [(TEMP_LEVEL, OFT_REAL)])
+    fields = [("ID", OFT_INTEGER)] + ([("amin", OFT_REAL), ("amax", OFT_REAL)] if polygons else [(TEMP_LEVEL, OFT_REAL)])
     err = closed = committed = 0
     message = ""
     with rasterio.Env():
@@ -134,9 +143,13 @@ def _generate(src: str, band: int, work: str, options: list[str], polygons: bool
             if not out:
                 raise GdalMcpError("gdal-error", f"GDAL cannot create the temporary GeoPackage {work}: {last_error()}")
             try:
-                layer = lib.GDALDatasetCreateLayer(out, TEMP_LAYER.encode(), None,
-                                                   WKB_MULTIPOLYGON if polygons else WKB_LINESTRING,
-                                                   gdal_c.strings(["SPATIAL_INDEX=NO"]))
+                layer = lib.GDALDatasetCreateLayer(
+                    out,
+                    TEMP_LAYER.encode(),
+                    None,
+                    WKB_MULTIPOLYGON if polygons else WKB_LINESTRING,
+                    gdal_c.strings(["SPATIAL_INDEX=NO"]),
+                )
                 if not layer:
                     raise GdalMcpError("gdal-error", f"GDAL cannot create a layer in {work}: {last_error()}")
                 for name, kind in fields:
@@ -146,8 +159,9 @@ def _generate(src: str, band: int, work: str, options: list[str], polygons: bool
                     if created != 0:
                         raise GdalMcpError("gdal-error", f"GDAL cannot create the field {name}: {last_error()}")
                 lib.GDALDatasetStartTransaction(out, 0)
-                err = lib.GDALContourGenerateEx(lib.GDALGetRasterBand(source, band), layer, gdal_c.strings(options),
-                                                callback, None)
+                err = lib.GDALContourGenerateEx(
+                    lib.GDALGetRasterBand(source, band), layer, gdal_c.strings(options), callback, None
+                )
                 message = last_error()
                 if err == 0:
                     committed = lib.GDALDatasetCommitTransaction(out)
@@ -164,13 +178,29 @@ def _generate(src: str, band: int, work: str, options: list[str], polygons: bool
 
 # ---------------------------------------------------------------------------------------------- writing
 
-def _copy(work: str | None, dst: str, *, driver: str, layer: str, crs: str | None, polygons: bool, attribute: str,
-          progress: Progress, start: float) -> int:
+
+def _copy(
+    work: str | None,
+    dst: str,
+    *,
+    driver: str,
+    layer: str,
+    crs: str | None,
+    polygons: bool,
+    attribute: str,
+    progress: Progress,
+    start: float,
+) -> int:
     """Stream GDAL's features from the temporary GeoPackage `work` (None: no feature) into `dst`; their number."""
     names = ["ID", "amin", "amax"] if polygons else ["ID", TEMP_LEVEL]
     out_names = ["ID", "amin", "amax"] if polygons else ["ID", attribute]
-    schema = pa.schema([pa.field("ID", pa.int32()), *[pa.field(n, pa.float64()) for n in out_names[1:]],
-                        pa.field("geometry", pa.binary(), metadata=WKB)])
+    schema = pa.schema(
+        [
+            pa.field("ID", pa.int32()),
+            *[pa.field(n, pa.float64()) for n in out_names[1:]],
+            pa.field("geometry", pa.binary(), metadata=WKB),
+        ]
+    )
     done = [0]
     failure: list[BaseException] = []
     with contextlib.ExitStack() as stack:
@@ -182,19 +212,31 @@ def _copy(work: str | None, dst: str, *, driver: str, layer: str, crs: str | Non
             # An error raised inside the batches would reach us as GDAL's "error while accessing batch".
             try:
                 for batch in stream.batches if stream else ():
-                    columns = [batch.column(names[0]).cast(pa.int32()),
-                               *[batch.column(n).cast(pa.float64()) for n in names[1:]], batch.column(geometry)]
+                    columns = [
+                        batch.column(names[0]).cast(pa.int32()),
+                        *[batch.column(n).cast(pa.float64()) for n in names[1:]],
+                        batch.column(geometry),
+                    ]
                     done[0] += batch.num_rows
-                    progress(start + (0.99 - start) * min(1.0, done[0] / total) if total else start,
-                             f"wrote {done[0]}" + (f"/{total}" if total else "") + " features")
+                    progress(
+                        start + (0.99 - start) * min(1.0, done[0] / total) if total else start,
+                        f"wrote {done[0]}" + (f"/{total}" if total else "") + " features",
+                    )
                     yield pa.record_batch(columns, schema=schema)
             except BaseException as e:
                 failure.append(e)
                 raise
 
         try:
-            write_layer(dst, schema, batches(), driver=driver, layer=layer, crs=crs,
-                        geometry_type="MultiPolygon" if polygons else "LineString")
+            write_layer(
+                dst,
+                schema,
+                batches(),
+                driver=driver,
+                layer=layer,
+                crs=crs,
+                geometry_type="MultiPolygon" if polygons else "LineString",
+            )
         except Exception:
             if failure:
                 raise failure[0] from None
@@ -203,10 +245,21 @@ def _copy(work: str | None, dst: str, *, driver: str, layer: str, crs: str | Non
 
 
 @wrap_gdal_errors
-def contour(src: str, dst: str, *, interval: float | None = None, levels: list[float] | None = None,
-            base: float = 0.0, band: int = 1, polygons: bool = False, attribute: str = "elev",
-            nodata: float | None = None, format: str | None = None, output_layer: str | None = None,
-            progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def contour(
+    src: str,
+    dst: str,
+    *,
+    interval: float | None = None,
+    levels: list[float] | None = None,
+    base: float = 0.0,
+    band: int = 1,
+    polygons: bool = False,
+    attribute: str = "elev",
+    nodata: float | None = None,
+    format: str | None = None,
+    output_layer: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Contour lines (or polygons between levels) of band `band` of `src`, written to the vector file `dst`."""
     warnings: list[str] = []
     fixed = _check_levels(interval, levels)
@@ -215,14 +268,15 @@ def contour(src: str, dst: str, *, interval: float | None = None, levels: list[f
     if not isinstance(attribute, str) or not attribute.strip():
         raise GdalMcpError("invalid-argument", "attribute must be a non-empty field name")
     if not polygons and attribute.strip().lower() in ("id", "geometry"):
-        raise GdalMcpError("invalid-argument", f"attribute {attribute!r} is taken (the output has the fields ID and "
-                           "geometry); use another name, e.g. elev")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"attribute {attribute!r} is taken (the output has the fields ID and geometry); use another name, e.g. elev",
+        )
     if interval is None and base != 0:
         warnings.append("base only shifts interval levels; ignored with fixed levels")
     driver = vector_driver(dst, format)
     layer = output_layer or "contour"
-    options = ["ID_FIELD=0"] + (["ELEV_FIELD_MIN=1", "ELEV_FIELD_MAX=2", "POLYGONIZE=YES"] if polygons else
-                                ["ELEV_FIELD=1"])
+    options = ["ID_FIELD=0"] + (["ELEV_FIELD_MIN=1", "ELEV_FIELD_MAX=2", "POLYGONIZE=YES"] if polygons else ["ELEV_FIELD=1"])
     if fixed is not None:
         options.append("FIXED_LEVELS=" + ",".join(_number(v) for v in fixed))
     else:
@@ -246,18 +300,20 @@ def contour(src: str, dst: str, *, interval: float | None = None, levels: list[f
     with contextlib.ExitStack() as stack:
         work = None
         if data_range is not None:
-            folder = tempfile.mkdtemp(prefix=Path(dst).name + ".", suffix=".contour",
-                                      dir=os.path.dirname(os.path.abspath(dst)))
+            folder = tempfile.mkdtemp(prefix=Path(dst).name + ".", suffix=".contour", dir=os.path.dirname(os.path.abspath(dst)))
             stack.callback(shutil.rmtree, folder, ignore_errors=True)
             work = os.path.join(folder, "contour.gpkg")
             _generate(src, band, work, options, polygons, progress, 0.1, 0.75)
-        count = _copy(work, dst, driver=driver, layer=layer, crs=crs, polygons=polygons, attribute=attribute,
-                      progress=progress, start=0.85)
+        count = _copy(
+            work, dst, driver=driver, layer=layer, crs=crs, polygons=polygons, attribute=attribute, progress=progress, start=0.85
+        )
     if count == 0 and data_range is None:
         warnings.append(f"no {'polygon' if polygons else 'contour'}: the band has no valid pixel")
     elif count == 0 and data_range is not None:
-        warnings.append(f"no contour: no level crosses the data range {data_range[0]:g}..{data_range[1]:g} (a pixel "
-                        "equal to a level counts as above it)")
+        warnings.append(
+            f"no contour: no level crosses the data range {data_range[0]:g}..{data_range[1]:g} (a pixel "
+            "equal to a level counts as above it)"
+        )
     progress(1.0, f"wrote {count} {'polygons' if polygons else 'contour lines'}")
     names = [n for n, _ in list_layers(dst)]
     return summarize_vector(dst, layer if layer in names else names[0]), warnings

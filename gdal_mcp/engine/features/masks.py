@@ -22,8 +22,11 @@ def check_choice(bbox: Any, geometry: Any, mask: Any) -> str:
     given = [name for name, value in (("bbox", bbox), ("geometry", geometry), ("mask", mask)) if value is not None]
     if len(given) != 1:
         what = "none" if not given else " and ".join(given)
-        raise GdalMcpError("invalid-argument", f"pass exactly one of bbox, geometry or mask (got {what}): bbox for a "
-                           "[minx, miny, maxx, maxy] box, geometry for a GeoJSON polygon, mask for a vector file")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"pass exactly one of bbox, geometry or mask (got {what}): bbox for a "
+            "[minx, miny, maxx, maxy] box, geometry for a GeoJSON polygon, mask for a vector file",
+        )
     return given[0]
 
 
@@ -41,8 +44,10 @@ def geojson_geometries(obj: Any) -> list[Any]:
     import shapely.geometry
 
     if not isinstance(obj, dict) or "type" not in obj:
-        raise GdalMcpError("invalid-argument", "geometry must be a GeoJSON geometry object such as "
-                           '{"type": "Polygon", "coordinates": [[[x, y], ...]]}')
+        raise GdalMcpError(
+            "invalid-argument",
+            'geometry must be a GeoJSON geometry object such as {"type": "Polygon", "coordinates": [[[x, y], ...]]}',
+        )
     kind = obj["type"]
     try:
         if kind == "FeatureCollection":
@@ -53,8 +58,11 @@ def geojson_geometries(obj: Any) -> list[Any]:
     except GdalMcpError:
         raise
     except Exception as e:  # noqa: BLE001 - shapely raises many types for malformed GeoJSON
-        raise GdalMcpError("invalid-argument", f"geometry is not valid GeoJSON ({type(e).__name__}: {e}); give "
-                           "a Polygon or MultiPolygon with closed rings of [x, y] positions") from None
+        raise GdalMcpError(
+            "invalid-argument",
+            f"geometry is not valid GeoJSON ({type(e).__name__}: {e}); give "
+            "a Polygon or MultiPolygon with closed rings of [x, y] positions",
+        ) from None
 
 
 def read_mask(path: str, layer: str | None, where: str | None) -> tuple[list[Any], Any]:
@@ -73,14 +81,19 @@ def read_mask(path: str, layer: str | None, where: str | None) -> tuple[list[Any
         meta, _, wkb, _ = pyogrio.raw.read(path, layer=name, columns=None if where else [], where=where)
     except Exception as e:
         if where and (isinstance(e, ValueError) or (type(e).__module__ or "").startswith("pyogrio")):
-            raise GdalMcpError("invalid-argument", f"mask_where {where!r} was refused by GDAL ({e}); use an OGR SQL "
-                               "condition on the layer's fields, e.g. \"name = 'Fiji'\" (vector_info lists them)") from None
+            raise GdalMcpError(
+                "invalid-argument",
+                f"mask_where {where!r} was refused by GDAL ({e}); use an OGR SQL "
+                "condition on the layer's fields, e.g. \"name = 'Fiji'\" (vector_info lists them)",
+            ) from None
         raise
     geoms = [g for g in shapely.from_wkb(wkb) if g is not None and not g.is_empty] if wkb is not None else []
     if not geoms:
         detail = f" matching {where!r}" if where else ""
-        raise GdalMcpError("invalid-argument", f"the mask layer '{name}' has no features with a geometry{detail}; "
-                           "check mask_where or choose another mask_layer")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"the mask layer '{name}' has no features with a geometry{detail}; check mask_where or choose another mask_layer",
+        )
     crs_text = meta.get("crs")
     return geoms, (parse_crs(crs_text, "mask CRS") if crs_text else None)
 
@@ -112,14 +125,25 @@ def polygons(geoms: Iterable[Any]) -> list[Any]:
             else:
                 parts.extend(p for p in flatten(shapely.make_valid(part)) if p.geom_type == "Polygon")
     if not parts and kinds:
-        raise GdalMcpError("invalid-argument", f"clip needs polygons but got {', '.join(sorted(kinds))}; buffer points "
-                           "or lines first (vector tools) or pass a bbox")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"clip needs polygons but got {', '.join(sorted(kinds))}; buffer points or lines first (vector tools) or pass a bbox",
+        )
     return parts
 
 
-def mask_polygons(*, target_crs: Any, target: str = "raster", bbox: Any = None, bbox_crs: str | None = None,
-                  geometry: dict | None = None, geometry_crs: str | None = None, mask: str | None = None,
-                  mask_layer: str | None = None, mask_where: str | None = None) -> tuple[list[Any], Any]:
+def mask_polygons(
+    *,
+    target_crs: Any,
+    target: str = "raster",
+    bbox: Any = None,
+    bbox_crs: str | None = None,
+    geometry: dict | None = None,
+    geometry_crs: str | None = None,
+    mask: str | None = None,
+    mask_layer: str | None = None,
+    mask_where: str | None = None,
+) -> tuple[list[Any], Any]:
     """The clip region as valid 2D polygons in `target_crs`, and the CRS it was given in.
 
     Exactly one of bbox / geometry / mask. bbox is in bbox_crs (default: the target's own CRS); geometry is
@@ -135,8 +159,10 @@ def mask_polygons(*, target_crs: Any, target: str = "raster", bbox: Any = None, 
         box = check_bbox(bbox)
         geoms = [shapely.box(*box)]
         if bbox_crs is not None and target_crs is None:
-            raise GdalMcpError("invalid-argument", f"bbox_crs was given but the {target} has no CRS; omit it and give "
-                               f"the bbox in the {target}'s own coordinates")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"bbox_crs was given but the {target} has no CRS; omit it and give the bbox in the {target}'s own coordinates",
+            )
         crs = parse_crs(bbox_crs, "bbox_crs") if bbox_crs is not None else None
     elif kind == "geometry":
         geoms = geojson_geometries(geometry)
@@ -144,8 +170,11 @@ def mask_polygons(*, target_crs: Any, target: str = "raster", bbox: Any = None, 
             raise GdalMcpError("invalid-argument", "geometry has no features with a geometry")
         crs = parse_crs(geometry_crs or "EPSG:4326", "geometry_crs")
         if geometry_crs is not None and target_crs is None:
-            raise GdalMcpError("invalid-argument", f"geometry_crs was given but the {target} has no CRS; omit it "
-                               f"and give the geometry in the {target}'s own coordinates")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"geometry_crs was given but the {target} has no CRS; omit it "
+                f"and give the geometry in the {target}'s own coordinates",
+            )
     else:
         geoms, crs = read_mask(str(mask), mask_layer, mask_where)
     if target_crs is None:

@@ -48,10 +48,12 @@ WKB = {b"ARROW:extension:name": b"geoarrow.wkb"}
 
 def _mask_vrt(ds: Any, band: int) -> str:
     """A one-band VRT (XML text) whose pixels are the band's GDAL mask (0 = invalid, 255 = valid)."""
-    return (f'<VRTDataset rasterXSize="{ds.width}" rasterYSize="{ds.height}">'
-            '<VRTRasterBand dataType="Byte" band="1"><SimpleSource>'
-            f'<SourceFilename relativeToVRT="0">{escape(ds.name)}</SourceFilename>'
-            f'<SourceBand>mask,{band}</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>')
+    return (
+        f'<VRTDataset rasterXSize="{ds.width}" rasterYSize="{ds.height}">'
+        '<VRTRasterBand dataType="Byte" band="1"><SimpleSource>'
+        f'<SourceFilename relativeToVRT="0">{escape(ds.name)}</SourceFilename>'
+        f"<SourceBand>mask,{band}</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>"
+    )
 
 
 def _remove(path: str) -> None:
@@ -70,10 +72,22 @@ def _write_mask(ds: Any, band: int, mask_path: str, with_band_mask: bool, path: 
         if m.count == 0:
             raise GdalMcpError("invalid-argument", "the mask raster has no bands")
         if (m.width, m.height) != (ds.width, ds.height):
-            raise GdalMcpError("invalid-argument", f"the mask raster is {m.width} x {m.height} pixels but the input is "
-                               f"{ds.width} x {ds.height}; the mask must have the same grid (warp or clip it first)")
-        profile = output_profile("GTiff", width=ds.width, height=ds.height, count=1, dtype="uint8", crs=ds.crs,
-                                 transform=ds.transform, nodata=None, options=staging_options("GTiff"))
+            raise GdalMcpError(
+                "invalid-argument",
+                f"the mask raster is {m.width} x {m.height} pixels but the input is "
+                f"{ds.width} x {ds.height}; the mask must have the same grid (warp or clip it first)",
+            )
+        profile = output_profile(
+            "GTiff",
+            width=ds.width,
+            height=ds.height,
+            count=1,
+            dtype="uint8",
+            crs=ds.crs,
+            transform=ds.transform,
+            nodata=None,
+            options=staging_options("GTiff"),
+        )
         block = ds.block_shapes[band - 1]
         with rasterio.open(path, "w", **profile) as out:
             for w in iter_windows(ds.width, ds.height, block, DEFAULT_WINDOW_PIXELS):
@@ -86,8 +100,9 @@ def _write_mask(ds: Any, band: int, mask_path: str, with_band_mask: bool, path: 
                 out.write(keep.astype("uint8"), 1, window=w)
 
 
-def _features(shapes: Iterator[tuple[dict, Any]], schema: pa.Schema, integer: bool, progress: Progress,
-              counter: list[int]) -> Iterator[pa.RecordBatch]:
+def _features(
+    shapes: Iterator[tuple[dict, Any]], schema: pa.Schema, integer: bool, progress: Progress, counter: list[int]
+) -> Iterator[pa.RecordBatch]:
     """(GeoJSON polygon, value) pairs as Arrow batches of (value, WKB geometry)."""
     import shapely
     import shapely.geometry
@@ -97,8 +112,7 @@ def _features(shapes: Iterator[tuple[dict, Any]], schema: pa.Schema, integer: bo
 
     def batch() -> pa.RecordBatch:
         wkb = shapely.to_wkb(np.array(geoms, dtype=object), flavor="iso")
-        out = pa.record_batch([pa.array(values, type=schema.field(0).type), pa.array(wkb, type=pa.binary())],
-                              schema=schema)
+        out = pa.record_batch([pa.array(values, type=schema.field(0).type), pa.array(wkb, type=pa.binary())], schema=schema)
         counter[0] += len(values)
         geoms.clear()
         values.clear()
@@ -115,14 +129,23 @@ def _features(shapes: Iterator[tuple[dict, Any]], schema: pa.Schema, integer: bo
 
 
 @wrap_gdal_errors
-def polygonize(src: str, dst: str, *, band: int = 1, mask: str | None = None, connectivity: Literal[4, 8] = 4,
-               field: str = "value", nodata_excluded: bool = True, format: str | None = None,
-               output_layer: str | None = None, progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def polygonize(
+    src: str,
+    dst: str,
+    *,
+    band: int = 1,
+    mask: str | None = None,
+    connectivity: Literal[4, 8] = 4,
+    field: str = "value",
+    nodata_excluded: bool = True,
+    format: str | None = None,
+    output_layer: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Polygons of the connected regions of equal value of one band, written to the vector file `dst`."""
     warnings: list[str] = []
     if connectivity not in (4, 8) or isinstance(connectivity, bool):
-        raise GdalMcpError("invalid-argument", f"connectivity must be 4 (edges) or 8 (edges and corners), "
-                           f"got {connectivity!r}")
+        raise GdalMcpError("invalid-argument", f"connectivity must be 4 (edges) or 8 (edges and corners), got {connectivity!r}")
     if not isinstance(field, str) or not field.strip():
         raise GdalMcpError("invalid-argument", "field must be a non-empty name for the value attribute")
     driver = vector_driver(dst, format)
@@ -131,8 +154,11 @@ def polygonize(src: str, dst: str, *, band: int = 1, mask: str | None = None, co
         select_bands(ds, [band])
         dtype = ds.dtypes[band - 1]
         if dtype not in SUPPORTED:
-            raise GdalMcpError("unsupported", f"band {band} is {dtype}; GDAL's polygonizer takes 8-, 16- and signed "
-                               "32-bit integers and floats: convert the raster first (raster_convert output_type)")
+            raise GdalMcpError(
+                "unsupported",
+                f"band {band} is {dtype}; GDAL's polygonizer takes 8-, 16- and signed "
+                "32-bit integers and floats: convert the raster first (raster_convert output_type)",
+            )
         integer = np.issubdtype(np.dtype(dtype), np.integer)
         if dtype == "float64":
             warnings.append("GDAL polygonizes floating-point bands in float32: values are rounded to float32")
@@ -141,8 +167,7 @@ def polygonize(src: str, dst: str, *, band: int = 1, mask: str | None = None, co
         has_mask = ds.mask_flag_enums[band - 1] != [MaskFlags.all_valid]
         mask_band = None
         if mask is not None:
-            fd, tmp = tempfile.mkstemp(prefix=Path(dst).name + ".", suffix=".mask.tif",
-                                       dir=os.path.dirname(os.path.abspath(dst)))
+            fd, tmp = tempfile.mkstemp(prefix=Path(dst).name + ".", suffix=".mask.tif", dir=os.path.dirname(os.path.abspath(dst)))
             os.close(fd)
             stack.callback(_remove, tmp)
             progress(0.0, "writing the polygonize mask")
@@ -153,10 +178,12 @@ def polygonize(src: str, dst: str, *, band: int = 1, mask: str | None = None, co
                 pywarnings.simplefilter("ignore", NotGeoreferencedWarning)  # the mask VRT needs no georeferencing
                 mask_band = rasterio.band(stack.enter_context(rasterio.open(_mask_vrt(ds, band))), 1)
         progress(0.05, f"polygonizing band {band} ({connectivity}-connected)")
-        schema = pa.schema([pa.field(field, pa.int64() if integer else pa.float64()),
-                            pa.field("geometry", pa.binary(), metadata=WKB)])
-        shapes = rasterio.features.shapes(rasterio.band(ds, band), mask=mask_band, connectivity=connectivity,
-                                          transform=ds.transform)
+        schema = pa.schema(
+            [pa.field(field, pa.int64() if integer else pa.float64()), pa.field("geometry", pa.binary(), metadata=WKB)]
+        )
+        shapes = rasterio.features.shapes(
+            rasterio.band(ds, band), mask=mask_band, connectivity=connectivity, transform=ds.transform
+        )
         counter = [0]
         failure: list[BaseException] = []
 

@@ -62,6 +62,7 @@ MAX_SIDE = 2**31 - 1
 
 # ---------------------------------------------------------------------------------------------- arguments
 
+
 def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
@@ -75,10 +76,11 @@ def _grid_bbox(bbox: Any) -> tuple[float, float, float, float]:
         values = tuple(float(v) for v in bbox)
     except (TypeError, ValueError):
         values = ()
-    if len(values) != 4 or not all(math.isfinite(v) for v in values) or not (values[0] < values[2]
-                                                                             and values[1] < values[3]):
-        raise GdalMcpError("invalid-argument", "bbox must be four finite numbers [minx, miny, maxx, maxy] with "
-                           "minx < maxx and miny < maxy, in the output CRS")
+    if len(values) != 4 or not all(math.isfinite(v) for v in values) or not (values[0] < values[2] and values[1] < values[3]):
+        raise GdalMcpError(
+            "invalid-argument",
+            "bbox must be four finite numbers [minx, miny, maxx, maxy] with minx < maxx and miny < maxy, in the output CRS",
+        )
     return values  # type: ignore[return-value]
 
 
@@ -93,15 +95,17 @@ def _layer_extent(path: str, layer: str) -> tuple[float, float, float, float] | 
     return None
 
 
-def _bbox_in(bbox: tuple[float, float, float, float], bbox_crs: str | None,
-             target: Any) -> tuple[float, float, float, float]:
+def _bbox_in(bbox: tuple[float, float, float, float], bbox_crs: str | None, target: Any) -> tuple[float, float, float, float]:
     """`bbox` (given in `bbox_crs`, default the output CRS) in the output CRS, as gdalwarp -te_srs does."""
     if bbox_crs is None:
         return bbox
     given = parse_crs(bbox_crs, "bbox_crs")
     if target is None:
-        raise GdalMcpError("invalid-argument", "the output has no CRS (neither crs nor the layer gives one), so a bbox "
-                           "in bbox_crs cannot be placed; omit bbox_crs and give the bbox in the layer's coordinates")
+        raise GdalMcpError(
+            "invalid-argument",
+            "the output has no CRS (neither crs nor the layer gives one), so a bbox "
+            "in bbox_crs cannot be placed; omit bbox_crs and give the bbox in the layer's coordinates",
+        )
     if given == target:
         return bbox
     from rasterio.warp import transform_bounds
@@ -111,13 +115,26 @@ def _bbox_in(bbox: tuple[float, float, float, float], bbox_crs: str | None,
     except Exception:  # noqa: BLE001 - PROJ cannot transform it: say so below
         out = (math.nan,) * 4
     if not all(math.isfinite(v) for v in out) or not (out[0] < out[2] and out[1] < out[3]):
-        raise GdalMcpError("invalid-argument", f"bbox cannot be transformed from {bbox_crs} to the output CRS; give "
-                           "it in the output CRS (omit bbox_crs)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"bbox cannot be transformed from {bbox_crs} to the output CRS; give it in the output CRS (omit bbox_crs)",
+        )
     return float(out[0]), float(out[1]), float(out[2]), float(out[3])
 
 
-def _grid(path: str, layer: str, src_crs: Any, *, resolution: Any, size: Any, bbox: Any, bbox_crs: str | None,
-          crs: str | None, max_pixels: int, warnings: list[str]) -> tuple[Any, Affine, int, int]:
+def _grid(
+    path: str,
+    layer: str,
+    src_crs: Any,
+    *,
+    resolution: Any,
+    size: Any,
+    bbox: Any,
+    bbox_crs: str | None,
+    crs: str | None,
+    max_pixels: int,
+    warnings: list[str],
+) -> tuple[Any, Affine, int, int]:
     """(crs, transform, width, height) as gdal_rasterize computes them for -tr / -ts and -te.
 
     Without bbox the extent is the layer's (all features, the where filter does not narrow it), widened by
@@ -125,11 +142,14 @@ def _grid(path: str, layer: str, src_crs: Any, *, resolution: Any, size: Any, bb
     on the border".
     """
     if resolution is not None and size is not None:
-        raise GdalMcpError("invalid-argument", "give resolution or size, not both (gdal_rasterize -tr and -ts "
-                           "exclude each other)")
+        raise GdalMcpError(
+            "invalid-argument", "give resolution or size, not both (gdal_rasterize -tr and -ts exclude each other)"
+        )
     if resolution is None and size is None:
-        raise GdalMcpError("invalid-argument", "say what grid to burn into: like= a raster to copy the grid from, "
-                           "or resolution= (or size=) with an optional bbox")
+        raise GdalMcpError(
+            "invalid-argument",
+            "say what grid to burn into: like= a raster to copy the grid from, or resolution= (or size=) with an optional bbox",
+        )
     target = parse_crs(crs, "crs") if crs is not None else src_crs
     if bbox is not None:
         minx, miny, maxx, maxy = _bbox_in(_grid_bbox(bbox), bbox_crs, target)
@@ -138,8 +158,9 @@ def _grid(path: str, layer: str, src_crs: Any, *, resolution: Any, size: Any, bb
             raise GdalMcpError("invalid-argument", "bbox_crs was given without bbox; give bbox too, or omit bbox_crs")
         extent = _layer_extent(path, layer)
         if extent is None:
-            raise GdalMcpError("invalid-argument", "the layer has no features with a geometry; pass bbox to set the "
-                               "output extent")
+            raise GdalMcpError(
+                "invalid-argument", "the layer has no features with a geometry; pass bbox to set the output extent"
+            )
         minx, miny, maxx, maxy = extent
         if target is not None and src_crs is not None and target != src_crs:
             from rasterio.warp import transform_bounds
@@ -148,8 +169,11 @@ def _grid(path: str, layer: str, src_crs: Any, *, resolution: Any, size: Any, bb
             if not all(math.isfinite(v) for v in (minx, miny, maxx, maxy)):
                 raise GdalMcpError("invalid-argument", "the layer's extent cannot be projected to crs; pass bbox")
     if size is not None:
-        if not isinstance(size, list | tuple) or len(size) != 2 or any(
-                isinstance(v, bool) or not isinstance(v, int | np.integer) or not 1 <= v <= MAX_SIDE for v in size):
+        if (
+            not isinstance(size, list | tuple)
+            or len(size) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int | np.integer) or not 1 <= v <= MAX_SIDE for v in size)
+        ):
             raise GdalMcpError("invalid-argument", "size must be [width, height] in pixels, both >= 1")
         width, height = int(size[0]), int(size[1])
         xres, yres = (maxx - minx) / width, (maxy - miny) / height
@@ -159,15 +183,27 @@ def _grid(path: str, layer: str, src_crs: Any, *, resolution: Any, size: Any, bb
             minx, miny, maxx, maxy = minx - xres / 2, miny - yres / 2, maxx + xres / 2, maxy + yres / 2
         fw, fh = 0.5 + (maxx - minx) / xres, 0.5 + (maxy - miny) / yres
         if fw > MAX_SIDE or fh > MAX_SIDE:
-            raise GdalMcpError("invalid-argument", f"resolution {xres}, {yres} makes a grid of {fw:.0f} x {fh:.0f} "
-                               "pixels; use a coarser resolution or a smaller bbox")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"resolution {xres}, {yres} makes a grid of {fw:.0f} x {fh:.0f} "
+                "pixels; use a coarser resolution or a smaller bbox",
+            )
         width, height = int(fw), int(fh)
-    check_grid(width, height, max_pixels=max_pixels, crs_units=describe_units(target, crs_label(target)),
-               resolution=None if size is not None else (xres, yres), what="the rasterize grid",
-               extent=(maxx - minx, maxy - miny))
+    check_grid(
+        width,
+        height,
+        max_pixels=max_pixels,
+        crs_units=describe_units(target, crs_label(target)),
+        resolution=None if size is not None else (xres, yres),
+        what="the rasterize grid",
+        extent=(maxx - minx, maxy - miny),
+    )
     if width < 1 or height < 1 or xres <= 0 or yres <= 0:
-        raise GdalMcpError("invalid-argument", f"the extent [{minx}, {miny}, {maxx}, {maxy}] gives an empty grid "
-                           f"({width} x {height} pixels); pass a bbox with an area, or a finer resolution")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"the extent [{minx}, {miny}, {maxx}, {maxy}] gives an empty grid "
+            f"({width} x {height} pixels); pass a bbox with an area, or a finer resolution",
+        )
     if target is None and src_crs is None:
         warnings.append("neither the layer nor the arguments give a CRS; the output has none")
     return target, Affine(xres, 0.0, minx, 0.0, -yres, maxy), width, height
@@ -177,8 +213,9 @@ def _attribute_range(path: str, layer: str, where: str | None, attribute: str) -
     """Min and max of an integer attribute over the features to burn (one pass, no geometry)."""
     lo: int | None = None
     hi: int | None = None
-    with read_layer(path, layer=layer, where=where, columns=None if where else [attribute], read_geometry=False,
-                    count=False) as st:
+    with read_layer(
+        path, layer=layer, where=where, columns=None if where else [attribute], read_geometry=False, count=False
+    ) as st:
         for batch in st.batches:
             column = batch.column(attribute)
             if column.null_count == len(column):
@@ -191,8 +228,9 @@ def _attribute_range(path: str, layer: str, where: str | None, attribute: str) -
 
 def _first_value(path: str, layer: str, where: str | None, attribute: str) -> float | None:
     """The attribute of the first feature (gdal_rasterize -i burns it everywhere outside the features)."""
-    with read_layer(path, layer=layer, where=where, columns=None if where else [attribute], read_geometry=False,
-                    batch_size=1, count=False) as st:
+    with read_layer(
+        path, layer=layer, where=where, columns=None if where else [attribute], read_geometry=False, batch_size=1, count=False
+    ) as st:
         for batch in st.batches:
             if batch.num_rows:
                 value = batch.column(attribute)[0].as_py()
@@ -216,16 +254,33 @@ def _values(column: pa.Array, dtype: str) -> tuple[np.ndarray, np.ndarray]:
 
 # ---------------------------------------------------------------------------------------------- rasterize
 
+
 @wrap_gdal_errors
-def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None = None,
-              burn_value: float | None = None, attribute: str | None = None, like: str | None = None,
-              resolution: float | list[float] | None = None, size: list[int] | None = None,
-              bbox: tuple[float, float, float, float] | None = None, bbox_crs: str | None = None,
-              crs: str | None = None, all_touched: bool = False, invert: bool = False, add: bool = False,
-              dtype: str | None = None, init: float | None = None, nodata: float | None = None,
-              format: str | None = None, creation_options: dict[str, Any] | None = None,
-              max_pixels: int = DEFAULT_MAX_PIXELS,
-              progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def rasterize(
+    src: str,
+    dst: str,
+    *,
+    layer: str | None = None,
+    where: str | None = None,
+    burn_value: float | None = None,
+    attribute: str | None = None,
+    like: str | None = None,
+    resolution: float | list[float] | None = None,
+    size: list[int] | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    crs: str | None = None,
+    all_touched: bool = False,
+    invert: bool = False,
+    add: bool = False,
+    dtype: str | None = None,
+    init: float | None = None,
+    nodata: float | None = None,
+    format: str | None = None,
+    creation_options: dict[str, Any] | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Burn the features of `src` into a new raster `dst` (a fixed value or a numeric attribute).
 
     `init` is the background (gdal_rasterize -init; default 0, or nodata when only nodata is given, as
@@ -234,23 +289,34 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
     """
     warnings: list[str] = []
     if (burn_value is None) == (attribute is None):
-        raise GdalMcpError("invalid-argument", "pass exactly one of burn_value (a fixed value) or attribute (a numeric "
-                           "field whose value each feature burns)")
+        raise GdalMcpError(
+            "invalid-argument",
+            "pass exactly one of burn_value (a fixed value) or attribute (a numeric field whose value each feature burns)",
+        )
     for label, number in (("burn_value", burn_value), ("init", init), ("nodata", nodata)):
         if number is not None and (isinstance(number, bool) or not isinstance(number, int | float)):
             raise GdalMcpError("invalid-argument", f"{label} must be a number, got {number!r}")
     if burn_value is not None and nodata is not None and _same(float(burn_value), float(nodata)):
-        raise GdalMcpError("invalid-argument", f"burn_value {burn_value} equals nodata: every burnt pixel would read as "
-                           "nodata. Burn another value, or declare another nodata (or none)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"burn_value {burn_value} equals nodata: every burnt pixel would read as "
+            "nodata. Burn another value, or declare another nodata (or none)",
+        )
     if add and invert:
-        raise GdalMcpError("invalid-argument", "add and invert exclude each other (invert burns one value outside the "
-                           "features; there is nothing to add up)")
+        raise GdalMcpError(
+            "invalid-argument",
+            "add and invert exclude each other (invert burns one value outside the features; there is nothing to add up)",
+        )
     if like is not None:
-        given = [n for n, v in (("resolution", resolution), ("size", size), ("bbox", bbox), ("bbox_crs", bbox_crs),
-                                ("crs", crs)) if v is not None]
+        given = [
+            n
+            for n, v in (("resolution", resolution), ("size", size), ("bbox", bbox), ("bbox_crs", bbox_crs), ("crs", crs))
+            if v is not None
+        ]
         if given:
-            raise GdalMcpError("invalid-argument", f"like copies the whole grid of a raster; remove {', '.join(given)} "
-                               "or drop like")
+            raise GdalMcpError(
+                "invalid-argument", f"like copies the whole grid of a raster; remove {', '.join(given)} or drop like"
+            )
     driver = pixel_driver(dst, format, "rasterize")
     options = normalize_options(creation_options)
     try:
@@ -260,8 +326,12 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
     # The background: -init, else what gdal_rasterize leaves in a new GTiff (nodata when declared, else 0).
     fill = float(init) if init is not None else 0.0 if nodata is None else float(nodata)
     for label, number in (("init", fill), ("nodata", nodata)):
-        if number is not None and math.isnan(number) and out_dtype is not None and \
-                not np.issubdtype(np.dtype(out_dtype), np.floating):
+        if (
+            number is not None
+            and math.isnan(number)
+            and out_dtype is not None
+            and not np.issubdtype(np.dtype(out_dtype), np.floating)
+        ):
             raise GdalMcpError("invalid-argument", f"{label} NaN needs a float dtype, not {out_dtype}")
 
     name = choose_layer(src, layer)
@@ -271,22 +341,37 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
     fields = dict(zip(list(info["fields"]), list(info["dtypes"]), strict=True))
     if attribute is not None:
         if attribute not in fields:
-            raise GdalMcpError("not-found", f"field {attribute!r} not found; fields are: "
-                               f"{', '.join(fields) or '(none)'}")
+            raise GdalMcpError("not-found", f"field {attribute!r} not found; fields are: {', '.join(fields) or '(none)'}")
         kind = np.dtype(fields[attribute]).kind if fields[attribute] != "object" else "O"
         if kind not in "iufb":
-            raise GdalMcpError("invalid-argument", f"field {attribute!r} is {fields[attribute]}, not numeric; burn a "
-                               "numeric field or use burn_value")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"field {attribute!r} is {fields[attribute]}, not numeric; burn a numeric field or use burn_value",
+            )
     src_crs = layer_crs(info.get("crs"))
 
     # The grid.
     if like is not None:
         with open_raster(like) as ref:
-            target, transform, width, height = ref.crs if ref.crs and ref.crs.to_wkt() else None, ref.transform, \
-                ref.width, ref.height
+            target, transform, width, height = (
+                ref.crs if ref.crs and ref.crs.to_wkt() else None,
+                ref.transform,
+                ref.width,
+                ref.height,
+            )
     else:
-        target, transform, width, height = _grid(src, name, src_crs, resolution=resolution, size=size, bbox=bbox,
-                                                 bbox_crs=bbox_crs, crs=crs, max_pixels=max_pixels, warnings=warnings)
+        target, transform, width, height = _grid(
+            src,
+            name,
+            src_crs,
+            resolution=resolution,
+            size=size,
+            bbox=bbox,
+            bbox_crs=bbox_crs,
+            crs=crs,
+            max_pixels=max_pixels,
+            warnings=warnings,
+        )
     if src_crs is None and target is not None:
         warnings.append("the layer has no CRS; its coordinates are taken to be in the output's CRS")
     elif target is None and src_crs is not None:
@@ -296,8 +381,10 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
     # Values and type.
     if invert and attribute is not None:
         first = _first_value(src, name, where, attribute)
-        warnings.append(f"invert burns one value everywhere outside the features: the first feature's {attribute} "
-                        f"({first}), as gdal_rasterize -i does")
+        warnings.append(
+            f"invert burns one value everywhere outside the features: the first feature's {attribute} "
+            f"({first}), as gdal_rasterize -i does"
+        )
         burn_value = 0.0 if first is None else first
     if out_dtype is None:
         if attribute is not None and not invert and np.dtype(fields[attribute]).kind == "f":
@@ -305,8 +392,10 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
         elif attribute is not None and not invert:
             out_dtype = smallest_dtype(_attribute_range(src, name, where, attribute) + [fill])
         else:
-            out_dtype = smallest_dtype([float(burn_value), fill]  # type: ignore[arg-type]
-                                        + ([] if nodata is None else [float(nodata)]))
+            out_dtype = smallest_dtype(
+                [float(burn_value), fill]  # type: ignore[arg-type]
+                + ([] if nodata is None else [float(nodata)])
+            )
         if add and np.dtype(out_dtype).itemsize < 4 and np.dtype(out_dtype).kind in "iu":
             # Sums outgrow the burnt values: counts of points per cell need room.
             out_dtype = "uint32" if np.dtype(out_dtype).kind == "u" else "int32"
@@ -314,8 +403,10 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
     if nodata is not None:
         nodata = check_nodata(nodata, out_dtype)
         if add and init is None:
-            warnings.append(f"add sums onto the background, which is nodata ({_num(nodata)}) as no init was given; "
-                            "pass init=0 to count from zero")
+            warnings.append(
+                f"add sums onto the background, which is nodata ({_num(nodata)}) as no init was given; "
+                "pass init=0 to count from zero"
+            )
     if burn_value is not None and not fits(float(burn_value), out_dtype):
         warnings.append(f"burn_value {burn_value} does not fit {out_dtype}; it is rounded and clamped as GDAL does")
     fixed = None if burn_value is None else cast(np.array([burn_value], dtype="float64"), out_dtype)[0]
@@ -339,12 +430,27 @@ def rasterize(src: str, dst: str, *, layer: str | None = None, where: str | None
         return data
 
     merge = MergeAlg.add if add else MergeAlg.replace
-    write_windows(dst, driver, options, width=width, height=height, count=1, dtype=out_dtype, crs=target,
-                  transform=transform, nodata=nodata, compute=compute, progress=progress, what="rasterized",
-                  window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK)
+    write_windows(
+        dst,
+        driver,
+        options,
+        width=width,
+        height=height,
+        count=1,
+        dtype=out_dtype,
+        crs=target,
+        transform=transform,
+        nodata=nodata,
+        compute=compute,
+        progress=progress,
+        what="rasterized",
+        window_pixels=WINDOW_PIXELS,
+        block=OUTPUT_BLOCK,
+    )
     if counts["dropped"]:
-        warnings.append("some features could not be projected to the output CRS (they lie outside its valid area) "
-                        "and were not burnt")
+        warnings.append(
+            "some features could not be projected to the output CRS (they lie outside its valid area) and were not burnt"
+        )
     if counts["null"]:
         warnings.append(f"features whose {attribute} is null were not burnt")
     return summarize(dst), warnings
@@ -356,8 +462,9 @@ def _bounds(transform: Affine, shape: tuple[int, int]) -> tuple[float, float, fl
     return min(xs), min(ys), max(xs), max(ys)
 
 
-def _query_bbox(bounds: tuple[float, float, float, float], target: Any, src_crs: Any,
-                trans: Any) -> tuple[float, float, float, float] | None:
+def _query_bbox(
+    bounds: tuple[float, float, float, float], target: Any, src_crs: Any, trans: Any
+) -> tuple[float, float, float, float] | None:
     """The window's bounds in the layer's CRS, a little wider (None: read every feature)."""
     minx, miny, maxx, maxy = bounds
     if trans is not None:
@@ -373,8 +480,16 @@ def _query_bbox(bounds: tuple[float, float, float, float], target: Any, src_crs:
     return minx - pad, miny - pad, maxx + pad, maxy + pad
 
 
-def _window_features(src: str, layer: str, where: str | None, query: tuple[float, float, float, float] | None,
-                     attribute: str | None, dtype: str, trans: Any, counts: dict[str, int]) -> Any:
+def _window_features(
+    src: str,
+    layer: str,
+    where: str | None,
+    query: tuple[float, float, float, float] | None,
+    attribute: str | None,
+    dtype: str,
+    trans: Any,
+    counts: dict[str, int],
+) -> Any:
     """(geometries, burn values or None) per Arrow batch of the features whose envelope meets `query`."""
     import shapely
 

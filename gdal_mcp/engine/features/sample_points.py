@@ -30,8 +30,16 @@ def _arrow_type(dtype: np.dtype) -> Any:
 
 
 @wrap_gdal_errors
-def sample_layer(src: str, points: str, dst: str, *, points_layer: str | None = None, bands: list[int] | None = None,
-                 format: str | None = None, progress: Progress = no_progress) -> tuple[SampleResult, list[str]]:
+def sample_layer(
+    src: str,
+    points: str,
+    dst: str,
+    *,
+    points_layer: str | None = None,
+    bands: list[int] | None = None,
+    format: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[SampleResult, list[str]]:
     """Extract values to points: every feature of a point layer, with one new field per band (band_1 …).
 
     Points are reprojected to the raster's CRS to find their pixel; the geometries written are the input's,
@@ -59,18 +67,22 @@ def sample_layer(src: str, points: str, dst: str, *, points_layer: str | None = 
         try:
             inverse = ~ds.transform
         except Exception:  # noqa: BLE001 - a degenerate geotransform
-            raise GdalMcpError("invalid-argument", "the raster's geotransform cannot be inverted, so points "
-                               "cannot be placed on it") from None
+            raise GdalMcpError(
+                "invalid-argument", "the raster's geotransform cannot be inverted, so points cannot be placed on it"
+            ) from None
         raster_crs = ds.crs if ds.crs and ds.crs.to_wkt() else None
         names = [f"band_{b}" for b in indexes]
         with read_layer(points, layer=points_layer, batch_size=POINT_BATCH) as st:
             if st.geometry_column is None:
-                raise GdalMcpError("invalid-argument", f"layer '{st.layer}' has no geometries; points_input must be "
-                                   "a point layer")
+                raise GdalMcpError(
+                    "invalid-argument", f"layer '{st.layer}' has no geometries; points_input must be a point layer"
+                )
             gtype = st.geometry_type.lower()
             if "polygon" in gtype or "line" in gtype:
-                raise GdalMcpError("invalid-argument", f"layer '{st.layer}' holds {st.geometry_type} geometries, "
-                                   "not points; use zonal_stats for polygons and lines")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"layer '{st.layer}' holds {st.geometry_type} geometries, not points; use zonal_stats for polygons and lines",
+                )
             points_crs = layer_crs(st.crs)
             if points_crs is None and raster_crs is not None:
                 warnings.append("the points have no CRS: their coordinates are taken to be in the raster's CRS")
@@ -91,9 +103,15 @@ def sample_layer(src: str, points: str, dst: str, *, points_layer: str | None = 
                 geoms, dropped = reproject_2d(raw, trans)
                 counts["dropped"] += dropped
                 # A point, or a multipoint of one point; anything else is not sampled.
-                single = np.array([g is not None and not g.is_empty and (
-                    g.geom_type == "Point" or (g.geom_type == "MultiPoint" and shapely.get_num_geometries(g) == 1))
-                    for g in geoms], dtype=bool)
+                single = np.array(
+                    [
+                        g is not None
+                        and not g.is_empty
+                        and (g.geom_type == "Point" or (g.geom_type == "MultiPoint" and shapely.get_num_geometries(g) == 1))
+                        for g in geoms
+                    ],
+                    dtype=bool,
+                )
                 counts["not_point"] += int((~single & ~missing).sum()) - dropped
                 xy = np.full((len(geoms), 2), np.nan)
                 if single.any():
@@ -101,39 +119,52 @@ def sample_layer(src: str, points: str, dst: str, *, points_layer: str | None = 
                 with np.errstate(invalid="ignore"):
                     col = np.floor(inverse.a * xy[:, 0] + inverse.b * xy[:, 1] + inverse.c)
                     row = np.floor(inverse.d * xy[:, 0] + inverse.e * xy[:, 1] + inverse.f)
-                    inside = np.isfinite(col) & np.isfinite(row) & (col >= 0) & (col < ds.width) & (row >= 0) & \
-                        (row < ds.height)
+                    inside = np.isfinite(col) & np.isfinite(row) & (col >= 0) & (col < ds.width) & (row >= 0) & (row < ds.height)
                 counts["inside"] += int(inside.sum())
                 counts["outside"] += int((single & ~inside).sum())
                 values = np.zeros((len(geoms), len(indexes)), dtype=common)
                 null = np.ones((len(geoms), len(indexes)), dtype=bool)
-                values[inside], null[inside] = values_at(ds, indexes, row[inside].astype(np.int64),
-                                                          col[inside].astype(np.int64), common)
+                values[inside], null[inside] = values_at(
+                    ds, indexes, row[inside].astype(np.int64), col[inside].astype(np.int64), common
+                )
                 arrays = [batch.column(f.name) for f in kept]
                 arrays += [pa.array(values[:, j], mask=null[:, j]).cast(out_type) for j in range(len(indexes))]
                 counts["done"] += batch.num_rows
-                progress(min(0.99, counts["done"] / total) if total else 0.5,
-                         f"sampled {counts['done']}" + (f"/{total}" if total else "") + " points")
+                progress(
+                    min(0.99, counts["done"] / total) if total else 0.5,
+                    f"sampled {counts['done']}" + (f"/{total}" if total else "") + " points",
+                )
                 return pa.record_batch(arrays, schema=schema)
 
             out_layer = Path(dst).stem
-            write_layer(dst, schema, (sampled(b) for b in st.batches), driver=driver, layer=out_layer, crs=st.crs,
-                        geometry_type=st.geometry_type)
+            write_layer(
+                dst,
+                schema,
+                (sampled(b) for b in st.batches),
+                driver=driver,
+                layer=out_layer,
+                crs=st.crs,
+                geometry_type=st.geometry_type,
+            )
         if counts["outside"]:
             b = ds.bounds
-            warnings.append(f"{counts['outside']} point(s) lie outside the raster, whose bounds are [{b.left}, "
-                            f"{b.bottom}, {b.right}, {b.top}] in {crs_text(ds.crs)}; their values are null")
+            warnings.append(
+                f"{counts['outside']} point(s) lie outside the raster, whose bounds are [{b.left}, "
+                f"{b.bottom}, {b.right}, {b.top}] in {crs_text(ds.crs)}; their values are null"
+            )
         if counts["missing"]:
             warnings.append(f"{counts['missing']} feature(s) have no geometry; their values are null")
         if counts["dropped"]:
-            warnings.append(f"{counts['dropped']} point(s) could not be projected to the raster's CRS; their values "
-                            "are null")
+            warnings.append(f"{counts['dropped']} point(s) could not be projected to the raster's CRS; their values are null")
         if counts["not_point"] > 0:
-            warnings.append(f"{counts['not_point']} feature(s) are multipoints of several points; they are not "
-                            "sampled (values null): explode them first (vector_convert explode_collections=true)")
+            warnings.append(
+                f"{counts['not_point']} feature(s) are multipoints of several points; they are not "
+                "sampled (values null): explode them first (vector_convert explode_collections=true)"
+            )
         crs_name = crs_label(ds.crs)
     summary = summarize_vector(dst, out_layer)
     progress(1.0, f"sampled {counts['inside']} point(s) inside the raster")
-    result = SampleResult(path=src, crs=crs_name, bands=indexes, points=[], summary=summary,
-                          sampled=counts["inside"], warnings=warnings)
+    result = SampleResult(
+        path=src, crs=crs_name, bands=indexes, points=[], summary=summary, sampled=counts["inside"], warnings=warnings
+    )
     return result, warnings

@@ -59,8 +59,7 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import ZonalResult
 
 DEFAULT_STATS = ["count", "min", "max", "mean", "sum", "std", "median", "majority"]
-BASIC_STATS = ("count", "min", "max", "mean", "sum", "std", "median", "majority", "minority", "unique", "range",
-               "nodata")
+BASIC_STATS = ("count", "min", "max", "mean", "sum", "std", "median", "majority", "minority", "unique", "range", "nodata")
 VALUE_STATS = ("median", "majority", "minority", "unique")
 INTEGER_STATS = ("count", "unique", "nodata")
 PERCENTILE = re.compile(r"^percentile_(\d+(?:\.\d+)?)$")
@@ -75,20 +74,23 @@ MAX_LIMIT = 10_000
 
 # ---------------------------------------------------------------------------------------------- arguments
 
+
 def check_stats(stats: Any) -> list[str]:
     """The statistic names, validated and without repeats."""
     if isinstance(stats, str):
         stats = stats.split()
     if not isinstance(stats, list | tuple) or not stats:
-        raise GdalMcpError("invalid-argument", f"stats must be a non-empty list of: {', '.join(BASIC_STATS)}, "
-                           "percentile_<q>")
+        raise GdalMcpError("invalid-argument", f"stats must be a non-empty list of: {', '.join(BASIC_STATS)}, percentile_<q>")
     out: list[str] = []
     for s in stats:
         name = str(s).strip()
         match = PERCENTILE.match(name)
         if name not in BASIC_STATS and not (match and 0 <= float(match.group(1)) <= 100):
-            raise GdalMcpError("invalid-argument", f"unknown statistic {s!r}; use {', '.join(BASIC_STATS)} or "
-                               "percentile_<q> with q from 0 to 100 (e.g. percentile_90)")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"unknown statistic {s!r}; use {', '.join(BASIC_STATS)} or "
+                "percentile_<q> with q from 0 to 100 (e.g. percentile_90)",
+            )
         if name not in out:
             out.append(name)
     return out
@@ -96,13 +98,13 @@ def check_stats(stats: Any) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- one zone
 
+
 def _window(ds: Any, bounds: tuple[float, float, float, float]) -> Window | None:
     """The pixels covering `bounds` (floor of the top-left, ceil of the bottom-right, as rasterstats), within
     the raster; None when they miss it."""
     inv = ~ds.transform
     minx, miny, maxx, maxy = bounds
-    cols, rows = zip(*(inv @ (x, y) for x, y in ((minx, miny), (minx, maxy), (maxx, miny), (maxx, maxy))),
-                     strict=True)
+    cols, rows = zip(*(inv @ (x, y) for x, y in ((minx, miny), (minx, maxy), (maxx, miny), (maxx, maxy))), strict=True)
     if not all(math.isfinite(v) for v in cols + rows):
         return None
     c0, r0 = max(0, math.floor(min(cols))), max(0, math.floor(min(rows)))
@@ -123,8 +125,7 @@ def _boxify(geom: Any, ds: Any) -> Any:
         col, row = (math.floor(v) for v in ~t @ (pt.x, pt.y))
         x0, y0 = t @ (col, row)
         x1, y1 = t @ (col + 1, row + 1)
-        boxes.append(shapely.box(min(x0, x1) + shrink, min(y0, y1) + shrink, max(x0, x1) - shrink,
-                                 max(y0, y1) - shrink))
+        boxes.append(shapely.box(min(x0, x1) + shrink, min(y0, y1) + shrink, max(x0, x1) - shrink, max(y0, y1) - shrink))
     return shapely.MultiPolygon(boxes)
 
 
@@ -194,9 +195,14 @@ def zonal_tile(spec: ZonalTile) -> list[tuple[int, ZonePart]]:
                 for sub in iter_windows(c1 - c0, r1 - r0, block, spec.window_pixels):
                     w = Window(c0 + sub.col_off, r0 + sub.row_off, sub.width, sub.height)
                     chunk = ds.read(spec.band, window=w, masked=True)
-                    inside = rasterize([(geom, 1)], out_shape=(int(w.height), int(w.width)),
-                                       transform=ds.window_transform(w), fill=0, all_touched=spec.all_touched,
-                                       dtype="uint8").astype(bool)
+                    inside = rasterize(
+                        [(geom, 1)],
+                        out_shape=(int(w.height), int(w.width)),
+                        transform=ds.window_transform(w),
+                        fill=0,
+                        all_touched=spec.all_touched,
+                        dtype="uint8",
+                    ).astype(bool)
                     data = np.ma.getdata(chunk)
                     invalid = np.ma.getmaskarray(chunk)
                     if np.issubdtype(data.dtype, np.floating):
@@ -282,8 +288,16 @@ def _clipped(geom: Any, ds: Any, window: tuple[int, int, int, int], clippable: b
     return shapely.clip_by_rect(geom, *box)
 
 
-def zones_statistics(path: str, ds: Any, band: int, geoms: list[Any], stats: list[str], all_touched: bool,
-                     areas: PixelAreas | None, tick: Any = None) -> list[dict[str, Any]]:
+def zones_statistics(
+    path: str,
+    ds: Any,
+    band: int,
+    geoms: list[Any],
+    stats: list[str],
+    all_touched: bool,
+    areas: PixelAreas | None,
+    tick: Any = None,
+) -> list[dict[str, Any]]:
     """The statistics of `band` under each geometry (in the raster's CRS), in order, tile by tile.
     `tick(finished)` is called after every tile with the number of these zones finished so far."""
     keep_values = any(s in VALUE_STATS or s.startswith("percentile_") for s in stats)
@@ -338,8 +352,9 @@ def zones_statistics(path: str, ds: Any, band: int, geoms: list[Any], stats: lis
                 remaining[i] += 1
         # Polygons reaching several tiles are sent clipped to each (when valid: a clip of an invalid one could
         # burn other pixels).
-        clippable = {i: remaining[i] > 1 and geoms[i].geom_type.endswith("Polygon") and bool(shapely.is_valid(geoms[i]))
-                     for i in group}
+        clippable = {
+            i: remaining[i] > 1 and geoms[i].geom_type.endswith("Polygon") and bool(shapely.is_valid(geoms[i])) for i in group
+        }
         specs = []
         for t in order:
             tile = plan[t]
@@ -347,11 +362,25 @@ def zones_statistics(path: str, ds: Any, band: int, geoms: list[Any], stats: lis
             for i in reach[t]:
                 w = windows[i]
                 assert w is not None
-                zones.append((i, shapely.to_wkb(_clipped(geoms[i], ds, tile.window, clippable[i])),
-                              (int(w.col_off), int(w.row_off), int(w.width), int(w.height))))
-            specs.append(ZonalTile(path=path, band=band, window=tile.window, zones=tuple(zones),
-                                   all_touched=all_touched, keep_values=keep_values, categorical=areas is not None,
-                                   window_pixels=WINDOW_PIXELS))
+                zones.append(
+                    (
+                        i,
+                        shapely.to_wkb(_clipped(geoms[i], ds, tile.window, clippable[i])),
+                        (int(w.col_off), int(w.row_off), int(w.width), int(w.height)),
+                    )
+                )
+            specs.append(
+                ZonalTile(
+                    path=path,
+                    band=band,
+                    window=tile.window,
+                    zones=tuple(zones),
+                    all_touched=all_touched,
+                    keep_values=keep_values,
+                    categorical=areas is not None,
+                    window_pixels=WINDOW_PIXELS,
+                )
+            )
         parts = {i: ZonePart() for i in group}
 
         def arrived(results_: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
@@ -375,6 +404,7 @@ def zones_statistics(path: str, ds: Any, band: int, geoms: list[Any], stats: lis
 
 # ---------------------------------------------------------------------------------------------- all zones
 
+
 def _json_value(v: Any) -> Any:
     """A table cell for the result: plain Python, non-finite floats as strings."""
     if isinstance(v, np.generic):
@@ -387,10 +417,21 @@ def _json_value(v: Any) -> Any:
 
 
 @wrap_gdal_errors
-def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int = 1, stats: list[str] | None = None,
-                all_touched: bool = False, id_field: str | None = None, categorical: bool = False, limit: int = 200,
-                dst: str | None = None, format: str | None = None,
-                progress: Progress = no_progress) -> tuple[ZonalResult, list[str]]:
+def zonal_stats(
+    raster: str,
+    zones: str,
+    *,
+    layer: str | None = None,
+    band: int = 1,
+    stats: list[str] | None = None,
+    all_touched: bool = False,
+    id_field: str | None = None,
+    categorical: bool = False,
+    limit: int = 200,
+    dst: str | None = None,
+    format: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[ZonalResult, list[str]]:
     """Statistics of `band` of `raster` under each feature of `zones`; with `dst`, also a copy of the zones
     carrying the statistics as attributes.
 
@@ -400,8 +441,9 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
     """
     names = check_stats((["count"] if categorical else DEFAULT_STATS) if stats is None else stats)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
-        raise GdalMcpError("invalid-argument", f"limit must be an integer from 0 to {MAX_LIMIT}; pass dst to get "
-                           "every zone in a file")
+        raise GdalMcpError(
+            "invalid-argument", f"limit must be an integer from 0 to {MAX_LIMIT}; pass dst to get every zone in a file"
+        )
     warnings: list[str] = []
     driver = vector_driver(dst, format) if dst is not None else None
     name = choose_layer(zones, layer)
@@ -434,8 +476,9 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
 
         with read_layer(zones, layer=name, columns=columns, batch_size=ZONE_BATCH) as st:
             if st.geometry_column is None:
-                raise GdalMcpError("invalid-argument", f"layer '{name}' has no geometries; zones must be polygons "
-                                   "(or points/lines)")
+                raise GdalMcpError(
+                    "invalid-argument", f"layer '{name}' has no geometries; zones must be polygons (or points/lines)"
+                )
             total = st.total
 
             def compute(batch: pa.RecordBatch) -> list[dict[str, Any]]:
@@ -448,16 +491,22 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
 
                 def tick(finished: int) -> None:
                     done = before + finished
-                    progress(min(0.99, done / total) if total else 0.5,
-                             f"zonal statistics: {done}" + (f"/{total}" if total else "") + " zones")
+                    progress(
+                        min(0.99, done / total) if total else 0.5,
+                        f"zonal statistics: {done}" + (f"/{total}" if total else "") + " zones",
+                    )
 
                 out = zones_statistics(raster, ds, band, list(geoms), names, all_touched, areas, tick)
                 for i, values in enumerate(out):
                     index = state["done"]
                     state["done"] += 1
                     if len(rows) < limit:
-                        rows.append({"id": _json_value(ids[i] if ids is not None else index),
-                                     **{k: _json_value(v) for k, v in values.items()}})
+                        rows.append(
+                            {
+                                "id": _json_value(ids[i] if ids is not None else index),
+                                **{k: _json_value(v) for k, v in values.items()},
+                            }
+                        )
                 return out
 
             if dst is None:
@@ -473,8 +522,9 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
             else:
                 replaced = [s for s in names + (["classes"] if categorical else []) if s in fields]
                 if replaced:
-                    warnings.append(f"the zones' field(s) {', '.join(replaced)} are replaced by the statistics of the "
-                                    "same name in dst")
+                    warnings.append(
+                        f"the zones' field(s) {', '.join(replaced)} are replaced by the statistics of the same name in dst"
+                    )
                 schema, batches = _with_stats(st, names, compute, categorical)
                 failure: list[BaseException] = []
 
@@ -487,8 +537,15 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
 
                 out_layer = Path(dst).stem  # type: ignore[arg-type]
                 try:
-                    write_layer(dst, schema, guarded(), driver=driver, layer=out_layer,  # type: ignore[arg-type]
-                                crs=info.get("crs"), geometry_type=st.geometry_type)
+                    write_layer(
+                        dst,
+                        schema,
+                        guarded(),
+                        driver=driver,  # type: ignore[arg-type]
+                        layer=out_layer,
+                        crs=info.get("crs"),
+                        geometry_type=st.geometry_type,
+                    )
                 except Exception:
                     if failure:
                         raise failure[0] from None
@@ -497,20 +554,26 @@ def zonal_stats(raster: str, zones: str, *, layer: str | None = None, band: int 
     if state["missing"]:
         warnings.append(f"{state['missing']} zone(s) have no geometry; their statistics are empty")
     if state["dropped"]:
-        warnings.append(f"{state['dropped']} zone(s) could not be projected to the raster's CRS; their statistics "
-                        "are empty")
+        warnings.append(f"{state['dropped']} zone(s) could not be projected to the raster's CRS; their statistics are empty")
     summary = None
     if dst is not None:
         layers = [n for n, _ in list_layers(dst)]
         summary = summarize_vector(dst, out_layer if out_layer in layers else layers[0])
     progress(1.0, f"zonal statistics of {row_count} zones")
-    result = ZonalResult(rows=rows, row_count=row_count, truncated=row_count > len(rows),
-                         remaining=row_count - len(rows), stats=names, band=band, summary=summary, warnings=warnings)
+    result = ZonalResult(
+        rows=rows,
+        row_count=row_count,
+        truncated=row_count > len(rows),
+        remaining=row_count - len(rows),
+        stats=names,
+        band=band,
+        summary=summary,
+        warnings=warnings,
+    )
     return result, warnings
 
 
-def _with_stats(st: Any, names: list[str], compute: Any,
-                categorical: bool = False) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+def _with_stats(st: Any, names: list[str], compute: Any, categorical: bool = False) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     """The zones' schema plus one column per statistic (replacing a field of the same name), and the batches;
     categorical adds the text field "classes" (the JSON of the zone's classes)."""
     types = {s: (pa.int64() if s in INTEGER_STATS else pa.float64()) for s in names}

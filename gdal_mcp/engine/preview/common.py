@@ -12,11 +12,12 @@ MAX_SIZE_LIMIT = 4096
 DEFAULT_MAX_SIZE = 768
 
 
-
 def check_max_size(max_size: int) -> int:
     if isinstance(max_size, bool) or not isinstance(max_size, int) or not 1 <= max_size <= MAX_SIZE_LIMIT:
-        raise GdalMcpError("invalid-argument", f"max_size must be an integer from 1 to {MAX_SIZE_LIMIT} "
-                           f"(the longest side of the image in pixels), got {max_size!r}")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"max_size must be an integer from 1 to {MAX_SIZE_LIMIT} (the longest side of the image in pixels), got {max_size!r}",
+        )
     return max_size
 
 

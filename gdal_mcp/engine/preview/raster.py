@@ -59,8 +59,9 @@ def _check_percentiles(percentiles) -> tuple[float, float]:
     try:
         lo, hi = (float(v) for v in percentiles)
     except (TypeError, ValueError):
-        raise GdalMcpError("invalid-argument", f"percentiles must be two numbers [low, high] from 0 to 100, got "
-                           f"{percentiles!r}") from None
+        raise GdalMcpError(
+            "invalid-argument", f"percentiles must be two numbers [low, high] from 0 to 100, got {percentiles!r}"
+        ) from None
     if not (0 <= lo < hi <= 100):
         raise GdalMcpError("invalid-argument", f"percentiles must satisfy 0 <= low < high <= 100, got [{lo}, {hi}]")
     return lo, hi
@@ -82,8 +83,11 @@ def _choose_bands(ds, bands: list[int] | None, colormap: str | None) -> tuple[li
     if bands is not None:
         indexes = select_bands(ds, bands)
         if len(indexes) not in (1, 3):
-            raise GdalMcpError("invalid-argument", f"bands must be one band (drawn with a colormap) or three "
-                               f"(drawn as red, green, blue), got {len(indexes)}: {indexes}")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"bands must be one band (drawn with a colormap) or three "
+                f"(drawn as red, green, blue), got {len(indexes)}: {indexes}",
+            )
     else:
         select_bands(ds, None)  # a clear error for band-less containers (HDF5, netCDF)
         interp = list(ds.colorinterp)
@@ -95,27 +99,35 @@ def _choose_bands(ds, bands: list[int] | None, colormap: str | None) -> tuple[li
         elif colormap is None and len(data) >= 3:
             indexes = data[:3]
             if len(data) > 3:
-                notes.append(f"the raster has {len(data)} bands without red/green/blue colour interpretation; "
-                             f"showing bands {indexes} as red, green, blue (pass bands=[a, b, c] for others, or "
-                             "bands=[n] for one band)")
+                notes.append(
+                    f"the raster has {len(data)} bands without red/green/blue colour interpretation; "
+                    f"showing bands {indexes} as red, green, blue (pass bands=[a, b, c] for others, or "
+                    "bands=[n] for one band)"
+                )
         else:
             indexes = data[:1] or [1]
             if len(data) > 1:
-                notes.append(f"showing band {indexes[0]} of {len(data)} through a colormap (pass bands=[n] for "
-                             "another, or three bands for an RGB composite)")
+                notes.append(
+                    f"showing band {indexes[0]} of {len(data)} through a colormap (pass bands=[n] for "
+                    "another, or three bands for an RGB composite)"
+                )
     if colormap is not None and len(indexes) != 1:
-        raise GdalMcpError("invalid-argument", "colormap applies to a single band; pass bands=[n] with it, or omit "
-                           "colormap for an RGB composite")
+        raise GdalMcpError(
+            "invalid-argument", "colormap applies to a single band; pass bands=[n] with it, or omit colormap for an RGB composite"
+        )
     for b in indexes:
         kind = np.dtype(ds.dtypes[b - 1]).kind
         if kind not in "uifb":
-            raise GdalMcpError("unsupported", f"band {b} is {ds.dtypes[b - 1]}; previews need real-valued bands "
-                               "(convert complex data to its amplitude first)")
+            raise GdalMcpError(
+                "unsupported",
+                f"band {b} is {ds.dtypes[b - 1]}; previews need real-valued bands (convert complex data to its amplitude first)",
+            )
     return indexes, notes
 
 
-def _stretch(values: np.ndarray, invalid: np.ndarray, stretch: str, q: tuple[float, float]
-             ) -> tuple[np.ndarray, tuple[float, float] | None]:
+def _stretch(
+    values: np.ndarray, invalid: np.ndarray, stretch: str, q: tuple[float, float]
+) -> tuple[np.ndarray, tuple[float, float] | None]:
     """LUT indexes 0..255 of one band and the data values at the two ends (None without valid pixels).
 
     `values` is a float64 copy the function may overwrite (large previews keep one band copy at a time).
@@ -148,12 +160,19 @@ def _extent(transform, width: int, height: int) -> tuple[float, float, float, fl
 
 
 @wrap_gdal_errors
-def raster_preview(path: str, *, bands: list[int] | None = None,
-                   stretch: Literal["percentile", "minmax", "none"] = "percentile",
-                   percentiles: tuple[float, float] = (2, 98), colormap: str | None = None,
-                   max_size: int = DEFAULT_MAX_SIZE, bbox: tuple[float, float, float, float] | None = None,
-                   bbox_crs: str | None = None, dst: str | None = None,
-                   progress: Progress = no_progress) -> PreviewResult:
+def raster_preview(
+    path: str,
+    *,
+    bands: list[int] | None = None,
+    stretch: Literal["percentile", "minmax", "none"] = "percentile",
+    percentiles: tuple[float, float] = (2, 98),
+    colormap: str | None = None,
+    max_size: int = DEFAULT_MAX_SIZE,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    dst: str | None = None,
+    progress: Progress = no_progress,
+) -> PreviewResult:
     """A PNG quicklook of a raster (RGBA; nodata transparent) and a legend that says how to read it.
 
     Default bands: red/green/blue-interpreted bands, else bands 1, 2, 3 as an RGB composite when there are
@@ -176,11 +195,14 @@ def raster_preview(path: str, *, bands: list[int] | None = None,
             win_w, win_h = int(window.width), int(window.height)
             read_w, read_h, k = preview_shape(win_w, win_h, max_size)
             if win_w * win_h > SLOW_READ_PIXELS and not ds.overviews(indexes[0]) and ds.driver != "VRT":
-                notes.append("the raster has no overviews, so this preview read most of its blocks; "
-                             "building overviews (raster_overviews) makes previews of it fast")
+                notes.append(
+                    "the raster has no overviews, so this preview read most of its blocks; "
+                    "building overviews (raster_overviews) makes previews of it fast"
+                )
             progress(0.1, f"preview: reading {read_w}x{read_h} pixels of a {win_w}x{win_h} window")
-            arr = read_bands(ds, indexes, window=window, out_shape=(len(indexes), read_h, read_w),
-                          resampling=Resampling.nearest, masked=True)
+            arr = read_bands(
+                ds, indexes, window=window, out_shape=(len(indexes), read_h, read_w), resampling=Resampling.nearest, masked=True
+            )
             palette = _palette(ds, indexes[0]) if len(indexes) == 1 and colormap is None else None
             transform = ds.window_transform(window)
             pixel_space = ds.transform.is_identity
@@ -249,14 +271,18 @@ def raster_preview(path: str, *, bands: list[int] | None = None,
     warn = list(notes)
     for b, rng in zip(indexes, ranges, strict=True):
         if rng is None:
-            warn.append(f"band {b} has no valid pixel in the preview (all nodata, masked or NaN): it is transparent"
-                        if mode != "rgb" else f"band {b} has no valid pixel in the preview; it is drawn as 0")
+            warn.append(
+                f"band {b} has no valid pixel in the preview (all nodata, masked or NaN): it is transparent"
+                if mode != "rgb"
+                else f"band {b} has no valid pixel in the preview; it is drawn as 0"
+            )
         elif rng[0] == rng[1] and mode != "palette":
-            warn.append(f"band {b}: the stretch range is the single value {fmt(rng[0])} (the band is constant, or "
-                        "nearly so at these percentiles); try stretch='minmax' or other percentiles")
+            warn.append(
+                f"band {b}: the stretch range is the single value {fmt(rng[0])} (the band is constant, or "
+                "nearly so at these percentiles); try stretch='minmax' or other percentiles"
+            )
     if rotated:
-        warn.append("the raster's geotransform is rotated or sheared: the preview shows rows and columns as stored, "
-                    "not north up")
+        warn.append("the raster's geotransform is rotated or sheared: the preview shows rows and columns as stored, not north up")
     if pixel_space and has_gcps:
         warn.append("the raster is georeferenced by GCPs only: the preview is not rectified (warp it first for a map)")
 
@@ -271,41 +297,66 @@ def raster_preview(path: str, *, bands: list[int] | None = None,
         return "no valid pixels" if rng is None else f"{fmt(rng[0])} to {fmt(rng[1])}"
 
     if mode == "rgb":
-        names = ", ".join(f"{c} = band {b} ({span(r)})" for c, b, r in zip(("red", "green", "blue"), indexes, ranges,
-                                                                           strict=True))
+        names = ", ".join(
+            f"{c} = band {b} ({span(r)})" for c, b, r in zip(("red", "green", "blue"), indexes, ranges, strict=True)
+        )
         text = f"RGB composite: {names}; each band {how}, values beyond clipped to 0 or 255."
     elif mode == "palette":
-        text = (f"Band {indexes[0]} ({dtypes[0]}, values {span(ranges[0])}) drawn with the raster's own colour "
-                f"table ({len(palette or {})} entries); pass colormap= to stretch the raw values instead.")
+        text = (
+            f"Band {indexes[0]} ({dtypes[0]}, values {span(ranges[0])}) drawn with the raster's own colour "
+            f"table ({len(palette or {})} entries); pass colormap= to stretch the raw values instead."
+        )
     else:
-        ends = ("no valid pixels" if ranges[0] is None
-                else f"low end = {fmt(ranges[0][0])}, high end = {fmt(ranges[0][1])}; values beyond get the end colours")
-        text = (f"Band {indexes[0]} ({dtypes[0]}, colour interpretation {interp[0]}) drawn with colormap "
-                f"{colormaps.describe(cmap_name or 'gray')}, {how}: {ends}.")
+        ends = (
+            "no valid pixels"
+            if ranges[0] is None
+            else f"low end = {fmt(ranges[0][0])}, high end = {fmt(ranges[0][1])}; values beyond get the end colours"
+        )
+        text = (
+            f"Band {indexes[0]} ({dtypes[0]}, colour interpretation {interp[0]}) drawn with colormap "
+            f"{colormaps.describe(cmap_name or 'gray')}, {how}: {ends}."
+        )
     if pixel_space:
-        where = (f"Not georeferenced: extent {fmt_extent(extent)} is in pixel coordinates (column, row), "
-                 "shown as stored (row 0 at the top).")
+        where = (
+            f"Not georeferenced: extent {fmt_extent(extent)} is in pixel coordinates (column, row), "
+            "shown as stored (row 0 at the top)."
+        )
     else:
-        where = (f"CRS {crs or 'none (no CRS; coordinates are the geotransform’s)'}; extent {fmt_extent(extent)} "
-                 f"(minx, miny, maxx, maxy){'' if rotated else ', north up'}.")
+        where = (
+            f"CRS {crs or 'none (no CRS; coordinates are the geotransform’s)'}; extent {fmt_extent(extent)} "
+            f"(minx, miny, maxx, maxy){'' if rotated else ', north up'}."
+        )
     if k > 1:
-        scale = (f"Image {width}x{height} px: the {win_w}x{win_h} pixel window at full resolution, each pixel "
-                f"enlarged to {k}x{k}.")
+        scale = f"Image {width}x{height} px: the {win_w}x{win_h} pixel window at full resolution, each pixel enlarged to {k}x{k}."
     else:
-        scale = (f"Image {width}x{height} px from a {win_w}x{win_h} pixel window (1 image px ≈ "
-                f"{fmt(round(win_w / read_w, 2))} source px, nearest neighbour).")
+        scale = (
+            f"Image {width}x{height} px from a {win_w}x{win_h} pixel window (1 image px ≈ "
+            f"{fmt(round(win_w / read_w, 2))} source px, nearest neighbour)."
+        )
     share = float(transparent.mean()) * 100.0
-    nodata = (f"Transparent (alpha 0) = nodata, masked or NaN pixels ({fmt(round(share, 1))}% of the image)."
-              if share > 0 else "No nodata, masked or NaN pixels in view (the image is fully opaque).")
+    nodata = (
+        f"Transparent (alpha 0) = nodata, masked or NaN pixels ({fmt(round(share, 1))}% of the image)."
+        if share > 0
+        else "No nodata, masked or NaN pixels in view (the image is fully opaque)."
+    )
     legend = " ".join([text, where, scale, nodata])
     progress(0.9, "preview: encoding PNG")
     png = encode_png(rgba, text={"Description": legend, "Software": "gdal-mcp"})
     written = write_png(dst, png) if dst is not None else None
     progress(1.0, "preview: done")
     return PreviewResult(
-        png=png, width=width, height=height, mode=mode, bands_used=indexes, value_range=ranges,
-        colormap=cmap_name, crs=crs, extent=extent,
+        png=png,
+        width=width,
+        height=height,
+        mode=mode,
+        bands_used=indexes,
+        value_range=ranges,
+        colormap=cmap_name,
+        crs=crs,
+        extent=extent,
         window=(int(window.col_off), int(window.row_off), win_w, win_h),
-        source_pixels_per_pixel=(win_w / read_w) / k, legend=legend, dst=written, warnings=warn,
+        source_pixels_per_pixel=(win_w / read_w) / k,
+        legend=legend,
+        dst=written,
+        warnings=warn,
     )
-

@@ -97,13 +97,26 @@ def _quiet_layer(path: str, **kwargs: Any) -> Iterator[LayerStream]:
             yield stream
 
 
-def _scan(path: str, layer: str, where: str | None, box: tuple[float, float, float, float] | None,
-          color_by: str | None, want_bounds: bool, progress: Progress) -> _Scan:
+def _scan(
+    path: str,
+    layer: str,
+    where: str | None,
+    box: tuple[float, float, float, float] | None,
+    color_by: str | None,
+    want_bounds: bool,
+    progress: Progress,
+) -> _Scan:
     import shapely
 
     scan = _Scan()
-    with _quiet_layer(path, layer=layer, where=where, bbox=box, columns=[color_by] if color_by else [],
-                      read_geometry=want_bounds or box is not None) as stream:
+    with _quiet_layer(
+        path,
+        layer=layer,
+        where=where,
+        bbox=box,
+        columns=[color_by] if color_by else [],
+        read_geometry=want_bounds or box is not None,
+    ) as stream:
         total = stream.total
         for batch in stream.batches:
             scan.features += batch.num_rows
@@ -115,8 +128,12 @@ def _scan(path: str, layer: str, where: str | None, box: tuple[float, float, flo
                     if scan.bounds is None:
                         scan.bounds = [*mins.tolist(), *maxs.tolist()]
                     else:
-                        scan.bounds = [min(scan.bounds[0], mins[0]), min(scan.bounds[1], mins[1]),
-                                       max(scan.bounds[2], maxs[0]), max(scan.bounds[3], maxs[1])]
+                        scan.bounds = [
+                            min(scan.bounds[0], mins[0]),
+                            min(scan.bounds[1], mins[1]),
+                            max(scan.bounds[2], maxs[0]),
+                            max(scan.bounds[3], maxs[1]),
+                        ]
             if color_by:
                 values = _values(batch, color_by)
                 scan.nulls += values.null_count
@@ -138,8 +155,7 @@ def _scan(path: str, layer: str, where: str | None, box: tuple[float, float, flo
                             scan.counts[k] += 1
                         else:
                             scan.overflow = True
-            progress(0.3 * (min(scan.features / total, 1.0) if total else 0.5),
-                     f"preview: scanned {scan.features} features")
+            progress(0.3 * (min(scan.features / total, 1.0) if total else 0.5), f"preview: scanned {scan.features} features")
     return scan
 
 
@@ -189,8 +205,7 @@ def _colours(color_by: str | None, scan: _Scan | None) -> tuple[_Colours, list[s
         lut = colormaps.lut("viridis")
         palette = np.vstack([lut, [colormaps.hex_to_rgb(null_hex)]]).astype(np.uint8)
         categories = {"(null)": null_hex} if scan.nulls else None
-        return _Colours(palette=palette, kind="numeric", null_id=256, value_range=(scan.lo, scan.hi),
-                        categories=categories), warn
+        return _Colours(palette=palette, kind="numeric", null_id=256, value_range=(scan.lo, scan.hi), categories=categories), warn
     if not scan.counts and scan.features:
         warn.append(f"color_by '{color_by}' is null in every feature drawn; all are light grey")
     if scan.numeric:
@@ -200,11 +215,13 @@ def _colours(color_by: str | None, scan: _Scan | None) -> tuple[_Colours, list[s
         chosen = sorted(scan.counts)
         rest = False
     else:
-        top = sorted(scan.counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CATEGORIES - 1]
+        top = sorted(scan.counts.items(), key=lambda kv: (-kv[1], kv[0]))[: MAX_CATEGORIES - 1]
         chosen = sorted(k for k, _ in top)
         rest = True
-        warn.append(f"color_by '{color_by}' has {len(scan.counts)}{'+' if scan.overflow else ''} distinct values; "
-                    f"the {len(chosen)} most frequent get colours, the rest are grey '(other)'")
+        warn.append(
+            f"color_by '{color_by}' has {len(scan.counts)}{'+' if scan.overflow else ''} distinct values; "
+            f"the {len(chosen)} most frequent get colours, the rest are grey '(other)'"
+        )
     hexes = [colormaps.QUALITATIVE[i] for i in range(len(chosen))]
     categories = dict(zip(chosen, hexes, strict=True))
     lookup = {k: i for i, k in enumerate(chosen)}
@@ -218,12 +235,17 @@ def _colours(color_by: str | None, scan: _Scan | None) -> tuple[_Colours, list[s
         null_id = len(colours)
         colours.append(colormaps.hex_to_rgb(null_hex))
         categories["(null)"] = null_hex
-    return _Colours(palette=np.array(colours, dtype=np.uint8), kind="categorical", categories=categories,
-                    lookup=lookup, other_id=other_id, null_id=null_id), warn
+    return _Colours(
+        palette=np.array(colours, dtype=np.uint8),
+        kind="categorical",
+        categories=categories,
+        lookup=lookup,
+        other_id=other_id,
+        null_id=null_id,
+    ), warn
 
 
-def _canvas(extent: list[float] | None, max_size: int, padded: bool) -> tuple[tuple[float, float, float, float],
-                                                                               int, int]:
+def _canvas(extent: list[float] | None, max_size: int, padded: bool) -> tuple[tuple[float, float, float, float], int, int]:
     """(extent shown, width, height): square pixels, longest side max_size."""
     if extent is None:
         minx, miny, maxx, maxy = 0.0, 0.0, 1.0, 1.0
@@ -262,8 +284,13 @@ def _burn(geoms: np.ndarray, values: np.ndarray, out: np.ndarray, transform, all
 
     # rasterize holds every shape it is given (as GeoJSON-like objects and OGR geometries): feed it in chunks.
     for i in range(0, geoms.size, BURN_CHUNK):
-        rasterize(zip(geoms[i:i + BURN_CHUNK], values[i:i + BURN_CHUNK].tolist(), strict=True), out=out,
-                  transform=transform, all_touched=all_touched, dtype=out.dtype)
+        rasterize(
+            zip(geoms[i : i + BURN_CHUNK], values[i : i + BURN_CHUNK].tolist(), strict=True),
+            out=out,
+            transform=transform,
+            all_touched=all_touched,
+            dtype=out.dtype,
+        )
 
 
 def _dots(points: np.ndarray, values: np.ndarray, out: np.ndarray, transform) -> None:
@@ -288,10 +315,18 @@ def _dots(points: np.ndarray, values: np.ndarray, out: np.ndarray, transform) ->
 
 
 @wrap_gdal_errors
-def vector_preview(path: str, *, layer: str | None = None, max_size: int = DEFAULT_MAX_SIZE,
-                   color_by: str | None = None, bbox: tuple[float, float, float, float] | None = None,
-                   bbox_crs: str | None = None, where: str | None = None, dst: str | None = None,
-                   progress: Progress = no_progress) -> PreviewResult:
+def vector_preview(
+    path: str,
+    *,
+    layer: str | None = None,
+    max_size: int = DEFAULT_MAX_SIZE,
+    color_by: str | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    where: str | None = None,
+    dst: str | None = None,
+    progress: Progress = no_progress,
+) -> PreviewResult:
     """A PNG map of one layer (see the module doc) and a legend saying what the colours mean.
 
     `bbox` (in `bbox_crs`, default the layer's CRS) becomes the image's extent and filters features;
@@ -311,8 +346,7 @@ def vector_preview(path: str, *, layer: str | None = None, max_size: int = DEFAU
         raise GdalMcpError("invalid-argument", f"layer '{name}' has no geometry (it is a table); nothing to draw")
     fields = [str(f) for f in info["fields"]]
     if color_by is not None and color_by not in fields:
-        raise GdalMcpError("not-found", f"color_by field '{color_by}' not found; fields are: "
-                           f"{', '.join(fields) or '(none)'}")
+        raise GdalMcpError("not-found", f"color_by field '{color_by}' not found; fields are: {', '.join(fields) or '(none)'}")
     layer_crs = info.get("crs")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pyproj's remarks on PROJ strings
@@ -325,8 +359,11 @@ def vector_preview(path: str, *, layer: str | None = None, max_size: int = DEFAU
         if bbox_crs is not None:
             given = parse_crs(bbox_crs, "bbox_crs")
             if not layer_crs:
-                raise GdalMcpError("invalid-argument", "the layer has no CRS, so a bbox in bbox_crs cannot be placed "
-                                   "on it; omit bbox_crs and give the bbox in the layer's own coordinates")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    "the layer has no CRS, so a bbox in bbox_crs cannot be placed "
+                    "on it; omit bbox_crs and give the bbox in the layer's own coordinates",
+                )
             own = parse_crs(layer_crs)
             if given != own:
                 from rasterio.warp import transform_bounds
@@ -334,8 +371,9 @@ def vector_preview(path: str, *, layer: str | None = None, max_size: int = DEFAU
                 try:
                     box = transform_bounds(given, own, *box, densify_pts=21)
                 except Exception as e:  # noqa: BLE001 - PROJ refuses points outside the projection's domain
-                    raise GdalMcpError("invalid-argument", f"bbox cannot be transformed from {bbox_crs} to the "
-                                       f"layer's CRS ({crs}): {e}") from None
+                    raise GdalMcpError(
+                        "invalid-argument", f"bbox cannot be transformed from {bbox_crs} to the layer's CRS ({crs}): {e}"
+                    ) from None
                 if not all(math.isfinite(v) for v in box):
                     raise GdalMcpError("invalid-argument", f"bbox lies outside the domain of the layer's CRS ({crs})")
     elif bbox_crs is not None:
@@ -369,8 +407,9 @@ def vector_preview(path: str, *, layer: str | None = None, max_size: int = DEFAU
     drawn = no_geometry = 0
     kinds: Counter = Counter()
     start = 0.3 if scan is not None else 0.0
-    with _quiet_layer(path, layer=name, where=where, bbox=box, columns=[color_by] if color_by else [],
-                      batch_size=BATCH_SIZE) as stream:
+    with _quiet_layer(
+        path, layer=name, where=where, bbox=box, columns=[color_by] if color_by else [], batch_size=BATCH_SIZE
+    ) as stream:
         total = stream.total if box is None and where is None else (scan.features if scan else None)
         seen = 0
         for batch in stream.batches:
@@ -403,8 +442,10 @@ def vector_preview(path: str, *, layer: str | None = None, max_size: int = DEFAU
                 _burn(shapely.boundary(geoms[polys]), ids[polys] + 1 + n, ink, transform, all_touched=True)
             _burn(geoms[lines], ids[lines] + 1, ink, transform, all_touched=True)
             _dots(geoms[points], ids[points] + 1, ink, transform)
-            progress(start + (0.95 - start) * (min(seen / total, 1.0) if total else 0.5),
-                     f"preview: drew {seen}" + (f"/{total}" if total else "") + " features")
+            progress(
+                start + (0.95 - start) * (min(seen / total, 1.0) if total else 0.5),
+                f"preview: drew {seen}" + (f"/{total}" if total else "") + " features",
+            )
 
     rgba = np.empty((height, width, 4), dtype=np.uint8)
     rgba[..., :3] = np.rint(canvas)
@@ -422,8 +463,11 @@ def vector_preview(path: str, *, layer: str | None = None, max_size: int = DEFAU
     if no_geometry:
         warn.append(f"{no_geometry} feature(s) have no geometry and are not drawn")
     is_geographic = bool(crs_info and crs_info.is_geographic)
-    parts = [f"Layer '{name}' ({info.get('geometry_type')}): {drawn} feature(s) drawn"
-             + (f" matching {where!r}" if where else "") + "."]
+    parts = [
+        f"Layer '{name}' ({info.get('geometry_type')}): {drawn} feature(s) drawn"
+        + (f" matching {where!r}" if where else "")
+        + "."
+    ]
     styles = []
     if kinds["polygon"]:
         styles.append("polygons as translucent fills with a darker outline")
@@ -437,23 +481,38 @@ def vector_preview(path: str, *, layer: str | None = None, max_size: int = DEFAU
         parts.append(f"All features in one colour ({SINGLE_COLOUR}).")
     elif colours.kind == "numeric":
         lo, hi = colours.value_range or (0.0, 0.0)
-        parts.append(f"Coloured by '{color_by}' (numeric) with colormap {colormaps.describe('viridis')}: "
-                     f"{fmt(lo)} at the low end to {fmt(hi)} at the high end"
-                     + ("; null is light grey" if colours.null_id is not None and scan and scan.nulls else "") + ".")
+        parts.append(
+            f"Coloured by '{color_by}' (numeric) with colormap {colormaps.describe('viridis')}: "
+            f"{fmt(lo)} at the low end to {fmt(hi)} at the high end"
+            + ("; null is light grey" if colours.null_id is not None and scan and scan.nulls else "")
+            + "."
+        )
     else:
         listing = ", ".join(f"{k} = {v}" for k, v in (colours.categories or {}).items())
         parts.append(f"Coloured by '{color_by}' (categories): {listing}.")
-    coords = ("lon/lat drawn as x/y (plate carrée)" if is_geographic else "the layer's own coordinates")
-    parts.append(f"CRS {crs or 'none'}; extent {fmt_extent(shown)} (minx, miny, maxx, maxy), in {coords}, north up, "
-                 f"{fmt(round((shown[2] - shown[0]) / width, 6))} units per pixel; image {width}x{height} px.")
+    coords = "lon/lat drawn as x/y (plate carrée)" if is_geographic else "the layer's own coordinates"
+    parts.append(
+        f"CRS {crs or 'none'}; extent {fmt_extent(shown)} (minx, miny, maxx, maxy), in {coords}, north up, "
+        f"{fmt(round((shown[2] - shown[0]) / width, 6))} units per pixel; image {width}x{height} px."
+    )
     legend = " ".join(parts)
     progress(0.97, "preview: encoding PNG")
     png = encode_png(rgba, text={"Description": legend, "Software": "gdal-mcp"})
     written = write_png(dst, png) if dst is not None else None
     progress(1.0, "preview: done")
     return PreviewResult(
-        png=png, width=width, height=height, mode="vector", bands_used=[],
+        png=png,
+        width=width,
+        height=height,
+        mode="vector",
+        bands_used=[],
         value_range=[colours.value_range] if colours.kind == "numeric" else [],
-        colormap="viridis" if colours.kind == "numeric" else None, categories=colours.categories,
-        crs=crs, extent=shown, features=drawn, legend=legend, dst=written, warnings=warn,
+        colormap="viridis" if colours.kind == "numeric" else None,
+        categories=colours.categories,
+        crs=crs,
+        extent=shown,
+        features=drawn,
+        legend=legend,
+        dst=written,
+        warnings=warn,
     )

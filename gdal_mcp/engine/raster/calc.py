@@ -102,31 +102,67 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[int, ...]]] = {
 }
 CONSTANTS = {"pi": math.pi, "nan": math.nan}
 FUNCTION_LIST = ", ".join(FUNCTIONS)
-ALLOWED = (f"numbers, the input names, + - * / // % ** (literal exponent), comparisons, & | ~ and/or/not, "
-           f"the functions {FUNCTION_LIST} (min and max of 2 or more arguments), and with a list of inputs the "
-           f"reductions {', '.join(REDUCTIONS)} of the stack {STACK}, e.g. median({STACK})")
+ALLOWED = (
+    f"numbers, the input names, + - * / // % ** (literal exponent), comparisons, & | ~ and/or/not, "
+    f"the functions {FUNCTION_LIST} (min and max of 2 or more arguments), and with a list of inputs the "
+    f"reductions {', '.join(REDUCTIONS)} of the stack {STACK}, e.g. median({STACK})"
+)
 
 ARITHMETIC: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide,
-    ast.FloorDiv: np.floor_divide, ast.Mod: np.mod, ast.Pow: np.power,
+    ast.Add: np.add,
+    ast.Sub: np.subtract,
+    ast.Mult: np.multiply,
+    ast.Div: np.true_divide,
+    ast.FloorDiv: np.floor_divide,
+    ast.Mod: np.mod,
+    ast.Pow: np.power,
 }
-LOGICAL: dict[type, Callable[[Any, Any], Any]] = {ast.BitAnd: np.logical_and, ast.BitOr: np.logical_or,
-                                                  ast.And: np.logical_and, ast.Or: np.logical_or}
+LOGICAL: dict[type, Callable[[Any, Any], Any]] = {
+    ast.BitAnd: np.logical_and,
+    ast.BitOr: np.logical_or,
+    ast.And: np.logical_and,
+    ast.Or: np.logical_or,
+}
 COMPARISONS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Lt: np.less, ast.LtE: np.less_equal, ast.Gt: np.greater, ast.GtE: np.greater_equal,
-    ast.Eq: np.equal, ast.NotEq: np.not_equal,
+    ast.Lt: np.less,
+    ast.LtE: np.less_equal,
+    ast.Gt: np.greater,
+    ast.GtE: np.greater_equal,
+    ast.Eq: np.equal,
+    ast.NotEq: np.not_equal,
 }
 REFUSED_NAMES: dict[type, str] = {
-    ast.Attribute: "attribute access", ast.Subscript: "subscripts ([...])", ast.Lambda: "lambda",
-    ast.ListComp: "comprehensions", ast.SetComp: "comprehensions", ast.DictComp: "comprehensions",
-    ast.GeneratorExp: "comprehensions (generator expressions)", ast.IfExp: "conditional expressions "
-    "(x if c else y; use where(c, x, y))", ast.NamedExpr: "assignment expressions (:=)", ast.Starred: "* unpacking",
-    ast.List: "lists", ast.Tuple: "tuples", ast.Dict: "dicts", ast.Set: "sets", ast.JoinedStr: "string literals",
-    ast.FormattedValue: "string literals", ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield",
+    ast.Attribute: "attribute access",
+    ast.Subscript: "subscripts ([...])",
+    ast.Lambda: "lambda",
+    ast.ListComp: "comprehensions",
+    ast.SetComp: "comprehensions",
+    ast.DictComp: "comprehensions",
+    ast.GeneratorExp: "comprehensions (generator expressions)",
+    ast.IfExp: "conditional expressions (x if c else y; use where(c, x, y))",
+    ast.NamedExpr: "assignment expressions (:=)",
+    ast.Starred: "* unpacking",
+    ast.List: "lists",
+    ast.Tuple: "tuples",
+    ast.Dict: "dicts",
+    ast.Set: "sets",
+    ast.JoinedStr: "string literals",
+    ast.FormattedValue: "string literals",
+    ast.Await: "await",
+    ast.Yield: "yield",
+    ast.YieldFrom: "yield",
     ast.Slice: "slices",
 }
-OPERATOR_NAMES: dict[type, str] = {ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>", ast.BitXor: "^",
-                                   ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+OPERATOR_NAMES: dict[type, str] = {
+    ast.MatMult: "@",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.BitXor: "^",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.In: "in",
+    ast.NotIn: "not in",
+}
 
 
 def _refuse(what: str) -> GdalMcpError:
@@ -142,6 +178,7 @@ def _as_number(x: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------- parsing
+
 
 @dataclass
 class Env:
@@ -166,15 +203,18 @@ class Compiled:
 
 def _parse(expression: str) -> ast.expr:
     if not isinstance(expression, str) or not expression.strip():
-        raise GdalMcpError("invalid-argument", "expression is empty; write e.g. \"(B - A) / (B + A)\"")
+        raise GdalMcpError("invalid-argument", 'expression is empty; write e.g. "(B - A) / (B + A)"')
     if len(expression) > MAX_LENGTH:
-        raise GdalMcpError("invalid-argument", f"expression refused: it is {len(expression)} characters long, more "
-                           f"than the {MAX_LENGTH} allowed")
+        raise GdalMcpError(
+            "invalid-argument", f"expression refused: it is {len(expression)} characters long, more than the {MAX_LENGTH} allowed"
+        )
     try:
         return ast.parse(expression.strip(), mode="eval").body
     except (RecursionError, MemoryError):
-        raise GdalMcpError("invalid-argument", f"expression refused: it nests deeper than {MAX_DEPTH} levels; split it "
-                           "into several raster_calc steps") from None
+        raise GdalMcpError(
+            "invalid-argument",
+            f"expression refused: it nests deeper than {MAX_DEPTH} levels; split it into several raster_calc steps",
+        ) from None
     except (SyntaxError, ValueError) as e:
         error = e
     try:
@@ -184,11 +224,11 @@ def _parse(expression: str) -> ast.expr:
     if module is not None and module.body:
         kinds = sorted({type(s).__name__.lower() for s in module.body if not isinstance(s, ast.Expr)})
         what = f"statements ({', '.join(kinds)})" if kinds else "more than one expression"
-        raise GdalMcpError("invalid-argument", f"expression refused, not allowed: {what}. Give one expression "
-                           "such as \"(B - A) / (B + A)\"")
+        raise GdalMcpError(
+            "invalid-argument", f'expression refused, not allowed: {what}. Give one expression such as "(B - A) / (B + A)"'
+        )
     detail = f": {error.msg}" if isinstance(error, SyntaxError) and error.msg else ""
-    raise GdalMcpError("invalid-argument", f"expression is not valid{detail}; write one expression such as "
-                       "\"(B - A) / (B + A)\"")
+    raise GdalMcpError("invalid-argument", f'expression is not valid{detail}; write one expression such as "(B - A) / (B + A)"')
 
 
 def _check_depth(tree: ast.AST) -> None:
@@ -196,8 +236,10 @@ def _check_depth(tree: ast.AST) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise GdalMcpError("invalid-argument", f"expression refused: it nests deeper than {MAX_DEPTH} levels; "
-                               "split it into several raster_calc steps")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"expression refused: it nests deeper than {MAX_DEPTH} levels; split it into several raster_calc steps",
+            )
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
@@ -212,8 +254,21 @@ def _literal(node: ast.expr) -> float | None:
     return None
 
 
-ALLOWED_NODES = (ast.Constant, ast.Name, ast.Load, ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare, ast.Call,
-                 ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.keyword)
+ALLOWED_NODES = (
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.UnaryOp,
+    ast.BinOp,
+    ast.BoolOp,
+    ast.Compare,
+    ast.Call,
+    ast.operator,
+    ast.unaryop,
+    ast.boolop,
+    ast.cmpop,
+    ast.keyword,
+)
 
 
 def _violation(node: ast.AST) -> str | None:
@@ -233,7 +288,7 @@ def _violation(node: ast.AST) -> str | None:
             return f"the string literal {str(node.value)[:40]!r}"
         if type(node.value) not in (int, float):
             return f"the literal {node.value!r} (only numbers are)"
-        if isinstance(node.value, int) and abs(node.value) > 10 ** 300:
+        if isinstance(node.value, int) and abs(node.value) > 10**300:
             return "a number this large"
     if isinstance(node, ast.Name) and node.id.startswith("__"):
         return f"the dunder name '{node.id}'"
@@ -301,9 +356,12 @@ class _Compiler:
 
     def _name(self, name: str) -> Node:
         if self.stack and name == STACK:
-            raise GdalMcpError("invalid-argument", f"expression refused: {STACK} is the stack of all inputs; reduce it "
-                               f"per pixel first, e.g. median({STACK}), mean({STACK}), count({STACK}) "
-                               f"({', '.join(REDUCTIONS)} take {STACK} itself as their one argument)")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"expression refused: {STACK} is the stack of all inputs; reduce it "
+                f"per pixel first, e.g. median({STACK}), mean({STACK}), count({STACK}) "
+                f"({', '.join(REDUCTIONS)} take {STACK} itself as their one argument)",
+            )
         if name in self.inputs:
             if name not in self.used:
                 self.used.append(name)
@@ -313,15 +371,19 @@ class _Compiler:
             return lambda env: value
         if name in FUNCTIONS or name in REDUCTIONS:
             example = f"{STACK}" if self.stack else "A"
-            raise GdalMcpError("invalid-argument", f"expression refused: '{name}' is a function; call it, "
-                               f"e.g. {name}({example})")
+            raise GdalMcpError("invalid-argument", f"expression refused: '{name}' is a function; call it, e.g. {name}({example})")
         if self.stack:
-            raise GdalMcpError("invalid-argument", f"expression refused: unknown name '{name}'; with a list of inputs "
-                               f"the only name is {STACK}, the stack of all of them (e.g. median({STACK})), besides "
-                               f"the constants {', '.join(CONSTANTS)}")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"expression refused: unknown name '{name}'; with a list of inputs "
+                f"the only name is {STACK}, the stack of all of them (e.g. median({STACK})), besides "
+                f"the constants {', '.join(CONSTANTS)}",
+            )
         known = ", ".join(sorted(self.inputs)) or "none"
-        raise GdalMcpError("invalid-argument", f"expression refused: unknown name '{name}'; the inputs are {known}, "
-                           f"the constants {', '.join(CONSTANTS)}")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"expression refused: unknown name '{name}'; the inputs are {known}, the constants {', '.join(CONSTANTS)}",
+        )
 
     @staticmethod
     def _logical(func: Callable[[Any, Any], Any], parts: list[Node]) -> Node:
@@ -345,6 +407,7 @@ class _Compiler:
             return self._logical(LOGICAL[op], [left, right])
         func = ARITHMETIC[op]
         if op in (ast.Div, ast.FloorDiv, ast.Mod):
+
             def divide(env: Env) -> Any:
                 denominator = _as_number(right(env))
                 zero = np.equal(denominator, 0)
@@ -376,8 +439,11 @@ class _Compiler:
         func, arities = FUNCTIONS[name]
         if name in ("min", "max"):
             if len(node.args) < 2:
-                raise GdalMcpError("invalid-argument", f"expression refused: {name}() takes 2 or more arguments "
-                                   f"(element-wise), or the stack {STACK} of a list of inputs; got none")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"expression refused: {name}() takes 2 or more arguments "
+                    f"(element-wise), or the stack {STACK} of a list of inputs; got none",
+                )
             parts = [self.compile(a) for a in node.args]
 
             def extreme(env: Env) -> Any:
@@ -389,8 +455,9 @@ class _Compiler:
             return extreme
         if len(node.args) not in arities:
             wanted = " or ".join(str(a) for a in arities)
-            raise GdalMcpError("invalid-argument", f"expression refused: {name}() takes {wanted} argument(s), "
-                               f"got {len(node.args)}")
+            raise GdalMcpError(
+                "invalid-argument", f"expression refused: {name}() takes {wanted} argument(s), got {len(node.args)}"
+            )
         args = [self.compile(a) for a in node.args]
         if name == "where":
             return lambda env: func(args[0](env), _as_number(args[1](env)), _as_number(args[2](env)))
@@ -398,14 +465,23 @@ class _Compiler:
 
     def _reduction(self, name: str, args: list[ast.expr]) -> Node:
         if not self.stack:
-            elementwise = f" ({name}(A, B, C) works element-wise)" if name in ("min", "max") else \
-                " (with named inputs write e.g. (A + B + C) / 3)"
-            raise GdalMcpError("invalid-argument", f"expression refused: {name}() of one argument reduces the stack "
-                               f"{STACK} of a list of inputs (inputs=[…] or input_pattern), e.g. {name}({STACK})"
-                               f"{elementwise}")
+            elementwise = (
+                f" ({name}(A, B, C) works element-wise)"
+                if name in ("min", "max")
+                else " (with named inputs write e.g. (A + B + C) / 3)"
+            )
+            raise GdalMcpError(
+                "invalid-argument",
+                f"expression refused: {name}() of one argument reduces the stack "
+                f"{STACK} of a list of inputs (inputs=[…] or input_pattern), e.g. {name}({STACK})"
+                f"{elementwise}",
+            )
         if len(args) != 1 or not (isinstance(args[0], ast.Name) and args[0].id == STACK):
-            raise GdalMcpError("invalid-argument", f"expression refused: {name}() takes the stack {STACK} itself, "
-                               f"e.g. {name}({STACK}); arithmetic goes outside it: {name}({STACK}) * 2")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"expression refused: {name}() takes the stack {STACK} itself, "
+                f"e.g. {name}({STACK}); arithmetic goes outside it: {name}({STACK}) * 2",
+            )
         if name not in self.reductions:
             self.reductions.append(name)
         if STACK not in self.used:
@@ -427,6 +503,7 @@ def compile_expression(expression: str, inputs: set[str], *, stack: bool = False
 
 
 # ---------------------------------------------------------------------------------------------- stack
+
 
 def reduce_stack(stack: np.ndarray, reductions: list[str] | set[str]) -> dict[str, np.ndarray]:
     """Per-pixel reductions of `stack` ((inputs, pixels) float64, NaN where an input is missing).
@@ -475,11 +552,15 @@ BAND_SUFFIX = re.compile(r"^(.+):(\d+)$")
 
 def _check_name(name: str) -> None:
     if not isinstance(name, str) or not NAME.fullmatch(name) or keyword.iskeyword(name):
-        raise GdalMcpError("invalid-argument", f"input name {name!r} is not valid; use a letter or a word such as A, "
-                           "B, red, nir (letters, digits, _; starting with a letter)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"input name {name!r} is not valid; use a letter or a word such as A, "
+            "B, red, nir (letters, digits, _; starting with a letter)",
+        )
     if name in FUNCTIONS or name in CONSTANTS or name in REDUCTIONS:
-        raise GdalMcpError("invalid-argument", f"input name {name!r} is taken by a function or constant; choose "
-                           "another (e.g. A, B, red, nir)")
+        raise GdalMcpError(
+            "invalid-argument", f"input name {name!r} is taken by a function or constant; choose another (e.g. A, B, red, nir)"
+        )
 
 
 def split_band(spec: str) -> tuple[str, int]:
@@ -516,14 +597,19 @@ def _allow_open_files(count: int) -> None:
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < need:
-        raise GdalMcpError("resource-limit", f"{count} inputs need about {need} open files, more than this process "
-                           f"may open (ulimit -n {hard}); give fewer inputs per call")
+        raise GdalMcpError(
+            "resource-limit",
+            f"{count} inputs need about {need} open files, more than this process "
+            f"may open (ulimit -n {hard}); give fewer inputs per call",
+        )
 
 
 def _grid_text(ds: Any) -> str:
     t = ds.transform
-    return f"{ds.width}x{ds.height} pixels of {abs(t.a):.6g} x {abs(t.e):.6g}, origin ({t.c:.6f}, {t.f:.6f}), " \
-           f"CRS {crs_label(ds.crs) or 'none'}"
+    return (
+        f"{ds.width}x{ds.height} pixels of {abs(t.a):.6g} x {abs(t.e):.6g}, origin ({t.c:.6f}, {t.f:.6f}), "
+        f"CRS {crs_label(ds.crs) or 'none'}"
+    )
 
 
 def _same_grid(a: Any, b: Any) -> bool:
@@ -541,16 +627,25 @@ def _same_grid(a: Any, b: Any) -> bool:
 def _grid_error(first: str, ds_first: Any, name: str, ds: Any) -> GdalMcpError:
     b = ds_first.bounds
     crs = crs_label(ds_first.crs)
-    fix = (f"reproject {name} onto {first}'s grid with raster_reproject (dst_crs={crs}, "
-           f"bbox=[{b.left!r}, {b.bottom!r}, {b.right!r}, {b.top!r}], size=[{ds_first.width}, {ds_first.height}], "
-           "resampling nearest for classes or bilinear for continuous values)") if crs else \
-        f"give {name} the same size and georeferencing as {first}"
-    return GdalMcpError("invalid-argument", f"input {name} is not on the same grid as {first}: {first} is "
-                        f"{_grid_text(ds_first)}; {name} is {_grid_text(ds)}. All inputs must share CRS, transform "
-                        f"and size: {fix}, or clip both to a common extent with raster_clip first")
+    fix = (
+        (
+            f"reproject {name} onto {first}'s grid with raster_reproject (dst_crs={crs}, "
+            f"bbox=[{b.left!r}, {b.bottom!r}, {b.right!r}, {b.top!r}], size=[{ds_first.width}, {ds_first.height}], "
+            "resampling nearest for classes or bilinear for continuous values)"
+        )
+        if crs
+        else f"give {name} the same size and georeferencing as {first}"
+    )
+    return GdalMcpError(
+        "invalid-argument",
+        f"input {name} is not on the same grid as {first}: {first} is "
+        f"{_grid_text(ds_first)}; {name} is {_grid_text(ds)}. All inputs must share CRS, transform "
+        f"and size: {fix}, or clip both to a common extent with raster_clip first",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- output
+
 
 def _output_nodata(dtype: str, nodata: float | None, warnings: list[str]) -> float:
     if nodata is not None:
@@ -575,33 +670,51 @@ class _Counts:
 def _warnings(counts: _Counts, dtype: str, nodata: float, *, inputs: int = 0, band: str = "") -> list[str]:
     out: list[str] = []
     if counts.no_valid_input:
-        out.append(f"{counts.no_valid_input} pixel(s) have no valid value in any of the {inputs} inputs; they are "
-                   "nodata in the output (count(S) is 0 there)")
+        out.append(
+            f"{counts.no_valid_input} pixel(s) have no valid value in any of the {inputs} inputs; they are "
+            "nodata in the output (count(S) is 0 there)"
+        )
     if counts.divided_by_zero:
-        out.append(f"{counts.divided_by_zero} pixel(s) divided by zero; they are nodata in the output "
-                   "(where(B == 0, 0, A / B) gives them a value instead)")
+        out.append(
+            f"{counts.divided_by_zero} pixel(s) divided by zero; they are nodata in the output "
+            "(where(B == 0, 0, A / B) gives them a value instead)"
+        )
     if counts.not_finite:
-        out.append(f"{counts.not_finite} pixel(s) evaluated to NaN or infinity (log or sqrt of a negative number or "
-                   "of 0, overflow …); they are nodata in the output")
+        out.append(
+            f"{counts.not_finite} pixel(s) evaluated to NaN or infinity (log or sqrt of a negative number or "
+            "of 0, overflow …); they are nodata in the output"
+        )
     if counts.clamped:
-        out.append(f"{counts.clamped} pixel value(s) fell outside the range of {dtype} and were clamped; choose a "
-                   "wider output_type or scale the expression")
+        out.append(
+            f"{counts.clamped} pixel value(s) fell outside the range of {dtype} and were clamped; choose a "
+            "wider output_type or scale the expression"
+        )
     if counts.hit_nodata:
-        out.append(f"{counts.hit_nodata} valid pixel(s) computed exactly the nodata value {nodata:g} and will read as "
-                   "nodata; pass another nodata= to keep them")
+        out.append(
+            f"{counts.hit_nodata} valid pixel(s) computed exactly the nodata value {nodata:g} and will read as "
+            "nodata; pass another nodata= to keep them"
+        )
     return [f"{band}: {w}" for w in out] if band else out
 
 
 # ---------------------------------------------------------------------------------------------- calc
 
+
 def _expressions(expression: str | list[str]) -> list[str]:
     """One output band per expression."""
     if isinstance(expression, str):
         return [expression]
-    if not isinstance(expression, list | tuple) or not expression or len(expression) > MAX_EXPRESSIONS \
-            or not all(isinstance(e, str) for e in expression):
-        raise GdalMcpError("invalid-argument", f"expression must be one string, or a list of 1 to {MAX_EXPRESSIONS} "
-                           "strings that each give an output band, e.g. [\"median(S)\", \"count(S)\"]")
+    if (
+        not isinstance(expression, list | tuple)
+        or not expression
+        or len(expression) > MAX_EXPRESSIONS
+        or not all(isinstance(e, str) for e in expression)
+    ):
+        raise GdalMcpError(
+            "invalid-argument",
+            f"expression must be one string, or a list of 1 to {MAX_EXPRESSIONS} "
+            'strings that each give an output band, e.g. ["median(S)", "count(S)"]',
+        )
     return list(expression)
 
 
@@ -611,16 +724,20 @@ def _compile_all(expressions: list[str], names: list[str], stacked: bool) -> lis
         try:
             one = compile_expression(text, set(names), stack=stacked)
             if not one.names and stacked:
-                raise GdalMcpError("invalid-argument", f"the expression uses no reduction of the stack {STACK} of the "
-                                   f"inputs; write e.g. median({STACK}), mean({STACK}) or count({STACK})")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"the expression uses no reduction of the stack {STACK} of the "
+                    f"inputs; write e.g. median({STACK}), mean({STACK}) or count({STACK})",
+                )
             if not one.names:
-                raise GdalMcpError("invalid-argument", f"the expression uses none of the inputs ({', '.join(names)}); "
-                                   "refer to them by name, e.g. A * 2")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"the expression uses none of the inputs ({', '.join(names)}); refer to them by name, e.g. A * 2",
+                )
         except GdalMcpError as e:
             if len(expressions) == 1:
                 raise
-            raise GdalMcpError(e.code, f"expression {i + 1} of {len(expressions)} ({text[:80]!r}): "
-                               f"{e.message}") from None
+            raise GdalMcpError(e.code, f"expression {i + 1} of {len(expressions)} ({text[:80]!r}): {e.message}") from None
         compiled.append(one)
     return compiled
 
@@ -640,16 +757,27 @@ def _open_source(stack: contextlib.ExitStack, label: str, spec: str, band: int |
     chosen = suffix or band
     ds = stack.enter_context(open_raster(path))
     if not 1 <= (chosen or 1) <= ds.count:
-        raise GdalMcpError("invalid-argument", f"input {label}: band {chosen} does not exist; {spec} has {ds.count} "
-                           "band(s) (write \"path:N\" or pass band=N for band N)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"input {label}: band {chosen} does not exist; {spec} has {ds.count} "
+            'band(s) (write "path:N" or pass band=N for band N)',
+        )
     return _Source(label=label, spec=spec, ds=ds, band=chosen or 1, path=path), chosen is not None
 
 
 @wrap_gdal_errors
-def calc(inputs: dict[str, str] | list[str], expression: str | list[str], dst: str, *, band: int | None = None,
-         output_type: str | None = None, nodata: float | None = None, format: str | None = None,
-         creation_options: dict[str, Any] | None = None,
-         progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def calc(
+    inputs: dict[str, str] | list[str],
+    expression: str | list[str],
+    dst: str,
+    *,
+    band: int | None = None,
+    output_type: str | None = None,
+    nodata: float | None = None,
+    format: str | None = None,
+    creation_options: dict[str, Any] | None = None,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Evaluate `expression` over the bands named in `inputs` ({"A": "red.tif", "B": "bands.tif:4"}) into `dst`.
 
     A list of expressions writes one band each. A list of `inputs` (["a.tif", "b.tif", …]) is a stack S that
@@ -661,17 +789,23 @@ def calc(inputs: dict[str, str] | list[str], expression: str | list[str], dst: s
     stacked = isinstance(inputs, list | tuple)
     if stacked:
         if not inputs or not all(isinstance(p, str) for p in inputs):
-            raise GdalMcpError("invalid-argument", "inputs must list at least one raster, e.g. [\"a.tif\", \"b.tif\"]")
+            raise GdalMcpError("invalid-argument", 'inputs must list at least one raster, e.g. ["a.tif", "b.tif"]')
         if len(inputs) > MAX_STACK_INPUTS:
-            raise GdalMcpError("invalid-argument", f"{len(inputs)} inputs are more than the {MAX_STACK_INPUTS} one "
-                               "calculation stacks; split them into batches (sum(S) and count(S) of each batch "
-                               "combine exactly into a mean; a median does not)")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"{len(inputs)} inputs are more than the {MAX_STACK_INPUTS} one "
+                "calculation stacks; split them into batches (sum(S) and count(S) of each batch "
+                "combine exactly into a mean; a median does not)",
+            )
         names: list[str] = []
     else:
         if not isinstance(inputs, dict) or not inputs:
-            raise GdalMcpError("invalid-argument", 'inputs must name at least one raster, e.g. {"A": "red.tif", '
-                               '"B": "scene.tif:4"}, or list rasters to reduce, e.g. ["a.tif", "b.tif"] with '
-                               'median(S)')
+            raise GdalMcpError(
+                "invalid-argument",
+                'inputs must name at least one raster, e.g. {"A": "red.tif", '
+                '"B": "scene.tif:4"}, or list rasters to reduce, e.g. ["a.tif", "b.tif"] with '
+                "median(S)",
+            )
         names = list(inputs)
         for name in names:
             _check_name(name)
@@ -707,18 +841,29 @@ def calc(inputs: dict[str, str] | list[str], expression: str | list[str], dst: s
             if not _same_grid(ref, source.ds):
                 raise _grid_error(sources[0].label, ref, source.label, source.ds)
         if defaulted:
-            warnings.append(f"{defaulted} of the {len(sources)} inputs have several bands; band 1 of each was read "
-                            "(pass band=N, or \"path:N\" per input, to choose another)")
+            warnings.append(
+                f"{defaulted} of the {len(sources)} inputs have several bands; band 1 of each was read "
+                '(pass band=N, or "path:N" per input, to choose another)'
+            )
 
         # Stack mode: windows of at most STACK_VALUES / inputs pixels (iter_windows may double its target).
         window_pixels = WINDOW_PIXELS
         if stacked:
             window_pixels = min(WINDOW_PIXELS, max(1, STACK_VALUES // (2 * len(sources)))) * len(expressions)
-        plan = output_tiles(driver, options, ref.width, ref.height,
-                            bytes_per_pixel=len(expressions) * np.dtype(dtype).itemsize)
-        specs = [CalcTile(sources=tuple((s.label, s.path, s.band) for s in sources), expressions=tuple(expressions),
-                          names=tuple(names), stacked=stacked, dtype=dtype, nodata=out_nodata, window=t.window,
-                          window_pixels=window_pixels) for t in plan]
+        plan = output_tiles(driver, options, ref.width, ref.height, bytes_per_pixel=len(expressions) * np.dtype(dtype).itemsize)
+        specs = [
+            CalcTile(
+                sources=tuple((s.label, s.path, s.band) for s in sources),
+                expressions=tuple(expressions),
+                names=tuple(names),
+                stacked=stacked,
+                dtype=dtype,
+                nodata=out_nodata,
+                window=t.window,
+                window_pixels=window_pixels,
+            )
+            for t in plan
+        ]
         counts = [_Counts() for _ in compiled]
 
         def merge(_: int, result: tuple[np.ndarray, list[tuple[int, ...]]]) -> np.ndarray:
@@ -733,9 +878,25 @@ def calc(inputs: dict[str, str] | list[str], expression: str | list[str], dst: s
             for i, text in enumerate(expressions, start=1):
                 out.set_band_description(i, text.strip())
 
-        write_tiles(dst, driver, options, width=ref.width, height=ref.height, count=len(expressions), dtype=dtype,
-                    crs=ref.crs, transform=ref.transform, nodata=out_nodata, fn=calc_tile, specs=specs,
-                    windows=[t.window for t in plan], progress=progress, what="calc", prepare=describe, pixels=merge)
+        write_tiles(
+            dst,
+            driver,
+            options,
+            width=ref.width,
+            height=ref.height,
+            count=len(expressions),
+            dtype=dtype,
+            crs=ref.crs,
+            transform=ref.transform,
+            nodata=out_nodata,
+            fn=calc_tile,
+            specs=specs,
+            windows=[t.window for t in plan],
+            progress=progress,
+            what="calc",
+            prepare=describe,
+            pixels=merge,
+        )
     for i, (text, count) in enumerate(zip(expressions, counts, strict=True), start=1):
         label = f"band {i} ({text.strip()[:60]})" if len(expressions) > 1 else ""
         warnings.extend(_warnings(count, dtype, out_nodata, inputs=len(sources), band=label))
@@ -779,17 +940,21 @@ def calc_tile(spec: CalcTile) -> tuple[np.ndarray, list[tuple[int, ...]]]:
     with contextlib.ExitStack() as stack:
         if spec.stacked:
             _allow_open_files(len(spec.sources))
-        sources = [_Source(label=label, spec=path, ds=stack.enter_context(open_raster(path)), band=band, path=path)
-                   for label, path, band in spec.sources]
+        sources = [
+            _Source(label=label, spec=path, ds=stack.enter_context(open_raster(path)), band=band, path=path)
+            for label, path, band in spec.sources
+        ]
         for w in iter_windows(width, height, (256, 256), max(1, spec.window_pixels // len(compiled))):
             r0, c0, h, ww = int(w.row_off), int(w.col_off), int(w.height), int(w.width)
-            out[:, r0:r0 + h, c0:c0 + ww] = _compute(sources, compiled, reductions, Window(col + c0, row + r0, ww, h),
-                                                     spec.stacked, spec.dtype, spec.nodata, counts)
+            out[:, r0 : r0 + h, c0 : c0 + ww] = _compute(
+                sources, compiled, reductions, Window(col + c0, row + r0, ww, h), spec.stacked, spec.dtype, spec.nodata, counts
+            )
     return out, [astuple(c) for c in counts]
 
 
-def _finish(result: np.ndarray, masked: np.ndarray, empty: np.ndarray | None, env: Env, count: _Counts, dtype: str,
-            out_nodata: float) -> np.ndarray:
+def _finish(
+    result: np.ndarray, masked: np.ndarray, empty: np.ndarray | None, env: Env, count: _Counts, dtype: str, out_nodata: float
+) -> np.ndarray:
     """Cast one band's values to the output type; masked, NaN, ±inf and out-of-range become nodata."""
     integer = np.issubdtype(np.dtype(dtype), np.integer)
     bad = ~np.isfinite(result) & ~masked
@@ -819,8 +984,16 @@ def _finish(result: np.ndarray, masked: np.ndarray, empty: np.ndarray | None, en
     return out
 
 
-def _compute(sources: list[_Source], compiled: list[Compiled], reductions: list[str], w: Window, stacked: bool,
-             dtype: str, out_nodata: float, counts: list[_Counts]) -> np.ndarray:
+def _compute(
+    sources: list[_Source],
+    compiled: list[Compiled],
+    reductions: list[str],
+    w: Window,
+    stacked: bool,
+    dtype: str,
+    out_nodata: float,
+    counts: list[_Counts],
+) -> np.ndarray:
     """The (bands, h, w) output pixels of window `w`, adding to `counts`."""
     shape = (int(w.height), int(w.width))
     values: dict[str, np.ndarray] = {}

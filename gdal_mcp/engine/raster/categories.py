@@ -42,6 +42,7 @@ M2_PER_HA = 10_000.0
 
 # ---------------------------------------------------------------------------------------------- pixel areas
 
+
 @dataclass
 class PixelAreas:
     """Ground area (m²) of the pixels of one raster: `for_window(w)` broadcasts to the window's (h, w)."""
@@ -103,9 +104,9 @@ class PixelAreas:
         a, f = self.geod.a, self.geod.f
         e2 = f * (2 - f)
         s2 = 1 - e2 * np.sin(lat) ** 2
-        meridian = a * (1 - e2) / s2 ** 1.5
+        meridian = a * (1 - e2) / s2**1.5
         parallel = a / np.sqrt(s2) * np.cos(lat)
-        det = abs(t.a * t.e - t.b * t.d) * self.deg_per_unit ** 2
+        det = abs(t.a * t.e - t.b * t.d) * self.deg_per_unit**2
         return det * (math.pi / 180) ** 2 * meridian * parallel
 
 
@@ -113,20 +114,33 @@ def pixel_areas(ds: Any) -> PixelAreas:
     """How to compute the ground area of `ds`'s pixels (see the module docstring)."""
     t = ds.transform
     if ds.crs is None or not ds.crs.to_wkt():
-        return PixelAreas("none", t, ds.height, warnings=[
-            "the raster has no CRS: pixel areas are unknown, so only counts and fractions are given (area_m2 is "
-            "null); assign a CRS with raster_edit to get areas"])
+        return PixelAreas(
+            "none",
+            t,
+            ds.height,
+            warnings=[
+                "the raster has no CRS: pixel areas are unknown, so only counts and fractions are given (area_m2 is "
+                "null); assign a CRS with raster_edit to get areas"
+            ],
+        )
     from pyproj import CRS
 
     crs = CRS.from_wkt(ds.crs.to_wkt())
     if crs.is_geographic:
         geod = crs.get_geod()
         if geod is None:
-            raise GdalMcpError("unsupported", "the raster's geographic CRS has no ellipsoid, so geodesic pixel areas "
-                               "cannot be computed")
+            raise GdalMcpError(
+                "unsupported", "the raster's geographic CRS has no ellipsoid, so geodesic pixel areas cannot be computed"
+            )
         unit = crs.axis_info[0].unit_conversion_factor if crs.axis_info else math.pi / 180
-        return PixelAreas("geodesic", t, ds.height, geod=geod, deg_per_unit=math.degrees(unit),
-                          per_pixel=abs(t.d) > 1e-12 * max(abs(t.a), abs(t.e)))
+        return PixelAreas(
+            "geodesic",
+            t,
+            ds.height,
+            geod=geod,
+            deg_per_unit=math.degrees(unit),
+            per_pixel=abs(t.d) > 1e-12 * max(abs(t.a), abs(t.e)),
+        )
     try:
         _, factor = ds.crs.linear_units_factor
     except Exception:  # noqa: BLE001 - a CRS with no linear unit
@@ -134,14 +148,16 @@ def pixel_areas(ds: Any) -> PixelAreas:
     warnings = []
     method = (crs.coordinate_operation.method_name if crs.coordinate_operation else "") or ""
     if "mercator" in method.lower() and "transverse" not in method.lower():
-        warnings.append(f"the raster's CRS is a Mercator projection ({crs.name}): areas are map areas, which "
-                        "exceed true ground areas by 1/cos²(latitude); reproject to an equal-area CRS (e.g. "
-                        "EPSG:6933) or use a lon/lat raster for true areas")
-    return PixelAreas("projected", t, ds.height, constant=abs(t.a * t.e - t.b * t.d) * factor * factor,
-                      warnings=warnings)
+        warnings.append(
+            f"the raster's CRS is a Mercator projection ({crs.name}): areas are map areas, which "
+            "exceed true ground areas by 1/cos²(latitude); reproject to an equal-area CRS (e.g. "
+            "EPSG:6933) or use a lon/lat raster for true areas"
+        )
+    return PixelAreas("projected", t, ds.height, constant=abs(t.a * t.e - t.b * t.d) * factor * factor, warnings=warnings)
 
 
 # ---------------------------------------------------------------------------------------------- class tallies
+
 
 @dataclass
 class ClassTally:
@@ -190,10 +206,13 @@ class ClassTally:
 
     def _check(self) -> None:
         if len(self.counts) > MAX_CLASSES:
-            raise GdalMcpError("invalid-argument", f"{self.label} has more than {MAX_CLASSES} distinct values: it "
-                               "does not look categorical. Group the values into classes first with "
-                               "raster_reclassify (ranges -> class values), or use raster_stats without "
-                               "categorical for continuous data")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"{self.label} has more than {MAX_CLASSES} distinct values: it "
+                "does not look categorical. Group the values into classes first with "
+                "raster_reclassify (ranges -> class values), or use raster_stats without "
+                "categorical for continuous data",
+            )
 
     @property
     def valid(self) -> int:
@@ -206,16 +225,24 @@ class ClassTally:
         out = []
         for k in sorted(self.counts):
             area = self.areas.get(k, 0.0) if with_area else None
-            out.append(ClassArea(
-                value=k, count=self.counts[k], area_m2=area, area_ha=None if area is None else area / M2_PER_HA,
-                fraction=self.counts[k] / total if total else 0.0,
-                area_fraction=(area / total_area if total_area else 0.0) if area is not None else None))
+            out.append(
+                ClassArea(
+                    value=k,
+                    count=self.counts[k],
+                    area_m2=area,
+                    area_ha=None if area is None else area / M2_PER_HA,
+                    fraction=self.counts[k] / total if total else 0.0,
+                    area_fraction=(area / total_area if total_area else 0.0) if area is not None else None,
+                )
+            )
         return out
 
     def as_json(self, with_area: bool) -> dict[str, dict[str, Any]]:
         """The classes as {value: {count, area_m2, area_ha, fraction}} (zonal statistics' form)."""
-        return {_key(c.value): {"count": c.count, "area_m2": c.area_m2, "area_ha": c.area_ha, "fraction": c.fraction}
-                for c in self.classes(with_area)}
+        return {
+            _key(c.value): {"count": c.count, "area_m2": c.area_m2, "area_ha": c.area_ha, "fraction": c.fraction}
+            for c in self.classes(with_area)
+        }
 
 
 def _key(value: Any) -> str:
@@ -231,6 +258,7 @@ def check_categorical_dtype(dtype: np.dtype, band: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- tiles
+
 
 @dataclass(frozen=True)
 class CategoriesTile:
@@ -267,9 +295,15 @@ def categories_tile(spec: CategoriesTile) -> list[ClassTally]:
 
 # ---------------------------------------------------------------------------------------------- raster_stats
 
+
 @wrap_gdal_errors
-def categories(path: str, bands: list[int] | None = None, bbox: tuple[float, float, float, float] | None = None,
-               bbox_crs: str | None = None, progress: Progress = no_progress) -> CategoriesResult:
+def categories(
+    path: str,
+    bands: list[int] | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    progress: Progress = no_progress,
+) -> CategoriesResult:
     """Per band and per value: pixel count, area (m², ha) and fraction of the valid pixels, streamed.
 
     Nodata, masked and NaN pixels are left out. Values are the stored ones (scale/offset not applied).
@@ -281,12 +315,17 @@ def categories(path: str, bands: list[int] | None = None, bbox: tuple[float, flo
             check_categorical_dtype(np.dtype(ds.dtypes[b - 1]), b)
         areas = pixel_areas(ds)
         warnings = list(areas.warnings)
-        warnings += [f"band {b}: scale {ds.scales[b - 1]} / offset {ds.offsets[b - 1]} are not applied; classes "
-                     "are the stored values" for b in indexes if (ds.scales[b - 1], ds.offsets[b - 1]) != (1.0, 0.0)]
+        warnings += [
+            f"band {b}: scale {ds.scales[b - 1]} / offset {ds.offsets[b - 1]} are not applied; classes are the stored values"
+            for b in indexes
+            if (ds.scales[b - 1], ds.offsets[b - 1]) != (1.0, 0.0)
+        ]
         tallies = [ClassTally(f"band {b}") for b in indexes]
         bytes_per_pixel = sum(np.dtype(ds.dtypes[b - 1]).itemsize for b in indexes)
-        specs = [CategoriesTile(path=path, bands=tuple(indexes), window=win, window_pixels=region.DEFAULT_WINDOW_PIXELS)
-                 for win in reduction_windows(ds, window, bytes_per_pixel)]
+        specs = [
+            CategoriesTile(path=path, bands=tuple(indexes), window=win, window_pixels=region.DEFAULT_WINDOW_PIXELS)
+            for win in reduction_windows(ds, window, bytes_per_pixel)
+        ]
 
         def arrived(results: Iterator[tuple[int, list[ClassTally]]]) -> Iterator[tuple[int, list[ClassTally]]]:
             for k, result in enumerate(results, start=1):
@@ -303,12 +342,23 @@ def categories(path: str, bands: list[int] | None = None, bbox: tuple[float, flo
             if tally.valid == 0:
                 warnings.append(f"band {b} has no valid pixels in the area read (all nodata/masked)")
             total_area = sum(tally.areas.values()) if with_area else None
-            out.append(BandCategories(
-                index=b, dtype=ds.dtypes[b - 1], valid_count=tally.valid, nodata_count=tally.invalid,
-                area_m2=total_area, area_ha=None if total_area is None else total_area / M2_PER_HA,
-                classes=tally.classes(with_area)))
+            out.append(
+                BandCategories(
+                    index=b,
+                    dtype=ds.dtypes[b - 1],
+                    valid_count=tally.valid,
+                    nodata_count=tally.invalid,
+                    area_m2=total_area,
+                    area_ha=None if total_area is None else total_area / M2_PER_HA,
+                    classes=tally.classes(with_area),
+                )
+            )
         return CategoriesResult(
-            path=path, crs=crs_label(ds.crs), area_method=areas.method,  # type: ignore[arg-type]
+            path=path,
+            crs=crs_label(ds.crs),
+            area_method=areas.method,  # type: ignore[arg-type]
             pixel_area_m2=areas.constant,
             window=(int(window.col_off), int(window.row_off), int(window.width), int(window.height)),
-            bands=out, warnings=warnings)
+            bands=out,
+            warnings=warnings,
+        )

@@ -52,6 +52,7 @@ OutsideFn = Callable[[Window], "np.ndarray | None"]
 
 # ---------------------------------------------------------------------------------------------- grid
 
+
 def _snapped_window(ds: Any, inverse_bounds: tuple[float, float, float, float]) -> Window | None:
     """Whole-pixel window covering (col_min, row_min, col_max, row_max) pixel coordinates, limited to the raster."""
     c0, r0, c1, r1 = inverse_bounds
@@ -86,8 +87,11 @@ def _outside_error(ds: Any, what: str, crs: Any) -> GdalMcpError:
     elif ds.crs is not None:
         label = crs_label(ds.crs) or label
     text = ", ".join(f"{v:.6g}" if abs(v) < 1e5 else f"{v:.1f}" for v in b)
-    return GdalMcpError("invalid-argument", f"the {what} does not overlap the raster, which covers [{text}] "
-                        f"(minx, miny, maxx, maxy) in {label}; check the coordinates and their CRS")
+    return GdalMcpError(
+        "invalid-argument",
+        f"the {what} does not overlap the raster, which covers [{text}] "
+        f"(minx, miny, maxx, maxy) in {label}; check the coordinates and their CRS",
+    )
 
 
 def _bbox_region(ds: Any, bbox: Any, bbox_crs: str | None, crop: bool) -> tuple[Window, OutsideFn]:
@@ -107,8 +111,9 @@ def _bbox_region(ds: Any, bbox: Any, bbox_crs: str | None, crop: bool) -> tuple[
     return Window(0, 0, ds.width, ds.height), outside
 
 
-def _shape_region(ds: Any, polygons: list[Any], geoms_crs: Any, what: str, crop: bool,
-                  all_touched: bool) -> tuple[Window, OutsideFn]:
+def _shape_region(
+    ds: Any, polygons: list[Any], geoms_crs: Any, what: str, crop: bool, all_touched: bool
+) -> tuple[Window, OutsideFn]:
     """`polygons` are in the raster's CRS (masks.mask_polygons); `geoms_crs` is the CRS they were given in."""
     import shapely
     import shapely.affinity
@@ -145,6 +150,7 @@ def _shape_region(ds: Any, polygons: list[Any], geoms_crs: Any, what: str, crop:
 
 # ---------------------------------------------------------------------------------------------- values
 
+
 def _same_nodata(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -176,12 +182,17 @@ def _unused_value(ds: Any, out_win: Window, outside: OutsideFn) -> float:
     signed = info.min < 0
     # 8- and 16-bit types: every value is tracked; wider ones: the 4096 values nearest the preferred end.
     span = info.max - info.min + 1 if dtype.itemsize <= 2 else 4096
-    candidates = (np.arange(info.min, info.min + span, dtype="int64") if signed
-                  else np.arange(info.max, info.max - span, -1, dtype="int64")) if dtype.itemsize > 2 else \
-        np.arange(info.min, info.max + 1, dtype="int64")
+    candidates = (
+        (
+            np.arange(info.min, info.min + span, dtype="int64")
+            if signed
+            else np.arange(info.max, info.max - span, -1, dtype="int64")
+        )
+        if dtype.itemsize > 2
+        else np.arange(info.min, info.max + 1, dtype="int64")
+    )
     seen = np.zeros(len(candidates), dtype=bool)
-    for w in iter_windows(int(out_win.width), int(out_win.height), OUTPUT_BLOCK,
-                          max(1, WINDOW_PIXELS // max(1, ds.count))):
+    for w in iter_windows(int(out_win.width), int(out_win.height), OUTPUT_BLOCK, max(1, WINDOW_PIXELS // max(1, ds.count))):
         off = outside(w)
         if off is not None and off.all():
             continue
@@ -193,9 +204,12 @@ def _unused_value(ds: Any, out_win: Window, outside: OutsideFn) -> float:
             seen |= np.isin(candidates, kept)
     free = candidates[~seen]
     if free.size == 0:
-        raise GdalMcpError("invalid-argument", f"every {dtype.name} value checked occurs in the kept pixels, so none "
-                           "can mark the outside as nodata; write GTiff or COG (they get a mask band), or pass nodata= "
-                           "explicitly, or convert to a wider type first (raster_convert output_type)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"every {dtype.name} value checked occurs in the kept pixels, so none "
+            "can mark the outside as nodata; write GTiff or COG (they get a mask band), or pass nodata= "
+            "explicitly, or convert to a wider type first (raster_convert output_type)",
+        )
     if dtype.itemsize > 2:
         return float(free[0])
     return float(free.min() if signed else free.max())
@@ -203,12 +217,26 @@ def _unused_value(ds: Any, out_win: Window, outside: OutsideFn) -> float:
 
 # ---------------------------------------------------------------------------------------------- clip
 
+
 @wrap_gdal_errors
-def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None = None, bbox_crs: str | None = None,
-         geometry: dict | None = None, geometry_crs: str | None = None, mask: str | None = None,
-         mask_layer: str | None = None, mask_where: str | None = None, crop: bool = True, all_touched: bool = False,
-         nodata: float | None = None, format: str | None = None, creation_options: dict | None = None,
-         progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def clip(
+    src: str,
+    dst: str,
+    *,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    geometry: dict | None = None,
+    geometry_crs: str | None = None,
+    mask: str | None = None,
+    mask_layer: str | None = None,
+    mask_where: str | None = None,
+    crop: bool = True,
+    all_touched: bool = False,
+    nodata: float | None = None,
+    format: str | None = None,
+    creation_options: dict | None = None,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Clip `src` to a bbox, a GeoJSON geometry or the polygons of a vector file, writing `dst`."""
     kind = check_choice(bbox, geometry, mask)
     check_owners(kind, bbox_crs=bbox_crs, geometry_crs=geometry_crs, mask_layer=mask_layer, mask_where=mask_where)
@@ -217,18 +245,26 @@ def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None =
 
     with open_raster(src) as ds:
         if ds.count == 0:
-            raise GdalMcpError("invalid-argument", "the input has no bands (a container?); clip one of its "
-                               "subdatasets (raster_info lists them)")
+            raise GdalMcpError(
+                "invalid-argument", "the input has no bands (a container?); clip one of its subdatasets (raster_info lists them)"
+            )
         if ds.transform.is_identity and ds.gcps[0]:
-            raise GdalMcpError("unsupported", "the raster is georeferenced by GCPs only; warp it to a CRS first "
-                               "(raster_reproject), then clip")
+            raise GdalMcpError(
+                "unsupported", "the raster is georeferenced by GCPs only; warp it to a CRS first (raster_reproject), then clip"
+            )
         if kind == "bbox":
             out_win, outside = _bbox_region(ds, bbox, bbox_crs, crop)
             masking = not crop
         else:
-            polygons, given_crs = mask_polygons(target_crs=ds.crs, target="raster", geometry=geometry,
-                                                geometry_crs=geometry_crs, mask=mask, mask_layer=mask_layer,
-                                                mask_where=mask_where)
+            polygons, given_crs = mask_polygons(
+                target_crs=ds.crs,
+                target="raster",
+                geometry=geometry,
+                geometry_crs=geometry_crs,
+                mask=mask,
+                mask_layer=mask_layer,
+                mask_where=mask_where,
+            )
             out_win, outside = _shape_region(ds, polygons, given_crs, kind, crop, all_touched)
             masking = True
         out_nodata = _output_nodata(ds, nodata, masking)
@@ -239,15 +275,22 @@ def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None =
         if masking and out_nodata is None and not use_mask:
             progress(0.0, "looking for a value the kept pixels do not use, to mark the outside as nodata")
             out_nodata = _unused_value(ds, out_win, outside)
-            warnings.append(f"the input has no nodata and {driver} cannot store a mask band: pixels outside the shape "
-                            f"are set to {_num(out_nodata)}, declared nodata; no kept pixel has that value")
+            warnings.append(
+                f"the input has no nodata and {driver} cannot store a mask band: pixels outside the shape "
+                f"are set to {_num(out_nodata)}, declared nodata; no kept pixel has that value"
+            )
         elif use_mask:
-            warnings.append("the input has no nodata, so pixels outside the shape are marked by a mask band (GDAL "
-                            "internal mask), not by a nodata value; readers that honour masks (rasterio masked=True, "
-                            "QGIS, GDAL) see them as missing, and their stored value is 0")
+            warnings.append(
+                "the input has no nodata, so pixels outside the shape are marked by a mask band (GDAL "
+                "internal mask), not by a nodata value; readers that honour masks (rasterio masked=True, "
+                "QGIS, GDAL) see them as missing, and their stored value is 0"
+            )
         input_mask = MaskFlags.per_dataset in ds.mask_flag_enums[0] and ds.nodata is None
-        remap = [i for i, v in enumerate(ds.nodatavals) if out_nodata is not None and v is not None
-                 and fits(v, ds.dtypes[i]) and not _same_nodata(v, out_nodata)]
+        remap = [
+            i
+            for i, v in enumerate(ds.nodatavals)
+            if out_nodata is not None and v is not None and fits(v, ds.dtypes[i]) and not _same_nodata(v, out_nodata)
+        ]
         fill = 0 if out_nodata is None else out_nodata
         target: dict[str, Any] = {}
 
@@ -257,9 +300,13 @@ def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None =
             off = outside(w)
             src_w = Window(w.col_off + out_win.col_off, w.row_off + out_win.row_off, w.width, w.height)
             if use_mask:
-                valid = np.zeros((int(w.height), int(w.width)), dtype="uint8") if off is not None and off.all() \
-                    else ds.dataset_mask(window=src_w) if input_mask \
+                valid = (
+                    np.zeros((int(w.height), int(w.width)), dtype="uint8")
+                    if off is not None and off.all()
+                    else ds.dataset_mask(window=src_w)
+                    if input_mask
                     else np.full((int(w.height), int(w.width)), 255, dtype="uint8")
+                )
                 if off is not None:
                     valid[off] = 0
                 target["out"].write_mask(valid, window=w)
@@ -279,10 +326,24 @@ def clip(src: str, dst: str, *, bbox: tuple[float, float, float, float] | None =
             copy_metadata(ds, out)
 
         with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True):
-            write_windows(dst, driver, options, width=width, height=height, count=ds.count, dtype=ds.dtypes[0],
-                          crs=ds.crs, transform=ds.window_transform(out_win), nodata=out_nodata, compute=compute,
-                          progress=progress, what="clipped", window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK,
-                          prepare=prepare)
+            write_windows(
+                dst,
+                driver,
+                options,
+                width=width,
+                height=height,
+                count=ds.count,
+                dtype=ds.dtypes[0],
+                crs=ds.crs,
+                transform=ds.window_transform(out_win),
+                nodata=out_nodata,
+                compute=compute,
+                progress=progress,
+                what="clipped",
+                window_pixels=WINDOW_PIXELS,
+                block=OUTPUT_BLOCK,
+                prepare=prepare,
+            )
     return summarize(dst), warnings
 
 

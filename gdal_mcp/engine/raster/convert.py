@@ -35,8 +35,7 @@ from gdal_mcp.models import RasterSummary
 WINDOW_PIXELS = 8 * 1024 * 1024
 
 
-def projwin_window(ds: Any, projwin: tuple[float, float, float, float], projwin_crs: str | None,
-                   warnings: list[str]) -> Window:
+def projwin_window(ds: Any, projwin: tuple[float, float, float, float], projwin_crs: str | None, warnings: list[str]) -> Window:
     """The source window of a [minx, miny, maxx, maxy] box, rounded as gdal_translate -projwin does."""
     minx, miny, maxx, maxy = projwin
     if not (minx < maxx and miny < maxy):
@@ -46,11 +45,11 @@ def projwin_window(ds: Any, projwin: tuple[float, float, float, float], projwin_
             raise GdalMcpError("invalid-argument", "projwin_crs given but the raster has no CRS")
         from rasterio.warp import transform_bounds
 
-        minx, miny, maxx, maxy = transform_bounds(parse_crs(projwin_crs, "projwin_crs"), ds.crs, minx, miny, maxx, maxy,
-                                                  densify_pts=21)
+        minx, miny, maxx, maxy = transform_bounds(
+            parse_crs(projwin_crs, "projwin_crs"), ds.crs, minx, miny, maxx, maxy, densify_pts=21
+        )
     inv = ~ds.transform
-    cols, rows = zip(*(inv * (x, y) for x, y in ((minx, maxy), (maxx, miny), (minx, miny), (maxx, maxy))),
-                     strict=True)
+    cols, rows = zip(*(inv * (x, y) for x, y in ((minx, maxy), (maxx, miny), (minx, miny), (maxx, maxy))), strict=True)
     c0, c1, r0, r1 = min(cols), max(cols), min(rows), max(rows)
     col_off, row_off = math.floor(c0 + 0.001), math.floor(r0 + 0.001)
     width, height = math.floor(c1 - c0 + 0.5), math.floor(r1 - r0 + 0.5)
@@ -62,10 +61,11 @@ def projwin_window(ds: Any, projwin: tuple[float, float, float, float], projwin_
         clipped = None
     if clipped is None or clipped.width < 1 or clipped.height < 1:
         b = ds.bounds
-        raise GdalMcpError("invalid-argument", f"projwin lies outside the raster, whose bounds are "
-                           f"[{b.left}, {b.bottom}, {b.right}, {b.top}] in its CRS")
-    if (clipped.col_off, clipped.row_off, clipped.width, clipped.height) != (win.col_off, win.row_off, win.width,
-                                                                             win.height):
+        raise GdalMcpError(
+            "invalid-argument",
+            f"projwin lies outside the raster, whose bounds are [{b.left}, {b.bottom}, {b.right}, {b.top}] in its CRS",
+        )
+    if (clipped.col_off, clipped.row_off, clipped.width, clipped.height) != (win.col_off, win.row_off, win.width, win.height):
         warnings.append("projwin reaches beyond the raster; the output covers only the overlap")
     return Window(int(clipped.col_off), int(clipped.row_off), int(clipped.width), int(clipped.height))
 
@@ -78,13 +78,26 @@ def exact_range(ds: Any, bands: list[int], window: Window) -> dict[int, tuple[fl
 
 
 @wrap_gdal_errors
-def convert(src: str, dst: str, *, format: str | None = None, options: dict[str, Any] | None = None,
-            bands: list[int] | None = None, projwin: tuple[float, float, float, float] | None = None,
-            projwin_crs: str | None = None, output_type: str | None = None, nodata: float | None = None,
-            scale: bool | list[float] | None = None, resolution: float | list[float] | None = None,
-            size: list[int] | None = None, resampling: str = "nearest", overview_resampling: str | None = None,
-            threads: int = 1, max_pixels: int = DEFAULT_MAX_PIXELS,
-            progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def convert(
+    src: str,
+    dst: str,
+    *,
+    format: str | None = None,
+    options: dict[str, Any] | None = None,
+    bands: list[int] | None = None,
+    projwin: tuple[float, float, float, float] | None = None,
+    projwin_crs: str | None = None,
+    output_type: str | None = None,
+    nodata: float | None = None,
+    scale: bool | list[float] | None = None,
+    resolution: float | list[float] | None = None,
+    size: list[int] | None = None,
+    resampling: str = "nearest",
+    overview_resampling: str | None = None,
+    threads: int = 1,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Convert `src` to `dst` as gdal_translate would; returns the output summary and warnings.
 
     `resolution` / `size` resample without reprojecting (gdal_translate -tr / -outsize, with `resampling` as
@@ -97,8 +110,9 @@ def convert(src: str, dst: str, *, format: str | None = None, options: dict[str,
     driver = infer_driver(dst, format)
     options = creation_options(options)
     if resolution is not None and size is not None:
-        raise GdalMcpError("invalid-argument", "give resolution or size, not both (gdal_translate -tr and -outsize "
-                           "exclude each other)")
+        raise GdalMcpError(
+            "invalid-argument", "give resolution or size, not both (gdal_translate -tr and -outsize exclude each other)"
+        )
     if size is not None and (len(size) != 2 or min(size) < 1):
         raise GdalMcpError("invalid-argument", "size must be [width, height] in pixels, both >= 1")
     res = resolution_pair(resolution)
@@ -112,8 +126,10 @@ def convert(src: str, dst: str, *, format: str | None = None, options: dict[str,
         options = bounded_threads(options, threads)
     with open_raster(src) as ds:
         if ds.count == 0:
-            raise GdalMcpError("invalid-argument", "the input has no bands (a container?); convert one of its "
-                               "subdatasets (raster_info lists them)")
+            raise GdalMcpError(
+                "invalid-argument",
+                "the input has no bands (a container?); convert one of its subdatasets (raster_info lists them)",
+            )
         indexes = list(bands) if bands else list(range(1, ds.count + 1))
         bad = [b for b in indexes if not 1 <= b <= ds.count]
         if bad:
@@ -126,8 +142,9 @@ def convert(src: str, dst: str, *, format: str | None = None, options: dict[str,
             if projwin_crs:
                 from rasterio.warp import transform_bounds
 
-                minx, miny, maxx, maxy = transform_bounds(parse_crs(projwin_crs, "projwin_crs"), ds.crs, minx, miny,
-                                                          maxx, maxy, densify_pts=21)
+                minx, miny, maxx, maxy = transform_bounds(
+                    parse_crs(projwin_crs, "projwin_crs"), ds.crs, minx, miny, maxx, maxy, densify_pts=21
+                )
             c0, r0 = ~ds.transform * (minx, maxy)
             c1, r1 = ~ds.transform * (maxx, miny)
             c0, c1 = max(c0, window.col_off), min(c1, window.col_off + window.width)
@@ -135,8 +152,11 @@ def convert(src: str, dst: str, *, format: str | None = None, options: dict[str,
             window = Window(c0, r0, c1 - c0, r1 - r0)
         if res is not None:
             if ds.transform.is_identity and (gcps or ds.rpcs):
-                raise GdalMcpError("invalid-argument", "the input is georeferenced by GCPs/RPCs, not a grid: give "
-                                   "size (in pixels) instead of resolution, or raster_reproject it first")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    "the input is georeferenced by GCPs/RPCs, not a grid: give "
+                    "size (in pixels) instead of resolution, or raster_reproject it first",
+                )
             out_w = int(window.width * abs(ds.transform.a) / res[0] + 0.5)
             out_h = int(window.height * abs(ds.transform.e) / res[1] + 0.5)
         elif size is not None:
@@ -151,13 +171,25 @@ def convert(src: str, dst: str, *, format: str | None = None, options: dict[str,
         else:
             sx, sy = window.width / max(out_w, 1), window.height / max(out_h, 1)
         if res is not None or size is not None:
-            check_grid(out_w, out_h, max_pixels=max_pixels, crs_units=describe_units(ds.crs, crs_label(ds.crs)),
-                       resolution=res, what="output grid",
-                       extent=(window.width * abs(ds.transform.a), window.height * abs(ds.transform.e)))
+            check_grid(
+                out_w,
+                out_h,
+                max_pixels=max_pixels,
+                crs_units=describe_units(ds.crs, crs_label(ds.crs)),
+                resolution=res,
+                what="output grid",
+                extent=(window.width * abs(ds.transform.a), window.height * abs(ds.transform.e)),
+            )
         out_transform = ds.window_transform(window) * Affine.scale(sx, sy)
         if res is not None:  # gdal_translate -tr sets the pixel size exactly
-            out_transform = Affine(math.copysign(res[0], out_transform.a), out_transform.b, out_transform.c,
-                                   out_transform.d, math.copysign(res[1], out_transform.e), out_transform.f)
+            out_transform = Affine(
+                math.copysign(res[0], out_transform.a),
+                out_transform.b,
+                out_transform.c,
+                out_transform.d,
+                math.copysign(res[1], out_transform.e),
+                out_transform.f,
+            )
         dtype = parse_dtype(output_type) or ds.dtypes[indexes[0] - 1]
         src_nodata = ds.nodatavals[indexes[0] - 1]
         out_nodata = nodata if nodata is not None else src_nodata
@@ -175,11 +207,18 @@ def convert(src: str, dst: str, *, format: str | None = None, options: dict[str,
                     raise GdalMcpError("invalid-argument", "scale source range is empty (src_min == src_max)")
                 scaling = {b: (s[0], s[1], s[2], s[3]) for b in indexes}
             else:
-                raise GdalMcpError("invalid-argument", "scale must be true or [src_min, src_max] or "
-                                   "[src_min, src_max, dst_min, dst_max]")
+                raise GdalMcpError(
+                    "invalid-argument", "scale must be true or [src_min, src_max] or [src_min, src_max, dst_min, dst_max]"
+                )
 
-        plain = (indexes == list(range(1, ds.count + 1)) and projwin is None and output_type is None
-                 and nodata is None and not scaling and not resized)
+        plain = (
+            indexes == list(range(1, ds.count + 1))
+            and projwin is None
+            and output_type is None
+            and nodata is None
+            and not scaling
+            and not resized
+        )
         if plain and not writable_driver(driver):
             # Exactly gdal_translate: one CreateCopy from the source.
             progress(0.0, f"writing {driver} with GDAL CreateCopy")
@@ -204,8 +243,15 @@ def convert(src: str, dst: str, *, format: str | None = None, options: dict[str,
             a last row/column that overhangs the source is read from the part of the source it covers."""
             cols = _segments(int(w.col_off), int(w.width), sx, window.col_off, window.col_off + window.width)
             rows = _segments(int(w.row_off), int(w.height), sy, window.row_off, window.row_off + window.height)
-            parts = [[ds.read(indexes, window=Window(c0, r0, cw, rh), out_shape=(len(indexes), oh, ow),
-                              resampling=method, masked=masked) for c0, cw, ow in cols] for r0, rh, oh in rows]
+            parts = [
+                [
+                    ds.read(
+                        indexes, window=Window(c0, r0, cw, rh), out_shape=(len(indexes), oh, ow), resampling=method, masked=masked
+                    )
+                    for c0, cw, ow in cols
+                ]
+                for r0, rh, oh in rows
+            ]
             if len(parts) == 1 and len(parts[0]) == 1:
                 return parts[0][0]
             stack = np.ma if masked else np
@@ -215,15 +261,28 @@ def convert(src: str, dst: str, *, format: str | None = None, options: dict[str,
             copy_metadata(ds, out, indexes, dtype_changed=dtype != ds.dtypes[indexes[0] - 1] or bool(scaling))
             copy_gcps_and_rpcs(ds, out, window, sx, sy)
 
-        write_windows(dst, driver, options, width=out_w, height=out_h, count=len(indexes),
-                      dtype=dtype, crs=None if grid_less else ds.crs, transform=None if grid_less else out_transform,
-                      nodata=out_nodata, compute=compute, progress=progress, what="converted",
-                      window_pixels=WINDOW_PIXELS, block=ds.block_shapes[indexes[0] - 1], prepare=prepare)
+        write_windows(
+            dst,
+            driver,
+            options,
+            width=out_w,
+            height=out_h,
+            count=len(indexes),
+            dtype=dtype,
+            crs=None if grid_less else ds.crs,
+            transform=None if grid_less else out_transform,
+            nodata=out_nodata,
+            compute=compute,
+            progress=progress,
+            what="converted",
+            window_pixels=WINDOW_PIXELS,
+            block=ds.block_shapes[indexes[0] - 1],
+            prepare=prepare,
+        )
     return summarize(dst), warnings
 
 
-def _segments(dst_off: int, dst_len: int, scale: float, src_start: float,
-              src_end: float) -> list[tuple[float, float, int]]:
+def _segments(dst_off: int, dst_len: int, scale: float, src_start: float, src_end: float) -> list[tuple[float, float, int]]:
     """(source offset, source length, output pixels) pieces of an output span: the pixels wholly inside the
     source at the exact scale, then a last pixel that overhangs the source (gdal_translate -tr), if any."""
     start = src_start + dst_off * scale
@@ -243,8 +302,12 @@ def copy_gcps_and_rpcs(ds: Any, out: Any, window: Window, sx: float, sy: float) 
 
     gcps, gcp_crs = ds.gcps
     if gcps:
-        moved = [GroundControlPoint(row=(g.row - window.row_off) / sy, col=(g.col - window.col_off) / sx, x=g.x,
-                                    y=g.y, z=g.z, id=g.id, info=g.info) for g in gcps]
+        moved = [
+            GroundControlPoint(
+                row=(g.row - window.row_off) / sy, col=(g.col - window.col_off) / sx, x=g.x, y=g.y, z=g.z, id=g.id, info=g.info
+            )
+            for g in gcps
+        ]
         out.gcps = (moved, gcp_crs)
     rpc = ds.tags(ns="RPC")
     if rpc:
@@ -257,8 +320,13 @@ def copy_gcps_and_rpcs(ds: Any, out: Any, window: Window, sx: float, sy: float) 
         out.update_tags(ns="RPC", **rpc)
 
 
-def transform_values(data: Any, indexes: list[int], scaling: dict[int, tuple[float, float, float, float]] | None,
-                     dtype: str, out_nodata: float | None) -> Any:
+def transform_values(
+    data: Any,
+    indexes: list[int],
+    scaling: dict[int, tuple[float, float, float, float]] | None,
+    dtype: str,
+    out_nodata: float | None,
+) -> Any:
     """Scale (linear, as -scale) and cast one window; masked pixels become the output nodata."""
     mask = np.ma.getmaskarray(data) if np.ma.isMaskedArray(data) else None
     values = np.ma.getdata(data)

@@ -43,9 +43,17 @@ def halo_rows(max_distance: float, smoothing_iterations: int) -> int:
 
 
 @wrap_gdal_errors
-def fill_nodata(src: str, dst: str, *, max_distance: float = 100, smoothing_iterations: int = 0, band: int = 1,
-                format: str | None = None, creation_options: dict[str, Any] | None = None,
-                progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def fill_nodata(
+    src: str,
+    dst: str,
+    *,
+    max_distance: float = 100,
+    smoothing_iterations: int = 0,
+    band: int = 1,
+    format: str | None = None,
+    creation_options: dict[str, Any] | None = None,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Fill the invalid pixels of band `band` of `src` from the valid pixels around them, into `dst`."""
     import rasterio.fill
 
@@ -53,8 +61,7 @@ def fill_nodata(src: str, dst: str, *, max_distance: float = 100, smoothing_iter
     if not isinstance(max_distance, int | float) or not math.isfinite(max_distance) or max_distance <= 0:
         raise GdalMcpError("invalid-argument", f"max_distance must be a positive number of pixels (got {max_distance!r})")
     if isinstance(smoothing_iterations, bool) or not isinstance(smoothing_iterations, int) or smoothing_iterations < 0:
-        raise GdalMcpError("invalid-argument", "smoothing_iterations must be an integer >= 0 "
-                           f"(got {smoothing_iterations!r})")
+        raise GdalMcpError("invalid-argument", f"smoothing_iterations must be an integer >= 0 (got {smoothing_iterations!r})")
     driver = pixel_driver(dst, format, "fill")
     options = normalize_options(creation_options)
     with open_raster(src) as ds:
@@ -67,13 +74,18 @@ def fill_nodata(src: str, dst: str, *, max_distance: float = 100, smoothing_iter
         core = max(1, WINDOW_PIXELS // max(1, width))
         need = (min(height, core + 2 * halo)) * width * BYTES_PER_PIXEL
         if need > FILL_BUDGET:
-            raise GdalMcpError("resource-limit", f"filling needs strips of {min(height, core + 2 * halo)} rows x "
-                               f"{width} columns (max_distance {max_distance:g} px reaches {halo} rows each side): "
-                               f"about {need / 2**20:.0f} MiB, over the {FILL_BUDGET / 2**20:.0f} MiB budget; use a "
-                               "smaller max_distance or clip the raster into narrower pieces")
+            raise GdalMcpError(
+                "resource-limit",
+                f"filling needs strips of {min(height, core + 2 * halo)} rows x "
+                f"{width} columns (max_distance {max_distance:g} px reaches {halo} rows each side): "
+                f"about {need / 2**20:.0f} MiB, over the {FILL_BUDGET / 2**20:.0f} MiB budget; use a "
+                "smaller max_distance or clip the raster into narrower pieces",
+            )
         if ds.mask_flag_enums[band - 1] == [MaskFlags.all_valid]:
-            warnings.append("the band has no nodata value or mask: every pixel is valid, nothing was filled "
-                            "(set a nodata value first with raster_convert nodata=)")
+            warnings.append(
+                "the band has no nodata value or mask: every pixel is valid, nothing was filled "
+                "(set a nodata value first with raster_convert nodata=)"
+            )
 
         def compute(w: Window) -> np.ndarray:
             r0, r1 = int(w.row_off), int(w.row_off + w.height)
@@ -84,13 +96,28 @@ def fill_nodata(src: str, dst: str, *, max_distance: float = 100, smoothing_iter
             if mask.all():
                 filled = values
             else:
-                filled = rasterio.fill.fillnodata(values, mask=mask, max_search_distance=float(max_distance),
-                                                  smoothing_iterations=int(smoothing_iterations))
+                filled = rasterio.fill.fillnodata(
+                    values, mask=mask, max_search_distance=float(max_distance), smoothing_iterations=int(smoothing_iterations)
+                )
             c0 = int(w.col_off)
-            return np.asarray(filled[r0 - a:r1 - a, c0:c0 + int(w.width)], dtype=dtype)
+            return np.asarray(filled[r0 - a : r1 - a, c0 : c0 + int(w.width)], dtype=dtype)
 
         block = (max(1, min(core, height)), width)
-        write_windows(dst, driver, options, width=width, height=height, count=1, dtype=dtype, crs=ds.crs,
-                      transform=ds.transform, nodata=ds.nodatavals[band - 1], compute=compute, progress=progress,
-                      what="fill", window_pixels=block[0] * width, block=(1, width))
+        write_windows(
+            dst,
+            driver,
+            options,
+            width=width,
+            height=height,
+            count=1,
+            dtype=dtype,
+            crs=ds.crs,
+            transform=ds.transform,
+            nodata=ds.nodatavals[band - 1],
+            compute=compute,
+            progress=progress,
+            what="fill",
+            window_pixels=block[0] * width,
+            block=(1, width),
+        )
     return summarize(dst), warnings

@@ -66,14 +66,14 @@ def _walk_netcdf(head: bytes, size: int) -> None:
         if pos + width > len(head):
             raise IndexError
         pos += width
-        return int.from_bytes(head[pos - width:pos], "big")
+        return int.from_bytes(head[pos - width : pos], "big")
 
     def word() -> int:
         nonlocal pos
         if pos + 4 > len(head):
             raise IndexError
         pos += 4
-        return int.from_bytes(head[pos - 4:pos], "big")
+        return int.from_bytes(head[pos - 4 : pos], "big")
 
     def need(n: int, each: int, what: str) -> None:
         if n * each > size - pos:

@@ -41,8 +41,18 @@ from gdal_mcp.engine.raster.warp import reproject, resampling_method
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
-GDAL_TYPE = {"uint8": "Byte", "int8": "Int8", "uint16": "UInt16", "int16": "Int16", "uint32": "UInt32", "int32": "Int32",
-             "uint64": "UInt64", "int64": "Int64", "float32": "Float32", "float64": "Float64"}
+GDAL_TYPE = {
+    "uint8": "Byte",
+    "int8": "Int8",
+    "uint16": "UInt16",
+    "int16": "Int16",
+    "uint32": "UInt32",
+    "int32": "Int32",
+    "uint64": "UInt64",
+    "int64": "Int64",
+    "float32": "Float32",
+    "float64": "Float64",
+}
 
 
 @dataclass
@@ -66,9 +76,19 @@ def describe(path: str) -> Source:
             raise GdalMcpError("invalid-argument", f"{path} has no bands (a container?); use one of its subdatasets")
         if ds.transform.b or ds.transform.d:
             raise GdalMcpError("unsupported", f"{path} is rotated; reproject it first")
-        return Source(path, ds.width, ds.height, ds.count, ds.dtypes[0], ds.nodata, tuple(ds.bounds),
-                      (abs(ds.transform.a), abs(ds.transform.e)), ds.crs, [c.name for c in ds.colorinterp],
-                      ds.block_shapes[0])
+        return Source(
+            path,
+            ds.width,
+            ds.height,
+            ds.count,
+            ds.dtypes[0],
+            ds.nodata,
+            tuple(ds.bounds),
+            (abs(ds.transform.a), abs(ds.transform.e)),
+            ds.crs,
+            [c.name for c in ds.colorinterp],
+            ds.block_shapes[0],
+        )
 
 
 def choose_resolution(resolution: str | list[float], sources: list[Source]) -> tuple[float, float]:
@@ -98,14 +118,18 @@ def _target_bbox(bbox: Any, bbox_crs: str | None, target: Any) -> tuple[float, f
     except (TypeError, ValueError):
         minx = miny = maxx = maxy = math.nan
     if not all(math.isfinite(v) for v in (minx, miny, maxx, maxy)) or not (minx < maxx and miny < maxy):
-        raise GdalMcpError("invalid-argument", "bbox must be four finite numbers [minx, miny, maxx, maxy] with "
-                           "minx < maxx and miny < maxy")
+        raise GdalMcpError(
+            "invalid-argument", "bbox must be four finite numbers [minx, miny, maxx, maxy] with minx < maxx and miny < maxy"
+        )
     if bbox_crs is None:
         return minx, miny, maxx, maxy
     given = parse_crs(bbox_crs, "bbox_crs")
     if target is None:
-        raise GdalMcpError("invalid-argument", "the inputs have no CRS, so a bbox in bbox_crs cannot be placed; omit "
-                           "bbox_crs and give the bbox in the inputs' coordinates")
+        raise GdalMcpError(
+            "invalid-argument",
+            "the inputs have no CRS, so a bbox in bbox_crs cannot be placed; omit "
+            "bbox_crs and give the bbox in the inputs' coordinates",
+        )
     if given == target:
         return minx, miny, maxx, maxy
     try:
@@ -113,20 +137,38 @@ def _target_bbox(bbox: Any, bbox_crs: str | None, target: Any) -> tuple[float, f
     except Exception:  # noqa: BLE001 - PROJ refuses: say so below
         out = (math.nan,) * 4
     if not all(math.isfinite(v) for v in out) or not (out[0] < out[2] and out[1] < out[3]):
-        raise GdalMcpError("invalid-argument", f"bbox cannot be transformed from {bbox_crs} to the output CRS; give "
-                           "it in the output CRS (omit bbox_crs)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"bbox cannot be transformed from {bbox_crs} to the output CRS; give it in the output CRS (omit bbox_crs)",
+        )
     return float(out[0]), float(out[1]), float(out[2]), float(out[3])
 
 
 def dst_rect(s: Source, minx: float, maxy: float, res: tuple[float, float]) -> tuple[float, float, float, float]:
     """Where a source lies on the mosaic grid, in (fractional) output pixels: x_off, y_off, x_size, y_size."""
-    return ((s.bounds[0] - minx) / res[0], (maxy - s.bounds[3]) / res[1], (s.bounds[2] - s.bounds[0]) / res[0],
-            (s.bounds[3] - s.bounds[1]) / res[1])
+    return (
+        (s.bounds[0] - minx) / res[0],
+        (maxy - s.bounds[3]) / res[1],
+        (s.bounds[2] - s.bounds[0]) / res[0],
+        (s.bounds[3] - s.bounds[1]) / res[1],
+    )
 
 
-def vrt_xml(sources: list[Source], *, width: int, height: int, minx: float, maxy: float, res: tuple[float, float],
-            crs: Any, separate: bool, nodata: float | None, resampling: str, relative_to: str | None = None,
-            keep: Collection[int] | None = None) -> str:
+def vrt_xml(
+    sources: list[Source],
+    *,
+    width: int,
+    height: int,
+    minx: float,
+    maxy: float,
+    res: tuple[float, float],
+    crs: Any,
+    separate: bool,
+    nodata: float | None,
+    resampling: str,
+    relative_to: str | None = None,
+    keep: Collection[int] | None = None,
+) -> str:
     """gdalbuildvrt's XML: ComplexSources honour each input's nodata; later sources are drawn on top.
 
     `keep`: the indexes of the sources to write (the others are left out, their bands stay), for a tile's VRT.
@@ -143,25 +185,31 @@ def vrt_xml(sources: list[Source], *, width: int, height: int, minx: float, maxy
         kind = "ComplexSource" if s.nodata is not None else "SimpleSource"
         attr = f' resampling="{resampling}"' if resampling != "nearest" else ""
         nd = f"<NODATA>{_num(s.nodata)}</NODATA>" if s.nodata is not None else ""
-        return (f'<{kind}{attr}><SourceFilename relativeToVRT="{rel}">{escape(fn)}</SourceFilename>'
-                f"<SourceBand>{band}</SourceBand>"
-                f'<SrcRect xOff="0" yOff="0" xSize="{s.width}" ySize="{s.height}"/>'
-                f'<DstRect xOff="{x_off!r}" yOff="{y_off!r}" xSize="{x_size!r}" ySize="{y_size!r}"/>{nd}</{kind}>')
+        return (
+            f'<{kind}{attr}><SourceFilename relativeToVRT="{rel}">{escape(fn)}</SourceFilename>'
+            f"<SourceBand>{band}</SourceBand>"
+            f'<SrcRect xOff="0" yOff="0" xSize="{s.width}" ySize="{s.height}"/>'
+            f'<DstRect xOff="{x_off!r}" yOff="{y_off!r}" xSize="{x_size!r}" ySize="{y_size!r}"/>{nd}</{kind}>'
+        )
 
     dtype = GDAL_TYPE[sources[0].dtype]
     bands: list[str] = []
     layout: list[tuple[str, list[tuple[Source, int]]]]
     if separate:
-        layout = [("gray", [(s, b)] if keep is None or k in keep else []) for k, s in enumerate(sources)
-                  for b in range(1, s.count + 1)]
+        layout = [
+            ("gray", [(s, b)] if keep is None or k in keep else []) for k, s in enumerate(sources) for b in range(1, s.count + 1)
+        ]
     else:
         drawn = sources if keep is None else [sources[k] for k in sorted(keep)]
         layout = [(sources[0].colorinterp[b - 1], [(s, b) for s in drawn]) for b in range(1, sources[0].count + 1)]
     for i, (ci, members) in enumerate(layout, start=1):
         nd = f"<NoDataValue>{_num(nodata)}</NoDataValue>" if nodata is not None else ""
         ci_xml = f"<ColorInterp>{ci.capitalize()}</ColorInterp>" if ci not in ("undefined",) else ""
-        bands.append(f'<VRTRasterBand dataType="{dtype}" band="{i}">{nd}{ci_xml}'
-                     + "".join(source(s, b) for s, b in members) + "</VRTRasterBand>")
+        bands.append(
+            f'<VRTRasterBand dataType="{dtype}" band="{i}">{nd}{ci_xml}'
+            + "".join(source(s, b) for s, b in members)
+            + "</VRTRasterBand>"
+        )
     srs = f"<SRS>{escape(crs.to_wkt())}</SRS>" if crs is not None else ""
     gt = f"<GeoTransform>{minx!r}, {res[0]!r}, 0.0, {maxy!r}, 0.0, {-res[1]!r}</GeoTransform>"
     return f'<VRTDataset rasterXSize="{width}" rasterYSize="{height}">{srs}{gt}' + "".join(bands) + "</VRTDataset>"
@@ -172,12 +220,25 @@ def _num(v: float) -> str:
 
 
 @wrap_gdal_errors
-def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolution: str | list[float] = "average",
-           separate: bool = False, dst_crs: str | None = None, resampling: str = "nearest", nodata: float | None = None,
-           src_nodata: float | None = None, bbox: tuple[float, float, float, float] | None = None,
-           bbox_crs: str | None = None, format: str | None = None, options: dict[str, Any] | None = None,
-           threads: int = 1, max_pixels: int = DEFAULT_MAX_PIXELS,
-           progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def mosaic(
+    inputs: list[str],
+    dst: str,
+    *,
+    vrt_dir: str | None = None,
+    resolution: str | list[float] = "average",
+    separate: bool = False,
+    dst_crs: str | None = None,
+    resampling: str = "nearest",
+    nodata: float | None = None,
+    src_nodata: float | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    format: str | None = None,
+    options: dict[str, Any] | None = None,
+    threads: int = 1,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Mosaic `inputs` (in order; later ones on top) into `dst`. `vrt_dir`: where a VRT output will live.
 
     `src_nodata` is gdalbuildvrt -srcnodata (that value in every input is nodata, e.g. black collars; it is
@@ -196,8 +257,11 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
         opts = bounded_threads(opts, threads)
     sources = [describe(p) for p in inputs]
     if not separate and len({s.count for s in sources}) > 1:
-        raise GdalMcpError("invalid-argument", "inputs have different band counts "
-                           f"({', '.join(str(s.count) for s in sources)}); use separate=true or select bands first")
+        raise GdalMcpError(
+            "invalid-argument",
+            "inputs have different band counts "
+            f"({', '.join(str(s.count) for s in sources)}); use separate=true or select bands first",
+        )
     if len({s.dtype for s in sources}) > 1:
         warnings.append(f"inputs have different data types; the output uses the first one ({sources[0].dtype})")
     with_crs = [s for s in sources if s.crs is not None]
@@ -206,8 +270,11 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
     target = parse_crs(dst_crs, "dst_crs") if dst_crs else sources[0].crs
     foreign = [s for s in sources if s.crs is not None and s.crs != target]
     if foreign and driver == "VRT":
-        raise GdalMcpError("unsupported", "a VRT mosaic cannot reproject inputs; write GTiff/COG, or reproject "
-                           f"{len(foreign)} input(s) to the target CRS first")
+        raise GdalMcpError(
+            "unsupported",
+            "a VRT mosaic cannot reproject inputs; write GTiff/COG, or reproject "
+            f"{len(foreign)} input(s) to the target CRS first",
+        )
     # Native resolution and bounds of every input in the target CRS.
     for s in foreign:
         t, w, h = calculate_default_transform(s.crs, target, s.width, s.height, *s.bounds)
@@ -216,30 +283,42 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
     if src_nodata is not None:
         for s in sources:
             if not fits(float(src_nodata), s.dtype):
-                raise GdalMcpError("invalid-argument", f"src_nodata {src_nodata} cannot occur in {s.path} "
-                                   f"({s.dtype}); give a value its type can hold")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"src_nodata {src_nodata} cannot occur in {s.path} ({s.dtype}); give a value its type can hold",
+                )
             s.nodata = float(src_nodata)
     if bbox is not None:
         minx, miny, maxx, maxy = _target_bbox(bbox, bbox_crs, target)
         if not separate:
             # gdalbuildvrt -te skips the inputs outside the extent.
-            inside = [s for s in sources if s.bounds[0] < maxx and s.bounds[2] > minx and s.bounds[1] < maxy
-                      and s.bounds[3] > miny]
+            inside = [
+                s for s in sources if s.bounds[0] < maxx and s.bounds[2] > minx and s.bounds[1] < maxy and s.bounds[3] > miny
+            ]
             if not inside:
-                cover = [min(s.bounds[0] for s in sources), min(s.bounds[1] for s in sources),
-                         max(s.bounds[2] for s in sources), max(s.bounds[3] for s in sources)]
-                raise GdalMcpError("invalid-argument", f"bbox [{minx:.6g}, {miny:.6g}, {maxx:.6g}, {maxy:.6g}] (in "
-                                   f"the output CRS) overlaps none of the inputs, which cover "
-                                   f"[{', '.join(f'{v:.6g}' for v in cover)}]; check the bbox and bbox_crs")
+                cover = [
+                    min(s.bounds[0] for s in sources),
+                    min(s.bounds[1] for s in sources),
+                    max(s.bounds[2] for s in sources),
+                    max(s.bounds[3] for s in sources),
+                ]
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"bbox [{minx:.6g}, {miny:.6g}, {maxx:.6g}, {maxy:.6g}] (in "
+                    f"the output CRS) overlaps none of the inputs, which cover "
+                    f"[{', '.join(f'{v:.6g}' for v in cover)}]; check the bbox and bbox_crs",
+                )
             sources = inside
             foreign = [s for s in foreign if s in inside]
     res = choose_resolution(resolution, sources)
     distinct = sorted({(float(f"{s.res[0]:.12g}"), float(f"{s.res[1]:.12g}")) for s in sources})
     if len(distinct) > 1 and isinstance(resolution, str):
         listed = ", ".join(f"{x:.6g} x {y:.6g}" for x, y in distinct[:8]) + (" …" if len(distinct) > 8 else "")
-        warnings.append(f"the inputs have different resolutions ({listed}); the output uses the {resolution} "
-                        f"({res[0]:.6g} x {res[1]:.6g}), so some inputs are resampled ({resampling}); pass "
-                        "resolution=highest/lowest or [xres, yres] to choose")
+        warnings.append(
+            f"the inputs have different resolutions ({listed}); the output uses the {resolution} "
+            f"({res[0]:.6g} x {res[1]:.6g}), so some inputs are resampled ({resampling}); pass "
+            "resolution=highest/lowest or [xres, yres] to choose"
+        )
     if bbox is None:
         minx = min(s.bounds[0] for s in sources)
         miny = min(s.bounds[1] for s in sources)
@@ -247,8 +326,15 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
         maxy = max(s.bounds[3] for s in sources)
     width = max(1, int(0.5 + (maxx - minx) / res[0]))
     height = max(1, int(0.5 + (maxy - miny) / res[1]))
-    check_grid(width, height, max_pixels=max_pixels, crs_units=describe_units(target, crs_label(target)),
-               resolution=res, what="the mosaic grid", extent=(maxx - minx, maxy - miny))
+    check_grid(
+        width,
+        height,
+        max_pixels=max_pixels,
+        crs_units=describe_units(target, crs_label(target)),
+        resolution=res,
+        what="the mosaic grid",
+        extent=(maxx - minx, maxy - miny),
+    )
     out_nodata = nodata if nodata is not None else src_nodata if src_nodata is not None else sources[0].nodata
     staged: list[str] = []
     try:
@@ -261,22 +347,57 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
             tmp = str(Path(dst).with_name(f"{Path(dst).name}.warp{k}.tif"))
             staged.append(tmp)
             progress(0.3 * k / len(foreign), f"warping input {k + 1}/{len(foreign)} to the mosaic CRS")
-            reproject(s.path, tmp, dst_crs=target.to_wkt(), resampling=resampling, resolution=list(res),
-                      bbox=(left, bottom, right, top), threads=threads, src_nodata=src_nodata,
-                      options={"TILED": "YES", "COMPRESS": "ZSTD", "ZSTD_LEVEL": "1", "BIGTIFF": "IF_SAFER"},
-                      progress=_part(progress, 0.3 * k / len(foreign), 0.3 / len(foreign),
-                                     f"input {k + 1}/{len(foreign)}: "))
+            reproject(
+                s.path,
+                tmp,
+                dst_crs=target.to_wkt(),
+                resampling=resampling,
+                resolution=list(res),
+                bbox=(left, bottom, right, top),
+                threads=threads,
+                src_nodata=src_nodata,
+                options={"TILED": "YES", "COMPRESS": "ZSTD", "ZSTD_LEVEL": "1", "BIGTIFF": "IF_SAFER"},
+                progress=_part(progress, 0.3 * k / len(foreign), 0.3 / len(foreign), f"input {k + 1}/{len(foreign)}: "),
+            )
             warped = describe(tmp)
-            s.path, s.width, s.height, s.bounds, s.res, s.crs = tmp, warped.width, warped.height, warped.bounds, \
-                warped.res, warped.crs
+            s.path, s.width, s.height, s.bounds, s.res, s.crs = (
+                tmp,
+                warped.width,
+                warped.height,
+                warped.bounds,
+                warped.res,
+                warped.crs,
+            )
         if driver == "VRT":
-            xml = vrt_xml(sources, width=width, height=height, minx=minx, maxy=maxy, res=res, crs=target,
-                          separate=separate, nodata=out_nodata, resampling=resampling, relative_to=vrt_dir)
+            xml = vrt_xml(
+                sources,
+                width=width,
+                height=height,
+                minx=minx,
+                maxy=maxy,
+                res=res,
+                crs=target,
+                separate=separate,
+                nodata=out_nodata,
+                resampling=resampling,
+                relative_to=vrt_dir,
+            )
             Path(dst).write_text(xml)
             progress(1.0, "wrote the VRT")
             return summarize(dst), warnings
-        grid_xml = functools.partial(vrt_xml, sources, width=width, height=height, minx=minx, maxy=maxy, res=res,
-                                     crs=target, separate=separate, nodata=out_nodata, resampling=resampling)
+        grid_xml = functools.partial(
+            vrt_xml,
+            sources,
+            width=width,
+            height=height,
+            minx=minx,
+            maxy=maxy,
+            res=res,
+            crs=target,
+            separate=separate,
+            nodata=out_nodata,
+            resampling=resampling,
+        )
         with rasterio.open(grid_xml()) as vrt:
             count, dtype, transform, colorinterp = vrt.count, vrt.dtypes[0], vrt.transform, vrt.colorinterp
         plan = output_tiles(driver, opts, width, height, bytes_per_pixel=count * np.dtype(dtype).itemsize)
@@ -287,10 +408,24 @@ def mosaic(inputs: list[str], dst: str, *, vrt_dir: str | None = None, resolutio
             out.colorinterp = colorinterp
 
         start = 0.3 if foreign else 0.0
-        write_tiles(dst, driver, opts, width=width, height=height, count=count, dtype=dtype, crs=target,
-                    transform=transform, nodata=out_nodata, fn=mosaic_tile, specs=specs,
-                    windows=[t.window for t in plan], progress=_part(progress, start, 1 - start),
-                    what="mosaicked", prepare=set_colours)
+        write_tiles(
+            dst,
+            driver,
+            opts,
+            width=width,
+            height=height,
+            count=count,
+            dtype=dtype,
+            crs=target,
+            transform=transform,
+            nodata=out_nodata,
+            fn=mosaic_tile,
+            specs=specs,
+            windows=[t.window for t in plan],
+            progress=_part(progress, start, 1 - start),
+            what="mosaicked",
+            prepare=set_colours,
+        )
     finally:
         for tmp in staged:
             if os.path.exists(tmp):

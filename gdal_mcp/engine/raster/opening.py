@@ -90,8 +90,10 @@ def _opened(path: str, **kwargs: Any) -> Iterator[rasterio.io.DatasetReader]:
         gt = ds.transform.to_gdal()
         if not all(math.isfinite(v) for v in (*gt, *ds.bounds)):
             # NaN or overflowing coordinates cannot be placed, compared or written as JSON numbers.
-            raise GdalMcpError("gdal-error", f"{path}: the geotransform {list(gt)} does not give finite "
-                               "coordinates; the file's georeferencing is corrupt")
+            raise GdalMcpError(
+                "gdal-error",
+                f"{path}: the geotransform {list(gt)} does not give finite coordinates; the file's georeferencing is corrupt",
+            )
         yield ds
     finally:
         ds.close()

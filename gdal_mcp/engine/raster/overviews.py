@@ -28,9 +28,11 @@ from gdal_mcp.models import OverviewsResult
 AUTO_MIN_SIZE = 256
 MAX_LEVELS = 32
 RESAMPLINGS = tuple(r.name for r in OverviewResampling)
-COG_REFUSAL = ("{path} is a Cloud Optimized GeoTIFF: changing its overviews in place would break the COG layout, so "
-               "GDAL refuses. Write a new COG instead (raster_convert with format=COG builds overviews; creation "
-               "options OVERVIEW_RESAMPLING, OVERVIEW_COUNT), or convert it to a plain GTiff first")
+COG_REFUSAL = (
+    "{path} is a Cloud Optimized GeoTIFF: changing its overviews in place would break the COG layout, so "
+    "GDAL refuses. Write a new COG instead (raster_convert with format=COG builds overviews; creation "
+    "options OVERVIEW_RESAMPLING, OVERVIEW_COUNT), or convert it to a plain GTiff first"
+)
 
 
 def auto_levels(width: int, height: int, min_size: int = AUTO_MIN_SIZE) -> list[int]:
@@ -45,8 +47,7 @@ def auto_levels(width: int, height: int, min_size: int = AUTO_MIN_SIZE) -> list[
 
 def check_levels(levels: Any, width: int, height: int) -> list[int]:
     if isinstance(levels, str | bytes) or not isinstance(levels, list | tuple) or not levels:
-        raise GdalMcpError("invalid-argument", 'levels must be "auto" or a non-empty list of integers >= 2, '
-                           "e.g. [2, 4, 8, 16]")
+        raise GdalMcpError("invalid-argument", 'levels must be "auto" or a non-empty list of integers >= 2, e.g. [2, 4, 8, 16]')
     bad = [v for v in levels if isinstance(v, bool) or not isinstance(v, int) or v < 2]
     if bad:
         raise GdalMcpError("invalid-argument", f"overview levels must be integers >= 2 (got {bad}); e.g. [2, 4, 8, 16]")
@@ -55,8 +56,11 @@ def check_levels(levels: Any, width: int, height: int) -> list[int]:
         raise GdalMcpError("invalid-argument", f"at most {MAX_LEVELS} overview levels can be built")
     too_big = [v for v in out if v > max(width, height)]
     if too_big:
-        raise GdalMcpError("invalid-argument", f"levels {too_big} would make overviews smaller than one pixel "
-                           f"(the raster is {width}x{height}); use levels up to {max(width, height)}")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"levels {too_big} would make overviews smaller than one pixel "
+            f"(the raster is {width}x{height}); use levels up to {max(width, height)}",
+        )
     return out
 
 
@@ -68,8 +72,9 @@ def _reported(factor: int, width: int) -> int:
 def check_resampling(name: str) -> Resampling:
     key = str(name).strip().lower().replace("-", "_").replace("cubicspline", "cubic_spline")
     if key not in RESAMPLINGS:
-        raise GdalMcpError("invalid-argument", f"resampling {name!r} is not available for overviews; use one of: "
-                           f"{', '.join(RESAMPLINGS)}")
+        raise GdalMcpError(
+            "invalid-argument", f"resampling {name!r} is not available for overviews; use one of: {', '.join(RESAMPLINGS)}"
+        )
     return Resampling[key]
 
 
@@ -77,8 +82,11 @@ def _clear_overviews(path: str) -> None:
     """GDALBuildOverviews with no levels: what `gdaladdo -clean` does."""
     lib = libgdal()
     if lib is None:
-        raise GdalMcpError("unsupported", "cannot reach this rasterio's GDAL library to remove overviews; rewrite the "
-                           "file without them instead (convert it to GTiff)")
+        raise GdalMcpError(
+            "unsupported",
+            "cannot reach this rasterio's GDAL library to remove overviews; rewrite the "
+            "file without them instead (convert it to GTiff)",
+        )
     with rasterio.Env():  # registers the drivers
         handle = lib.GDALOpenEx(os.fsencode(path), GDAL_OF_UPDATE | GDAL_OF_RASTER, None, None, None)
         if not handle:
@@ -116,21 +124,27 @@ def _open_for_update(path: str, driver: str) -> Any:
 
 
 @wrap_gdal_errors
-def overviews(path: str, action: Literal["add", "delete"] = "add",
-              levels: Literal["auto"] | list[int] = "auto", resampling: str = "nearest",
-              progress: Progress = no_progress) -> OverviewsResult:
+def overviews(
+    path: str,
+    action: Literal["add", "delete"] = "add",
+    levels: Literal["auto"] | list[int] = "auto",
+    resampling: str = "nearest",
+    progress: Progress = no_progress,
+) -> OverviewsResult:
     """Add (internal, like gdaladdo) or delete the overviews of a raster in place; levels are those of band 1.
 
     Listing them is raster_info's job (engine.raster.info), so this function always writes.
     """
     if action not in ("add", "delete"):
-        raise GdalMcpError("invalid-argument", f"action must be add or delete (got {action!r}); raster_info lists the "
-                           "overviews a raster has")
+        raise GdalMcpError(
+            "invalid-argument", f"action must be add or delete (got {action!r}); raster_info lists the overviews a raster has"
+        )
     warnings: list[str] = []
     with open_raster(path) as ds:
         if ds.count == 0:
-            raise GdalMcpError("invalid-argument", "the raster has no bands (a container?); use one of its "
-                               "subdatasets (raster_info lists them)")
+            raise GdalMcpError(
+                "invalid-argument", "the raster has no bands (a container?); use one of its subdatasets (raster_info lists them)"
+            )
         existing = sorted(ds.overviews(1))
         driver, width, height = ds.driver, ds.width, ds.height
         had_external = any(f.lower().endswith(".ovr") for f in ds.files)
@@ -138,8 +152,10 @@ def overviews(path: str, action: Literal["add", "delete"] = "add",
         # A COG written without GDAL's layout marker: GDAL lets us update it, so warn afterwards.
         was_cog = driver == "GTiff" and bool(existing) and not had_external and not cog_check(ds)[0]
     if cog_layout:
-        raise GdalMcpError("unsupported", COG_REFUSAL.format(path=path) + "; or add external=true overviews (a "
-                           ".ovr beside the file leaves the COG untouched)")
+        raise GdalMcpError(
+            "unsupported",
+            COG_REFUSAL.format(path=path) + "; or add external=true overviews (a .ovr beside the file leaves the COG untouched)",
+        )
 
     if action == "delete":
         if not existing:
@@ -151,17 +167,25 @@ def overviews(path: str, action: Literal["add", "delete"] = "add",
         with open_raster(path) as ds:
             after = sorted(ds.overviews(1))
         if driver == "GTiff" and not had_external and os.path.getsize(path) >= size:
-            warnings.append("the file does not shrink: GDAL leaves the freed space unused; rewrite it (raster_convert) "
-                            "to reclaim the space")
+            warnings.append(
+                "the file does not shrink: GDAL leaves the freed space unused; rewrite it (raster_convert) to reclaim the space"
+            )
         progress(1.0, "removed overviews")
         return OverviewsResult(path=path, action="delete", levels=after, warnings=warnings)
 
     method = check_resampling(resampling)
     factors = auto_levels(width, height) if levels == "auto" else check_levels(levels, width, height)
     if not factors:
-        return OverviewsResult(path=path, action="add", levels=existing, resampling=method.name,
-                               warnings=[f"the raster ({width}x{height}) is already at most {AUTO_MIN_SIZE} pixels on "
-                                         "each side; no overview level is needed (pass levels to force some)"])
+        return OverviewsResult(
+            path=path,
+            action="add",
+            levels=existing,
+            resampling=method.name,
+            warnings=[
+                f"the raster ({width}x{height}) is already at most {AUTO_MIN_SIZE} pixels on "
+                "each side; no overview level is needed (pass levels to force some)"
+            ],
+        )
     progress(0.0, f"building overviews {factors} ({method.name})")
     with _open_for_update(path, driver) as ds:
         ds.build_overviews(factors, method)
@@ -176,22 +200,34 @@ def overviews(path: str, action: Literal["add", "delete"] = "add",
         after = sorted(ds.overviews(1))
         missing = [f for f in factors if _reported(f, width) not in after]
         if missing:
-            raise GdalMcpError("gdal-error", f"GDAL did not keep overview level(s) {missing} (present: {after}); "
-                               "convert the file to a fresh GTiff or COG and add overviews to that")
+            raise GdalMcpError(
+                "gdal-error",
+                f"GDAL did not keep overview level(s) {missing} (present: {after}); "
+                "convert the file to a fresh GTiff or COG and add overviews to that",
+            )
         external = any(f.lower().endswith(".ovr") for f in ds.files)
         broken_cog = was_cog and bool(cog_check(ds)[0])
     if external:
         warnings.append("the overviews are in an external .ovr file next to the raster; keep it with the raster")
     if broken_cog:
-        warnings.append("the file was a valid COG; overviews added in place break its layout: convert it again with "
-                        "format=COG to get a valid COG")
+        warnings.append(
+            "the file was a valid COG; overviews added in place break its layout: convert it again with "
+            "format=COG to get a valid COG"
+        )
     progress(1.0, f"built overviews {factors}")
     return OverviewsResult(path=path, action="add", levels=after, resampling=method.name, warnings=warnings)
 
 
 @wrap_gdal_errors
-def overviews_on_copy(src: str, dst: str, *, action: Literal["add", "delete"], levels: Literal["auto"] | list[int] = "auto",
-                      resampling: str = "nearest", progress: Progress = no_progress) -> tuple[OverviewsResult, list[str]]:
+def overviews_on_copy(
+    src: str,
+    dst: str,
+    *,
+    action: Literal["add", "delete"],
+    levels: Literal["auto"] | list[int] = "auto",
+    resampling: str = "nearest",
+    progress: Progress = no_progress,
+) -> tuple[OverviewsResult, list[str]]:
     """Copy `src` (with its sidecars) to `dst`, then add or delete overviews there.
 
     The caller renames `dst` over `src` on success, so a killed or failed job never leaves a half-written input.
@@ -203,7 +239,7 @@ def overviews_on_copy(src: str, dst: str, *, action: Literal["add", "delete"], l
         files = [f for f in ds.files if os.path.isfile(f) and os.path.basename(f).startswith(name)]
     target = os.path.basename(dst)
     for i, f in enumerate(files):
-        shutil.copy2(f, os.path.join(os.path.dirname(dst), target + os.path.basename(f)[len(name):]))
+        shutil.copy2(f, os.path.join(os.path.dirname(dst), target + os.path.basename(f)[len(name) :]))
         progress(0.2 * (i + 1) / len(files), f"copied {os.path.basename(f)}")
 
     def rest(fraction: float, message: str = "") -> None:
@@ -218,9 +254,14 @@ def _gdal_resampling(method: Resampling) -> bytes:
 
 
 @wrap_gdal_errors
-def overviews_external(src: str, dst: str, *, levels: Literal["auto"] | list[int] = "auto",
-                       resampling: str = "nearest",
-                       progress: Progress = no_progress) -> tuple[OverviewsResult, list[str]]:
+def overviews_external(
+    src: str,
+    dst: str,
+    *,
+    levels: Literal["auto"] | list[int] = "auto",
+    resampling: str = "nearest",
+    progress: Progress = no_progress,
+) -> tuple[OverviewsResult, list[str]]:
     """Build external overviews of `src` into `dst` (its `<name>.ovr`, written elsewhere), like gdaladdo -ro.
 
     `src` is never opened for writing. `dst` must be named `<basename of src>.ovr`: a symlink to `src` is
@@ -238,22 +279,30 @@ def overviews_external(src: str, dst: str, *, levels: Literal["auto"] | list[int
     method = check_resampling(resampling)
     with open_raster(src) as ds:
         if ds.count == 0:
-            raise GdalMcpError("invalid-argument", "the raster has no bands (a container?); use one of its "
-                               "subdatasets (raster_info lists them)")
+            raise GdalMcpError(
+                "invalid-argument", "the raster has no bands (a container?); use one of its subdatasets (raster_info lists them)"
+            )
         width, height = ds.width, ds.height
         existing = sorted(ds.overviews(1))
         old_ovr = next((f for f in ds.files if f.lower() == (src + ".ovr").lower()), None)
     if existing and old_ovr is None:
-        raise GdalMcpError("invalid-argument", f"the raster already has internal overviews {existing}: GDAL cannot add "
-                           "external ones beside them. Use external=false, or delete the internal overviews first")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"the raster already has internal overviews {existing}: GDAL cannot add "
+            "external ones beside them. Use external=false, or delete the internal overviews first",
+        )
     factors = auto_levels(width, height) if levels == "auto" else check_levels(levels, width, height)
     if not factors:
-        raise GdalMcpError("invalid-argument", f"the raster ({width}x{height}) is already at most {AUTO_MIN_SIZE} pixels "
-                           "on each side; no overview level is needed (pass levels to force some)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"the raster ({width}x{height}) is already at most {AUTO_MIN_SIZE} pixels "
+            "on each side; no overview level is needed (pass levels to force some)",
+        )
     lib = libgdal()
     if lib is None:
-        raise GdalMcpError("unsupported", "cannot reach this rasterio's GDAL library to build external overviews; use "
-                           "external=false")
+        raise GdalMcpError(
+            "unsupported", "cannot reach this rasterio's GDAL library to build external overviews; use external=false"
+        )
     link = os.path.join(os.path.dirname(dst), name)
     os.symlink(os.path.abspath(src), link)
     try:
@@ -266,14 +315,12 @@ def overviews_external(src: str, dst: str, *, levels: Literal["auto"] | list[int
             if not handle:
                 raise GdalMcpError("gdal-error", f"GDAL cannot open {src}: {last_error(lib)}")
             try:
-                err = lib.GDALBuildOverviews(handle, _gdal_resampling(method), len(factors), array, 0, None, None,
-                                             None)
+                err = lib.GDALBuildOverviews(handle, _gdal_resampling(method), len(factors), array, 0, None, None, None)
                 message = last_error(lib)
             finally:
                 lib.GDALClose(handle)
         if err != 0 or not os.path.isfile(dst):
-            raise GdalMcpError("gdal-error", f"GDAL could not build external overviews of {name}: "
-                               f"{message or 'failure'}")
+            raise GdalMcpError("gdal-error", f"GDAL could not build external overviews of {name}: {message or 'failure'}")
         with open_raster(link) as ds:
             after = sorted(ds.overviews(1))
     finally:
@@ -285,6 +332,7 @@ def overviews_external(src: str, dst: str, *, levels: Literal["auto"] | list[int
     if missing:
         raise GdalMcpError("gdal-error", f"GDAL did not build overview level(s) {missing} (present: {after})")
     progress(1.0, f"built external overviews {factors}")
-    warnings = [f"the overviews are in {name}.ovr beside the raster (the raster itself is unchanged); keep the two "
-                "files together"]
+    warnings = [
+        f"the overviews are in {name}.ovr beside the raster (the raster itself is unchanged); keep the two files together"
+    ]
     return OverviewsResult(path=src, action="add", levels=after, resampling=method.name, warnings=warnings), warnings

@@ -59,8 +59,9 @@ def _compute(src: str, band: int, work: str, options: list[str], progress: Progr
         try:
             target = gdal_c.open_dataset(lib, work, update=True)
             try:
-                err = lib.GDALComputeProximity(lib.GDALGetRasterBand(source, band), lib.GDALGetRasterBand(target, 1),
-                                               argv, callback, None)
+                err = lib.GDALComputeProximity(
+                    lib.GDALGetRasterBand(source, band), lib.GDALGetRasterBand(target, 1), argv, callback, None
+                )
                 message = gdal_c.last_error(lib)
             finally:
                 closed = lib.GDALClose(target)
@@ -73,19 +74,30 @@ def _compute(src: str, band: int, work: str, options: list[str], progress: Progr
 
 
 @wrap_gdal_errors
-def proximity(src: str, dst: str, *, band: int = 1, target_values: list[float] | None = None,
-              distance_units: Literal["geo", "pixel"] = "geo", max_distance: float | None = None,
-              nodata: float | None = None, output_type: str = "Float32", format: str | None = None,
-              creation_options: dict[str, Any] | None = None,
-              progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def proximity(
+    src: str,
+    dst: str,
+    *,
+    band: int = 1,
+    target_values: list[float] | None = None,
+    distance_units: Literal["geo", "pixel"] = "geo",
+    max_distance: float | None = None,
+    nodata: float | None = None,
+    output_type: str = "Float32",
+    format: str | None = None,
+    creation_options: dict[str, Any] | None = None,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Distance from every pixel of band `band` of `src` to the nearest target pixel, written to `dst`."""
     warnings: list[str] = []
     if distance_units not in ("geo", "pixel"):
         raise GdalMcpError("invalid-argument", f"distance_units must be 'geo' or 'pixel' (got {distance_units!r})")
     dtype = parse_dtype(output_type) or "float32"
     if dtype in ("int8", "uint64", "int64"):
-        raise GdalMcpError("unsupported", f"GDAL's proximity does not write {output_type}; use Byte, UInt16, Int16, "
-                           "UInt32, Int32, Float32 or Float64")
+        raise GdalMcpError(
+            "unsupported",
+            f"GDAL's proximity does not write {output_type}; use Byte, UInt16, Int16, UInt32, Int32, Float32 or Float64",
+        )
     if max_distance is not None and (not math.isfinite(max_distance) or max_distance <= 0):
         raise GdalMcpError("invalid-argument", f"max_distance must be a positive number (got {max_distance!r})")
     if nodata is not None:
@@ -108,19 +120,31 @@ def proximity(src: str, dst: str, *, band: int = 1, target_values: list[float] |
         t = ds.transform
         if distance_units == "geo":
             if ds.crs is not None and ds.crs.is_geographic:
-                warnings.append("the raster's CRS is geographic: distances are in DEGREES (GDAL scales pixel distances "
-                                "by the pixel width); reproject to a projected CRS for metres, or use "
-                                "distance_units='pixel'")
+                warnings.append(
+                    "the raster's CRS is geographic: distances are in DEGREES (GDAL scales pixel distances "
+                    "by the pixel width); reproject to a projected CRS for metres, or use "
+                    "distance_units='pixel'"
+                )
             if not math.isclose(abs(t.a), abs(t.e), rel_tol=1e-9):
-                warnings.append("pixels are not square: GDAL measures georeferenced distances with the pixel width, "
-                                "so north-south distances are inaccurate")
+                warnings.append(
+                    "pixels are not square: GDAL measures georeferenced distances with the pixel width, "
+                    "so north-south distances are inaccurate"
+                )
             if t.is_identity and not (ds.crs and ds.crs.to_wkt()):
                 warnings.append("the raster has no georeferencing: distances are in pixels")
         staged = not writable_driver(driver)
         work = str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst
-        profile = output_profile("GTiff" if staged else driver, width=ds.width, height=ds.height, count=1,
-                                 dtype=dtype, crs=ds.crs, transform=t, nodata=nodata,
-                                 options=staging_options(driver) if staged else options)
+        profile = output_profile(
+            "GTiff" if staged else driver,
+            width=ds.width,
+            height=ds.height,
+            count=1,
+            dtype=dtype,
+            crs=ds.crs,
+            transform=t,
+            nodata=nodata,
+            options=staging_options(driver) if staged else options,
+        )
         existed = os.path.exists(dst)
         try:
             with rasterio.open(work, "w", **profile):

@@ -46,8 +46,11 @@ def _number(value: Any, what: str) -> float:
 def parse_classes(classes: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
     """[(lo, hi, value)] from [{"min", "max", "value"}]; null bounds are open-ended."""
     if not isinstance(classes, list) or not classes or len(classes) > MAX_RULES:
-        raise GdalMcpError("invalid-argument", f"classes must be a list of 1 to {MAX_RULES} ranges such as "
-                           '[{"min": 0, "max": 5, "value": 1}, {"min": 5, "max": 15, "value": 2}]')
+        raise GdalMcpError(
+            "invalid-argument",
+            f"classes must be a list of 1 to {MAX_RULES} ranges such as "
+            '[{"min": 0, "max": 5, "value": 1}, {"min": 5, "max": 15, "value": 2}]',
+        )
     out = []
     for i, c in enumerate(classes):
         if not isinstance(c, dict) or "value" not in c or set(c) - {"min", "max", "value"}:
@@ -62,8 +65,9 @@ def parse_classes(classes: list[dict[str, Any]]) -> list[tuple[float, float, flo
 
 def parse_mapping(mapping: dict[str, Any]) -> dict[float, float]:
     if not isinstance(mapping, dict) or not mapping or len(mapping) > MAX_RULES:
-        raise GdalMcpError("invalid-argument", f"mapping must map 1 to {MAX_RULES} values to new values, e.g. "
-                           '{"11": 1, "12": 1, "21": 2}')
+        raise GdalMcpError(
+            "invalid-argument", f'mapping must map 1 to {MAX_RULES} values to new values, e.g. {{"11": 1, "12": 1, "21": 2}}'
+        )
     out: dict[float, float] = {}
     for k, v in mapping.items():
         try:
@@ -87,11 +91,19 @@ def _choose_nodata(values: list[float], dtype: str) -> float:
 
 
 @wrap_gdal_errors
-def reclassify(src: str, dst: str, *, classes: list[dict[str, Any]] | None = None,
-               mapping: dict[str, Any] | None = None, default: str | float = "nodata", band: int = 1,
-               output_type: str | None = None, format: str | None = None,
-               creation_options: dict[str, Any] | None = None,
-               progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def reclassify(
+    src: str,
+    dst: str,
+    *,
+    classes: list[dict[str, Any]] | None = None,
+    mapping: dict[str, Any] | None = None,
+    default: str | float = "nodata",
+    band: int = 1,
+    output_type: str | None = None,
+    format: str | None = None,
+    creation_options: dict[str, Any] | None = None,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Reclassify `band` of `src` into `dst` (one band)."""
     if (classes is None) == (mapping is None):
         raise GdalMcpError("invalid-argument", "give classes (value ranges) or mapping (exact values), not both")
@@ -113,15 +125,23 @@ def reclassify(src: str, dst: str, *, classes: list[dict[str, Any]] | None = Non
         if isinstance(default, int | float):
             candidates.append(float(default))
         if default == "keep":
-            info_values = ([float(np.iinfo(in_dtype).min), float(np.iinfo(in_dtype).max)]
-                           if np.issubdtype(np.dtype(in_dtype), np.integer) else [0.5])
+            info_values = (
+                [float(np.iinfo(in_dtype).min), float(np.iinfo(in_dtype).max)]
+                if np.issubdtype(np.dtype(in_dtype), np.integer)
+                else [0.5]
+            )
             candidates += info_values
         dtype = parse_dtype(output_type) or smallest_dtype(candidates)
-        lossy = [v for v in candidates if not fits(v, dtype) or (np.issubdtype(np.dtype(dtype), np.integer)
-                                                                  and not float(v).is_integer())]
+        lossy = [
+            v
+            for v in candidates
+            if not fits(v, dtype) or (np.issubdtype(np.dtype(dtype), np.integer) and not float(v).is_integer())
+        ]
         if lossy and output_type is not None:
-            raise GdalMcpError("invalid-argument", f"output_type {output_type} cannot hold the values {lossy[:5]}; "
-                               "choose a larger type or leave output_type unset")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"output_type {output_type} cannot hold the values {lossy[:5]}; choose a larger type or leave output_type unset",
+            )
         masked_input = MaskFlags.all_valid not in ds.mask_flag_enums[band - 1]
         needs_nodata = default == "nodata" or masked_input
         out_nodata: float | None = None
@@ -130,8 +150,7 @@ def reclassify(src: str, dst: str, *, classes: list[dict[str, Any]] | None = Non
                 out_nodata = float(in_nodata)
             else:
                 out_nodata = _choose_nodata(candidates, dtype)
-                warnings.append(f"unmatched and nodata pixels are written as nodata {out_nodata:g}, a value no class "
-                                "produces")
+                warnings.append(f"unmatched and nodata pixels are written as nodata {out_nodata:g}, a value no class produces")
             check_nodata(out_nodata, dtype)
         counts = {"matched": 0, "default": 0}
 
@@ -168,9 +187,22 @@ def reclassify(src: str, dst: str, *, classes: list[dict[str, Any]] | None = Non
                 out[nodata_here] = out_nodata
             return cast(out, dtype)
 
-        write_windows(dst, driver, options, width=ds.width, height=ds.height, count=1, dtype=dtype, crs=ds.crs,
-                      transform=ds.transform, nodata=out_nodata, compute=compute, progress=progress,
-                      what="reclassified", window_pixels=DEFAULT_WINDOW_PIXELS)
+        write_windows(
+            dst,
+            driver,
+            options,
+            width=ds.width,
+            height=ds.height,
+            count=1,
+            dtype=dtype,
+            crs=ds.crs,
+            transform=ds.transform,
+            nodata=out_nodata,
+            compute=compute,
+            progress=progress,
+            what="reclassified",
+            window_pixels=DEFAULT_WINDOW_PIXELS,
+        )
     if counts["default"]:
         fate = {"nodata": "set to nodata", "keep": "kept"}.get(str(default), f"set to {default}")
         warnings.append(f"{counts['default']} valid pixel(s) matched no class and were {fate} (default={default!r})")

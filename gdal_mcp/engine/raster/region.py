@@ -18,17 +18,22 @@ from gdal_mcp.errors import GdalMcpError
 def select_bands(ds, bands: list[int] | None) -> list[int]:
     """1-based band numbers to work on (all when None), validated against the raster."""
     if ds.count == 0:
-        raise GdalMcpError("invalid-argument", "the dataset has no raster bands; if it is a container "
-                           "(HDF5, netCDF), use one of its subdatasets listed by raster_info")
+        raise GdalMcpError(
+            "invalid-argument",
+            "the dataset has no raster bands; if it is a container "
+            "(HDF5, netCDF), use one of its subdatasets listed by raster_info",
+        )
     if bands is None:
         return list(range(1, ds.count + 1))
     if not isinstance(bands, list | tuple) or not bands:
-        raise GdalMcpError("invalid-argument", f"bands must be a non-empty list of 1-based band numbers "
-                           f"(1..{ds.count}); omit it for all bands")
+        raise GdalMcpError(
+            "invalid-argument", f"bands must be a non-empty list of 1-based band numbers (1..{ds.count}); omit it for all bands"
+        )
     bad = [b for b in bands if isinstance(b, bool) or not isinstance(b, int | np.integer) or not 1 <= b <= ds.count]
     if bad:
-        raise GdalMcpError("invalid-argument", f"band(s) {bad} do not exist; the raster has {ds.count} band(s), "
-                           f"numbered 1..{ds.count}")
+        raise GdalMcpError(
+            "invalid-argument", f"band(s) {bad} do not exist; the raster has {ds.count} band(s), numbered 1..{ds.count}"
+        )
     return [int(b) for b in bands]
 
 
@@ -65,16 +70,20 @@ def bbox_window(ds, bbox, bbox_crs: str | None = None) -> Window:
     if bbox_crs is not None:
         crs = parse_crs(bbox_crs, "bbox_crs")
         if ds.crs is None or not ds.crs.to_wkt():
-            raise GdalMcpError("invalid-argument", "the raster has no CRS, so a bbox in bbox_crs cannot be placed "
-                               "on it; omit bbox_crs and give the bbox in the raster's own coordinates")
+            raise GdalMcpError(
+                "invalid-argument",
+                "the raster has no CRS, so a bbox in bbox_crs cannot be placed "
+                "on it; omit bbox_crs and give the bbox in the raster's own coordinates",
+            )
         left, bottom, right, top = transform_bbox((left, bottom, right, top), crs, ds.crs, target="raster")
     try:
         inverse = ~ds.transform
         if not all(math.isfinite(v) for v in tuple(inverse)[:6]):
             raise ValueError("the inverse overflows")  # e.g. a pixel size of 5e-324
     except Exception:  # noqa: BLE001 - a degenerate geotransform
-        raise GdalMcpError("invalid-argument", "the raster's geotransform cannot be inverted, so a bbox cannot "
-                           "be placed on it; omit bbox") from None
+        raise GdalMcpError(
+            "invalid-argument", "the raster's geotransform cannot be inverted, so a bbox cannot be placed on it; omit bbox"
+        ) from None
     corners = [inverse @ (x, y) for x in (left, right) for y in (bottom, top)]
     eps = 1e-6  # a bbox on a pixel edge must not pull in the neighbour through rounding noise
     c0 = max(0, math.floor(min(c for c, _ in corners) + eps))

@@ -24,8 +24,9 @@ def _check_points(points) -> list[tuple[float, float]]:
     if not isinstance(points, list | tuple) or not points:
         raise GdalMcpError("invalid-argument", "points must be a non-empty list of [x, y] pairs")
     if len(points) > MAX_POINTS:
-        raise GdalMcpError("invalid-argument", f"at most {MAX_POINTS} points per call; got {len(points)} "
-                           "(split them into several calls)")
+        raise GdalMcpError(
+            "invalid-argument", f"at most {MAX_POINTS} points per call; got {len(points)} (split them into several calls)"
+        )
     out: list[tuple[float, float]] = []
     for i, p in enumerate(points):
         try:
@@ -39,8 +40,13 @@ def _check_points(points) -> list[tuple[float, float]]:
 
 
 @wrap_gdal_errors
-def sample(path: str, points: list[tuple[float, float]], points_crs: str | None = None,
-           bands: list[int] | None = None, progress: Progress = no_progress) -> SampleResult:
+def sample(
+    path: str,
+    points: list[tuple[float, float]],
+    points_crs: str | None = None,
+    bands: list[int] | None = None,
+    progress: Progress = no_progress,
+) -> SampleResult:
     """Values of `bands` at each point, like gdallocationinfo -geoloc.
 
     Points are in `points_crs` (default: the raster's CRS) and are echoed as given; row/col are those of
@@ -55,23 +61,29 @@ def sample(path: str, points: list[tuple[float, float]], points_crs: str | None 
         if points_crs is not None:
             crs = parse_crs(points_crs, "points_crs")
             if ds.crs is None or not ds.crs.to_wkt():
-                raise GdalMcpError("invalid-argument", "the raster has no CRS, so points in points_crs cannot be "
-                                   "placed on it; omit points_crs and give points in the raster's own coordinates")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    "the raster has no CRS, so points in points_crs cannot be "
+                    "placed on it; omit points_crs and give points in the raster's own coordinates",
+                )
             if crs != ds.crs:
                 from rasterio.warp import transform
 
                 try:
                     xs, ys = transform(crs, ds.crs, xs, ys)
                 except Exception as e:  # noqa: BLE001 - PROJ refuses points outside the projection's domain
-                    raise GdalMcpError("invalid-argument", f"points cannot be transformed from {points_crs} to the "
-                                       f"raster's CRS ({crs_text(ds.crs)}): {e}") from None
+                    raise GdalMcpError(
+                        "invalid-argument",
+                        f"points cannot be transformed from {points_crs} to the raster's CRS ({crs_text(ds.crs)}): {e}",
+                    ) from None
         try:
             inverse = ~ds.transform
             if not all(math.isfinite(v) for v in tuple(inverse)[:6]):
                 raise ValueError("the inverse overflows")  # e.g. a pixel size of 5e-324
         except Exception:  # noqa: BLE001 - a degenerate geotransform
-            raise GdalMcpError("invalid-argument", "the raster's geotransform cannot be inverted, so points "
-                               "cannot be placed on it") from None
+            raise GdalMcpError(
+                "invalid-argument", "the raster's geotransform cannot be inverted, so points cannot be placed on it"
+            ) from None
 
         # Pixel of each point; points grouped by tile so that each group costs one small read.
         bh, bw = ds.block_shapes[0] if ds.block_shapes else (256, 256)
@@ -103,8 +115,9 @@ def sample(path: str, points: list[tuple[float, float]], points_crs: str | None 
             for i, row, col in zip(members, rows, cols, strict=True):
                 px = data[:, row - r0, col - c0]
                 bad = mask[:, row - r0, col - c0]
-                values[i] = [None if m or (isinstance(v, np.floating) and np.isnan(v)) else float(v)
-                             for v, m in zip(px, bad, strict=True)]
+                values[i] = [
+                    None if m or (isinstance(v, np.floating) and np.isnan(v)) else float(v) for v, m in zip(px, bad, strict=True)
+                ]
             progress((gi + 1) / len(groups), f"sample: window {gi + 1}/{len(groups)}")
 
         samples = []
@@ -118,18 +131,18 @@ def sample(path: str, points: list[tuple[float, float]], points_crs: str | None 
         outside = sum(1 for p in pixels if p is None)
         if outside:
             b = ds.bounds
-            warnings.append(f"{outside} of {len(pts)} point(s) lie outside the raster, whose bounds are "
-                            f"[{b.left}, {b.bottom}, {b.right}, {b.top}] in {crs_text(ds.crs)}"
-                            + ("" if points_crs is None else f" (points were given in {points_crs})"))
+            warnings.append(
+                f"{outside} of {len(pts)} point(s) lie outside the raster, whose bounds are "
+                f"[{b.left}, {b.bottom}, {b.right}, {b.top}] in {crs_text(ds.crs)}"
+                + ("" if points_crs is None else f" (points were given in {points_crs})")
+            )
         return SampleResult(path=path, crs=crs_label(ds.crs), bands=indexes, points=samples, warnings=warnings)
 
 
 # ---------------------------------------------------------------------------------------------- a point layer
 
 
-
-def values_at(ds: Any, indexes: list[int], rows: np.ndarray, cols: np.ndarray,
-               dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+def values_at(ds: Any, indexes: list[int], rows: np.ndarray, cols: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """Values (n, bands) of `dtype` and a null mask (n, bands) at pixels (rows, cols), all inside the raster.
 
     Points are grouped by tile (as `sample` groups them), so each group costs one small windowed read.

@@ -39,9 +39,17 @@ def sieve_bytes(width: int, height: int, dtype: str) -> int:
 
 
 @wrap_gdal_errors
-def sieve(src: str, dst: str, *, threshold: int, connectedness: Literal[4, 8] = 4, band: int = 1,
-          format: str | None = None, creation_options: dict[str, Any] | None = None,
-          progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def sieve(
+    src: str,
+    dst: str,
+    *,
+    threshold: int,
+    connectedness: Literal[4, 8] = 4,
+    band: int = 1,
+    format: str | None = None,
+    creation_options: dict[str, Any] | None = None,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Merge the regions of band `band` smaller than `threshold` pixels into their largest neighbour."""
     import rasterio.features
 
@@ -49,22 +57,27 @@ def sieve(src: str, dst: str, *, threshold: int, connectedness: Literal[4, 8] = 
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
         raise GdalMcpError("invalid-argument", f"threshold must be a whole number of pixels >= 1 (got {threshold!r})")
     if connectedness not in (4, 8) or isinstance(connectedness, bool):
-        raise GdalMcpError("invalid-argument", f"connectedness must be 4 (edges) or 8 (edges and corners), "
-                           f"got {connectedness!r}")
+        raise GdalMcpError("invalid-argument", f"connectedness must be 4 (edges) or 8 (edges and corners), got {connectedness!r}")
     driver = pixel_driver(dst, format, "sieve")
     options = normalize_options(creation_options)
     with open_raster(src) as ds:
         select_bands(ds, [band])
         dtype = ds.dtypes[band - 1]
         if dtype not in SUPPORTED:
-            raise GdalMcpError("unsupported", f"band {band} is {dtype}; GDAL's sieve takes classes as Byte, Int16, "
-                               "UInt16 or Int32: convert the raster first (raster_convert output_type)")
+            raise GdalMcpError(
+                "unsupported",
+                f"band {band} is {dtype}; GDAL's sieve takes classes as Byte, Int16, "
+                "UInt16 or Int32: convert the raster first (raster_convert output_type)",
+            )
         width, height = ds.width, ds.height
         need = sieve_bytes(width, height, dtype)
         if need > SIEVE_BUDGET:
-            raise GdalMcpError("resource-limit", f"sieving needs the whole band in memory: {width} x {height} {dtype} "
-                               f"is about {need / 2**20:.0f} MiB, over the {SIEVE_BUDGET / 2**20:.0f} MiB budget; "
-                               "clip the raster into smaller pieces (regions crossing the cut are sieved per piece)")
+            raise GdalMcpError(
+                "resource-limit",
+                f"sieving needs the whole band in memory: {width} x {height} {dtype} "
+                f"is about {need / 2**20:.0f} MiB, over the {SIEVE_BUDGET / 2**20:.0f} MiB budget; "
+                "clip the raster into smaller pieces (regions crossing the cut are sieved per piece)",
+            )
         if threshold == 1:
             warnings.append("threshold 1 removes nothing: every region has at least one pixel")
         progress(0.0, f"reading band {band}")
@@ -76,12 +89,26 @@ def sieve(src: str, dst: str, *, threshold: int, connectedness: Literal[4, 8] = 
 
         def compute(w: Window) -> np.ndarray:
             r, c = int(w.row_off), int(w.col_off)
-            return np.asarray(result[r:r + int(w.height), c:c + int(w.width)], dtype=dtype)
+            return np.asarray(result[r : r + int(w.height), c : c + int(w.width)], dtype=dtype)
 
         def report(fraction: float, message: str = "") -> None:
             progress(0.4 + 0.6 * fraction, message)
 
-        write_windows(dst, driver, options, width=width, height=height, count=1, dtype=dtype, crs=ds.crs,
-                      transform=ds.transform, nodata=ds.nodatavals[band - 1], compute=compute, progress=report,
-                      what="sieve", window_pixels=WINDOW_PIXELS, block=(256, 256))
+        write_windows(
+            dst,
+            driver,
+            options,
+            width=width,
+            height=height,
+            count=1,
+            dtype=dtype,
+            crs=ds.crs,
+            transform=ds.transform,
+            nodata=ds.nodatavals[band - 1],
+            compute=compute,
+            progress=report,
+            what="sieve",
+            window_pixels=WINDOW_PIXELS,
+            block=(256, 256),
+        )
     return summarize(dst), warnings

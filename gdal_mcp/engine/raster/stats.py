@@ -85,11 +85,17 @@ class _Accumulator:
     def result(self) -> BandStatistics:
         total = self.n + self.invalid
         if self.n == 0:
-            return BandStatistics(min=None, max=None, mean=None, std=None, sum=None, valid_count=0,
-                                  nodata_count=self.invalid, valid_percent=0.0)
+            return BandStatistics(
+                min=None, max=None, mean=None, std=None, sum=None, valid_count=0, nodata_count=self.invalid, valid_percent=0.0
+            )
         return BandStatistics(
-            min=self.lo, max=self.hi, mean=self.mean, std=float(np.sqrt(self.m2 / self.n)), sum=self.total,
-            valid_count=self.n, nodata_count=self.invalid,
+            min=self.lo,
+            max=self.hi,
+            mean=self.mean,
+            std=float(np.sqrt(self.m2 / self.n)),
+            sum=self.total,
+            valid_count=self.n,
+            nodata_count=self.invalid,
             valid_percent=100.0 * self.n / total if total else 0.0,
         )
 
@@ -108,8 +114,9 @@ def valid_values(chunk: np.ndarray) -> tuple[np.ndarray, int]:
     return values, int(data.size - values.size)
 
 
-def _chunks(ds, bands: list[int], window: Window | None,
-            window_pixels: int | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
+def _chunks(
+    ds, bands: list[int], window: Window | None, window_pixels: int | None = None
+) -> Iterator[tuple[int, int, np.ndarray]]:
     """(i, n, chunk of shape (len(bands), h, w)) over `window` (default: all), in strips of whole blocks.
 
     The next chunk is read (by GDAL, which releases the GIL) while the caller works on this one. Bands
@@ -126,8 +133,7 @@ def _chunks(ds, bands: list[int], window: Window | None,
     budget = max(1, (window_pixels or region.DEFAULT_WINDOW_PIXELS) // max(1, len(bands)))
     n = max(1, count_windows(width, height, block, budget))
     masked = any(ds.mask_flag_enums[b - 1] != [MaskFlags.all_valid] for b in bands)
-    windows = (Window(w.col_off + col0, w.row_off + row0, w.width, w.height)
-               for w in iter_windows(width, height, block, budget))
+    windows = (Window(w.col_off + col0, w.row_off + row0, w.width, w.height) for w in iter_windows(width, height, block, budget))
 
     def read(w: Window) -> np.ndarray:
         return read_bands(ds, bands, window=w, masked=masked)
@@ -142,8 +148,9 @@ def _chunks(ds, bands: list[int], window: Window | None,
             yield i, n, chunk
 
 
-def band_statistics(ds, bands: list[int], *, window: Window | None = None,
-                    progress: Progress = no_progress) -> dict[int, BandStatistics]:
+def band_statistics(
+    ds, bands: list[int], *, window: Window | None = None, progress: Progress = no_progress
+) -> dict[int, BandStatistics]:
     """Exact min/max/mean/std/sum and valid counts of `bands`, honouring nodata and masks."""
     acc = {b: _Accumulator() for b in bands}
     for i, n_windows, chunk in _chunks(ds, bands, window):
@@ -167,10 +174,14 @@ COLLECT_LIMIT = 1 << 16  # candidate values kept in memory per order statistic
 # ---------------------------------------------------------------------------------------------------------
 # Order-preserving keys: value a < value b  <=>  key(a) < key(b) (unsigned), for ints and non-NaN floats.
 
+
 def _check_real(dtype: np.dtype, band: int) -> None:
     if dtype.kind not in "uifb":
-        raise GdalMcpError("unsupported", f"band {band} is {dtype.name}; statistics need real-valued bands "
-                           "(convert complex data to its amplitude or real part first)")
+        raise GdalMcpError(
+            "unsupported",
+            f"band {band} is {dtype.name}; statistics need real-valued bands "
+            "(convert complex data to its amplitude or real part first)",
+        )
 
 
 def _to_keys(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -305,7 +316,8 @@ class _BandWork:
                 acc.lo, acc.hi = float(values[0]), float(values[-1])
                 if self.bins:
                     self.hist_counts, self.hist_edges = np.histogram(
-                        values, self.bins, range=(float(values[0]), float(values[-1])), weights=counts)
+                        values, self.bins, range=(float(values[0]), float(values[-1])), weights=counts
+                    )
         elif self.bins and self.acc.n and math.isfinite(self.acc.lo) and math.isfinite(self.acc.hi):
             self.hist_pending = True
             self.hist_counts = np.zeros(self.bins, dtype=np.int64)
@@ -367,8 +379,11 @@ class _BandWork:
             if g.counts is None:
                 keys = np.sort(np.concatenate(g.chunks)) if g.chunks else np.empty(0, np.uint64)
                 if keys.size != g.count:
-                    raise GdalMcpError("gdal-error", f"band {self.index} gave different pixels on a second read "
-                                       "(was the file being written?); try again once it is complete")
+                    raise GdalMcpError(
+                        "gdal-error",
+                        f"band {self.index} gave different pixels on a second read "
+                        "(was the file being written?); try again once it is complete",
+                    )
                 values = _from_keys(keys, self.dtype)
                 for r in g.ranks:
                     self.at[r] = values[r - g.below]
@@ -382,8 +397,7 @@ class _BandWork:
         pct = {_percent_key(q): (_lerp_percentile(q, n, self.at, self.dtype) if n else None) for q in self.percentiles}
         hist = None
         if self.hist_counts is not None and self.hist_edges is not None:
-            hist = Histogram(edges=[float(e) for e in self.hist_edges],
-                             counts=[int(round(c)) for c in self.hist_counts])
+            hist = Histogram(edges=[float(e) for e in self.hist_edges], counts=[int(round(c)) for c in self.hist_counts])
         return BandStatsDetail(index=self.index, **st.model_dump(), percentiles=pct, histogram=hist)
 
 
@@ -398,13 +412,13 @@ def _check_percentiles(percentiles: list[float] | None) -> list[float]:
     if not isinstance(percentiles, list | tuple):
         raise GdalMcpError("invalid-argument", "percentiles must be a list of numbers between 0 and 100")
     if len(percentiles) > MAX_PERCENTILES:
-        raise GdalMcpError("invalid-argument", f"at most {MAX_PERCENTILES} percentiles at once; "
-                           f"got {len(percentiles)}")
+        raise GdalMcpError("invalid-argument", f"at most {MAX_PERCENTILES} percentiles at once; got {len(percentiles)}")
     out: list[float] = []
     for q in percentiles:
         if isinstance(q, bool) or not isinstance(q, int | float | np.number) or not 0 <= float(q) <= 100:
-            raise GdalMcpError("invalid-argument", f"percentile {q!r} is not a number between 0 and 100 "
-                               "(e.g. percentiles=[2, 50, 98])")
+            raise GdalMcpError(
+                "invalid-argument", f"percentile {q!r} is not a number between 0 and 100 (e.g. percentiles=[2, 50, 98])"
+            )
         if float(q) not in out:
             out.append(float(q))
     return out
@@ -413,15 +427,20 @@ def _check_percentiles(percentiles: list[float] | None) -> list[float]:
 def _check_bins(histogram_bins: int | None) -> int | None:
     if histogram_bins is None:
         return None
-    if isinstance(histogram_bins, bool) or not isinstance(histogram_bins, int | np.integer) \
-            or not 1 <= histogram_bins <= MAX_HISTOGRAM_BINS:
-        raise GdalMcpError("invalid-argument", f"histogram_bins must be an integer from 1 to {MAX_HISTOGRAM_BINS}, "
-                           f"got {histogram_bins!r}")
+    if (
+        isinstance(histogram_bins, bool)
+        or not isinstance(histogram_bins, int | np.integer)
+        or not 1 <= histogram_bins <= MAX_HISTOGRAM_BINS
+    ):
+        raise GdalMcpError(
+            "invalid-argument", f"histogram_bins must be an integer from 1 to {MAX_HISTOGRAM_BINS}, got {histogram_bins!r}"
+        )
     return int(histogram_bins)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Tiles: each pass maps a tile function over the area read; partial results merge exactly.
+
 
 @dataclass(frozen=True)
 class Refine:
@@ -462,10 +481,18 @@ def stats_first_tile(spec: StatsTile) -> list[FirstPart]:
 
 def stats_refine_tile(spec: StatsTile) -> list[RefinePart]:
     """A later pass over one tile: per band, its value histogram and its candidates' counts or keys."""
-    return [(w.hist_counts if w.hist_pending else None,
-             [g.counts if g.counts is not None else
-              (np.concatenate(g.chunks) if g.chunks else np.empty(0, np.dtype(f"u{w.dtype.itemsize}")))
-              for g in w.groups]) for w in _tile_pass(spec)]
+    return [
+        (
+            w.hist_counts if w.hist_pending else None,
+            [
+                g.counts
+                if g.counts is not None
+                else (np.concatenate(g.chunks) if g.chunks else np.empty(0, np.dtype(f"u{w.dtype.itemsize}")))
+                for g in w.groups
+            ],
+        )
+        for w in _tile_pass(spec)
+    ]
 
 
 def _tile_pass(spec: StatsTile) -> list[_BandWork]:
@@ -477,9 +504,16 @@ def _tile_pass(spec: StatsTile) -> list[_BandWork]:
             for w, r in zip(work, spec.refine, strict=True):
                 w.first = None
                 w.known = r.known
-                w.groups = [_Group(prefix=prefix, below=0, count=0, ranks=[],
-                                   counts=np.zeros(1 << DIGIT_BITS, dtype=np.int64) if counted else None)
-                            for prefix, counted in r.groups]
+                w.groups = [
+                    _Group(
+                        prefix=prefix,
+                        below=0,
+                        count=0,
+                        ranks=[],
+                        counts=np.zeros(1 << DIGIT_BITS, dtype=np.int64) if counted else None,
+                    )
+                    for prefix, counted in r.groups
+                ]
                 if r.hist is not None:
                     w.bins, w.acc.lo, w.acc.hi = r.hist
                     w.hist_pending = True
@@ -508,8 +542,7 @@ def reduction_windows(ds: Any, window: Window, bytes_per_pixel: int) -> list[tup
     (blocks as wide as the raster) gets each row of tiles as one full-width item, so that every strip is
     decompressed once rather than once per tile column."""
     col0, row0 = int(window.col_off), int(window.row_off)
-    plan = tiles.plan(int(window.width), int(window.height), bytes_per_pixel=bytes_per_pixel,
-                      tile_bytes=REDUCTION_TILE_BYTES)
+    plan = tiles.plan(int(window.width), int(window.height), bytes_per_pixel=bytes_per_pixel, tile_bytes=REDUCTION_TILE_BYTES)
     block = ds.block_shapes[0] if ds.block_shapes else (256, 256)
     if block[1] >= ds.width and any(t.window[0] for t in plan):
         rows = dict.fromkeys((t.window[1], t.window[3]) for t in plan)
@@ -518,9 +551,15 @@ def reduction_windows(ds: Any, window: Window, bytes_per_pixel: int) -> list[tup
 
 
 @wrap_gdal_errors
-def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[float] | None = None,
-                 histogram_bins: int | None = None, bbox: tuple[float, float, float, float] | None = None,
-                 bbox_crs: str | None = None, progress: Progress = no_progress) -> RasterStatsResult:
+def raster_stats(
+    path: str,
+    bands: list[int] | None = None,
+    percentiles: list[float] | None = None,
+    histogram_bins: int | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    progress: Progress = no_progress,
+) -> RasterStatsResult:
     """Exact per-band statistics, percentiles (numpy's linear definition) and histogram, streamed.
 
     Nodata, masks and NaN are excluded. Values are the stored ones (scale/offset not applied). Each pass is a
@@ -537,8 +576,12 @@ def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[fl
             dtype = np.dtype(ds.dtypes[b - 1])
             _check_real(dtype, b)
             work.append(_BandWork(b, dtype, qs, bins))
-        warnings = [f"band {b}: scale {ds.scales[b - 1]} / offset {ds.offsets[b - 1]} are not applied; statistics "
-                    "are of the stored values" for b in indexes if (ds.scales[b - 1], ds.offsets[b - 1]) != (1.0, 0.0)]
+        warnings = [
+            f"band {b}: scale {ds.scales[b - 1]} / offset {ds.offsets[b - 1]} are not applied; statistics "
+            "are of the stored values"
+            for b in indexes
+            if (ds.scales[b - 1], ds.offsets[b - 1]) != (1.0, 0.0)
+        ]
         windows = reduction_windows(ds, window, sum(w.dtype.itemsize for w in work))
     total_passes = 1 + max(w.extra_passes() for w in work)
     done = 0.0
@@ -550,11 +593,26 @@ def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[fl
         progress(done, f"statistics pass {p}/{total}: tile {i + 1}/{n}")
 
     def specs(active: list[_BandWork], refine: bool) -> list[StatsTile]:
-        jobs = tuple(Refine(known=w.known, hist=(w.bins, w.acc.lo, w.acc.hi) if w.hist_pending and w.bins else None,
-                            groups=tuple((g.prefix, g.counts is not None) for g in w.groups)) for w in active)
-        return [StatsTile(path=path, bands=tuple(w.index for w in active), window=win, percentiles=tuple(qs),
-                          bins=bins, window_pixels=region.DEFAULT_WINDOW_PIXELS, refine=jobs if refine else ())
-                for win in windows]
+        jobs = tuple(
+            Refine(
+                known=w.known,
+                hist=(w.bins, w.acc.lo, w.acc.hi) if w.hist_pending and w.bins else None,
+                groups=tuple((g.prefix, g.counts is not None) for g in w.groups),
+            )
+            for w in active
+        )
+        return [
+            StatsTile(
+                path=path,
+                bands=tuple(w.index for w in active),
+                window=win,
+                percentiles=tuple(qs),
+                bins=bins,
+                window_pixels=region.DEFAULT_WINDOW_PIXELS,
+                refine=jobs if refine else (),
+            )
+            for win in windows
+        ]
 
     # Pass 1: integer histograms add up as tiles arrive; the moments are merged in tile order at the end.
     moments: dict[int, list[_Accumulator]] = {}
@@ -592,8 +650,9 @@ def raster_stats(path: str, bands: list[int] | None = None, percentiles: list[fl
         if w.acc.n == 0:
             warnings.append(f"band {w.index} has no valid pixels in the area read (all nodata/masked)")
         elif not (math.isfinite(w.acc.lo) and math.isfinite(w.acc.hi)):
-            warnings.append(f"band {w.index} holds infinite values: mean/std are not finite"
-                            + (" and no histogram was made" if bins else ""))
+            warnings.append(
+                f"band {w.index} holds infinite values: mean/std are not finite" + (" and no histogram was made" if bins else "")
+            )
     return RasterStatsResult(
         path=path,
         window=(int(window.col_off), int(window.row_off), int(window.width), int(window.height)),

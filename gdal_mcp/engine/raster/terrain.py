@@ -67,14 +67,27 @@ COLOR_MODES: tuple[str, ...] = ("interpolate", "nearest", "exact")
 #: DEM; "nv" (nodata) is transparent black.
 NAMED_RAMPS: dict[str, list[list[Any]]] = {
     # matplotlib's "terrain": deep blue, light blue, green, pale yellow, brown, white
-    "terrain": [["0%", 51, 51, 153], ["15%", 0, 153, 255], ["25%", 0, 204, 102], ["50%", 255, 255, 153],
-                ["75%", 128, 92, 84], ["100%", 255, 255, 255], ["nv", 0, 0, 0, 0]],
+    "terrain": [
+        ["0%", 51, 51, 153],
+        ["15%", 0, 153, 255],
+        ["25%", 0, 204, 102],
+        ["50%", 255, 255, 153],
+        ["75%", 128, 92, 84],
+        ["100%", 255, 255, 255],
+        ["nv", 0, 0, 0, 0],
+    ],
     # hypsometric tints: dark green lowlands, tan, brown, white peaks
-    "elevation": [["0%", 0, 97, 71], ["20%", 86, 153, 62], ["40%", 212, 196, 120], ["60%", 168, 120, 66],
-                  ["80%", 130, 92, 72], ["100%", 255, 255, 255], ["nv", 0, 0, 0, 0]],
+    "elevation": [
+        ["0%", 0, 97, 71],
+        ["20%", 86, 153, 62],
+        ["40%", 212, 196, 120],
+        ["60%", 168, 120, 66],
+        ["80%", 130, 92, 72],
+        ["100%", 255, 255, 255],
+        ["nv", 0, 0, 0, 0],
+    ],
     # depths: navy (deepest) to pale cyan (shallowest)
-    "bathymetry": [["0%", 8, 29, 88], ["35%", 37, 52, 148], ["70%", 29, 145, 192], ["100%", 199, 233, 180],
-                   ["nv", 0, 0, 0, 0]],
+    "bathymetry": [["0%", 8, 29, 88], ["35%", 37, 52, 148], ["70%", 29, 145, 192], ["100%", 199, 233, 180], ["nv", 0, 0, 0, 0]],
     "gray": [["0%", 0, 0, 0], ["100%", 255, 255, 255], ["nv", 0, 0, 0, 0]],
 }
 # Metres per degree: gdaldem's documented -s value for lon/lat DEMs with elevations in metres.
@@ -93,6 +106,7 @@ Neighbours = list[np.ndarray]
 # ---------------------------------------------------------------------------------------------- writing
 
 # ---------------------------------------------------------------------------------------------- formulas
+
 
 def _horn(n: Neighbours, ewres: float, nsres: float) -> tuple[np.ndarray, np.ndarray]:
     """gdaldem's Horn gradient: x = -dz/d(column), y = -dz/d(row), each over one step of the geotransform
@@ -141,8 +155,12 @@ def _hillshade(n: Neighbours, p: dict[str, Any]) -> np.ndarray:
         # USGS OF 92-422: lights at 225, 270, 315 and 360 degrees, weighted by sin^2(aspect - azimuth);
         # the azimuth is not used.
         k = math.cos(math.radians(225)) * cos_alt
-        lights = [np.maximum(sin_alt + (x - y) * k, 0), np.maximum(sin_alt - x * cos_alt, 0),
-                  np.maximum(sin_alt + (x + y) * k, 0), np.maximum(sin_alt - y * cos_alt, 0)]
+        lights = [
+            np.maximum(sin_alt + (x - y) * k, 0),
+            np.maximum(sin_alt - x * cos_alt, 0),
+            np.maximum(sin_alt + (x + y) * k, 0),
+            np.maximum(sin_alt - y * cos_alt, 0),
+        ]
         w225 = 0.5 * xx_plus_yy - x * y
         weights = [w225, x * x, xx_plus_yy - w225, y * y]
         shade = sum((w * v for w, v in zip(weights, lights, strict=True)), np.zeros_like(x)) / xx_plus_yy
@@ -161,8 +179,9 @@ def _igor(n: Neighbours, p: dict[str, Any], gradient: np.ndarray) -> np.ndarray:
     dx, dy = _raw_differences(n, p)
     aspect = np.arctan2(dy, -dx)
     # DifferenceBetweenAngles(aspect, 3/2 pi - azimuth, 2 pi)
-    diff = np.abs(np.mod(aspect, 2 * math.pi) - math.fmod(3 * math.pi / 2 - math.radians(p["azimuth"]), 2 * math.pi)
-                  % (2 * math.pi))
+    diff = np.abs(
+        np.mod(aspect, 2 * math.pi) - math.fmod(3 * math.pi / 2 - math.radians(p["azimuth"]), 2 * math.pi) % (2 * math.pi)
+    )
     diff = np.where(diff > math.pi, 2 * math.pi - diff, diff)
     return 255.0 * (1.0 - slope_strength * (1 - diff / math.pi))
 
@@ -195,25 +214,30 @@ def _roughness(n: Neighbours, p: dict[str, Any]) -> np.ndarray:
 
 
 FORMULAS: dict[str, Callable[[Neighbours, dict[str, Any]], np.ndarray]] = {
-    "hillshade": _hillshade, "slope": _slope, "aspect": _aspect, "tri": _tri, "tpi": _tpi, "roughness": _roughness,
+    "hillshade": _hillshade,
+    "slope": _slope,
+    "aspect": _aspect,
+    "tri": _tri,
+    "tpi": _tpi,
+    "roughness": _roughness,
 }
 
 
 def _apply(padded: np.ndarray, product: str, params: dict[str, Any], compute_edges: bool) -> np.ndarray:
     """The product for the interior of `padded` (a block with a one-pixel ring); NaN marks nodata in and out."""
     h, w = padded.shape[0] - 2, padded.shape[1] - 2
-    n = [padded[r:r + h, c:c + w] for r in range(3) for c in range(3)]
+    n = [padded[r : r + h, c : c + w] for r in range(3) for c in range(3)]
     missing = np.isnan(padded)
     if not missing.any():
         invalid = None
     elif compute_edges:
         # gdaldem: a missing neighbour takes the centre's value.
-        n = [np.where(missing[k // 3:k // 3 + h, k % 3:k % 3 + w], n[4], v) if k != 4 else v for k, v in enumerate(n)]
+        n = [np.where(missing[k // 3 : k // 3 + h, k % 3 : k % 3 + w], n[4], v) if k != 4 else v for k, v in enumerate(n)]
         invalid = missing[1:-1, 1:-1]
     else:
         invalid = missing[0:h, 0:w].copy()
         for k in range(1, 9):
-            invalid |= missing[k // 3:k // 3 + h, k % 3:k % 3 + w]
+            invalid |= missing[k // 3 : k // 3 + h, k % 3 : k % 3 + w]
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         out = FORMULAS[product](n, params)
     out = np.asarray(out, dtype=np.float64)
@@ -223,6 +247,7 @@ def _apply(padded: np.ndarray, product: str, params: dict[str, Any], compute_edg
 
 
 # ---------------------------------------------------------------------------------------------- windows
+
 
 def _read(ds: Any, band: int, window: Window, nodata: float | None) -> np.ndarray:
     data = ds.read(band, window=window)
@@ -234,8 +259,9 @@ def _read(ds: Any, band: int, window: Window, nodata: float | None) -> np.ndarra
     return out
 
 
-def _window_values(ds: Any, band: int, w: Window, nodata: float | None, product: str, params: dict[str, Any],
-                   compute_edges: bool) -> np.ndarray:
+def _window_values(
+    ds: Any, band: int, w: Window, nodata: float | None, product: str, params: dict[str, Any], compute_edges: bool
+) -> np.ndarray:
     """Product values (NaN = nodata) for output window `w`, read with a one-pixel halo."""
     width, height = ds.width, ds.height
     col, row, wh, ww = int(w.col_off), int(w.row_off), int(w.height), int(w.width)
@@ -245,7 +271,7 @@ def _window_values(ds: Any, band: int, w: Window, nodata: float | None, product:
     c0, c1 = max(0, col - 1), min(width, col + ww + 1)
     padded = np.full((wh + 2, ww + 2), np.nan)
     pr, pc = r0 - (row - 1), c0 - (col - 1)
-    padded[pr:pr + r1 - r0, pc:pc + c1 - c0] = _read(ds, band, Window(c0, r0, c1 - c0, r1 - r0), nodata)
+    padded[pr : pr + r1 - r0, pc : pc + c1 - c0] = _read(ds, band, Window(c0, r0, c1 - c0, r1 - r0), nodata)
     left, right = col == 0, col + ww == width
     if compute_edges:
         # Columns beyond the raster: linear extrapolation (NaN if either source pixel is nodata).
@@ -307,13 +333,16 @@ def _band_range(src: str, ds: Any, band: int, nodata: float | None) -> tuple[flo
     for _, (lo, hi) in tiles.map_tiles(range_tile, specs):
         low, high = min(low, lo), max(high, hi)
     if low > high:
-        raise GdalMcpError("invalid-argument", "the band has no valid pixels, so percentages in colors cannot be "
-                           "resolved; give absolute elevations instead")
+        raise GdalMcpError(
+            "invalid-argument",
+            "the band has no valid pixels, so percentages in colors cannot be resolved; give absolute elevations instead",
+        )
     return low, high
 
 
-def _parse_colors(colors: str | list[Any], nodata: float | None, value_range: Callable[[], tuple[float, float]],
-                  warnings: list[str]) -> list[ColorEntry]:
+def _parse_colors(
+    colors: str | list[Any], nodata: float | None, value_range: Callable[[], tuple[float, float]], warnings: list[str]
+) -> list[ColorEntry]:
     """gdaldem's colour text file as a list: [value | "NN%" | "nv", r, g, b(, a)] or a name in NAMED_RAMPS."""
     if isinstance(colors, str) and colors.strip().startswith("["):
         try:  # a JSON list sent as a string
@@ -324,8 +353,10 @@ def _parse_colors(colors: str | list[Any], nodata: float | None, value_range: Ca
     if named:
         key = str(colors).strip().lower()
         if key not in NAMED_RAMPS:
-            raise GdalMcpError("invalid-argument", f"unknown colour ramp {colors!r}; use one of "
-                               f"{', '.join(NAMED_RAMPS)} or a list of [value, r, g, b(, a)] entries")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"unknown colour ramp {colors!r}; use one of {', '.join(NAMED_RAMPS)} or a list of [value, r, g, b(, a)] entries",
+            )
         colors = NAMED_RAMPS[key]
     if not isinstance(colors, list) or not colors:
         raise GdalMcpError("invalid-argument", "colors must be a ramp name or a non-empty list of [value, r, g, b(, a)]")
@@ -334,8 +365,7 @@ def _parse_colors(colors: str | list[Any], nodata: float | None, value_range: Ca
     numeric = 0
     for k, entry in enumerate(colors):
         if not isinstance(entry, list | tuple) or len(entry) not in (4, 5):
-            raise GdalMcpError("invalid-argument", f"colors[{k}] must be [value, r, g, b] or [value, r, g, b, a] "
-                               f"(got {entry!r})")
+            raise GdalMcpError("invalid-argument", f"colors[{k}] must be [value, r, g, b] or [value, r, g, b, a] (got {entry!r})")
         value, *rgba = entry
         if not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in rgba):
             raise GdalMcpError("invalid-argument", f"colors[{k}]: r, g, b and a must be integers 0..255 (got {rgba!r})")
@@ -363,8 +393,10 @@ def _parse_colors(colors: str | list[Any], nodata: float | None, value_range: Ca
             except (TypeError, ValueError):
                 v = math.nan
             if not math.isfinite(v):
-                raise GdalMcpError("invalid-argument", f"colors[{k}]: the value must be a number, \"NN%\" (of the "
-                                   f"band's min..max) or \"nv\" (nodata) (got {value!r})")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f'colors[{k}]: the value must be a number, "NN%" (of the band\'s min..max) or "nv" (nodata) (got {value!r})',
+                )
         entries.append((v, rgba[0], rgba[1], rgba[2], rgba[3] if len(rgba) == 4 else 255))
         numeric += 1
     if numeric <= 0:
@@ -458,15 +490,22 @@ def _colorize(values: np.ndarray, table: list[list[float]], mode: str) -> np.nda
 
 # ---------------------------------------------------------------------------------------------- checks
 
-def _check_number(name: str, value: float, *, low: float | None = None, high: float | None = None,
-                  positive: bool = False) -> float:
+
+def _check_number(
+    name: str, value: float, *, low: float | None = None, high: float | None = None, positive: bool = False
+) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
         v = math.nan
     if not math.isfinite(v) or (positive and v <= 0) or (low is not None and v < low) or (high is not None and v > high):
-        need = "a positive number" if positive else f"a number between {low:g} and {high:g}" if low is not None \
-            and high is not None else "a finite number"
+        need = (
+            "a positive number"
+            if positive
+            else f"a number between {low:g} and {high:g}"
+            if low is not None and high is not None
+            else "a finite number"
+        )
         raise GdalMcpError("invalid-argument", f"{name} must be {need} (got {value!r})")
     return v
 
@@ -483,26 +522,35 @@ def _scale(ds: Any, scale: float | None, product: str, warnings: list[str]) -> f
     if not uses_scale or crs is None or not crs.to_wkt():
         return 1.0
     if crs.is_geographic:
-        warnings.append(f"the DEM's CRS is geographic (degrees): using scale={METRES_PER_DEGREE:g} metres per degree "
-                        "(gdaldem's suggested -s) so that elevations are taken as metres; pass scale= to override "
-                        "(370400 for elevations in feet), or reproject the DEM to a projected CRS for exact distances")
+        warnings.append(
+            f"the DEM's CRS is geographic (degrees): using scale={METRES_PER_DEGREE:g} metres per degree "
+            "(gdaldem's suggested -s) so that elevations are taken as metres; pass scale= to override "
+            "(370400 for elevations in feet), or reproject the DEM to a projected CRS for exact distances"
+        )
         return METRES_PER_DEGREE
     try:
         unit, factor = crs.linear_units_factor
     except Exception:  # noqa: BLE001 - a CRS without linear units: nothing to suggest
         return 1.0
     if factor and not math.isclose(factor, 1.0):
-        warnings.append(f"the CRS's unit is {unit} ({factor:g} m), not metre; {product} assumes elevations are in "
-                        f"{unit} too. If they are in metres pass scale={factor:g}")
+        warnings.append(
+            f"the CRS's unit is {unit} ({factor:g} m), not metre; {product} assumes elevations are in "
+            f"{unit} too. If they are in metres pass scale={factor:g}"
+        )
     return 1.0
 
 
-def _unused(product: str, z_factor: float, azimuth: float, altitude: float, slope_units: str, extra: dict[str, Any],
-            warnings: list[str]) -> None:
+def _unused(
+    product: str, z_factor: float, azimuth: float, altitude: float, slope_units: str, extra: dict[str, Any], warnings: list[str]
+) -> None:
     if z_factor != 1.0 and product not in ("hillshade", "slope"):
-        reason = "aspect does not depend on it" if product == "aspect" else \
-            "colours follow the elevations as they are" if product == "color-relief" else \
-            f"{product} is in the DEM's elevation units, as gdaldem computes it"
+        reason = (
+            "aspect does not depend on it"
+            if product == "aspect"
+            else "colours follow the elevations as they are"
+            if product == "color-relief"
+            else f"{product} is in the DEM's elevation units, as gdaldem computes it"
+        )
         warnings.append(f"z_factor only applies to hillshade and slope; ignored ({reason})")
     if (azimuth != 315.0 or altitude != 45.0) and product != "hillshade":
         warnings.append(f"azimuth and altitude only apply to hillshade; ignored for {product}")
@@ -512,44 +560,91 @@ def _unused(product: str, z_factor: float, azimuth: float, altitude: float, slop
         warnings.append("altitude is ignored by Igor's hillshade")
     if slope_units != "degrees" and product != "slope":
         warnings.append(f"slope_units only applies to slope; ignored for {product}")
-    used_by = {"algorithm": ("hillshade", "slope", "aspect"), "hillshade_mode": ("hillshade",),
-               "zero_for_flat": ("aspect",), "trigonometric": ("aspect",), "colors": ("color-relief",),
-               "color_mode": ("color-relief",), "alpha": ("color-relief",), "compute_edges": PRODUCTS[:-1]}
-    defaults = {"algorithm": "Horn", "hillshade_mode": "standard", "zero_for_flat": False, "trigonometric": False,
-                "colors": None, "color_mode": "interpolate", "alpha": False, "compute_edges": False}
+    used_by = {
+        "algorithm": ("hillshade", "slope", "aspect"),
+        "hillshade_mode": ("hillshade",),
+        "zero_for_flat": ("aspect",),
+        "trigonometric": ("aspect",),
+        "colors": ("color-relief",),
+        "color_mode": ("color-relief",),
+        "alpha": ("color-relief",),
+        "compute_edges": PRODUCTS[:-1],
+    }
+    defaults = {
+        "algorithm": "Horn",
+        "hillshade_mode": "standard",
+        "zero_for_flat": False,
+        "trigonometric": False,
+        "colors": None,
+        "color_mode": "interpolate",
+        "alpha": False,
+        "compute_edges": False,
+    }
     for name, products in used_by.items():
         if extra[name] != defaults[name] and product not in products:
             warnings.append(f"{name} only applies to {', '.join(products)}; ignored for {product}")
 
+
 # ---------------------------------------------------------------------------------------------- terrain
 
+
 @wrap_gdal_errors
-def terrain(src: str, dst: str, *, product: Product, band: int = 1, z_factor: float = 1.0, azimuth: float = 315.0,
-            altitude: float = 45.0, slope_units: Literal["degrees", "percent"] = "degrees", scale: float | None = None,
-            algorithm: Algorithm = "Horn", hillshade_mode: HillshadeMode = "standard", zero_for_flat: bool = False,
-            trigonometric: bool = False, colors: str | list[Any] | None = None, color_mode: ColorMode = "interpolate",
-            alpha: bool = False, compute_edges: bool = False, format: str | None = None,
-            creation_options: dict[str, Any] | None = None,
-            progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def terrain(
+    src: str,
+    dst: str,
+    *,
+    product: Product,
+    band: int = 1,
+    z_factor: float = 1.0,
+    azimuth: float = 315.0,
+    altitude: float = 45.0,
+    slope_units: Literal["degrees", "percent"] = "degrees",
+    scale: float | None = None,
+    algorithm: Algorithm = "Horn",
+    hillshade_mode: HillshadeMode = "standard",
+    zero_for_flat: bool = False,
+    trigonometric: bool = False,
+    colors: str | list[Any] | None = None,
+    color_mode: ColorMode = "interpolate",
+    alpha: bool = False,
+    compute_edges: bool = False,
+    format: str | None = None,
+    creation_options: dict[str, Any] | None = None,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Compute one terrain product of band `band` of the DEM `src` into `dst`, as gdaldem does."""
     warnings: list[str] = []
-    for name, value, allowed in (("product", product, PRODUCTS), ("algorithm", algorithm, ALGORITHMS),
-                                 ("hillshade_mode", hillshade_mode, HILLSHADE_MODES),
-                                 ("color_mode", color_mode, COLOR_MODES)):
+    for name, value, allowed in (
+        ("product", product, PRODUCTS),
+        ("algorithm", algorithm, ALGORITHMS),
+        ("hillshade_mode", hillshade_mode, HILLSHADE_MODES),
+        ("color_mode", color_mode, COLOR_MODES),
+    ):
         if value not in allowed:
             raise GdalMcpError("invalid-argument", f"unknown {name} {value!r}; use one of {', '.join(allowed)}")
     if slope_units not in ("degrees", "percent"):
         raise GdalMcpError("invalid-argument", f"slope_units must be 'degrees' or 'percent' (got {slope_units!r})")
     relief = product == "color-relief"
     if relief and colors is None:
-        raise GdalMcpError("invalid-argument", "color-relief needs colors: a ramp name (" + ", ".join(NAMED_RAMPS) +
-                           ') or a list such as [[0, 0, 128, 0], [500, 255, 255, 0], ["100%", 255, 255, 255]]')
+        raise GdalMcpError(
+            "invalid-argument",
+            "color-relief needs colors: a ramp name ("
+            + ", ".join(NAMED_RAMPS)
+            + ') or a list such as [[0, 0, 128, 0], [500, 255, 255, 0], ["100%", 255, 255, 255]]',
+        )
     z = _check_number("z_factor", z_factor, positive=True)
     az = _check_number("azimuth", azimuth, low=0.0, high=360.0)
     alt = _check_number("altitude", altitude, low=0.0, high=90.0)
-    extra = {"algorithm": algorithm, "hillshade_mode": hillshade_mode, "zero_for_flat": zero_for_flat,
-             "trigonometric": trigonometric, "colors": colors, "color_mode": color_mode, "alpha": alpha,
-             "compute_edges": compute_edges}
+    extra = {
+        "algorithm": algorithm,
+        "hillshade_mode": hillshade_mode,
+        "zero_for_flat": zero_for_flat,
+        "trigonometric": trigonometric,
+        "colors": colors,
+        "color_mode": color_mode,
+        "alpha": alpha,
+        "compute_edges": compute_edges,
+    }
     _unused(product, z, az, alt, slope_units, extra, warnings)
     driver = pixel_driver(dst, format, "terrain")
     options = normalize_options(creation_options)
@@ -560,32 +655,80 @@ def terrain(src: str, dst: str, *, product: Product, band: int = 1, z_factor: fl
         nodata = ds.nodatavals[band - 1]
         if relief:
             assert colors is not None
-            _color_relief(src, ds, band, dst, driver, options, nodata=nodata, colors=colors, mode=color_mode, alpha=alpha,
-                          warnings=warnings, progress=progress)
+            _color_relief(
+                src,
+                ds,
+                band,
+                dst,
+                driver,
+                options,
+                nodata=nodata,
+                colors=colors,
+                mode=color_mode,
+                alpha=alpha,
+                warnings=warnings,
+                progress=progress,
+            )
             return summarize(dst), warnings
         t = ds.transform
         if t.b or t.d:
-            raise GdalMcpError("unsupported", "the DEM's geotransform is rotated or sheared; warp it to a north-up "
-                               "grid first (raster_reproject)")
+            raise GdalMcpError(
+                "unsupported", "the DEM's geotransform is rotated or sheared; warp it to a north-up grid first (raster_reproject)"
+            )
         if ds.transform.is_identity and not (ds.crs and ds.crs.to_wkt()):
             warnings.append("the DEM has no georeferencing: pixels are taken as 1 x 1 elevation units")
-        params = {"ewres": t.a, "nsres": t.e, "z": z, "azimuth": az, "altitude": alt,
-                  "percent": slope_units == "percent", "scale": _scale(ds, scale, product, warnings),
-                  "algorithm": algorithm, "hillshade_mode": hillshade_mode, "zero_for_flat": zero_for_flat,
-                  "trigonometric": trigonometric}
+        params = {
+            "ewres": t.a,
+            "nsres": t.e,
+            "z": z,
+            "azimuth": az,
+            "altitude": alt,
+            "percent": slope_units == "percent",
+            "scale": _scale(ds, scale, product, warnings),
+            "algorithm": algorithm,
+            "hillshade_mode": hillshade_mode,
+            "zero_for_flat": zero_for_flat,
+            "trigonometric": trigonometric,
+        }
         params["ewres"] *= params["scale"]
         params["nsres"] *= params["scale"]
         hillshade = product == "hillshade"
         out_dtype = "uint8" if hillshade else "float32"
         out_nodata = float(HILLSHADE_NODATA) if hillshade else TERRAIN_NODATA
-        plan = output_tiles(driver, options, ds.width, ds.height, bytes_per_pixel=np.dtype(out_dtype).itemsize,
-                            halo=1)
-        specs = [TerrainTile(path=src, band=band, nodata=nodata, product=product, params=params,
-                             compute_edges=compute_edges, dtype=out_dtype, out_nodata=out_nodata, window=t.window,
-                             window_pixels=WINDOW_PIXELS, block=OUTPUT_BLOCK) for t in plan]
-        write_tiles(dst, driver, options, width=ds.width, height=ds.height, count=1, dtype=out_dtype, crs=ds.crs,
-                    transform=ds.transform, nodata=out_nodata, fn=terrain_tile, specs=specs,
-                    windows=[t.window for t in plan], progress=progress, what=product)
+        plan = output_tiles(driver, options, ds.width, ds.height, bytes_per_pixel=np.dtype(out_dtype).itemsize, halo=1)
+        specs = [
+            TerrainTile(
+                path=src,
+                band=band,
+                nodata=nodata,
+                product=product,
+                params=params,
+                compute_edges=compute_edges,
+                dtype=out_dtype,
+                out_nodata=out_nodata,
+                window=t.window,
+                window_pixels=WINDOW_PIXELS,
+                block=OUTPUT_BLOCK,
+            )
+            for t in plan
+        ]
+        write_tiles(
+            dst,
+            driver,
+            options,
+            width=ds.width,
+            height=ds.height,
+            count=1,
+            dtype=out_dtype,
+            crs=ds.crs,
+            transform=ds.transform,
+            nodata=out_nodata,
+            fn=terrain_tile,
+            specs=specs,
+            windows=[t.window for t in plan],
+            progress=progress,
+            what=product,
+        )
     return summarize(dst), warnings
 
 
@@ -615,15 +758,16 @@ def terrain_tile(spec: TerrainTile) -> np.ndarray:
     with open_raster(spec.path) as ds:
         for w in iter_windows(width, height, spec.block, spec.window_pixels):
             r0, c0, h, ww = int(w.row_off), int(w.col_off), int(w.height), int(w.width)
-            values = _window_values(ds, spec.band, Window(col + c0, row + r0, ww, h), spec.nodata, spec.product,
-                                    spec.params, spec.compute_edges)
+            values = _window_values(
+                ds, spec.band, Window(col + c0, row + r0, ww, h), spec.nodata, spec.product, spec.params, spec.compute_edges
+            )
             missing = np.isnan(values)
             if spec.product == "hillshade":
                 # gdaldem hands GDAL a Float32 that GDAL writes to Byte as (GByte)(clamp(v) + 0.5f), in float32
                 shade = np.clip(values.astype(np.float32), 0, 255)
                 values = np.floor(shade + np.float32(0.5)).astype(np.float64)
             values[missing] = spec.out_nodata
-            out[r0:r0 + h, c0:c0 + ww] = values.astype(spec.dtype)
+            out[r0 : r0 + h, c0 : c0 + ww] = values.astype(spec.dtype)
     return out
 
 
@@ -653,27 +797,65 @@ def relief_tile(spec: ReliefTile) -> np.ndarray:
             r0, c0, h, ww = int(w.row_off), int(w.col_off), int(w.height), int(w.width)
             data = ds.read(spec.band, window=Window(col + c0, row + r0, ww, h))
             values = data.astype(np.float64) if dtype in exact_types else data.astype(np.float32).astype(np.float64)
-            out[:, r0:r0 + h, c0:c0 + ww] = _colorize(values, spec.table, spec.mode)[:spec.count]
+            out[:, r0 : r0 + h, c0 : c0 + ww] = _colorize(values, spec.table, spec.mode)[: spec.count]
     return out
 
 
-def _color_relief(src: str, ds: Any, band: int, dst: str, driver: str, options: dict[str, str], *,
-                  nodata: float | None, colors: str | list[Any], mode: str, alpha: bool, warnings: list[str],
-                  progress: Progress) -> None:
+def _color_relief(
+    src: str,
+    ds: Any,
+    band: int,
+    dst: str,
+    driver: str,
+    options: dict[str, str],
+    *,
+    nodata: float | None,
+    colors: str | list[Any],
+    mode: str,
+    alpha: bool,
+    warnings: list[str],
+    progress: Progress,
+) -> None:
     if nodata is not None and math.isnan(nodata):
         nodata = math.nan
     entries = _parse_colors(colors, nodata, lambda: _band_range(src, ds, band, nodata), warnings)
     table = _process_colors(entries, nodata, mode)
     count = 4 if alpha else 3
     plan = output_tiles(driver, options, ds.width, ds.height, bytes_per_pixel=count)
-    specs = [ReliefTile(path=src, band=band, table=table, mode=mode, count=count, window=t.window,
-                        window_pixels=max(1, WINDOW_PIXELS // count), block=OUTPUT_BLOCK) for t in plan]
+    specs = [
+        ReliefTile(
+            path=src,
+            band=band,
+            table=table,
+            mode=mode,
+            count=count,
+            window=t.window,
+            window_pixels=max(1, WINDOW_PIXELS // count),
+            block=OUTPUT_BLOCK,
+        )
+        for t in plan
+    ]
 
     def prepare(out: Any) -> None:
         from rasterio.enums import ColorInterp
 
         out.colorinterp = [ColorInterp.red, ColorInterp.green, ColorInterp.blue, ColorInterp.alpha][:count]
 
-    write_tiles(dst, driver, options, width=ds.width, height=ds.height, count=count, dtype="uint8", crs=ds.crs,
-                transform=ds.transform, nodata=None, fn=relief_tile, specs=specs, windows=[t.window for t in plan],
-                progress=progress, what="color-relief", prepare=prepare)
+    write_tiles(
+        dst,
+        driver,
+        options,
+        width=ds.width,
+        height=ds.height,
+        count=count,
+        dtype="uint8",
+        crs=ds.crs,
+        transform=ds.transform,
+        nodata=None,
+        fn=relief_tile,
+        specs=specs,
+        windows=[t.window for t in plan],
+        progress=progress,
+        what="color-relief",
+        prepare=prepare,
+    )

@@ -57,8 +57,10 @@ def resampling_method(name: str) -> Resampling:
     try:
         return Resampling[name]
     except KeyError:
-        raise GdalMcpError("invalid-argument", f"unknown resampling {name!r}; use one of "
-                           + ", ".join(r.name for r in Resampling if r.value < 16)) from None
+        raise GdalMcpError(
+            "invalid-argument",
+            f"unknown resampling {name!r}; use one of " + ", ".join(r.name for r in Resampling if r.value < 16),
+        ) from None
 
 
 def resolution_pair(resolution: float | list[float] | tuple[float, ...] | None) -> tuple[float, float] | None:
@@ -70,21 +72,33 @@ def resolution_pair(resolution: float | list[float] | tuple[float, ...] | None) 
     return float(values[0]), float(values[1])
 
 
-def target_grid(ds: Any, src_crs: Any, dst_crs: Any, *, resolution: tuple[float, float] | None,
-                size: tuple[int, int] | None, bbox: tuple[float, float, float, float] | None, bbox_crs: Any,
-                tap: bool, georef: SourceGeoref | None = None) -> tuple[Affine, int, int]:
+def target_grid(
+    ds: Any,
+    src_crs: Any,
+    dst_crs: Any,
+    *,
+    resolution: tuple[float, float] | None,
+    size: tuple[int, int] | None,
+    bbox: tuple[float, float, float, float] | None,
+    bbox_crs: Any,
+    tap: bool,
+    georef: SourceGeoref | None = None,
+) -> tuple[Affine, int, int]:
     """The output grid, as gdalwarp chooses it for -t_srs with optional -tr / -ts / -te / -tap."""
     if georef is None:
         b = ds.bounds
         source: dict[str, Any] = {"left": b.left, "bottom": b.bottom, "right": b.right, "top": b.top}
     else:
         # bounds already say where a geotransformed source lies; GCPs and RPCs need their transformer options
-        source = {**georef.grid_args, **({} if georef.method == "geotransform" else
-                                         {k: v for k, v in georef.options.items() if k != "SRC_SRS"})}
+        source = {
+            **georef.grid_args,
+            **({} if georef.method == "geotransform" else {k: v for k, v in georef.options.items() if k != "SRC_SRS"}),
+        }
     if bbox is None:
         if size:
-            transform, width, height = calculate_default_transform(src_crs, dst_crs, ds.width, ds.height, **source,
-                                                                   dst_width=size[0], dst_height=size[1])
+            transform, width, height = calculate_default_transform(
+                src_crs, dst_crs, ds.width, ds.height, **source, dst_width=size[0], dst_height=size[1]
+            )
         else:
             transform, width, height = calculate_default_transform(src_crs, dst_crs, ds.width, ds.height, **source)
         if not tap and resolution is None:
@@ -136,25 +150,34 @@ def source_georef(ds: Any, src_crs: str | None, gcp_transformer: str | None, war
         method = "geotransform" if has_transform else ("rpc" if rpcs else "gcp")
     elif gcp_transformer == "rpc":
         if not rpcs:
-            raise GdalMcpError("invalid-argument", "gcp_transformer='rpc' but the input has no RPCs (raster_info "
-                               "shows rpc: false); leave gcp_transformer unset")
+            raise GdalMcpError(
+                "invalid-argument",
+                "gcp_transformer='rpc' but the input has no RPCs (raster_info shows rpc: false); leave gcp_transformer unset",
+            )
         method = "rpc"
     elif gcp_transformer in ("polynomial", "polynomial_1", "polynomial_2", "polynomial_3", "tps"):
         if not gcps:
-            raise GdalMcpError("invalid-argument", f"gcp_transformer={gcp_transformer!r} but the input has no GCPs "
-                               "(raster_info shows them); leave gcp_transformer unset")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"gcp_transformer={gcp_transformer!r} but the input has no GCPs "
+                "(raster_info shows them); leave gcp_transformer unset",
+            )
         method = "gcp"
         options["SRC_METHOD"] = "GCP_TPS" if gcp_transformer == "tps" else "GCP_POLYNOMIAL"
         if gcp_transformer.startswith("polynomial_"):
             order = int(gcp_transformer[-1])
             needed = (3, 6, 10)[order - 1]
             if len(gcps) < needed:
-                raise GdalMcpError("invalid-argument", f"a polynomial of order {order} needs at least {needed} GCPs; "
-                                   f"the input has {len(gcps)}: use a lower order")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"a polynomial of order {order} needs at least {needed} GCPs; the input has {len(gcps)}: use a lower order",
+                )
             options["MAX_GCP_ORDER"] = str(order)
     else:
-        raise GdalMcpError("invalid-argument", f"unknown gcp_transformer {gcp_transformer!r}; use polynomial, "
-                           "polynomial_1, polynomial_2, polynomial_3, tps or rpc")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"unknown gcp_transformer {gcp_transformer!r}; use polynomial, polynomial_1, polynomial_2, polynomial_3, tps or rpc",
+        )
     if method == "rpc":
         options["SRC_METHOD"] = "RPC"
         crs = override or CRS.from_epsg(4326)
@@ -179,8 +202,7 @@ def source_georef(ds: Any, src_crs: str | None, gcp_transformer: str | None, war
     if ds.transform.is_identity:  # no geotransform at all: pixel coordinates are the map coordinates
         options["SRC_METHOD"] = "NO_GEOTRANSFORM"
     b = ds.bounds
-    return SourceGeoref(crs, "geotransform", {"left": b.left, "bottom": b.bottom, "right": b.right, "top": b.top},
-                        options)
+    return SourceGeoref(crs, "geotransform", {"left": b.left, "bottom": b.bottom, "right": b.right, "top": b.top}, options)
 
 
 def _srs_option(crs: Any) -> str:
@@ -191,8 +213,7 @@ def _srs_option(crs: Any) -> str:
     return str(crs.to_wkt("WKT2_2019"))
 
 
-def footprint_misses(ds: Any, georef: SourceGeoref, dst_crs: Any, transform: Affine, width: int,
-                     height: int) -> bool:
+def footprint_misses(ds: Any, georef: SourceGeoref, dst_crs: Any, transform: Affine, width: int, height: int) -> bool:
     """Whether the output grid has areas outside the source's footprint (pixels no source pixel reaches)."""
     import numpy as np
     from rasterio.transform import GCPTransformer, RPCTransformer
@@ -222,14 +243,29 @@ def footprint_misses(ds: Any, georef: SourceGeoref, dst_crs: Any, transform: Aff
 
 
 @wrap_gdal_errors
-def reproject(src: str, dst: str, *, dst_crs: str | None = None, src_crs: str | None = None,
-              resampling: str = "nearest", resolution: float | list[float] | None = None,
-              size: list[int] | None = None, bbox: tuple[float, float, float, float] | None = None,
-              bbox_crs: str | None = None, nodata: float | None = None, src_nodata: float | None = None,
-              output_type: str | None = None, like: str | None = None,
-              gcp_transformer: GcpTransformer | None = None, target_aligned_pixels: bool = False,
-              format: str | None = None, options: dict[str, Any] | None = None, threads: int = 1,
-              max_pixels: int = DEFAULT_MAX_PIXELS, progress: Progress = no_progress) -> tuple[RasterSummary, list[str]]:
+def reproject(
+    src: str,
+    dst: str,
+    *,
+    dst_crs: str | None = None,
+    src_crs: str | None = None,
+    resampling: str = "nearest",
+    resolution: float | list[float] | None = None,
+    size: list[int] | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    nodata: float | None = None,
+    src_nodata: float | None = None,
+    output_type: str | None = None,
+    like: str | None = None,
+    gcp_transformer: GcpTransformer | None = None,
+    target_aligned_pixels: bool = False,
+    format: str | None = None,
+    options: dict[str, Any] | None = None,
+    threads: int = 1,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    progress: Progress = no_progress,
+) -> tuple[RasterSummary, list[str]]:
     """Warp `src` as gdalwarp does, keeping the full source extent unless a bbox is given.
 
     The grid comes from `like` (another raster's CRS, transform and size), or from dst_crs (default: the
@@ -239,11 +275,22 @@ def reproject(src: str, dst: str, *, dst_crs: str | None = None, src_crs: str | 
     """
     warnings: list[str] = []
     if like is not None:
-        clash = [n for n, v in (("dst_crs", dst_crs), ("resolution", resolution), ("size", size), ("bbox", bbox),
-                                ("target_aligned_pixels", target_aligned_pixels or None)) if v is not None]
+        clash = [
+            n
+            for n, v in (
+                ("dst_crs", dst_crs),
+                ("resolution", resolution),
+                ("size", size),
+                ("bbox", bbox),
+                ("target_aligned_pixels", target_aligned_pixels or None),
+            )
+            if v is not None
+        ]
         if clash:
-            raise GdalMcpError("invalid-argument", f"like gives the whole output grid (CRS, extent, pixel size); "
-                               f"do not also give {', '.join(clash)}")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"like gives the whole output grid (CRS, extent, pixel size); do not also give {', '.join(clash)}",
+            )
     if resolution is not None and size is not None:
         raise GdalMcpError("invalid-argument", "give resolution or size, not both (gdalwarp -tr and -ts exclude each other)")
     if target_aligned_pixels and resolution is None:
@@ -258,12 +305,17 @@ def reproject(src: str, dst: str, *, dst_crs: str | None = None, src_crs: str | 
         opts = bounded_threads(opts, threads)
     with open_raster(src) as ds:
         if ds.count == 0:
-            raise GdalMcpError("invalid-argument", "the input has no bands (a container?); reproject one of its "
-                               "subdatasets (raster_info lists them)")
+            raise GdalMcpError(
+                "invalid-argument",
+                "the input has no bands (a container?); reproject one of its subdatasets (raster_info lists them)",
+            )
         georef = source_georef(ds, src_crs, gcp_transformer, warnings)
         if like is None and dst_crs is None and resolution is None and size is None and georef.method == "geotransform":
-            raise GdalMcpError("invalid-argument", "say what grid to make: dst_crs (to reproject), like (a raster "
-                               "whose grid to copy), or resolution / size (to resample in the input's CRS)")
+            raise GdalMcpError(
+                "invalid-argument",
+                "say what grid to make: dst_crs (to reproject), like (a raster "
+                "whose grid to copy), or resolution / size (to resample in the input's CRS)",
+            )
         if like is not None:
             with open_raster(like) as ref:
                 if ref.crs is None or not ref.crs.to_wkt():
@@ -272,12 +324,24 @@ def reproject(src: str, dst: str, *, dst_crs: str | None = None, src_crs: str | 
         else:
             target = parse_crs(dst_crs, "dst_crs") if dst_crs else georef.crs
             transform, width, height = target_grid(
-                ds, georef.crs, target, resolution=res, size=(size[0], size[1]) if size else None, bbox=bbox,
+                ds,
+                georef.crs,
+                target,
+                resolution=res,
+                size=(size[0], size[1]) if size else None,
+                bbox=bbox,
                 bbox_crs=parse_crs(bbox_crs, "bbox_crs") if bbox_crs else (target if bbox else None),
-                tap=target_aligned_pixels, georef=georef,
+                tap=target_aligned_pixels,
+                georef=georef,
             )
-        check_grid(width, height, max_pixels=max_pixels, crs_units=describe_units(target, crs_label(target)),
-                   resolution=res, extent=(abs(transform.a) * width, abs(transform.e) * height))
+        check_grid(
+            width,
+            height,
+            max_pixels=max_pixels,
+            crs_units=describe_units(target, crs_label(target)),
+            resolution=res,
+            extent=(abs(transform.a) * width, abs(transform.e) * height),
+        )
         dtype = parse_dtype(output_type) or ds.dtypes[0]
         in_nodata = src_nodata if src_nodata is not None else ds.nodata
         if src_nodata is not None:
@@ -290,19 +354,52 @@ def reproject(src: str, dst: str, *, dst_crs: str | None = None, src_crs: str | 
             else:
                 out_nodata = check_nodata(out_nodata, dtype)
         if out_nodata is None and footprint_misses(ds, georef, target, transform, width, height):
-            warnings.append("the output reaches beyond the input, and those margins are filled with 0 without being "
-                            "declared nodata (the input has none): pass nodata= (e.g. 0 if 0 never occurs in the data, "
-                            "or a value outside the data's range) so that they are masked")
+            warnings.append(
+                "the output reaches beyond the input, and those margins are filled with 0 without being "
+                "declared nodata (the input has none): pass nodata= (e.g. 0 if 0 never occurs in the data, "
+                "or a value outside the data's range) so that they are masked"
+            )
         warp_options = {**georef.options}
-        _warp(ds, src, dst, driver, opts, width=width, height=height, dtype=dtype, crs=target, transform=transform,
-              src_nodata=in_nodata, nodata=out_nodata, resampling=method, threads=threads,
-              warp_options=warp_options, progress=progress)
+        _warp(
+            ds,
+            src,
+            dst,
+            driver,
+            opts,
+            width=width,
+            height=height,
+            dtype=dtype,
+            crs=target,
+            transform=transform,
+            src_nodata=in_nodata,
+            nodata=out_nodata,
+            resampling=method,
+            threads=threads,
+            warp_options=warp_options,
+            progress=progress,
+        )
     return summarize(dst), warnings
 
 
-def _warp(ds: Any, src: str, dst: str, driver: str, options: dict[str, str], *, width: int, height: int, dtype: str,
-          crs: Any, transform: Affine, src_nodata: float | None, nodata: float | None, resampling: Resampling,
-          threads: int, warp_options: dict[str, str], progress: Progress) -> None:
+def _warp(
+    ds: Any,
+    src: str,
+    dst: str,
+    driver: str,
+    options: dict[str, str],
+    *,
+    width: int,
+    height: int,
+    dtype: str,
+    crs: Any,
+    transform: Affine,
+    src_nodata: float | None,
+    nodata: float | None,
+    resampling: Resampling,
+    threads: int,
+    warp_options: dict[str, str],
+    progress: Progress,
+) -> None:
     """The output grid as tiles (`tiles.plan`), each warped by `warp_tile` wherever the executor runs it and
     written into its window here; CreateCopy-only drivers get a GTiff staged beside `dst`, then copied.
 
@@ -310,9 +407,22 @@ def _warp(ds: Any, src: str, dst: str, driver: str, options: dict[str, str], *, 
     transformer depends on the chunking, so a whole-dataset warp would differ slightly). Measured on 3 x 9000^2
     uint16: 2048 tiles into arrays plus window writes 1.01 s, one dataset-to-dataset warp 1.20 s.
     """
-    plan, specs = warp_tiles(ds, src, driver, options, width=width, height=height, dtype=dtype, crs=crs,
-                             transform=transform, src_nodata=src_nodata, nodata=nodata, resampling=resampling,
-                             threads=threads, warp_options=warp_options)
+    plan, specs = warp_tiles(
+        ds,
+        src,
+        driver,
+        options,
+        width=width,
+        height=height,
+        dtype=dtype,
+        crs=crs,
+        transform=transform,
+        src_nodata=src_nodata,
+        nodata=nodata,
+        resampling=resampling,
+        threads=threads,
+        warp_options=warp_options,
+    )
     colorinterp = ds.colorinterp
 
     def set_colours(out: Any) -> None:
@@ -321,25 +431,65 @@ def _warp(ds: Any, src: str, dst: str, driver: str, options: dict[str, str], *, 
         except Exception:  # noqa: BLE001 - not every driver takes every interpretation
             pass
 
-    write_tiles(dst, driver, options, width=width, height=height, count=ds.count, dtype=dtype, crs=crs,
-                transform=transform, nodata=nodata, fn=warp_tile, specs=specs, windows=[t.window for t in plan],
-                progress=progress, what="warped", prepare=set_colours,
-                start=f"warping {width}x{height} x {ds.count} band(s) in {len(plan)} tile(s)")
+    write_tiles(
+        dst,
+        driver,
+        options,
+        width=width,
+        height=height,
+        count=ds.count,
+        dtype=dtype,
+        crs=crs,
+        transform=transform,
+        nodata=nodata,
+        fn=warp_tile,
+        specs=specs,
+        windows=[t.window for t in plan],
+        progress=progress,
+        what="warped",
+        prepare=set_colours,
+        start=f"warping {width}x{height} x {ds.count} band(s) in {len(plan)} tile(s)",
+    )
 
 
-def warp_tiles(ds: Any, src: str, driver: str, options: dict[str, str], *, width: int, height: int, dtype: str,
-               crs: Any, transform: Affine, src_nodata: float | None, nodata: float | None, resampling: Resampling,
-               threads: int, warp_options: dict[str, str]) -> tuple[list[Any], list[WarpTile]]:
+def warp_tiles(
+    ds: Any,
+    src: str,
+    driver: str,
+    options: dict[str, str],
+    *,
+    width: int,
+    height: int,
+    dtype: str,
+    crs: Any,
+    transform: Affine,
+    src_nodata: float | None,
+    nodata: float | None,
+    resampling: Resampling,
+    threads: int,
+    warp_options: dict[str, str],
+) -> tuple[list[Any], list[WarpTile]]:
     """The output's tile plan (`output_tiles`) and a WarpTile for each tile (bench.scale warps them too)."""
     import numpy as np
 
     plan = output_tiles(driver, options, width, height, bytes_per_pixel=ds.count * np.dtype(dtype).itemsize)
-    common = WarpTile(src=src, indexes=tuple(range(1, ds.count + 1)), window=(0, 0, width, height),
-                      transform=tuple(transform)[:6], crs=crs.to_wkt(version="WKT2_2019"), dtype=dtype,
-                      src_nodata=src_nodata, nodata=nodata, resampling=resampling.name,
-                      warp_options=tuple(sorted(warp_options.items())), threads=max(1, threads))
-    specs = [replace(common, window=t.window,
-                     transform=tuple(transform @ Affine.translation(t.window[0], t.window[1]))[:6]) for t in plan]
+    common = WarpTile(
+        src=src,
+        indexes=tuple(range(1, ds.count + 1)),
+        window=(0, 0, width, height),
+        transform=tuple(transform)[:6],
+        crs=crs.to_wkt(version="WKT2_2019"),
+        dtype=dtype,
+        src_nodata=src_nodata,
+        nodata=nodata,
+        resampling=resampling.name,
+        warp_options=tuple(sorted(warp_options.items())),
+        threads=max(1, threads),
+    )
+    specs = [
+        replace(common, window=t.window, transform=tuple(transform @ Affine.translation(t.window[0], t.window[1]))[:6])
+        for t in plan
+    ]
     return plan, specs
 
 
@@ -372,8 +522,16 @@ def warp_tile(spec: WarpTile, out: Any = None) -> Any:
     dest = np.full((len(spec.indexes), height, width), fill, dtype=spec.dtype) if out is None else out
     with open_raster(spec.src) as ds, rasterio.Env(GDAL_NUM_THREADS=str(spec.threads)):
         rasterio_reproject(
-            rasterio.band(ds, list(spec.indexes)), dest, dst_transform=Affine(*spec.transform),
-            dst_crs=CRS.from_wkt(spec.crs), src_nodata=spec.src_nodata, dst_nodata=spec.nodata,
-            resampling=Resampling[spec.resampling], num_threads=spec.threads, warp_mem_limit=warp_mem_limit(spec.resampling),
-            init_dest_nodata=True, **dict(spec.warp_options))
+            rasterio.band(ds, list(spec.indexes)),
+            dest,
+            dst_transform=Affine(*spec.transform),
+            dst_crs=CRS.from_wkt(spec.crs),
+            src_nodata=spec.src_nodata,
+            dst_nodata=spec.nodata,
+            resampling=Resampling[spec.resampling],
+            num_threads=spec.threads,
+            warp_mem_limit=warp_mem_limit(spec.resampling),
+            init_dest_nodata=True,
+            **dict(spec.warp_options),
+        )
     return dest

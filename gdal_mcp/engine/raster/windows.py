@@ -9,8 +9,9 @@ from rasterio.windows import Window
 DEFAULT_WINDOW_PIXELS = 4 * 1024 * 1024
 
 
-def iter_windows(width: int, height: int, block: tuple[int, int] = (256, 256),
-                 max_pixels: int = DEFAULT_WINDOW_PIXELS) -> Iterator[Window]:
+def iter_windows(
+    width: int, height: int, block: tuple[int, int] = (256, 256), max_pixels: int = DEFAULT_WINDOW_PIXELS
+) -> Iterator[Window]:
     """Strips of whole blocks covering the raster, each at most about `max_pixels` per band.
 
     `block` is (height, width) as rasterio's block_shapes gives it. Strips span the full width when
@@ -31,6 +32,5 @@ def iter_windows(width: int, height: int, block: tuple[int, int] = (256, 256),
             yield Window(col, row, min(cols, width - col), h)
 
 
-def count_windows(width: int, height: int, block: tuple[int, int] = (256, 256),
-                  max_pixels: int = DEFAULT_WINDOW_PIXELS) -> int:
+def count_windows(width: int, height: int, block: tuple[int, int] = (256, 256), max_pixels: int = DEFAULT_WINDOW_PIXELS) -> int:
     return sum(1 for _ in iter_windows(width, height, block, max_pixels))

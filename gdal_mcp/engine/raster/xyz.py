@@ -26,8 +26,10 @@ def _row_major_windows(window: Window, block_height: int, budget: int) -> tuple[
     # single rows (cut into pieces for extremely wide rasters): both keep pixels in row-major order.
     block = (block_height, 1) if block_height * width <= budget else (1, 1)
     n = max(1, count_windows(width, height, block, budget))
-    wins = (Window(w.col_off + window.col_off, w.row_off + window.row_off, w.width, w.height)
-            for w in iter_windows(width, height, block, budget))
+    wins = (
+        Window(w.col_off + window.col_off, w.row_off + window.row_off, w.width, w.height)
+        for w in iter_windows(width, height, block, budget)
+    )
     return n, wins
 
 
@@ -37,9 +39,15 @@ def _text(values: np.ndarray) -> np.ndarray:
 
 
 @wrap_gdal_errors
-def to_xyz(src: str, dst: str, bands: list[int] | None = None, skip_nodata: bool = True,
-           bbox: tuple[float, float, float, float] | None = None, bbox_crs: str | None = None,
-           progress: Progress = no_progress) -> tuple[dict, list[str]]:
+def to_xyz(
+    src: str,
+    dst: str,
+    bands: list[int] | None = None,
+    skip_nodata: bool = True,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[dict, list[str]]:
     """Write one CSV row per pixel centre: x, y, then one value per band (default: all bands).
 
     Header `x,y,band_1,...`. With skip_nodata, pixels where every selected band is nodata, masked or

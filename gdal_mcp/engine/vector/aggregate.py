@@ -35,8 +35,10 @@ def _types(fields: pa.Schema | Mapping[str, Any] | Sequence[str]) -> dict[str, A
 
 
 def _numeric(t: Any) -> bool:
-    return t is None or (isinstance(t, pa.DataType) and (pa.types.is_integer(t) or pa.types.is_floating(t)
-                                                          or pa.types.is_decimal(t) or pa.types.is_boolean(t)))
+    return t is None or (
+        isinstance(t, pa.DataType)
+        and (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_boolean(t))
+    )
 
 
 def parse_aggregate(spec: Mapping[str, Any] | None, fields: pa.Schema | Mapping[str, Any] | Sequence[str]) -> Spec:
@@ -48,29 +50,34 @@ def parse_aggregate(spec: Mapping[str, Any] | None, fields: pa.Schema | Mapping[
     if spec is None:
         return []
     if not isinstance(spec, Mapping) or not spec:
-        raise GdalMcpError("invalid-argument", 'aggregate must be an object such as {"*": ["count"], "pop": ["sum", '
-                           '"mean"]}: field -> list of functions')
+        raise GdalMcpError(
+            "invalid-argument",
+            'aggregate must be an object such as {"*": ["count"], "pop": ["sum", "mean"]}: field -> list of functions',
+        )
     types = _types(fields)
     out: Spec = []
     for field, funcs in spec.items():
         funcs = [funcs] if isinstance(funcs, str) else funcs
         if not isinstance(funcs, (list, tuple)) or not funcs or not all(isinstance(f, str) for f in funcs):
-            raise GdalMcpError("invalid-argument", f"aggregate[{field!r}] must be a list of functions, e.g. "
-                               '["sum", "mean"]')
+            raise GdalMcpError("invalid-argument", f'aggregate[{field!r}] must be a list of functions, e.g. ["sum", "mean"]')
         if field != ALL and field not in types:
-            raise GdalMcpError("not-found", f"aggregate names field {field!r}, which the layer does not have; fields "
-                               f"are: {', '.join(types) or '(none)'} (\"*\" counts features)")
+            raise GdalMcpError(
+                "not-found",
+                f"aggregate names field {field!r}, which the layer does not have; fields "
+                f'are: {", ".join(types) or "(none)"} ("*" counts features)',
+            )
         for func in funcs:
             func = func.lower()
             if func not in FUNCTIONS:
-                raise GdalMcpError("invalid-argument", f"unknown aggregate function {func!r}; use one of "
-                                   f"{', '.join(FUNCTIONS)}")
+                raise GdalMcpError("invalid-argument", f"unknown aggregate function {func!r}; use one of {', '.join(FUNCTIONS)}")
             if field == ALL and func != "count":
-                raise GdalMcpError("invalid-argument", f'"*" only takes "count" (got {func!r}); name a field for '
-                                   f"{func}")
+                raise GdalMcpError("invalid-argument", f'"*" only takes "count" (got {func!r}); name a field for {func}')
             if func in NUMERIC_ONLY and field != ALL and not _numeric(types[field]):
-                raise GdalMcpError("invalid-argument", f"{func} needs a numeric field, but {field!r} is "
-                                   f"{types[field]}; use count, min, max, first, last or count_distinct")
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"{func} needs a numeric field, but {field!r} is "
+                    f"{types[field]}; use count, min, max, first, last or count_distinct",
+                )
             name = "count" if field == ALL else f"{field}_{func}"
             if any(name == o[2] for o in out):
                 raise GdalMcpError("invalid-argument", f"aggregate asks for {name!r} twice")
@@ -140,7 +147,7 @@ class _Column:
                 before = self.n - count
                 total = np.maximum(self.n, 1)
                 delta = bmean - self.mean
-                self.m2 = np.where(seen, self.m2 + bm2 + delta ** 2 * before * count / total, self.m2)
+                self.m2 = np.where(seen, self.m2 + bm2 + delta**2 * before * count / total, self.m2)
                 self.mean = np.where(seen, self.mean + delta * count / total, self.mean)
         if self.funcs & {"min", "max"}:
             self._extremes(codes, values, size)
@@ -217,7 +224,7 @@ class _Column:
             if r < 0 or ends[r] == starts[r]:
                 out.append(None)
                 continue
-            out.append(float(np.median(values[starts[r]:ends[r]])))
+            out.append(float(np.median(values[starts[r] : ends[r]])))
         return out
 
 
@@ -284,19 +291,23 @@ class Aggregator:
                 out.append(pa.field(name, ftype if ftype is not None else pa.string()))
         return out
 
-    def result(self, keys: Sequence[Any] | np.ndarray | None = None,
-               types: pa.Schema | Mapping[str, Any] | None = None) -> pa.Table:
+    def result(
+        self, keys: Sequence[Any] | np.ndarray | None = None, types: pa.Schema | Mapping[str, Any] | None = None
+    ) -> pa.Table:
         """One row per group: the groups of `keys` in that order (a group never seen gets count 0 and nulls), or
         every group seen in order of first appearance (then `.keys` names them)."""
         if keys is None:
             rows = np.arange(len(self.keys), dtype=np.int64)
-        elif isinstance(keys, np.ndarray) and keys.dtype != object and len(self.keys) and all(
-                isinstance(k, (int, np.integer)) for k in self.keys[:1]):
+        elif (
+            isinstance(keys, np.ndarray)
+            and keys.dtype != object
+            and len(self.keys)
+            and all(isinstance(k, (int, np.integer)) for k in self.keys[:1])
+        ):
             lookup = self.codes
             rows = np.array([lookup.get(k, -1) for k in keys.tolist()], dtype=np.int64)
         else:
-            rows = np.array([self.codes.get(k if not isinstance(k, list) else tuple(k), -1) for k in keys],
-                            dtype=np.int64)
+            rows = np.array([self.codes.get(k if not isinstance(k, list) else tuple(k), -1) for k in keys], dtype=np.int64)
         fields = self.output_schema(types or {f: c.type for f, c in self.columns.items()})
         arrays = []
         for (field, func, _name), f in zip(self.spec, fields, strict=True):
@@ -307,8 +318,11 @@ class Aggregator:
                 continue
             column = self.columns.get(field)
             if column is None:  # no rows at all
-                arrays.append(pa.array([0] * len(rows), type=pa.int64()) if func in ("count", "count_distinct")
-                              else pa.nulls(len(rows), type=f.type))
+                arrays.append(
+                    pa.array([0] * len(rows), type=pa.int64())
+                    if func in ("count", "count_distinct")
+                    else pa.nulls(len(rows), type=f.type)
+                )
                 continue
             arr = column.values(func, rows)
             arrays.append(pc.cast(arr, f.type) if arr.type != f.type else arr)

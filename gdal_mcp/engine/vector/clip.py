@@ -47,11 +47,22 @@ def _fmt_bounds(b: tuple[float, float, float, float] | np.ndarray) -> str:
 
 
 @wrap_gdal_errors
-def clip(src: str, dst: str, *, layer: str | None = None, bbox: tuple[float, float, float, float] | None = None,
-         bbox_crs: str | None = None, geometry: dict | None = None, geometry_crs: str | None = None,
-         mask: str | None = None, mask_layer: str | None = None, mask_where: str | None = None,
-         format: str | None = None, output_layer: str | None = None,
-         progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def clip(
+    src: str,
+    dst: str,
+    *,
+    layer: str | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    geometry: dict | None = None,
+    geometry_crs: str | None = None,
+    mask: str | None = None,
+    mask_layer: str | None = None,
+    mask_where: str | None = None,
+    format: str | None = None,
+    output_layer: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Clip the features of `src` to a bbox, a GeoJSON geometry or the polygons of a vector file, writing `dst`.
 
     bbox is in bbox_crs (default the layer's CRS); geometry is GeoJSON in geometry_crs (default EPSG:4326);
@@ -68,9 +79,17 @@ def clip(src: str, dst: str, *, layer: str | None = None, bbox: tuple[float, flo
     warnings: list[str] = []
     if layer_crs is None and (kind == "mask" or (kind == "geometry" and geometry_crs is None)):
         warnings.append(f"layer '{name}' has no CRS: the {kind} coordinates were taken as the layer's own")
-    polygons, _ = mask_polygons(target_crs=layer_crs, target="layer", bbox=bbox, bbox_crs=bbox_crs,
-                                geometry=geometry, geometry_crs=geometry_crs, mask=mask, mask_layer=mask_layer,
-                                mask_where=mask_where)
+    polygons, _ = mask_polygons(
+        target_crs=layer_crs,
+        target="layer",
+        bbox=bbox,
+        bbox_crs=bbox_crs,
+        geometry=geometry,
+        geometry_crs=geometry_crs,
+        mask=mask,
+        mask_layer=mask_layer,
+        mask_where=mask_where,
+    )
     region = shapely.union_all(polygons)
     shapely.prepare(region)
     minx, miny, maxx, maxy = (float(v) for v in region.bounds)
@@ -98,23 +117,42 @@ def clip(src: str, dst: str, *, layer: str | None = None, bbox: tuple[float, flo
         return out
 
     out_type = GeomType(declared.dim, declared.multi, declared.z)
-    result = transform_layer(src, dst, layer=name, driver=driver, output_layer=output_layer, crs=crs_text,
-                             declared=declared, out=out_type, op=op, drop_missing=True,
-                             split=declared.dim is not None and declared.dim > 0, progress=progress, verb="clipped",
-                             bbox=prefilter, state=(counts,))
+    result = transform_layer(
+        src,
+        dst,
+        layer=name,
+        driver=driver,
+        output_layer=output_layer,
+        crs=crs_text,
+        declared=declared,
+        out=out_type,
+        op=op,
+        drop_missing=True,
+        split=declared.dim is not None and declared.dim > 0,
+        progress=progress,
+        verb="clipped",
+        bbox=prefilter,
+        state=(counts,),
+    )
     warnings += promotion_note(declared, result)
     if counts["touching"]:
-        warnings.append(f"{counts['touching']} feature(s) only touched the clip region (along its edge or at a point) "
-                        "and were left out, as ogr2ogr -clipsrc does")
+        warnings.append(
+            f"{counts['touching']} feature(s) only touched the clip region (along its edge or at a point) "
+            "and were left out, as ogr2ogr -clipsrc does"
+        )
     if counts["repaired"]:
-        warnings.append(f"{counts['repaired']} invalid geometries were made valid (make_valid) before cutting; "
-                        "run validate on the input to see them")
+        warnings.append(
+            f"{counts['repaired']} invalid geometries were made valid (make_valid) before cutting; "
+            "run validate on the input to see them"
+        )
     if result.summary.feature_count == 0:
         try:
             extent = _fmt_bounds(layer_bounds(src, name))
         except Exception:  # noqa: BLE001 - only for the message
             extent = "(unknown)"
-        warnings.append(f"no feature of layer '{name}' intersects the {kind}: the output has 0 features. The layer "
-                        f"covers {extent} and the {kind} {_fmt_bounds(prefilter)} (minx, miny, maxx, maxy, in the "
-                        "layer's CRS); check the coordinates and their CRS")
+        warnings.append(
+            f"no feature of layer '{name}' intersects the {kind}: the output has 0 features. The layer "
+            f"covers {extent} and the {kind} {_fmt_bounds(prefilter)} (minx, miny, maxx, maxy, in the "
+            "layer's CRS); check the coordinates and their CRS"
+        )
     return result.summary, warnings

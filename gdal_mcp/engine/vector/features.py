@@ -79,8 +79,7 @@ def _read(path: str, **kwargs: Any) -> tuple[Any, Any, Any, Any]:
             return pyogrio.raw.read(path, return_fids=True, datetime_as_string=True, **kwargs)
     except ValueError as e:
         if kwargs.get("where") and "invalid sql query" in str(e).lower():
-            raise GdalMcpError("invalid-argument",
-                               f"where {kwargs['where']!r} is not a valid attribute filter: {e}") from None
+            raise GdalMcpError("invalid-argument", f"where {kwargs['where']!r} is not a valid attribute filter: {e}") from None
         raise
 
 
@@ -92,32 +91,46 @@ def _query_shape(intersects: Any, intersects_crs: str | None, layer_crs: Any) ->
     try:
         geoms = geojson_geometries(intersects)
     except GdalMcpError as e:
-        raise GdalMcpError(e.code, "intersects" + e.message.removeprefix("geometry").replace(
-            "; give a Polygon or MultiPolygon with closed rings of [x, y] positions", "")) from None
+        raise GdalMcpError(
+            e.code,
+            "intersects"
+            + e.message.removeprefix("geometry").replace(
+                "; give a Polygon or MultiPolygon with closed rings of [x, y] positions", ""
+            ),
+        ) from None
     geoms = [g for g in geoms if g is not None and not g.is_empty]
     if not geoms:
-        raise GdalMcpError("invalid-argument", "intersects holds no geometry; give a GeoJSON geometry, Feature or "
-                           "FeatureCollection")
+        raise GdalMcpError(
+            "invalid-argument", "intersects holds no geometry; give a GeoJSON geometry, Feature or FeatureCollection"
+        )
     if layer_crs is None and intersects_crs is not None:
-        raise GdalMcpError("invalid-argument", "intersects_crs was given but the layer has no CRS; omit it and give "
-                           "intersects in the layer's own coordinates")
+        raise GdalMcpError(
+            "invalid-argument",
+            "intersects_crs was given but the layer has no CRS; omit it and give intersects in the layer's own coordinates",
+        )
     src_crs = parse_pyproj_crs(intersects_crs or "EPSG:4326", "intersects_crs") if layer_crs is not None else None
-    shape = shapely.union_all(shapely.make_valid(np.array(reproject_densified(geoms, src_crs, layer_crs, target="layer"),
-                                                          dtype=object)))
+    shape = shapely.union_all(
+        shapely.make_valid(np.array(reproject_densified(geoms, src_crs, layer_crs, target="layer"), dtype=object))
+    )
     shapely.prepare(shape)
     return shape
 
 
-def _intersecting(path: str, *, layer: str, where: str | None, bbox: Any, shape: Any, columns: list[str],
-                  stop: int) -> list[int]:
+def _intersecting(path: str, *, layer: str, where: str | None, bbox: Any, shape: Any, columns: list[str], stop: int) -> list[int]:
     """FIDs (in layer order) of the features matching `where` whose geometry intersects `shape`: read through
     OGR's spatial filter `bbox`, then tested exactly; at most `stop` of them."""
     import pyogrio.raw
 
     from gdal_mcp.engine.vector.stream import BATCH_SIZE, geometries
 
-    kwargs: dict[str, Any] = {"layer": layer, "columns": columns, "bbox": bbox, "return_fids": True,
-                              "use_pyarrow": True, "batch_size": BATCH_SIZE}
+    kwargs: dict[str, Any] = {
+        "layer": layer,
+        "columns": columns,
+        "bbox": bbox,
+        "return_fids": True,
+        "use_pyarrow": True,
+        "batch_size": BATCH_SIZE,
+    }
     if where:
         kwargs["where"] = where
     found: list[int] = []
@@ -139,16 +152,29 @@ def _intersecting(path: str, *, layer: str, where: str | None, bbox: Any, shape:
 
 
 def _omitted(geom: Any, why: str) -> str:
-    return (f"{geom.geom_type} with {shapely.get_num_coordinates(geom)} vertices ({why}; bbox "
-            f"{[round(float(v), 6) for v in geom.bounds]})")
+    return (
+        f"{geom.geom_type} with {shapely.get_num_coordinates(geom)} vertices ({why}; bbox "
+        f"{[round(float(v), 6) for v in geom.bounds]})"
+    )
 
 
 @wrap_gdal_errors
-def features(path: str, *, layer: str | None = None, where: str | None = None,
-             bbox: tuple[float, float, float, float] | None = None, bbox_crs: str | None = None,
-             fields: list[str] | None = None, limit: int = 50, offset: int = 0,
-             geometry_mode: GeometryMode = "full", dst_crs: str | None = None, intersects: dict | None = None,
-             intersects_crs: str | None = None, progress: Progress = no_progress) -> FeaturePage:
+def features(
+    path: str,
+    *,
+    layer: str | None = None,
+    where: str | None = None,
+    bbox: tuple[float, float, float, float] | None = None,
+    bbox_crs: str | None = None,
+    fields: list[str] | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    geometry_mode: GeometryMode = "full",
+    dst_crs: str | None = None,
+    intersects: dict | None = None,
+    intersects_crs: str | None = None,
+    progress: Progress = no_progress,
+) -> FeaturePage:
     """A page of features as GeoJSON: `limit` features after skipping `offset` matching ones.
 
     bbox is in bbox_crs (default the layer's CRS); `intersects` (a GeoJSON geometry, Feature or FeatureCollection
@@ -162,8 +188,7 @@ def features(path: str, *, layer: str | None = None, where: str | None = None,
     if geometry_mode not in ("full", "simplified", "none"):
         raise GdalMcpError("invalid-argument", f"geometry_mode must be full, simplified or none (got {geometry_mode!r})")
     if intersects is None and intersects_crs is not None:
-        raise GdalMcpError("invalid-argument", "intersects_crs only applies with intersects; remove it or pass "
-                           "intersects")
+        raise GdalMcpError("invalid-argument", "intersects_crs only applies with intersects; remove it or pass intersects")
     name = choose_layer(path, layer, list_layers(path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -186,10 +211,20 @@ def features(path: str, *, layer: str | None = None, where: str | None = None,
             sx0, sy0, sx1, sy1 = max(sx0, box[0]), max(sy0, box[1]), min(sx1, box[2]), min(sy1, box[3])
         progress(0.1, "finding the features that intersect")
         stop = offset + limit + COUNT_CAP + 1
-        found = [] if sx0 > sx1 or sy0 > sy1 else _intersecting(
-            path, layer=name, where=where, bbox=(sx0, sy0, sx1, sy1), shape=shape,
-            columns=filter_columns(all_fields, [], where), stop=stop)
-        page = found[offset:offset + limit]
+        found = (
+            []
+            if sx0 > sx1 or sy0 > sy1
+            else _intersecting(
+                path,
+                layer=name,
+                where=where,
+                bbox=(sx0, sy0, sx1, sy1),
+                shape=shape,
+                columns=filter_columns(all_fields, [], where),
+                stop=stop,
+            )
+        )
+        page = found[offset : offset + limit]
         more = len(found) > offset + limit
         if len(found) >= stop:
             remaining = None
@@ -198,15 +233,15 @@ def features(path: str, *, layer: str | None = None, where: str | None = None,
             remaining = max(len(found) - offset - limit, 0)
         progress(0.5, "reading features")
         if page:
-            meta, fids, wkbs, values = _read(path, layer=name, fids=page, columns=columns,
-                                             read_geometry=geometry_mode != "none")
+            meta, fids, wkbs, values = _read(path, layer=name, fids=page, columns=columns, read_geometry=geometry_mode != "none")
         else:
             meta, fids, wkbs, values = {"fields": []}, np.zeros(0, dtype=np.int64), None, []
     else:
         query: dict[str, Any] = {"layer": name, "where": where or None, "bbox": box}
         progress(0.1, "reading features")
-        meta, fids, wkbs, values = _read(path, **query, columns=columns, skip_features=offset,
-                                         max_features=limit + 1, read_geometry=geometry_mode != "none")
+        meta, fids, wkbs, values = _read(
+            path, **query, columns=columns, skip_features=offset, max_features=limit + 1, read_geometry=geometry_mode != "none"
+        )
         more = len(fids) > limit
         fids = fids[:limit]
     if more and intersects is None:
@@ -216,8 +251,14 @@ def features(path: str, *, layer: str | None = None, where: str | None = None,
         else:
             progress(0.5, "counting the features after this page")
             count_columns = filter_columns(all_fields, [], where)
-            _, after, _, _ = _read(path, **query, columns=count_columns, read_geometry=False,
-                                   skip_features=offset + limit, max_features=COUNT_CAP + 1)
+            _, after, _, _ = _read(
+                path,
+                **query,
+                columns=count_columns,
+                read_geometry=False,
+                skip_features=offset + limit,
+                max_features=COUNT_CAP + 1,
+            )
             if len(after) <= COUNT_CAP:
                 remaining = len(after)
             else:
@@ -273,22 +314,30 @@ def features(path: str, *, layer: str | None = None, where: str | None = None,
             omitted[k] = _omitted(geoms[k], f"omitted: the page is limited to ~{BUDGET} characters of geometry")
             geoms[k], sizes[k], texts[k] = None, 0, None
             dropped += 1
-        notes.append(f"{dropped} geometries were omitted to keep the page under ~{BUDGET} characters (their bbox is "
-                     "in 'geometry_omitted'); ask for fewer features (limit) or geometry_mode='none'")
+        notes.append(
+            f"{dropped} geometries were omitted to keep the page under ~{BUDGET} characters (their bbox is "
+            "in 'geometry_omitted'); ask for fewer features (limit) or geometry_mode='none'"
+        )
     if tolerances:
         unit = out_crs.axis_info[0].unit_name if out_crs is not None and out_crs.axis_info else "CRS units"
         tols = sorted(tolerances.values())
-        why = "" if geometry_mode == "simplified" and cap == MAX_VERTICES else \
-            f" to keep the page under ~{BUDGET} characters of geometry"
-        notes.append(f"{len(tolerances)} geometries simplified (Douglas-Peucker) to at most {cap} vertices{why}; "
-                     f"tolerance {tols[0]:.6g} to {tols[-1]:.6g} {unit} (each feature's is in 'simplify_tolerance')")
+        why = (
+            ""
+            if geometry_mode == "simplified" and cap == MAX_VERTICES
+            else f" to keep the page under ~{BUDGET} characters of geometry"
+        )
+        notes.append(
+            f"{len(tolerances)} geometries simplified (Douglas-Peucker) to at most {cap} vertices{why}; "
+            f"tolerance {tols[0]:.6g} to {tols[-1]:.6g} {unit} (each feature's is in 'simplify_tolerance')"
+        )
 
     names = [str(f) for f in meta["fields"]]
     columns_out = [(j, n) for j, n in enumerate(names) if n in shown]
     feats: list[dict[str, Any]] = []
     for i, fid in enumerate(fids):
         feat: dict[str, Any] = {
-            "type": "Feature", "id": int(fid) if fid >= 0 else offset + i,
+            "type": "Feature",
+            "id": int(fid) if fid >= 0 else offset + i,
             "properties": {n: json_value(values[j][i]) for j, n in columns_out},
             "geometry": json.loads(texts[i]) if geometry_mode != "none" and texts[i] is not None else None,
         }
@@ -298,5 +347,6 @@ def features(path: str, *, layer: str | None = None, where: str | None = None,
             feat["geometry_omitted"] = omitted[i]
         feats.append(feat)
     progress(1.0, f"{len(feats)} features")
-    return FeaturePage(features=feats, crs=crs_label(out_crs), layer=name, offset=offset, truncated=more,
-                       remaining=remaining, warnings=notes)
+    return FeaturePage(
+        features=feats, crs=crs_label(out_crs), layer=name, offset=offset, truncated=more, remaining=remaining, warnings=notes
+    )

@@ -45,15 +45,37 @@ from gdal_mcp.engine.vector.units import LINEAR_UNITS, UNITS, Frame, layer_bound
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import VectorSummary
 
-__all__ = ["LAYER_OPTIONS", "LENIENT_DRIVERS", "LINEAR_UNITS", "SINGLE_NAMES", "UNITS", "Frame",
-           "GeomType", "MapResult", "buffer", "contains_multi", "dissolve", "keep_dimension", "layer_bounds",
-           "layer_meta", "layer_type", "monotonic", "plan_units", "promotion_note", "share", "simplify", "to_multi",
-           "transform_layer", "write_guarded"]
+__all__ = [
+    "LAYER_OPTIONS",
+    "LENIENT_DRIVERS",
+    "LINEAR_UNITS",
+    "SINGLE_NAMES",
+    "UNITS",
+    "Frame",
+    "GeomType",
+    "MapResult",
+    "buffer",
+    "contains_multi",
+    "dissolve",
+    "keep_dimension",
+    "layer_bounds",
+    "layer_meta",
+    "layer_type",
+    "monotonic",
+    "plan_units",
+    "promotion_note",
+    "share",
+    "simplify",
+    "to_multi",
+    "transform_layer",
+    "write_guarded",
+]
 CAP_STYLES = ("round", "flat", "square")
 JOIN_STYLES = {"round": "round", "mitre": "mitre", "miter": "mitre", "bevel": "bevel"}
 
 
 # ---------------------------------------------------------------------------------------------- buffer
+
 
 def _check_common(src: str, dst: str, format: str | None) -> str:
     return vector_driver(dst, format)
@@ -74,10 +96,22 @@ def _field_distances(src: str, name: str, field: str) -> float:
 
 
 @wrap_gdal_errors
-def buffer(src: str, dst: str, *, distance: float, units: str = "m", layer: str | None = None, segments: int = 8,
-           cap_style: str = "round", join_style: str = "round", format: str | None = None,
-           output_layer: str | None = None, dissolve: bool = False, distance_field: str | None = None,
-           progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def buffer(
+    src: str,
+    dst: str,
+    *,
+    distance: float,
+    units: str = "m",
+    layer: str | None = None,
+    segments: int = 8,
+    cap_style: str = "round",
+    join_style: str = "round",
+    format: str | None = None,
+    output_layer: str | None = None,
+    dissolve: bool = False,
+    distance_field: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Buffer every feature by `distance` `units` (negative shrinks polygons), attributes kept, like ST_Buffer.
 
     `segments` is the number of segments per quarter circle; cap_style round/flat/square (line ends),
@@ -98,10 +132,14 @@ def buffer(src: str, dst: str, *, distance: float, units: str = "m", layer: str 
     if distance_field is not None:
         distance = _field_distances(src, name, distance_field)
     if distance < 0 and declared.dim in (0, 1):
-        raise GdalMcpError("invalid-argument", f"a negative distance shrinks polygons, but layer '{name}' holds "
-                           f"{declared.name.split()[0]}s, which would all vanish; use a positive distance")
-    frame = plan_units(distance if distance else 1.0, units, crs, what="distance", verb="buffered",
-                       bounds=lambda: layer_bounds(src, name))
+        raise GdalMcpError(
+            "invalid-argument",
+            f"a negative distance shrinks polygons, but layer '{name}' holds "
+            f"{declared.name.split()[0]}s, which would all vanish; use a positive distance",
+        )
+    frame = plan_units(
+        distance if distance else 1.0, units, crs, what="distance", verb="buffered", bounds=lambda: layer_bounds(src, name)
+    )
     # Frame units per distance unit: a field's distances are scaled like the planned one.
     scale = frame.amount / (distance if distance else 1.0)
     import shapely
@@ -131,20 +169,43 @@ def buffer(src: str, dst: str, *, distance: float, units: str = "m", layer: str 
         return out
 
     if dissolve:
-        summary, notes = _buffer_union(src, dst, name=name, crs=crs, driver=driver, output_layer=output_layer, op=op,
-                                       distance_field=distance_field, frame=frame, progress=progress)
+        summary, notes = _buffer_union(
+            src,
+            dst,
+            name=name,
+            crs=crs,
+            driver=driver,
+            output_layer=output_layer,
+            op=op,
+            distance_field=distance_field,
+            frame=frame,
+            progress=progress,
+        )
         return summary, notes + _field_notes(distance_field, distance, units, counts)
     out_type = GeomType(2, declared.multi and declared.dim is not None)
-    result = transform_layer(src, dst, layer=name, driver=driver, output_layer=output_layer, crs=crs,
-                             declared=declared, out=out_type, op=op, drop_missing=False,
-                             split=distance <= 0 or distance_field is not None,
-                             progress=progress, verb="buffered", state=(counts, frame),
-                             pass_batch=distance_field is not None)
+    result = transform_layer(
+        src,
+        dst,
+        layer=name,
+        driver=driver,
+        output_layer=output_layer,
+        crs=crs,
+        declared=declared,
+        out=out_type,
+        op=op,
+        drop_missing=False,
+        split=distance <= 0 or distance_field is not None,
+        progress=progress,
+        verb="buffered",
+        state=(counts, frame),
+        pass_batch=distance_field is not None,
+    )
     warnings = frame.final_notes("buffered") + promotion_note(declared, result)
     warnings += _field_notes(distance_field, distance, units, counts)
     if counts["emptied"]:
-        warnings.append(f"{counts['emptied']} feature(s) vanished under the buffer (empty result) and were written with a "
-                        "null geometry")
+        warnings.append(
+            f"{counts['emptied']} feature(s) vanished under the buffer (empty result) and were written with a null geometry"
+        )
     return result.summary, warnings
 
 
@@ -153,14 +214,23 @@ def _field_notes(distance_field: str | None, largest: float, units: str, counts:
         return []
     notes = [f"each feature was buffered by its {distance_field} value in {units} (largest {largest:g})"]
     if counts.get("negative_lines"):
-        notes.append(f"{counts['negative_lines']} point or line feature(s) had a negative distance: they vanish "
-                     "(null geometry)")
+        notes.append(f"{counts['negative_lines']} point or line feature(s) had a negative distance: they vanish (null geometry)")
     return notes
 
 
-def _buffer_union(src: str, dst: str, *, name: str, crs: str | None, driver: str, output_layer: str | None,
-                  op: Any, distance_field: str | None, frame: Frame,
-                  progress: Progress) -> tuple[VectorSummary, list[str]]:
+def _buffer_union(
+    src: str,
+    dst: str,
+    *,
+    name: str,
+    crs: str | None,
+    driver: str,
+    output_layer: str | None,
+    op: Any,
+    distance_field: str | None,
+    frame: Frame,
+    progress: Progress,
+) -> tuple[VectorSummary, list[str]]:
     """Buffer batch by batch and union everything into one feature (no attributes)."""
     import shapely
 
@@ -183,8 +253,19 @@ def _buffer_union(src: str, dst: str, *, name: str, crs: str | None, driver: str
     out_name = output_layer or name
     progress(0.9, "writing the union of the buffers")
     options = dict(LAYER_OPTIONS.get(driver, {}))
-    write_guarded(dst, lambda: write_layer(dst, schema, iter([batch]), driver=driver, layer=out_name, crs=crs,
-                                           geometry_type="MultiPolygon", layer_options=options))
+    write_guarded(
+        dst,
+        lambda: write_layer(
+            dst,
+            schema,
+            iter([batch]),
+            driver=driver,
+            layer=out_name,
+            crs=crs,
+            geometry_type="MultiPolygon",
+            layer_options=options,
+        ),
+    )
     summary = summarize_vector(dst, out_name)
     progress(1.0, "wrote 1 feature")
     notes = frame.final_notes("buffered")
@@ -196,10 +277,21 @@ def _buffer_union(src: str, dst: str, *, name: str, crs: str | None, driver: str
 
 # ---------------------------------------------------------------------------------------------- simplify
 
+
 @wrap_gdal_errors
-def simplify(src: str, dst: str, *, tolerance: float, units: str = "m", preserve_topology: bool = True,
-             layer: str | None = None, format: str | None = None, output_layer: str | None = None,
-             coverage: bool = False, progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def simplify(
+    src: str,
+    dst: str,
+    *,
+    tolerance: float,
+    units: str = "m",
+    preserve_topology: bool = True,
+    layer: str | None = None,
+    format: str | None = None,
+    output_layer: str | None = None,
+    coverage: bool = False,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Simplify every feature (Douglas-Peucker) within `tolerance` `units`, attributes kept.
 
     preserve_topology (default) keeps polygons valid and never drops rings; without it, faster but results
@@ -213,20 +305,30 @@ def simplify(src: str, dst: str, *, tolerance: float, units: str = "m", preserve
     if not tolerance >= 0:
         raise GdalMcpError("invalid-argument", "tolerance must be zero or positive")
     name, crs, declared = layer_meta(src, layer)
-    frame = plan_units(tolerance, units, crs, what="tolerance", verb="simplified",
-                       bounds=lambda: layer_bounds(src, name))
+    frame = plan_units(tolerance, units, crs, what="tolerance", verb="simplified", bounds=lambda: layer_bounds(src, name))
     import shapely
 
     counts = {"collapsed": 0, "invalid": 0}
     if coverage:
-        return _coverage_simplify(src, dst, name=name, crs=crs, declared=declared, driver=driver,
-                                  output_layer=output_layer, frame=frame, progress=progress)
+        return _coverage_simplify(
+            src,
+            dst,
+            name=name,
+            crs=crs,
+            declared=declared,
+            driver=driver,
+            output_layer=output_layer,
+            frame=frame,
+            progress=progress,
+        )
 
     def op(geoms: np.ndarray, record: bool = True) -> np.ndarray:
-        out = np.asarray(frame.apply(geoms, lambda g: shapely.simplify(g, frame.amount,
-                                                                       preserve_topology=preserve_topology), record,
-                                     snap=True),
-                         dtype=object)
+        out = np.asarray(
+            frame.apply(
+                geoms, lambda g: shapely.simplify(g, frame.amount, preserve_topology=preserve_topology), record, snap=True
+            ),
+            dtype=object,
+        )
         had = ~shapely.is_missing(geoms) & ~shapely.is_empty(geoms)
         gone = had & (shapely.is_missing(out) | shapely.is_empty(out))
         out[gone] = None
@@ -237,16 +339,30 @@ def simplify(src: str, dst: str, *, tolerance: float, units: str = "m", preserve
             counts["invalid"] += int((had & ~gone & ~shapely.is_valid(out)).sum())
         return out
 
-    result = transform_layer(src, dst, layer=name, driver=driver, output_layer=output_layer, crs=crs,
-                             declared=declared, out=declared, op=op, drop_missing=False,
-                             split=not preserve_topology,
-                             progress=progress, verb="simplified", state=(counts, frame))
+    result = transform_layer(
+        src,
+        dst,
+        layer=name,
+        driver=driver,
+        output_layer=output_layer,
+        crs=crs,
+        declared=declared,
+        out=declared,
+        op=op,
+        drop_missing=False,
+        split=not preserve_topology,
+        progress=progress,
+        verb="simplified",
+        state=(counts, frame),
+    )
     warnings = frame.final_notes("simplified") + promotion_note(declared, result)
     if counts["collapsed"]:
         warnings.append(f"{counts['collapsed']} feature(s) collapsed to nothing and were written with a null geometry")
     if counts["invalid"]:
-        warnings.append(f"{counts['invalid']} feature(s) became invalid (self-intersections) because "
-                        "preserve_topology is false; use preserve_topology=true or fix them with validate")
+        warnings.append(
+            f"{counts['invalid']} feature(s) became invalid (self-intersections) because "
+            "preserve_topology is false; use preserve_topology=true or fix them with validate"
+        )
     return result.summary, warnings
 
 
@@ -255,21 +371,34 @@ def simplify(src: str, dst: str, *, tolerance: float, units: str = "m", preserve
 METRES_PER_DEGREE = 111_319.49
 
 
-def _coverage_simplify(src: str, dst: str, *, name: str, crs: str | None, declared: GeomType, driver: str,
-                       output_layer: str | None, frame: Frame, progress: Progress) -> tuple[VectorSummary, list[str]]:
+def _coverage_simplify(
+    src: str,
+    dst: str,
+    *,
+    name: str,
+    crs: str | None,
+    declared: GeomType,
+    driver: str,
+    output_layer: str | None,
+    frame: Frame,
+    progress: Progress,
+) -> tuple[VectorSummary, list[str]]:
     """coverage=true: every polygon simplified together (one frame), then written in the order read."""
     import shapely
 
     if declared.dim != 2:
-        raise GdalMcpError("invalid-argument", f"coverage=true simplifies polygons, but layer '{name}' holds "
-                           f"{declared.name}; use coverage=false")
+        raise GdalMcpError(
+            "invalid-argument", f"coverage=true simplifies polygons, but layer '{name}' holds {declared.name}; use coverage=false"
+        )
     notes: list[str] = []
     if frame.kind == "aeqd":
         # One frame for all: the edges two neighbours share must be simplified in the same coordinates.
         frame = Frame("layer", frame.amount / METRES_PER_DEGREE / frame.deg_per_unit)
-        notes.append(f"the layer is geographic and spans too wide an area for one projection, so the coverage was "
-                     f"simplified in degrees (tolerance {frame.amount:.6g}°, from 1° = {METRES_PER_DEGREE / 1000:.2f} "
-                     "km at the equator; less east-west away from it)")
+        notes.append(
+            f"the layer is geographic and spans too wide an area for one projection, so the coverage was "
+            f"simplified in degrees (tolerance {frame.amount:.6g}°, from 1° = {METRES_PER_DEGREE / 1000:.2f} "
+            "km at the equator; less east-west away from it)"
+        )
     chunks = []
     with read_layer(src, layer=name, columns=[], batch_size=layer_map.READ_BATCH) as stream:
         for batch in relay(stream.batches, stream.total, share(progress, 0.0, 0.3), "read"):
@@ -277,8 +406,10 @@ def _coverage_simplify(src: str, dst: str, *, name: str, crs: str | None, declar
     geoms = np.concatenate(chunks) if chunks else np.array([], dtype=object)
     present = ~shapely.is_missing(geoms) & ~shapely.is_empty(geoms)
     if present.any() and not bool(shapely.coverage_is_valid(geoms[present])):
-        notes.append("the polygons are not an exact coverage (some overlap, or shared edges do not have the same "
-                     "vertices): the result may have gaps or overlaps there; check with vector_validate")
+        notes.append(
+            "the polygons are not an exact coverage (some overlap, or shared edges do not have the same "
+            "vertices): the result may have gaps or overlaps there; check with vector_validate"
+        )
     progress(0.3, f"simplifying a coverage of {int(present.sum())} polygons")
     out = np.array(geoms, dtype=object, copy=True)
     if present.any():
@@ -290,11 +421,24 @@ def _coverage_simplify(src: str, dst: str, *, name: str, crs: str | None, declar
     def op(batch_geoms: np.ndarray, record: bool = True) -> np.ndarray:
         start = state["offset"]
         state["offset"] += len(batch_geoms)
-        return out[start:start + len(batch_geoms)]
+        return out[start : start + len(batch_geoms)]
 
-    result = transform_layer(src, dst, layer=name, driver=driver, output_layer=output_layer, crs=crs,
-                             declared=declared, out=declared, op=op, drop_missing=False, split=False,
-                             progress=share(progress, 0.3, 1.0), verb="simplified", state=(state, frame))
+    result = transform_layer(
+        src,
+        dst,
+        layer=name,
+        driver=driver,
+        output_layer=output_layer,
+        crs=crs,
+        declared=declared,
+        out=declared,
+        op=op,
+        drop_missing=False,
+        split=False,
+        progress=share(progress, 0.3, 1.0),
+        verb="simplified",
+        state=(state, frame),
+    )
     notes = frame.final_notes("simplified") + notes + promotion_note(declared, result)
     if gone.any():
         notes.append(f"{int(gone.sum())} feature(s) collapsed to nothing and were written with a null geometry")
@@ -302,6 +446,7 @@ def _coverage_simplify(src: str, dst: str, *, name: str, crs: str | None, declar
 
 
 # ---------------------------------------------------------------------------------------------- dissolve
+
 
 def _union(geoms: np.ndarray, counts: dict[str, int]) -> Any:
     """Union of the geometries; invalid ones are made valid first when GEOS refuses them."""
@@ -344,10 +489,17 @@ def _merge(acc: Any, new: Any, counts: dict[str, int]) -> Any:
 
 
 @wrap_gdal_errors
-def dissolve(src: str, dst: str, *, by: str | list[str] | None = None, layer: str | None = None,
-             format: str | None = None, output_layer: str | None = None,
-             aggregate: dict[str, list[str]] | None = None,
-             progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def dissolve(
+    src: str,
+    dst: str,
+    *,
+    by: str | list[str] | None = None,
+    layer: str | None = None,
+    format: str | None = None,
+    output_layer: str | None = None,
+    aggregate: dict[str, list[str]] | None = None,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Union the geometries of each group of features with equal `by` values (all of them when by is None).
 
     The output has one feature per group whose attributes are the group keys (null is a group of its own)
@@ -414,11 +566,11 @@ def dissolve(src: str, dst: str, *, by: str | list[str] | None = None, layer: st
 
     def batches() -> Iterator[pa.RecordBatch]:
         for start in range(0, len(order), BATCH_SIZE):
-            chunk = order[start:start + BATCH_SIZE]
+            chunk = order[start : start + BATCH_SIZE]
             columns = [pa.array([k[i] for k in chunk], type=f.type) for i, f in enumerate(key_fields)]
             if stats is not None:
                 columns += [c.slice(start, len(chunk)).combine_chunks() for c in stats.columns]
-            columns.append(pa.array(list(wkb[start:start + BATCH_SIZE]), type=geom_field.type))
+            columns.append(pa.array(list(wkb[start : start + BATCH_SIZE]), type=geom_field.type))
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     out_name = output_layer or name
@@ -428,16 +580,20 @@ def dissolve(src: str, dst: str, *, by: str | list[str] | None = None, layer: st
     if driver == "FlatGeobuf" and shapely.is_missing(geoms_out).any():
         options["SPATIAL_INDEX"] = "NO"
         warnings.append(NO_INDEX_NOTE)
-    write_guarded(dst, lambda: write_layer(dst, schema, batches(), driver=driver, layer=out_name, crs=crs,
-                                           geometry_type=out.name, layer_options=options))
+    write_guarded(
+        dst,
+        lambda: write_layer(
+            dst, schema, batches(), driver=driver, layer=out_name, crs=crs, geometry_type=out.name, layer_options=options
+        ),
+    )
     summary = summarize_vector(dst, out_name)
     progress(1.0, f"wrote {summary.feature_count} features")
     if counts["repaired"]:
-        warnings.append(f"{counts['repaired']} invalid geometries were repaired (make_valid) before the union; "
-                        "run validate to see them")
+        warnings.append(
+            f"{counts['repaired']} invalid geometries were repaired (make_valid) before the union; run validate to see them"
+        )
     if out.multi and not declared.multi and out.dim is not None:
         warnings.append(f"the output layer is {out.name}: some groups are multi-part")
     if mixed:
-        warnings.append("groups mix points, lines and polygons, so the output geometry type is Unknown "
-                        "(GeometryCollections)")
+        warnings.append("groups mix points, lines and polygons, so the output geometry type is Unknown (GeometryCollections)")
     return summary, warnings

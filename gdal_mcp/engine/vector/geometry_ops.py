@@ -46,14 +46,21 @@ from gdal_mcp.engine.vector.validate import repair
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import VectorSummary
 
-OPERATIONS = ("centroid", "point_on_surface", "convex_hull", "envelope", "boundary", "explode", "make_valid",
-              "set_precision")
+OPERATIONS = ("centroid", "point_on_surface", "convex_hull", "envelope", "boundary", "explode", "make_valid", "set_precision")
 
 
 @wrap_gdal_errors
-def geometry_op(src: str, dst: str, *, operation: str, grid_size: float | None = None, layer: str | None = None,
-                format: str | None = None, output_layer: str | None = None,
-                progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def geometry_op(
+    src: str,
+    dst: str,
+    *,
+    operation: str,
+    grid_size: float | None = None,
+    layer: str | None = None,
+    format: str | None = None,
+    output_layer: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Apply `operation` (see the module docstring) to every feature of a layer into a new layer of `dst`."""
     import shapely
 
@@ -61,8 +68,11 @@ def geometry_op(src: str, dst: str, *, operation: str, grid_size: float | None =
         raise GdalMcpError("invalid-argument", f"operation must be one of {', '.join(OPERATIONS)} (got {operation!r})")
     if operation == "set_precision":
         if grid_size is None or not np.isfinite(grid_size) or grid_size <= 0:
-            raise GdalMcpError("invalid-argument", "set_precision needs grid_size > 0, in the layer's units (e.g. "
-                               "0.000001 degrees on EPSG:4326, about 0.1 m; 0.01 m on a metric CRS)")
+            raise GdalMcpError(
+                "invalid-argument",
+                "set_precision needs grid_size > 0, in the layer's units (e.g. "
+                "0.000001 degrees on EPSG:4326, about 0.1 m; 0.01 m on a metric CRS)",
+            )
     elif grid_size is not None:
         raise GdalMcpError("invalid-argument", "grid_size applies to operation='set_precision' only")
     driver = vector_driver(dst, format)
@@ -99,10 +109,12 @@ def geometry_op(src: str, dst: str, *, operation: str, grid_size: float | None =
             return nulls(out, geoms, shapely.get_type_id(out) != 3, record)
     elif operation == "boundary":
         if declared.dim == 0:
-            raise GdalMcpError("invalid-argument", f"layer '{name}' holds points, which have no boundary; boundary "
-                               "applies to polygons (rings) and lines (end points)")
-        out_type = GeomType(None if declared.dim is None else declared.dim - 1,
-                            declared.dim == 1, z)
+            raise GdalMcpError(
+                "invalid-argument",
+                f"layer '{name}' holds points, which have no boundary; boundary "
+                "applies to polygons (rings) and lines (end points)",
+            )
+        out_type = GeomType(None if declared.dim is None else declared.dim - 1, declared.dim == 1, z)
         split = True
         check_types = declared.dim == 2
 
@@ -133,25 +145,45 @@ def geometry_op(src: str, dst: str, *, operation: str, grid_size: float | None =
             kept, _ = keep_dimension(out, dims)
             return nulls(kept, geoms, shapely.is_missing(kept) | shapely.is_empty(kept), record)
 
-    result = transform_layer(src, dst, layer=name, driver=driver, output_layer=output_layer, crs=crs,
-                             declared=declared, out=out_type, op=op, drop_missing=False, split=split,
-                             progress=progress, verb=operation.replace("_", " "), check_types=check_types,
-                             state=(counts,))
+    result = transform_layer(
+        src,
+        dst,
+        layer=name,
+        driver=driver,
+        output_layer=output_layer,
+        crs=crs,
+        declared=declared,
+        out=out_type,
+        op=op,
+        drop_missing=False,
+        split=split,
+        progress=progress,
+        verb=operation.replace("_", " "),
+        check_types=check_types,
+        state=(counts,),
+    )
     warnings = promotion_note(declared, result) if check_types else list(result.notes)
     if counts["nulled"]:
-        what = {"convex_hull": "a convex hull that is not an area (points or lines on one line)",
-                "envelope": "a bounding box that is not an area (a point, or a straight horizontal/vertical line)",
-                "set_precision": f"nothing left on the grid of {grid_size} (smaller than the grid)"}.get(operation, "")
+        what = {
+            "convex_hull": "a convex hull that is not an area (points or lines on one line)",
+            "envelope": "a bounding box that is not an area (a point, or a straight horizontal/vertical line)",
+            "set_precision": f"nothing left on the grid of {grid_size} (smaller than the grid)",
+        }.get(operation, "")
         warnings.append(f"{counts['nulled']} feature(s) have {what}: written with a null geometry")
     if counts["repaired"]:
-        warnings.append(f"{counts['repaired']} invalid geometries were repaired (make_valid), keeping the parts of "
-                        "their dimension")
+        warnings.append(
+            f"{counts['repaired']} invalid geometries were repaired (make_valid), keeping the parts of their dimension"
+        )
     if counts["lost"]:
-        warnings.append(f"{counts['lost']} invalid geometries collapsed entirely (nothing of their dimension left) "
-                        "and were written with a null geometry")
+        warnings.append(
+            f"{counts['lost']} invalid geometries collapsed entirely (nothing of their dimension left) "
+            "and were written with a null geometry"
+        )
     if operation == "centroid" and _geographic(crs):
-        warnings.append("centroids computed in degrees on a lon/lat layer, as GEOS does (planar); for centroids "
-                        "computed on the ground use vector_measure measures=['centroid']")
+        warnings.append(
+            "centroids computed in degrees on a lon/lat layer, as GEOS does (planar); for centroids "
+            "computed on the ground use vector_measure measures=['centroid']"
+        )
     return result.summary, warnings
 
 
@@ -162,8 +194,9 @@ def _geographic(crs_text: str | None) -> bool:
     return bool(crs is not None and crs.is_geographic)
 
 
-def _explode(src: str, dst: str, name: str, crs: str | None, declared: GeomType, driver: str,
-             output_layer: str | None, progress: Progress) -> tuple[VectorSummary, list[str]]:
+def _explode(
+    src: str, dst: str, name: str, crs: str | None, declared: GeomType, driver: str, output_layer: str | None, progress: Progress
+) -> tuple[VectorSummary, list[str]]:
     out_name = output_layer or name
     out_type = GeomType(declared.dim, False, declared.z)
     facts: dict[str, Any] = {"rows": 0, "out": 0}
@@ -179,10 +212,16 @@ def _explode(src: str, dst: str, name: str, crs: str | None, declared: GeomType,
 
     def write() -> None:
         with read_layer(src, layer=name) as stream:
-            write_layer(dst, stream.schema, relay(stream.batches, stream.total, share(progress, 0, 0.98), "exploded",
-                                                  transform),
-                        driver=driver, layer=out_name, crs=crs, geometry_type=out_type.name,
-                        layer_options=LAYER_OPTIONS.get(driver))
+            write_layer(
+                dst,
+                stream.schema,
+                relay(stream.batches, stream.total, share(progress, 0, 0.98), "exploded", transform),
+                driver=driver,
+                layer=out_name,
+                crs=crs,
+                geometry_type=out_type.name,
+                layer_options=LAYER_OPTIONS.get(driver),
+            )
 
     write_guarded(dst, write)
     summary = summarize_vector(dst, out_name)

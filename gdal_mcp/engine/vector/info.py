@@ -62,8 +62,12 @@ def sample_features(path: str, layer: str, n: int = SAMPLE_FEATURES) -> dict[str
     for i in range(len(fids) if fids is not None else len(geoms)):
         geom, note = geojson_geometry(geoms[i] if geoms is not None else None)
         props = {name: json_value(fields[j][i]) for j, name in enumerate(names)}
-        feat: dict[str, Any] = {"type": "Feature", "id": int(fids[i]) if fids is not None else i,
-                                "properties": props, "geometry": geom}
+        feat: dict[str, Any] = {
+            "type": "Feature",
+            "id": int(fids[i]) if fids is not None else i,
+            "properties": props,
+            "geometry": geom,
+        }
         if note:
             feat["geometry_omitted"] = note
         features.append(feat)
@@ -89,14 +93,16 @@ def vector_info(path: str, layer: str | None = None, progress: Progress = no_pro
         if tb is not None and all(math.isfinite(v) for v in tb):
             extent = Bounds(left=tb[0], bottom=tb[1], right=tb[2], top=tb[3])
         count = int(info["features"])
-        out.append(LayerInfo(
-            name=name,
-            geometry_type=info.get("geometry_type"),
-            feature_count=count if count >= 0 else None,
-            crs=describe_crs(info.get("crs")),
-            extent=extent,
-            fields=[FieldInfo(name=str(f), type=str(t)) for f, t in zip(info["fields"], info["ogr_types"], strict=False)],
-        ))
+        out.append(
+            LayerInfo(
+                name=name,
+                geometry_type=info.get("geometry_type"),
+                feature_count=count if count >= 0 else None,
+                crs=describe_crs(info.get("crs")),
+                extent=extent,
+                fields=[FieldInfo(name=str(f), type=str(t)) for f, t in zip(info["fields"], info["ogr_types"], strict=False)],
+            )
+        )
         progress((i + 1) / len(wanted), f"layer {i + 1}/{len(wanted)}: {name}")
     if len(layers) > 1 and chosen is None:
         warn.append(f"{len(layers)} layers: tools that read one layer need layer= one of them")

@@ -78,8 +78,16 @@ def layer_info(path: str, layer: str | None) -> tuple[str, dict[str, Any]]:
         return name, pyogrio.read_info(path, layer=name)
 
 
-def load_layer(path: str, layer: str | None, *, target_crs: str | None, columns: list[str] | None = None,
-               where: str | None = None, read_geometry: bool = True, table: bool = False) -> Loaded:
+def load_layer(
+    path: str,
+    layer: str | None,
+    *,
+    target_crs: str | None,
+    columns: list[str] | None = None,
+    where: str | None = None,
+    read_geometry: bool = True,
+    table: bool = False,
+) -> Loaded:
     """Read a whole layer (the smaller side of a two-layer operation), geometries reprojected to target_crs.
 
     table=True reads it as a table: CSV field types are detected (numbers as numbers), as ogr2ogr
@@ -94,8 +102,7 @@ def load_layer(path: str, layer: str | None, *, target_crs: str | None, columns:
     with pywarnings.catch_warnings():
         pywarnings.simplefilter("ignore")
         try:
-            meta, data = read_arrow(path, layer=name, columns=columns, where=where, read_geometry=read_geometry,
-                                    **options)
+            meta, data = read_arrow(path, layer=name, columns=columns, where=where, read_geometry=read_geometry, **options)
         except Exception as e:  # noqa: BLE001 - pyogrio raises several types
             raise GdalMcpError("gdal-error", f"cannot read layer '{name}' of {Path(path).name}: {e}") from None
     gcol = geometry_column(data.schema)
@@ -118,8 +125,7 @@ def load_layer(path: str, layer: str | None, *, target_crs: str | None, columns:
 def _rename(left: list[str], right: list[str], suffixes: tuple[str, str]) -> tuple[list[str], list[str]]:
     """Field names of both sides with the suffixes added to the names they share."""
     both = set(left) & set(right)
-    return ([f"{n}{suffixes[0]}" if n in both else n for n in left],
-            [f"{n}{suffixes[1]}" if n in both else n for n in right])
+    return ([f"{n}{suffixes[0]}" if n in both else n for n in left], [f"{n}{suffixes[1]}" if n in both else n for n in right])
 
 
 def _output_geometry_type(info: dict[str, Any]) -> str:
@@ -127,6 +133,7 @@ def _output_geometry_type(info: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- distances
+
 
 @dataclass
 class Distances:
@@ -144,19 +151,27 @@ def plan_distances(crs_text: str | None, units: str) -> tuple[Distances, list[st
     crs = _horizontal(crs_text)
     if crs is None:
         if units != "layer":
-            raise GdalMcpError("invalid-argument", f"the input layer has no CRS, so distances in {units!r} cannot be "
-                               "measured; pass units='layer' (the coordinates' own unit) or assign a CRS first")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"the input layer has no CRS, so distances in {units!r} cannot be "
+                "measured; pass units='layer' (the coordinates' own unit) or assign a CRS first",
+            )
         return Distances(False, 1.0), []
     factor, unit_name = _unit_factor(crs)
     if crs.is_geographic:
         if units in ("deg", "layer"):
-            return Distances(False, 1.0), [f"distances are in {unit_name}s of the geographic CRS, as asked "
-                                           f"(units={units!r}); pass units='m' for ground distances"]
-        return Distances(True, 1.0 / LINEAR_UNITS[units], geod=(crs.geodetic_crs or crs).get_geod(),
-                         deg_per_unit=math.degrees(factor)), []
+            return Distances(False, 1.0), [
+                f"distances are in {unit_name}s of the geographic CRS, as asked "
+                f"(units={units!r}); pass units='m' for ground distances"
+            ]
+        return Distances(
+            True, 1.0 / LINEAR_UNITS[units], geod=(crs.geodetic_crs or crs).get_geod(), deg_per_unit=math.degrees(factor)
+        ), []
     if units == "deg":
-        raise GdalMcpError("invalid-argument", "units='deg' needs a geographic layer; this one is projected (unit "
-                           f"{unit_name}): use m, km, ft, mi or layer")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"units='deg' needs a geographic layer; this one is projected (unit {unit_name}): use m, km, ft, mi or layer",
+        )
     if units == "layer":
         return Distances(False, 1.0), []
     return Distances(False, factor / LINEAR_UNITS[units]), []
@@ -174,8 +189,9 @@ def _cap_boxes(geoms: np.ndarray, metres: np.ndarray, k: float) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         dlon = np.where((ratio >= 1) | (delta >= math.pi / 2), 360.0, np.degrees(np.arcsin(np.minimum(ratio, 1.0))))
     dlon = dlon * 1.0001 + 1e-9
-    return np.column_stack([b[:, 0] - dlon, np.maximum(b[:, 1] - dlat, -90.0), b[:, 2] + dlon,
-                            np.minimum(b[:, 3] + dlat, 90.0)]) / k
+    return (
+        np.column_stack([b[:, 0] - dlon, np.maximum(b[:, 1] - dlat, -90.0), b[:, 2] + dlon, np.minimum(b[:, 3] + dlat, 90.0)]) / k
+    )
 
 
 def _geodesic(a: np.ndarray, b: np.ndarray, dist: Distances) -> np.ndarray:
@@ -222,8 +238,9 @@ def _query_boxes(tree: Any, boxes: np.ndarray, k: float) -> tuple[np.ndarray, np
     return pairs[0], pairs[1]
 
 
-def nearest_pairs(geoms: np.ndarray, tree: Any, tree_geoms: np.ndarray, dist: Distances,
-                  max_distance: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def nearest_pairs(
+    geoms: np.ndarray, tree: Any, tree_geoms: np.ndarray, dist: Distances, max_distance: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(input index, tree index, distance in output units) of each input geometry's nearest tree geometries
     (all ties), within max_distance (output units) when given."""
     import shapely
@@ -257,6 +274,7 @@ def nearest_pairs(geoms: np.ndarray, tree: Any, tree_geoms: np.ndarray, dist: Di
 
 
 # ---------------------------------------------------------------------------------------------- keys
+
 
 def _kind(t: pa.DataType) -> str:
     if pa.types.is_integer(t):
@@ -292,24 +310,40 @@ def _normal(values: list[Any]) -> list[Any]:
 
 # ---------------------------------------------------------------------------------------------- the join
 
+
 @wrap_gdal_errors
-def join(src: str, dst: str, *, join: str, predicate: str = "intersects", on: str | list[str] | None = None,
-         max_distance: float | None = None, units: str = "m", how: str = "left",
-         aggregate: dict[str, Any] | None = None, distance_field: str | None = None, layer: str | None = None,
-         join_layer: str | None = None, format: str | None = None, output_layer: str | None = None,
-         progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def join(
+    src: str,
+    dst: str,
+    *,
+    join: str,
+    predicate: str = "intersects",
+    on: str | list[str] | None = None,
+    max_distance: float | None = None,
+    units: str = "m",
+    how: str = "left",
+    aggregate: dict[str, Any] | None = None,
+    distance_field: str | None = None,
+    layer: str | None = None,
+    join_layer: str | None = None,
+    format: str | None = None,
+    output_layer: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Join the features of `join` to those of `src` (see the module docstring); write `dst`."""
     driver = vector_driver(dst, format)
     if predicate not in PREDICATES:
         raise GdalMcpError("invalid-argument", f"predicate must be one of {', '.join(PREDICATES)}")
     if how not in ("left", "inner"):
-        raise GdalMcpError("invalid-argument", "how must be 'left' (keep every input feature) or 'inner' (only those "
-                           "with a match)")
+        raise GdalMcpError(
+            "invalid-argument", "how must be 'left' (keep every input feature) or 'inner' (only those with a match)"
+        )
     if on is None and predicate != "nearest" and (max_distance is not None or distance_field):
         raise GdalMcpError("invalid-argument", "max_distance and distance_field go with predicate='nearest'")
     if on is not None and (predicate == "nearest" or max_distance is not None or distance_field):
-        raise GdalMcpError("invalid-argument", "on= is an attribute join by key: it takes no nearest, max_distance or "
-                           "distance_field")
+        raise GdalMcpError(
+            "invalid-argument", "on= is an attribute join by key: it takes no nearest, max_distance or distance_field"
+        )
     if max_distance is not None and not (math.isfinite(max_distance) and max_distance >= 0):
         raise GdalMcpError("invalid-argument", "max_distance must be zero or a positive number")
     name, info = layer_info(src, layer)
@@ -320,8 +354,9 @@ def join(src: str, dst: str, *, join: str, predicate: str = "intersects", on: st
     if on is not None:
         return _attribute_join(src, dst, name, info, join, join_layer, on, how, aggregate, driver, out_name, progress)
     if info.get("geometry_type") is None:
-        raise GdalMcpError("invalid-argument", f"layer '{name}' has no geometry: a spatial join needs geometries "
-                           "(use on= for a join by key)")
+        raise GdalMcpError(
+            "invalid-argument", f"layer '{name}' has no geometry: a spatial join needs geometries (use on= for a join by key)"
+        )
     dist, notes = plan_distances(crs, units) if predicate == "nearest" else (None, [])
     warnings += notes
     jname, jinfo = layer_info(join, join_layer)
@@ -331,8 +366,9 @@ def join(src: str, dst: str, *, join: str, predicate: str = "intersects", on: st
         spec = parse_aggregate(aggregate, dict(zip(jinfo["fields"], _arrow_types(jinfo), strict=True)))
         streamed_join = predicate != "nearest" and int(jinfo.get("features", -1)) > int(info.get("features", -1)) >= 0
         if streamed_join:
-            return _aggregate_streaming_join(src, dst, name, info, join, jname, predicate, how, spec, driver,
-                                             out_name, progress, warnings)
+            return _aggregate_streaming_join(
+                src, dst, name, info, join, jname, predicate, how, spec, driver, out_name, progress, warnings
+            )
     else:
         spec = []
     other = load_layer(join, jname, target_crs=crs, columns=[s[0] for s in spec if s[0] != "*"] if spec else None)
@@ -354,8 +390,7 @@ def join(src: str, dst: str, *, join: str, predicate: str = "intersects", on: st
             agg_fields = [pa.field(f"{f.name}_right" if f.name in clash else f.name, f.type) for f in agg_fields]
             extra = agg_fields
         else:
-            left_names, right_names = _rename([f.name for f in in_fields], [f.name for f in join_fields],
-                                              ("_left", "_right"))
+            left_names, right_names = _rename([f.name for f in in_fields], [f.name for f in join_fields], ("_left", "_right"))
             in_fields = [pa.field(n, f.type) for n, f in zip(left_names, in_fields, strict=True)]
             extra = [pa.field(n, f.type) for n, f in zip(right_names, join_fields, strict=True)]
         if distance_field:
@@ -405,8 +440,16 @@ def join(src: str, dst: str, *, join: str, predicate: str = "intersects", on: st
 
         def run() -> None:
             batches = relay(stream.batches, stream.total, share(progress, 0.05, 0.97), "joined", transform)
-            write_layer(dst, schema, batches, driver=driver, layer=out_name, crs=crs,
-                        geometry_type=_output_geometry_type(info), layer_options=LAYER_OPTIONS.get(driver))
+            write_layer(
+                dst,
+                schema,
+                batches,
+                driver=driver,
+                layer=out_name,
+                crs=crs,
+                geometry_type=_output_geometry_type(info),
+                layer_options=LAYER_OPTIONS.get(driver),
+            )
 
         write_guarded(dst, run)
     summary = summarize_vector(dst, out_name)
@@ -440,21 +483,37 @@ def _arrow_types(info: dict[str, Any]) -> list[pa.DataType | None]:
 
 def _reprojection_notes(other: Loaded, crs: str | None, warnings: list[str]) -> None:
     if other.unplaced:
-        warnings.append(f"{other.unplaced} join feature(s) could not be placed in the input layer's CRS (outside the "
-                        "projection's area) and were left out of the join")
+        warnings.append(
+            f"{other.unplaced} join feature(s) could not be placed in the input layer's CRS (outside the "
+            "projection's area) and were left out of the join"
+        )
     if (other.crs is None) != (crs is None):
         warnings.append("one layer has no CRS: its coordinates were taken as being in the other's CRS")
 
 
 def _no_match_note(predicate: str, src: str, join: str, max_distance: float | None, units: str) -> str:
     extra = f" within {max_distance:g} {units}" if max_distance is not None else ""
-    return (f"no input feature matched any join feature ({predicate}{extra}): check that both layers cover the same "
-            "area (vector_info shows their extents and CRSs)")
+    return (
+        f"no input feature matched any join feature ({predicate}{extra}): check that both layers cover the same "
+        "area (vector_info shows their extents and CRSs)"
+    )
 
 
-def _aggregate_streaming_join(src: str, dst: str, name: str, info: dict[str, Any], join: str, jname: str,
-                              predicate: str, how: str, spec: list[tuple[str, str, str]], driver: str, out_name: str,
-                              progress: Progress, warnings: list[str]) -> tuple[VectorSummary, list[str]]:
+def _aggregate_streaming_join(
+    src: str,
+    dst: str,
+    name: str,
+    info: dict[str, Any],
+    join: str,
+    jname: str,
+    predicate: str,
+    how: str,
+    spec: list[tuple[str, str, str]],
+    driver: str,
+    out_name: str,
+    progress: Progress,
+    warnings: list[str],
+) -> tuple[VectorSummary, list[str]]:
     """Aggregate when the join layer is the larger: the input is indexed, the join layer streamed."""
     import shapely
 
@@ -494,16 +553,25 @@ def _aggregate_streaming_join(src: str, dst: str, name: str, info: dict[str, Any
     gfield = pa.field("geometry", pa.binary(), metadata={b"ARROW:extension:name": b"geoarrow.wkb"})
     wkb = shapely.to_wkb(geoms[rows], flavor="iso", output_dimension=4) if len(rows) else np.array([], dtype=object)
     schema = pa.schema([*base.schema, *stats.schema, gfield])
-    table = pa.Table.from_arrays([*base.columns, *stats.columns, pa.array(list(wkb), type=pa.binary())],
-                                 schema=schema)
+    table = pa.Table.from_arrays([*base.columns, *stats.columns, pa.array(list(wkb), type=pa.binary())], schema=schema)
 
     def batches() -> Iterator[pa.RecordBatch]:
         yield from table.to_batches(max_chunksize=BATCH_SIZE)
 
     progress(0.9, f"writing {len(rows)} features")
-    write_guarded(dst, lambda: write_layer(dst, schema, batches(), driver=driver, layer=out_name, crs=crs,
-                                           geometry_type=_output_geometry_type(info),
-                                           layer_options=LAYER_OPTIONS.get(driver)))
+    write_guarded(
+        dst,
+        lambda: write_layer(
+            dst,
+            schema,
+            batches(),
+            driver=driver,
+            layer=out_name,
+            crs=crs,
+            geometry_type=_output_geometry_type(info),
+            layer_options=LAYER_OPTIONS.get(driver),
+        ),
+    )
     summary = summarize_vector(dst, out_name)
     progress(1.0, f"wrote {summary.feature_count} features")
     if not agg.keys and len(geoms):
@@ -511,9 +579,20 @@ def _aggregate_streaming_join(src: str, dst: str, name: str, info: dict[str, Any
     return summary, warnings
 
 
-def _attribute_join(src: str, dst: str, name: str, info: dict[str, Any], join: str, join_layer: str | None,
-                    on: str | list[str], how: str, aggregate: dict[str, Any] | None, driver: str, out_name: str,
-                    progress: Progress) -> tuple[VectorSummary, list[str]]:
+def _attribute_join(
+    src: str,
+    dst: str,
+    name: str,
+    info: dict[str, Any],
+    join: str,
+    join_layer: str | None,
+    on: str | list[str],
+    how: str,
+    aggregate: dict[str, Any] | None,
+    driver: str,
+    out_name: str,
+    progress: Progress,
+) -> tuple[VectorSummary, list[str]]:
     """A join by key: the table (the join side, held whole) matched to the streamed input by equal keys."""
     if isinstance(on, str):
         left_key = right_key = on
@@ -522,12 +601,14 @@ def _attribute_join(src: str, dst: str, name: str, info: dict[str, Any], join: s
     else:
         raise GdalMcpError("invalid-argument", 'on must be a field name or ["input_field", "join_field"]')
     if left_key not in info["fields"]:
-        raise GdalMcpError("not-found", f"input layer '{name}' has no field {left_key!r}; fields are: "
-                           f"{', '.join(info['fields'])}")
+        raise GdalMcpError(
+            "not-found", f"input layer '{name}' has no field {left_key!r}; fields are: {', '.join(info['fields'])}"
+        )
     other = load_layer(join, join_layer, target_crs=None, read_geometry=False, table=True)
     if right_key not in other.table.column_names:
-        raise GdalMcpError("not-found", f"the join table has no field {right_key!r}; fields are: "
-                           f"{', '.join(other.table.column_names)}")
+        raise GdalMcpError(
+            "not-found", f"the join table has no field {right_key!r}; fields are: {', '.join(other.table.column_names)}"
+        )
     warnings: list[str] = []
     table = other.table
     spec = parse_aggregate(aggregate, table.schema) if aggregate is not None else []
@@ -553,12 +634,16 @@ def _attribute_join(src: str, dst: str, name: str, info: dict[str, Any], join: s
                 bad = 0
                 compare["convert"] = lk
                 where = f"the input's {left_key!r}"
-            warnings.append(f"key types differ: {left_key!r} is {lk} in the input and {right_key!r} is {rk} in the join "
-                            f"table; the text keys ({where}) were read as numbers to match them (\"7\" = 7)"
-                            + (f"; {bad} text key(s) are not numbers and match nothing" if bad else ""))
+            warnings.append(
+                f"key types differ: {left_key!r} is {lk} in the input and {right_key!r} is {rk} in the join "
+                f'table; the text keys ({where}) were read as numbers to match them ("7" = 7)'
+                + (f"; {bad} text key(s) are not numbers and match nothing" if bad else "")
+            )
         elif lk != rk:
-            warnings.append(f"key types differ: {left_key!r} is {lk} in the input and {right_key!r} is {rk} in the "
-                            "join table; keys are compared as they are, so few may match")
+            warnings.append(
+                f"key types differ: {left_key!r} is {lk} in the input and {right_key!r} is {rk} in the "
+                "join table; keys are compared as they are, so few may match"
+            )
         index: dict[Any, list[int]] = {}
         for r, v in enumerate(right_values):
             if v is not None:
@@ -571,8 +656,7 @@ def _attribute_join(src: str, dst: str, name: str, info: dict[str, Any], join: s
             extra = [pa.field(f"{f.name}_right" if f.name in clash else f.name, f.type) for f in extra]
         else:
             right_fields = [f for f in table.schema if not (f.name == right_key and left_key == right_key)]
-            left_names, right_names = _rename([f.name for f in in_fields], [f.name for f in right_fields],
-                                              ("_left", "_right"))
+            left_names, right_names = _rename([f.name for f in in_fields], [f.name for f in right_fields], ("_left", "_right"))
             in_fields = [pa.field(n, f.type) for n, f in zip(left_names, in_fields, strict=True)]
             extra = [pa.field(n, f.type) for n, f in zip(right_names, right_fields, strict=True)]
             table = table.select([f.name for f in right_fields])
@@ -617,20 +701,32 @@ def _attribute_join(src: str, dst: str, name: str, info: dict[str, Any], join: s
 
         def run() -> None:
             batches = relay(stream.batches, stream.total, share(progress, 0.05, 0.97), "joined", transform)
-            write_layer(dst, schema, batches, driver=driver, layer=out_name, crs=crs if gcol else None,
-                        geometry_type=_output_geometry_type(info), layer_options=LAYER_OPTIONS.get(driver))
+            write_layer(
+                dst,
+                schema,
+                batches,
+                driver=driver,
+                layer=out_name,
+                crs=crs if gcol else None,
+                geometry_type=_output_geometry_type(info),
+                layer_options=LAYER_OPTIONS.get(driver),
+            )
 
         write_guarded(dst, run)
     summary = summarize_vector(dst, out_name)
     progress(1.0, f"wrote {summary.feature_count} features")
     unmatched = counts["features"] - counts["matched"]
     if unmatched:
-        warnings.append(f"{unmatched} of {counts['features']} input feature(s) have no matching key in the join table"
-                        + (" and were left out (how='inner')" if how == "inner" else " (their joined fields are null)"))
+        warnings.append(
+            f"{unmatched} of {counts['features']} input feature(s) have no matching key in the join table"
+            + (" and were left out (how='inner')" if how == "inner" else " (their joined fields are null)")
+        )
     unused = int((~used_rows).sum())
     if unused:
         warnings.append(f"{unused} of {table.num_rows} join table row(s) matched no input feature")
     if duplicates and not spec:
-        warnings.append(f"{duplicates} key(s) appear more than once in the join table: an input feature gets one output "
-                        "feature per matching row (use aggregate to summarise them instead)")
+        warnings.append(
+            f"{duplicates} key(s) appear more than once in the join table: an input feature gets one output "
+            "feature per matching row (use aggregate to summarise them instead)"
+        )
     return summary, warnings

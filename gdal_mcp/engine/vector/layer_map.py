@@ -33,8 +33,7 @@ from gdal_mcp.models import VectorSummary
 # Features per batch read (tests lower it to exercise many batches).
 READ_BATCH = BATCH_SIZE
 # Output formats that do not hold a layer to one geometry type (no Multi promotion needed), by dimension.
-LENIENT_DRIVERS: dict[str, tuple[int, ...]] = {"GeoJSON": (0, 1, 2), "GeoJSONSeq": (0, 1, 2),
-                                               "ESRI Shapefile": (1, 2)}
+LENIENT_DRIVERS: dict[str, tuple[int, ...]] = {"GeoJSON": (0, 1, 2), "GeoJSONSeq": (0, 1, 2), "ESRI Shapefile": (1, 2)}
 
 
 # op(geometries, record=True) -> new geometries (None for none); record=False in the type-checking pass,
@@ -100,10 +99,26 @@ class MapResult:
     notes: list[str] = field(default_factory=list)
 
 
-def transform_layer(src: str, dst: str, *, layer: str, driver: str, output_layer: str | None, crs: str | None,
-                    declared: GeomType, out: GeomType, op: Op, drop_missing: bool, split: bool,
-                    progress: Progress, verb: str, bbox: tuple[float, float, float, float] | None = None,
-                    check_types: bool = True, state: tuple[Any, ...] = (), pass_batch: bool = False) -> MapResult:
+def transform_layer(
+    src: str,
+    dst: str,
+    *,
+    layer: str,
+    driver: str,
+    output_layer: str | None,
+    crs: str | None,
+    declared: GeomType,
+    out: GeomType,
+    op: Op,
+    drop_missing: bool,
+    split: bool,
+    progress: Progress,
+    verb: str,
+    bbox: tuple[float, float, float, float] | None = None,
+    check_types: bool = True,
+    state: tuple[Any, ...] = (),
+    pass_batch: bool = False,
+) -> MapResult:
     """Stream `src` through `op` (geometries -> geometries, None for none) into a new layer of `dst`.
 
     `out` is the output type before promotion; a single-part `out` becomes Multi when the input already
@@ -121,8 +136,13 @@ def transform_layer(src: str, dst: str, *, layer: str, driver: str, output_layer
     start = 0.0
     # A Point layer holds no MultiPoints (shapefile keeps them apart); Polygon/LineString shapefiles hold both.
     single_points = declared.dim == 0 and not declared.multi and not split
-    if (check_types and not single_points and out.dim is not None and not out.multi
-            and out.dim not in LENIENT_DRIVERS.get(driver, ())):
+    if (
+        check_types
+        and not single_points
+        and out.dim is not None
+        and not out.multi
+        and out.dim not in LENIENT_DRIVERS.get(driver, ())
+    ):
         reporter = share(progress, 0.0, 0.3)
         with read_layer(src, layer=layer, bbox=bbox, batch_size=READ_BATCH) as stream:
             for batch in relay(stream.batches, stream.total, reporter, "checked geometry types of"):
@@ -154,8 +174,17 @@ def transform_layer(src: str, dst: str, *, layer: str, driver: str, output_layer
         def run() -> None:
             with read_layer(src, layer=layer, bbox=bbox, batch_size=READ_BATCH) as stream:
                 batches = relay(stream.batches, stream.total, share(progress, start, 0.98), verb, transform)
-                write_layer(dst, stream.schema, batches, driver=driver, layer=name, crs=crs,
-                            geometry_type=final.name, layer_options={**LAYER_OPTIONS.get(driver, {}), **(options or {})})
+                write_layer(
+                    dst,
+                    stream.schema,
+                    batches,
+                    driver=driver,
+                    layer=name,
+                    crs=crs,
+                    geometry_type=final.name,
+                    layer_options={**LAYER_OPTIONS.get(driver, {}), **(options or {})},
+                )
+
         return run
 
     notes: list[str] = []
@@ -175,8 +204,9 @@ def transform_layer(src: str, dst: str, *, layer: str, driver: str, output_layer
     return MapResult(summary, final, promoted, written, notes)
 
 
-NO_INDEX_NOTE = ("some features have no geometry, which a FlatGeobuf spatial index cannot hold: the file was written "
-                 "without a spatial index")
+NO_INDEX_NOTE = (
+    "some features have no geometry, which a FlatGeobuf spatial index cannot hold: the file was written without a spatial index"
+)
 
 
 def _snapshot(o: Any) -> dict[str, Any]:
@@ -206,8 +236,11 @@ def promotion_note(declared: GeomType, result: MapResult) -> list[str]:
     if not result.promoted:
         return list(result.notes)
     before = GeomType(result.output_type.dim, False, result.output_type.z).name
-    return [f"the output layer is {result.output_type.name}, not {before}: some features are multi-part (the "
-            f"input layer declares {declared.name})", *result.notes]
+    return [
+        f"the output layer is {result.output_type.name}, not {before}: some features are multi-part (the "
+        f"input layer declares {declared.name})",
+        *result.notes,
+    ]
 
 
 def _geos_error() -> type[Exception]:

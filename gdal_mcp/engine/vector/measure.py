@@ -39,13 +39,33 @@ from gdal_mcp.models import MeasureResult
 MEASURES = ("area", "length", "perimeter", "centroid", "bounds")
 MEASURE_UNITS = ("m", "km", "ha", "ft", "mi")
 # units -> (area field suffix, m² per area unit), (length field suffix, m per length unit)
-AREA_UNITS = {"m": ("m2", 1.0), "km": ("km2", 1e6), "ha": ("ha", 1e4), "ft": ("ft2", LINEAR_UNITS["ft"] ** 2),
-              "mi": ("mi2", LINEAR_UNITS["mi"] ** 2)}
-LENGTH_UNITS = {"m": ("m", 1.0), "km": ("km", 1000.0), "ha": ("m", 1.0), "ft": ("ft", LINEAR_UNITS["ft"]),
-                "mi": ("mi", LINEAR_UNITS["mi"])}
+AREA_UNITS = {
+    "m": ("m2", 1.0),
+    "km": ("km2", 1e6),
+    "ha": ("ha", 1e4),
+    "ft": ("ft2", LINEAR_UNITS["ft"] ** 2),
+    "mi": ("mi2", LINEAR_UNITS["mi"] ** 2),
+}
+LENGTH_UNITS = {
+    "m": ("m", 1.0),
+    "km": ("km", 1000.0),
+    "ha": ("m", 1.0),
+    "ft": ("ft", LINEAR_UNITS["ft"]),
+    "mi": ("mi", LINEAR_UNITS["mi"]),
+}
 MAX_LIMIT = 10_000
-EQUAL_AREA_METHODS = ("equal area", "albers", "mollweide", "sinusoidal", "eckert iv", "eckert vi", "goode",
-                      "equal earth", "bonne", "quartic authalic")
+EQUAL_AREA_METHODS = (
+    "equal area",
+    "albers",
+    "mollweide",
+    "sinusoidal",
+    "eckert iv",
+    "eckert vi",
+    "goode",
+    "equal earth",
+    "bonne",
+    "quartic authalic",
+)
 
 
 def field_names(measures: list[str], units: str) -> dict[str, str]:
@@ -122,8 +142,9 @@ class _Measurer:
     def __init__(self, crs_text: str | None, measures: list[str], units: str, src: str, layer: str) -> None:
         crs = _horizontal(crs_text)
         if crs is None:
-            raise GdalMcpError("invalid-argument", "the layer has no CRS, so its unit is unknown; assign one first "
-                               "(vector_convert src_crs=…)")
+            raise GdalMcpError(
+                "invalid-argument", "the layer has no CRS, so its unit is unknown; assign one first (vector_convert src_crs=…)"
+            )
         self.geographic = bool(crs.is_geographic)
         self.measures = measures
         self.units = units
@@ -137,8 +158,11 @@ class _Measurer:
             self.geod = crs.get_geod()
             if self.geod is None:
                 raise GdalMcpError("unsupported", "the layer's CRS has no ellipsoid to measure on; reproject it first")
-            self.frame = (plan_units(0.0, "m", crs_text, what="centroid", verb="measured",
-                                     bounds=lambda: layer_bounds(src, layer)) if "centroid" in measures else None)
+            self.frame = (
+                plan_units(0.0, "m", crs_text, what="centroid", verb="measured", bounds=lambda: layer_bounds(src, layer))
+                if "centroid" in measures
+                else None
+            )
         else:
             self.metres, self.unit_name = _unit_factor(crs)
 
@@ -151,9 +175,12 @@ class _Measurer:
                 area, length, perim = geodesic(self.geod, geoms)
             else:
                 area, length, perim = planar(geoms)
-                area, length, perim = area * self.metres ** 2, length * self.metres, perim * self.metres
-            values = {"area": area / self.area_unit[1], "length": length / self.length_unit[1],
-                      "perimeter": perim / self.length_unit[1]}
+                area, length, perim = area * self.metres**2, length * self.metres, perim * self.metres
+            values = {
+                "area": area / self.area_unit[1],
+                "length": length / self.length_unit[1],
+                "perimeter": perim / self.length_unit[1],
+            }
             for m in ("area", "length", "perimeter"):
                 if m in self.measures:
                     key = f"{m}_{(self.area_unit if m == 'area' else self.length_unit)[0]}"
@@ -187,8 +214,10 @@ class _Measurer:
     def final_notes(self) -> list[str]:
         notes = list(self.notes)
         if self.fallback:
-            notes.append(f"{self.fallback} feature(s) cross the antimeridian or span a pole: their centroid was "
-                         "computed in degrees (approximate)")
+            notes.append(
+                f"{self.fallback} feature(s) cross the antimeridian or span a pole: their centroid was "
+                "computed in degrees (approximate)"
+            )
         return notes
 
 
@@ -198,8 +227,11 @@ def _check(measures: list[str] | None, units: str, limit: int, offset: int) -> l
     if unknown or not chosen:
         raise GdalMcpError("invalid-argument", f"measures must be some of {', '.join(MEASURES)} (got {measures!r})")
     if units not in MEASURE_UNITS:
-        raise GdalMcpError("invalid-argument", f"units must be one of {', '.join(MEASURE_UNITS)} (got {units!r}); "
-                           "ha applies to area only (lengths are then in metres)")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"units must be one of {', '.join(MEASURE_UNITS)} (got {units!r}); "
+            "ha applies to area only (lengths are then in metres)",
+        )
     if not 1 <= limit <= MAX_LIMIT or offset < 0:
         raise GdalMcpError("invalid-argument", f"limit must be 1..{MAX_LIMIT} and offset >= 0")
     return chosen
@@ -220,10 +252,20 @@ def _clean(v: Any) -> Any:
 
 
 @wrap_gdal_errors
-def measure(src: str, *, dst: str | None = None, measures: list[str] | None = None, units: str = "m",
-            layer: str | None = None, id_field: str | None = None, limit: int = 200, offset: int = 0,
-            format: str | None = None, output_layer: str | None = None,
-            progress: Progress = no_progress) -> tuple[MeasureResult, list[str]]:
+def measure(
+    src: str,
+    *,
+    dst: str | None = None,
+    measures: list[str] | None = None,
+    units: str = "m",
+    layer: str | None = None,
+    id_field: str | None = None,
+    limit: int = 200,
+    offset: int = 0,
+    format: str | None = None,
+    output_layer: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[MeasureResult, list[str]]:
     """Measure every feature (see the module docstring); write `dst` with the fields added, or return a page."""
     chosen = _check(measures, units, limit, offset)
     name, crs, _declared = layer_meta(src, layer)
@@ -233,8 +275,10 @@ def measure(src: str, *, dst: str | None = None, measures: list[str] | None = No
     if not m.geographic and "area" in chosen and not _equal_area(crs):
         info = describe_crs(crs)
         label = f"EPSG:{info.epsg}" if info and info.epsg else (info.name if info else "the layer's CRS")
-        warnings.append(f"planar areas in {label}, which is not an equal-area projection: areas are distorted by its "
-                        "scale (reproject to an equal-area CRS, or to EPSG:4326 for geodesic measures)")
+        warnings.append(
+            f"planar areas in {label}, which is not an equal-area projection: areas are distorted by its "
+            "scale (reproject to an equal-area CRS, or to EPSG:4326 for geodesic measures)"
+        )
     if dst is None:
         result = _page(src, name, m, id_field, limit, offset, progress)
     else:
@@ -245,8 +289,7 @@ def measure(src: str, *, dst: str | None = None, measures: list[str] | None = No
     return result, warnings
 
 
-def _page(src: str, layer: str, m: _Measurer, id_field: str | None, limit: int, offset: int,
-          progress: Progress) -> MeasureResult:
+def _page(src: str, layer: str, m: _Measurer, id_field: str | None, limit: int, offset: int, progress: Progress) -> MeasureResult:
     columns = [id_field] if id_field else []
     rows: list[dict[str, Any]] = []
     count = 0
@@ -266,12 +309,28 @@ def _page(src: str, layer: str, m: _Measurer, id_field: str | None, limit: int, 
                     rows.append(row)
     progress(1.0, f"measured {count} features")
     remaining = max(count - offset - len(rows), 0)
-    return MeasureResult(method="planar", fields=m.fields, rows=rows, row_count=count, offset=offset,
-                         truncated=remaining > 0, remaining=remaining, totals=m.totals)
+    return MeasureResult(
+        method="planar",
+        fields=m.fields,
+        rows=rows,
+        row_count=count,
+        offset=offset,
+        truncated=remaining > 0,
+        remaining=remaining,
+        totals=m.totals,
+    )
 
 
-def _write(src: str, dst: str, layer: str, crs: str | None, m: _Measurer, format: str | None,
-           output_layer: str | None, progress: Progress) -> MeasureResult:
+def _write(
+    src: str,
+    dst: str,
+    layer: str,
+    crs: str | None,
+    m: _Measurer,
+    format: str | None,
+    output_layer: str | None,
+    progress: Progress,
+) -> MeasureResult:
     driver = vector_driver(dst, format)
     out_name = output_layer or layer
     count = 0
@@ -283,7 +342,7 @@ def _write(src: str, dst: str, layer: str, crs: str | None, m: _Measurer, format
         for key, values in cols.items():
             idx = batch.schema.get_field_index(key)
             column = pa.array(values, type=pa.float64(), from_pandas=True)  # NaN (no geometry) -> null
-            batch = (batch.set_column(idx, key, column) if idx >= 0 else batch.append_column(key, column))
+            batch = batch.set_column(idx, key, column) if idx >= 0 else batch.append_column(key, column)
         return batch
 
     def write() -> None:
@@ -291,11 +350,17 @@ def _write(src: str, dst: str, layer: str, crs: str | None, m: _Measurer, format
             schema = stream.schema
             for key in m.fields:
                 idx = schema.get_field_index(key)
-                schema = schema.set(idx, pa.field(key, pa.float64())) if idx >= 0 else schema.append(
-                    pa.field(key, pa.float64()))
-            write_layer(dst, schema, relay(stream.batches, stream.total, share(progress, 0, 0.98), "measured", add),
-                        driver=driver, layer=out_name, crs=crs, geometry_type=stream.geometry_type,
-                        layer_options=LAYER_OPTIONS.get(driver))
+                schema = schema.set(idx, pa.field(key, pa.float64())) if idx >= 0 else schema.append(pa.field(key, pa.float64()))
+            write_layer(
+                dst,
+                schema,
+                relay(stream.batches, stream.total, share(progress, 0, 0.98), "measured", add),
+                driver=driver,
+                layer=out_name,
+                crs=crs,
+                geometry_type=stream.geometry_type,
+                layer_options=LAYER_OPTIONS.get(driver),
+            )
 
     write_guarded(dst, write)
     summary = summarize_vector(dst, out_name)

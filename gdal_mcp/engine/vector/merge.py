@@ -89,9 +89,18 @@ def _layer_names(inputs: list[str], names: list[str]) -> list[str]:
 
 
 @wrap_gdal_errors
-def merge(inputs: list[str], dst: str, *, source_names: list[str] | None = None, layer: str | None = None,
-          source_field: str | None = "source", mode: str = "single", format: str | None = None,
-          output_layer: str | None = None, progress: Progress = no_progress) -> tuple[MergeResult, list[str]]:
+def merge(
+    inputs: list[str],
+    dst: str,
+    *,
+    source_names: list[str] | None = None,
+    layer: str | None = None,
+    source_field: str | None = "source",
+    mode: str = "single",
+    format: str | None = None,
+    output_layer: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[MergeResult, list[str]]:
     """Merge `inputs` (see the module docstring). `source_names` are the names written in `source_field` (default
     the paths); `layer` is the layer read from each input (required for inputs with several)."""
     if not inputs:
@@ -103,25 +112,38 @@ def merge(inputs: list[str], dst: str, *, source_names: list[str] | None = None,
         raise GdalMcpError("invalid-argument", f"mode must be single or layers (got {mode!r})")
     driver = vector_driver(dst, format)
     if mode == "layers" and driver not in LAYER_DRIVERS:
-        raise GdalMcpError("invalid-argument", f"mode='layers' writes one layer per input, which needs a GeoPackage "
-                           f"(.gpkg); {driver} holds one layer per file")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"mode='layers' writes one layer per input, which needs a GeoPackage (.gpkg); {driver} holds one layer per file",
+        )
     # Inspect every input: layer, CRS, declared type, Arrow schema.
     metas: list[dict[str, Any]] = []
     for path, shown in zip(inputs, names, strict=True):
         name = choose_layer(path, layer)
         with read_layer(path, layer=name, count=False) as s:
-            metas.append({"path": path, "shown": shown, "layer": name, "crs": s.crs, "type": s.geometry_type,
-                          "schema": s.schema, "geom": s.geometry_column})
+            metas.append(
+                {
+                    "path": path,
+                    "shown": shown,
+                    "layer": name,
+                    "crs": s.crs,
+                    "type": s.geometry_type,
+                    "schema": s.schema,
+                    "geom": s.geometry_column,
+                }
+            )
     first_crs = next((m["crs"] for m in metas if m["crs"]), None)
     warnings: list[str] = []
     reprojected = [m["shown"] for m in metas if m["crs"] and first_crs and not same_crs(m["crs"], first_crs)]
     if reprojected:
-        warnings.append(f"{len(reprojected)} input(s) reprojected to the first input's CRS: "
-                        + ", ".join(reprojected[:10]) + (" …" if len(reprojected) > 10 else ""))
+        warnings.append(
+            f"{len(reprojected)} input(s) reprojected to the first input's CRS: "
+            + ", ".join(reprojected[:10])
+            + (" …" if len(reprojected) > 10 else "")
+        )
     no_crs = [m["shown"] for m in metas if not m["crs"] and m["geom"]]
     if no_crs and first_crs:
-        warnings.append(f"{len(no_crs)} input(s) have no CRS and were taken to be in the first's: "
-                        + ", ".join(no_crs[:10]))
+        warnings.append(f"{len(no_crs)} input(s) have no CRS and were taken to be in the first's: " + ", ".join(no_crs[:10]))
     failed = {"n": 0}
 
     def reproject(meta: dict[str, Any], geoms: np.ndarray) -> np.ndarray:
@@ -139,20 +161,29 @@ def merge(inputs: list[str], dst: str, *, source_names: list[str] | None = None,
     if mode == "layers":
         result = _merge_layers(dst, metas, driver, _layer_names(inputs, names), first_crs, reproject, progress)
     else:
-        result = _merge_single(dst, metas, driver, source_field, output_layer, first_crs, reproject, progress,
-                               warnings)
+        result = _merge_single(dst, metas, driver, source_field, output_layer, first_crs, reproject, progress, warnings)
     if failed["n"]:
-        warnings.append(f"{failed['n']} feature(s) could not be reprojected to the first input's CRS (outside the "
-                        "projection's domain): written with a null geometry")
+        warnings.append(
+            f"{failed['n']} feature(s) could not be reprojected to the first input's CRS (outside the "
+            "projection's domain): written with a null geometry"
+        )
     result.warnings = warnings
     return result, warnings
 
 
-def _merge_layers(dst: str, metas: list[dict[str, Any]], driver: str, layer_names: list[str], crs: str | None,
-                  reproject: Any, progress: Progress) -> MergeResult:
+def _merge_layers(
+    dst: str,
+    metas: list[dict[str, Any]],
+    driver: str,
+    layer_names: list[str],
+    crs: str | None,
+    reproject: Any,
+    progress: Progress,
+) -> MergeResult:
     summaries = []
     n = len(metas)
     for i, (m, out_name) in enumerate(zip(metas, layer_names, strict=True)):
+
         def transform(batch: pa.RecordBatch, m: dict[str, Any] = m) -> pa.RecordBatch:
             if m["geom"] is None or m["transformer"] is None:
                 return batch
@@ -160,10 +191,16 @@ def _merge_layers(dst: str, metas: list[dict[str, Any]], driver: str, layer_name
 
         def write(m: dict[str, Any] = m, out_name: str = out_name, i: int = i) -> None:
             with read_layer(m["path"], layer=m["layer"]) as s:
-                write_layer(dst, s.schema, relay(s.batches, s.total, share(progress, i / n, (i + 1) / n),
-                                                 f"merged {m['shown']}:", transform),
-                            driver=driver, layer=out_name, crs=crs if m["geom"] else None,
-                            geometry_type=s.geometry_type, layer_options=LAYER_OPTIONS.get(driver))
+                write_layer(
+                    dst,
+                    s.schema,
+                    relay(s.batches, s.total, share(progress, i / n, (i + 1) / n), f"merged {m['shown']}:", transform),
+                    driver=driver,
+                    layer=out_name,
+                    crs=crs if m["geom"] else None,
+                    geometry_type=s.geometry_type,
+                    layer_options=LAYER_OPTIONS.get(driver),
+                )
 
         if i == 0:
             write_guarded(dst, write)
@@ -175,13 +212,20 @@ def _merge_layers(dst: str, metas: list[dict[str, Any]], driver: str, layer_name
                 raise
         summaries.append(summarize_vector(dst, out_name))
     progress(1.0, f"wrote {len(summaries)} layers")
-    return MergeResult(mode="layers", inputs=n, feature_count=sum(s.feature_count for s in summaries),
-                       layers=summaries)
+    return MergeResult(mode="layers", inputs=n, feature_count=sum(s.feature_count for s in summaries), layers=summaries)
 
 
-def _merge_single(dst: str, metas: list[dict[str, Any]], driver: str, source_field: str | None,
-                  output_layer: str | None, crs: str | None, reproject: Any, progress: Progress,
-                  warnings: list[str]) -> MergeResult:
+def _merge_single(
+    dst: str,
+    metas: list[dict[str, Any]],
+    driver: str,
+    source_field: str | None,
+    output_layer: str | None,
+    crs: str | None,
+    reproject: Any,
+    progress: Progress,
+    warnings: list[str],
+) -> MergeResult:
     # The unioned schema: fields by name in order of first appearance, types widened.
     fields: dict[str, pa.DataType] = {}
     seen: dict[str, list[tuple[str, pa.DataType]]] = {}
@@ -198,17 +242,21 @@ def _merge_single(dst: str, metas: list[dict[str, Any]], driver: str, source_fie
     for name, found in seen.items():
         if len({str(t) for _, t in found}) > 1:
             examples = ", ".join(f"{s}: {t}" for s, t in found[:4])
-            warnings.append(f"field '{name}' has different types in the inputs ({examples}): written as "
-                            f"{fields[name]}")
+            warnings.append(f"field '{name}' has different types in the inputs ({examples}): written as {fields[name]}")
     if source_field:
         if any(source_field.lower() == f.lower() for f in fields):
-            raise GdalMcpError("invalid-argument", f"source_field '{source_field}' is already a field of an input; "
-                               "pass another name (or source_field=null for none)")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"source_field '{source_field}' is already a field of an input; "
+                "pass another name (or source_field=null for none)",
+            )
         fields = {source_field: pa.large_string(), **fields}
     has_geom = any(m["geom"] for m in metas)
     geom_name = next((m["geom"] for m in metas if m["geom"]), GEOMETRY)
-    schema = pa.schema([pa.field(k, t) for k, t in fields.items()]
-                       + ([pa.field(geom_name, pa.binary(), metadata=WKB_FIELD_META)] if has_geom else []))
+    schema = pa.schema(
+        [pa.field(k, t) for k, t in fields.items()]
+        + ([pa.field(geom_name, pa.binary(), metadata=WKB_FIELD_META)] if has_geom else [])
+    )
     # The layer's geometry type: the one type when all agree, the Multi type when single and multi mix.
     layer_types = {layer_type(m["type"]) for m in metas if m["geom"]}
     dims = {t.dim for t in layer_types}
@@ -248,8 +296,16 @@ def _merge_single(dst: str, metas: list[dict[str, Any]], driver: str, source_fie
                     yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     def write() -> None:
-        write_layer(dst, schema, batches(), driver=driver, layer=out_name, crs=crs if has_geom else None,
-                    geometry_type=out_type.name, layer_options=LAYER_OPTIONS.get(driver))
+        write_layer(
+            dst,
+            schema,
+            batches(),
+            driver=driver,
+            layer=out_name,
+            crs=crs if has_geom else None,
+            geometry_type=out_type.name,
+            layer_options=LAYER_OPTIONS.get(driver),
+        )
 
     write_guarded(dst, write)
     summary = summarize_vector(dst, out_name)
@@ -257,6 +313,8 @@ def _merge_single(dst: str, metas: list[dict[str, Any]], driver: str, source_fie
     if promote:
         warnings.append(f"inputs mix single and multi-part geometries: all written as {out_type.name}")
     if out_type.dim is None and len(dims) > 1:
-        warnings.append("inputs mix points, lines and polygons: the merged layer's geometry type is Unknown (write "
-                        "GeoPackage or GeoJSON; a shapefile cannot hold that)")
+        warnings.append(
+            "inputs mix points, lines and polygons: the merged layer's geometry type is Unknown (write "
+            "GeoPackage or GeoJSON; a shapefile cannot hold that)"
+        )
     return MergeResult(mode="single", inputs=n, feature_count=total["n"], summary=summary)

@@ -94,10 +94,20 @@ def _sequential_difference(base: np.ndarray, owner: np.ndarray, others: np.ndarr
 
 
 @wrap_gdal_errors
-def overlay(src: str, dst: str, *, overlay: str, how: str = "intersection", layer: str | None = None,
-            overlay_layer: str | None = None, keep_fields: str = "both", keep_geom_type: bool = True,
-            format: str | None = None, output_layer: str | None = None,
-            progress: Progress = no_progress) -> tuple[VectorSummary, list[str]]:
+def overlay(
+    src: str,
+    dst: str,
+    *,
+    overlay: str,
+    how: str = "intersection",
+    layer: str | None = None,
+    overlay_layer: str | None = None,
+    keep_fields: str = "both",
+    keep_geom_type: bool = True,
+    format: str | None = None,
+    output_layer: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[VectorSummary, list[str]]:
     """Overlay `src` with `overlay` (see the module docstring); write `dst`."""
     import shapely
 
@@ -118,16 +128,21 @@ def overlay(src: str, dst: str, *, overlay: str, how: str = "intersection", laye
     if other.geoms is None:
         raise GdalMcpError("invalid-argument", f"the overlay layer '{other.name}' has no geometry")
     if other.unplaced:
-        warnings.append(f"{other.unplaced} overlay feature(s) could not be placed in the input layer's CRS (outside "
-                        "the projection's area) and were left out")
+        warnings.append(
+            f"{other.unplaced} overlay feature(s) could not be placed in the input layer's CRS (outside "
+            "the projection's area) and were left out"
+        )
     if (other.crs is None) != (crs is None):
         warnings.append("one layer has no CRS: its coordinates were taken as being in the other's CRS")
     counts = {"input_repaired": 0, "overlay_repaired": 0, "dropped": 0}
     ogeoms = _valid(other.geoms, counts, "overlay_repaired")
     odims = shapely.get_dimensions(ogeoms[~shapely.is_missing(ogeoms)])
     if keep_geom_type and dim is None:
-        raise GdalMcpError("invalid-argument", f"layer '{name}' declares no single geometry type ({info.get('geometry_type')}), "
-                           "so there is no type to keep; pass keep_geom_type=false")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"layer '{name}' declares no single geometry type ({info.get('geometry_type')}), "
+            "so there is no type to keep; pass keep_geom_type=false",
+        )
     tree = shapely.STRtree(ogeoms)
     progress(0.05, f"indexed {len(ogeoms)} overlay features")
     remaining = ogeoms.copy() if how in ("union", "symmetric_difference") else None
@@ -154,8 +169,13 @@ def overlay(src: str, dst: str, *, overlay: str, how: str = "intersection", laye
         in_fields = [f for f in stream.schema if f.name != gcol] if keep_input else []
         ov_fields = list(other.table.schema) if keep_overlay else []
         left, right = _rename([f.name for f in in_fields], [f.name for f in ov_fields], ("_1", "_2"))
-        schema = pa.schema([*(pa.field(n, f.type) for n, f in zip(left, in_fields, strict=True)),
-                            *(pa.field(n, f.type) for n, f in zip(right, ov_fields, strict=True)), GEOMETRY])
+        schema = pa.schema(
+            [
+                *(pa.field(n, f.type) for n, f in zip(left, in_fields, strict=True)),
+                *(pa.field(n, f.type) for n, f in zip(right, ov_fields, strict=True)),
+                GEOMETRY,
+            ]
+        )
         otable = other.table.select([f.name for f in ov_fields])
 
         def rows(batch: pa.RecordBatch, i: np.ndarray, j: np.ndarray | None, geoms: np.ndarray) -> pa.RecordBatch:
@@ -202,29 +222,41 @@ def overlay(src: str, dst: str, *, overlay: str, how: str = "intersection", laye
             keep, geoms = finish(remaining[present])
             idx = present[keep]
             for start in range(0, len(idx), BATCH_SIZE):
-                sel = idx[start:start + BATCH_SIZE]
+                sel = idx[start : start + BATCH_SIZE]
                 cols: list[Any] = [pa.nulls(len(sel), type=f.type) for f in in_fields]
                 if ov_fields:
                     cols += [c.combine_chunks() for c in otable.take(pa.array(sel)).columns]
-                sub = geoms[keep][start:start + BATCH_SIZE]
+                sub = geoms[keep][start : start + BATCH_SIZE]
                 cols.append(pa.array(list(shapely.to_wkb(sub, flavor="iso", output_dimension=3)), type=pa.binary()))
                 yield pa.RecordBatch.from_arrays(cols, schema=schema)
 
         def run() -> None:
             batches = relay(stream.batches, stream.total, share(progress, 0.05, 0.95), "overlaid", transform)
-            write_layer(dst, schema, itertools.chain(batches, tail()), driver=driver, layer=output_layer or name,
-                        crs=crs, geometry_type=out_type.name, layer_options=LAYER_OPTIONS.get(driver))
+            write_layer(
+                dst,
+                schema,
+                itertools.chain(batches, tail()),
+                driver=driver,
+                layer=output_layer or name,
+                crs=crs,
+                geometry_type=out_type.name,
+                layer_options=LAYER_OPTIONS.get(driver),
+            )
 
         write_guarded(dst, run)
     summary = summarize_vector(dst, output_layer or name)
     progress(1.0, f"wrote {summary.feature_count} features")
     if counts["input_repaired"] or counts["overlay_repaired"]:
-        warnings.append(f"{counts['input_repaired']} input and {counts['overlay_repaired']} overlay geometries were "
-                        "invalid and made valid (make_valid) first, as geopandas.overlay does; run vector_validate to "
-                        "see them")
+        warnings.append(
+            f"{counts['input_repaired']} input and {counts['overlay_repaired']} overlay geometries were "
+            "invalid and made valid (make_valid) first, as geopandas.overlay does; run vector_validate to "
+            "see them"
+        )
     if counts["dropped"]:
-        warnings.append(f"{counts['dropped']} piece(s) of another geometry type than the input layer's (e.g. lines "
-                        "where polygons only touch) were dropped (keep_geom_type=true)")
+        warnings.append(
+            f"{counts['dropped']} piece(s) of another geometry type than the input layer's (e.g. lines "
+            "where polygons only touch) were dropped (keep_geom_type=true)"
+        )
     if summary.feature_count == 0:
         warnings.append(f"the {how} is empty: the layers do not overlap (vector_info shows their extents and CRSs)")
     return summary, warnings

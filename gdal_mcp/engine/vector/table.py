@@ -30,8 +30,15 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import FromTableResult
 
 # Coordinate column pairs recognised when x/y are not given (case-insensitive), most specific first.
-COORDINATE_PAIRS = (("longitude", "latitude"), ("lon", "lat"), ("long", "lat"), ("lng", "lat"), ("x", "y"),
-                    ("easting", "northing"), ("east", "north"))
+COORDINATE_PAIRS = (
+    ("longitude", "latitude"),
+    ("lon", "lat"),
+    ("long", "lat"),
+    ("lng", "lat"),
+    ("x", "y"),
+    ("easting", "northing"),
+    ("east", "north"),
+)
 WKT_NAMES = ("wkt", "geometry", "geom", "the_geom", "wkt_geom")
 GEOMETRY_FIELD = "geometry"
 MAX_ROW_NUMBERS = 100
@@ -66,14 +73,16 @@ def _find(columns: list[str], name: str, what: str) -> str:
     raise GdalMcpError("not-found", f"{what} column {name!r} not found; the table's columns are: {', '.join(columns)}")
 
 
-def detect_columns(columns: list[str], x: str | None, y: str | None,
-                   wkt: str | None) -> tuple[str | None, str | None, str | None]:
+def detect_columns(
+    columns: list[str], x: str | None, y: str | None, wkt: str | None
+) -> tuple[str | None, str | None, str | None]:
     """(x, y, wkt) column names: those given, else detected (lon/lat, longitude/latitude, x/y, easting/northing …,
     then a WKT column); an error naming the columns when nothing fits."""
     if wkt is not None:
         if x is not None or y is not None:
-            raise GdalMcpError("invalid-argument", "give either wkt (one column of WKT geometries) or x and y "
-                               "(coordinate columns), not both")
+            raise GdalMcpError(
+                "invalid-argument", "give either wkt (one column of WKT geometries) or x and y (coordinate columns), not both"
+            )
         return None, None, _find(columns, wkt, "wkt")
     if (x is None) != (y is None):
         raise GdalMcpError("invalid-argument", "give both x and y (coordinate column names), or neither to detect them")
@@ -86,9 +95,12 @@ def detect_columns(columns: list[str], x: str | None, y: str | None,
     for name in WKT_NAMES:
         if name in lower:
             return None, None, lower[name]
-    raise GdalMcpError("invalid-argument", "no coordinate columns found (looked for lon/lat, longitude/latitude, "
-                       f"x/y, easting/northing or a WKT column); the table's columns are: {', '.join(columns)}. "
-                       "Name them with x= and y= (or wkt=)")
+    raise GdalMcpError(
+        "invalid-argument",
+        "no coordinate columns found (looked for lon/lat, longitude/latitude, "
+        f"x/y, easting/northing or a WKT column); the table's columns are: {', '.join(columns)}. "
+        "Name them with x= and y= (or wkt=)",
+    )
 
 
 def parse_numbers(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -109,8 +121,7 @@ def parse_numbers(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 def _wkt_geometries(column: pa.Array) -> np.ndarray:
     import shapely
 
-    values = np.array([None if v is None or not str(v).strip() else str(v).strip() for v in column.to_pylist()],
-                      dtype=object)
+    values = np.array([None if v is None or not str(v).strip() else str(v).strip() for v in column.to_pylist()], dtype=object)
     with pywarnings.catch_warnings():
         pywarnings.simplefilter("ignore")
         return shapely.from_wkt(values, on_invalid="ignore")
@@ -122,8 +133,9 @@ def _wkt_type(src: str, layer: str, driver: str | None, column: str) -> GeomType
 
     dims: set[int] = set()
     multi = z = collection = False
-    with read_layer(src, layer=layer, columns=[column], read_geometry=False, count=False,
-                    open_options=OPEN_OPTIONS.get(driver or "")) as stream:
+    with read_layer(
+        src, layer=layer, columns=[column], read_geometry=False, count=False, open_options=OPEN_OPTIONS.get(driver or "")
+    ) as stream:
         for batch in stream.batches:
             geoms = _wkt_geometries(batch.column(column))
             present = geoms[~shapely.is_missing(geoms)]
@@ -140,9 +152,19 @@ def _wkt_type(src: str, layer: str, driver: str | None, column: str) -> GeomType
 
 
 @wrap_gdal_errors
-def from_table(src: str, dst: str, *, x: str | None = None, y: str | None = None, wkt: str | None = None,
-               crs: str = "EPSG:4326", layer: str | None = None, format: str | None = None,
-               output_layer: str | None = None, progress: Progress = no_progress) -> tuple[FromTableResult, list[str]]:
+def from_table(
+    src: str,
+    dst: str,
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    wkt: str | None = None,
+    crs: str = "EPSG:4326",
+    layer: str | None = None,
+    format: str | None = None,
+    output_layer: str | None = None,
+    progress: Progress = no_progress,
+) -> tuple[FromTableResult, list[str]]:
     """Points from coordinate columns (or geometries from a WKT column) of a table, every row written.
 
     Columns are detected when not named (see COORDINATE_PAIRS, WKT_NAMES); the coordinate columns stay as
@@ -196,8 +218,16 @@ def from_table(src: str, dst: str, *, x: str | None = None, y: str | None = None
         with read_layer(source, layer=name, read_geometry=False, open_options=OPEN_OPTIONS.get(in_driver or "")) as s:
             out_schema = s.schema.append(_geometry_field(s.schema))
             batches: Iterator[pa.RecordBatch] = relay(s.batches, s.total or total, progress, "converted", transform)
-            write_layer(dst, out_schema, batches, driver=driver, layer=out_name, crs=crs_text(target_crs),
-                        geometry_type=geom_type.name, layer_options=LAYER_OPTIONS.get(driver))
+            write_layer(
+                dst,
+                out_schema,
+                batches,
+                driver=driver,
+                layer=out_name,
+                crs=crs_text(target_crs),
+                geometry_type=geom_type.name,
+                layer_options=LAYER_OPTIONS.get(driver),
+            )
 
     write_guarded(dst, write)
     summary = summarize_vector(dst, out_name)
@@ -206,20 +236,32 @@ def from_table(src: str, dst: str, *, x: str | None = None, y: str | None = None
     what = f"WKT column {cw!r}" if cw else f"coordinates ({cx!r}, {cy!r})"
     if counts["bad"]:
         shown = ", ".join(str(r) for r in bad_rows[:20]) + (" …" if counts["bad"] > 20 else "")
-        warnings.append(f"{counts['bad']} of {counts['rows']} row(s) have empty or unreadable {what}: they were "
-                        f"written with a null geometry, attributes kept (data rows {shown}; 1-based, header not "
-                        "counted)")
+        warnings.append(
+            f"{counts['bad']} of {counts['rows']} row(s) have empty or unreadable {what}: they were "
+            f"written with a null geometry, attributes kept (data rows {shown}; 1-based, header not "
+            "counted)"
+        )
     if counts["outside"]:
-        warnings.append(f"{counts['outside']} point(s) lie outside longitude ±360 / latitude ±90, impossible in "
-                        f"{crs}: the columns may be projected coordinates (easting/northing); pass their crs=")
+        warnings.append(
+            f"{counts['outside']} point(s) lie outside longitude ±360 / latitude ±90, impossible in "
+            f"{crs}: the columns may be projected coordinates (easting/northing); pass their crs="
+        )
     if cx is not None and x is None:
         warnings.append(f"coordinate columns detected: x={cx!r}, y={cy!r} (pass x= and y= to choose others)")
     if cw is not None and wkt is None:
         warnings.append(f"WKT column detected: {cw!r}")
     epsg = target_crs.to_epsg(min_confidence=90)
-    result = FromTableResult(summary=summary, rows=counts["rows"], x=cx, y=cy, wkt=cw,
-                             crs=f"EPSG:{epsg}" if epsg else target_crs.name, unparsed_rows=counts["bad"],
-                             unparsed_row_numbers=bad_rows, warnings=warnings)
+    result = FromTableResult(
+        summary=summary,
+        rows=counts["rows"],
+        x=cx,
+        y=cy,
+        wkt=cw,
+        crs=f"EPSG:{epsg}" if epsg else target_crs.name,
+        unparsed_rows=counts["bad"],
+        unparsed_row_numbers=bad_rows,
+        warnings=warnings,
+    )
     return result, warnings
 
 

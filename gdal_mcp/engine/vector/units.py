@@ -47,8 +47,9 @@ class Frame:
     polar: int = 0  # aeqd: features left unchanged (one part spans more than 180° of longitude)
     repaired: int = 0  # results made valid again after the way back to the layer's CRS
 
-    def apply(self, geoms: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], record: bool = True,
-              snap: bool = False) -> np.ndarray:
+    def apply(
+        self, geoms: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], record: bool = True, snap: bool = False
+    ) -> np.ndarray:
         """fn(geoms) computed in this frame, returned in the layer's coordinates.
 
         snap: fn only keeps or drops vertices (simplify), so the vertices it kept are given back exactly as
@@ -82,13 +83,15 @@ class Frame:
             for i in range(int(wide.sum())):
                 pieces = [p for r in done[owner == i] if r is not None for p in _flat(r)]
                 dims = {int(shapely.get_dimensions(p)) for p in pieces}
-                results.append(_combine(pieces, dims.pop()) if len(dims) == 1 else
-                               (shapely.GeometryCollection(pieces) if pieces else None))
+                results.append(
+                    _combine(pieces, dims.pop()) if len(dims) == 1 else (shapely.GeometryCollection(pieces) if pieces else None)
+                )
             out[wide] = np.array(results + [None], dtype=object)[:-1]
         return out
 
-    def _run(self, g: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], record: bool, snap: bool,
-             split: bool = False) -> np.ndarray:
+    def _run(
+        self, g: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], record: bool, snap: bool, split: bool = False
+    ) -> np.ndarray:
         """fn on each geometry in the local frame (aeqd: centred on each), and back."""
         import shapely
 
@@ -126,8 +129,9 @@ class Frame:
             bad[bad] = shapely.is_valid(local[bad])
         if not bad.any():
             return back
-        fixed, _ = keep_dimension(shapely.make_valid(back[bad], method="structure", keep_collapsed=False),
-                                  shapely.get_dimensions(back[bad]))
+        fixed, _ = keep_dimension(
+            shapely.make_valid(back[bad], method="structure", keep_collapsed=False), shapely.get_dimensions(back[bad])
+        )
         back = back.copy()
         back[bad] = fixed
         self.repaired += int(bad.sum()) if record else 0
@@ -139,12 +143,14 @@ class Frame:
                 c = c.copy()
                 c[:, 0], c[:, 1] = transformer.transform(c[:, 0], c[:, 1])
                 return c
+
             return fn
 
         return convert(self.forward), convert(self.inverse)
 
-    def _aeqd_maps(self, coords: np.ndarray, idx: np.ndarray, n: int,
-                   record: bool) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
+    def _aeqd_maps(
+        self, coords: np.ndarray, idx: np.ndarray, n: int, record: bool
+    ) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
         """Per-feature azimuthal equidistant maps, with geodesics: (x, y) = distance and azimuth from the centre."""
         k, geod = self.deg_per_unit, self.geod
         lon0, lat0 = _centres(coords[:, 0] * k, coords[:, 1] * k, idx, n)
@@ -178,18 +184,26 @@ class Frame:
         if self.far:
             rho = self.farthest / EARTH_RADIUS_M
             error = rho / math.sin(rho) - 1 if 0 < rho < math.pi else float("inf")
-            notes.append(f"{self.far} feature(s) reach more than {AEQD_ACCURATE_M / 1000:.0f} km from their centre; "
-                         f"distances far from the centre are approximate there (up to {error:.1%} off sideways)")
+            notes.append(
+                f"{self.far} feature(s) reach more than {AEQD_ACCURATE_M / 1000:.0f} km from their centre; "
+                f"distances far from the centre are approximate there (up to {error:.1%} off sideways)"
+            )
         if self.straddling:
-            notes.append(f"{self.straddling} feature(s) now cross the antimeridian and were kept continuous, so they "
-                         "have longitudes beyond ±180")
+            notes.append(
+                f"{self.straddling} feature(s) now cross the antimeridian and were kept continuous, so they "
+                "have longitudes beyond ±180"
+            )
         if self.repaired:
-            notes.append(f"{self.repaired} result(s) had tiny self-intersections after the way back to the layer's "
-                         "CRS and were repaired (make_valid)")
+            notes.append(
+                f"{self.repaired} result(s) had tiny self-intersections after the way back to the layer's "
+                "CRS and were repaired (make_valid)"
+            )
         if self.polar:
-            notes.append(f"{self.polar} feature(s) have a part spanning more than 180° of longitude (around a pole, "
-                         f"such as Antarctica) that no local projection holds; they were NOT {verb} and are written "
-                         "unchanged: reproject the layer (e.g. to a polar projection) to process them")
+            notes.append(
+                f"{self.polar} feature(s) have a part spanning more than 180° of longitude (around a pole, "
+                f"such as Antarctica) that no local projection holds; they were NOT {verb} and are written "
+                "unchanged: reproject the layer (e.g. to a polar projection) to process them"
+            )
         return notes
 
 
@@ -271,6 +285,7 @@ def _without_m(geoms: np.ndarray) -> np.ndarray:
 def _centres(lon: np.ndarray, lat: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature centre (of the bounding box) in degrees; features spanning more than 180° of longitude are
     taken as crossing the antimeridian (their parts split at ±180), so their centre is found on 0..360."""
+
     def box_centre(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
         np.minimum.at(lo, idx, x)
@@ -361,8 +376,9 @@ def _utm(geo: Any, bounds: tuple[float, float, float, float], deg_per_unit: floa
     return utm, label
 
 
-def _scale_notes(crs: Any, bounds: Callable[[], tuple[float, float, float, float]], value: float, units: str,
-                 unit_name: str, what: str) -> list[str]:
+def _scale_notes(
+    crs: Any, bounds: Callable[[], tuple[float, float, float, float]], value: float, units: str, unit_name: str, what: str
+) -> list[str]:
     """A warning when the projection's scale near the data is far from 1 (Web Mercator away from the equator):
     distances are then map distances, not ground distances."""
     from pyproj import Proj, Transformer
@@ -381,9 +397,11 @@ def _scale_notes(crs: Any, bounds: Callable[[], tuple[float, float, float, float
         return []
     k = math.sqrt(scales[0] * scales[1])
     given = f"{value:g} {unit_name if units == 'layer' else units}"
-    return [f"{_crs_name(crs)} is not true to scale near the data (scale factor {k:.3g} at its centre): the {what} "
-            f"{given} is measured on the map, about {value / k:.4g} {unit_name if units == 'layer' else units} on "
-            "the ground there; reproject to a local projection (e.g. the UTM zone) for ground distances"]
+    return [
+        f"{_crs_name(crs)} is not true to scale near the data (scale factor {k:.3g} at its centre): the {what} "
+        f"{given} is measured on the map, about {value / k:.4g} {unit_name if units == 'layer' else units} on "
+        "the ground there; reproject to a local projection (e.g. the UTM zone) for ground distances"
+    ]
 
 
 def layer_bounds(src: str, layer: str) -> tuple[float, float, float, float]:
@@ -399,61 +417,98 @@ def layer_bounds(src: str, layer: str) -> tuple[float, float, float, float]:
     return tuple(float(v) for v in tb) if tb is not None else (math.nan,) * 4  # type: ignore[return-value]
 
 
-def plan_units(value: float, units: str, crs_text: str | None, *, what: str, verb: str,
-               bounds: Callable[[], tuple[float, float, float, float]]) -> Frame:
+def plan_units(
+    value: float,
+    units: str,
+    crs_text: str | None,
+    *,
+    what: str,
+    verb: str,
+    bounds: Callable[[], tuple[float, float, float, float]],
+) -> Frame:
     """How to apply `value` `units` to a layer with CRS `crs_text` (see the module docstring).
 
     `what` names the quantity (distance, tolerance), `verb` the operation (buffered, simplified) for the notes;
     `bounds` gives the layer's extent, asked for only when a local projection must be chosen.
     """
     if units not in UNITS:
-        raise GdalMcpError("invalid-argument", f"units must be one of {', '.join(UNITS)} (got {units!r}); 'layer' "
-                           "means the layer CRS's own unit")
+        raise GdalMcpError(
+            "invalid-argument", f"units must be one of {', '.join(UNITS)} (got {units!r}); 'layer' means the layer CRS's own unit"
+        )
     if not math.isfinite(value):
         raise GdalMcpError("invalid-argument", f"{what} must be a finite number")
     crs = _horizontal(crs_text)
     if crs is None:
         if units != "layer":
-            raise GdalMcpError("invalid-argument", f"the layer has no CRS, so its unit is unknown and a {what} in "
-                               f"{units!r} cannot be converted; pass units='layer' (the coordinates' own unit) or "
-                               "assign a CRS first")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"the layer has no CRS, so its unit is unknown and a {what} in "
+                f"{units!r} cannot be converted; pass units='layer' (the coordinates' own unit) or "
+                "assign a CRS first",
+            )
         return Frame("layer", value)
     factor, unit_name = _unit_factor(crs)
     if not crs.is_geographic:
         if units == "deg":
-            raise GdalMcpError("invalid-argument", f"units='deg' needs a geographic layer, but this layer is projected "
-                               f"({_crs_name(crs)}, unit {unit_name}); give the {what} in m, km, ft, mi or "
-                               "'layer' units")
+            raise GdalMcpError(
+                "invalid-argument",
+                f"units='deg' needs a geographic layer, but this layer is projected "
+                f"({_crs_name(crs)}, unit {unit_name}); give the {what} in m, km, ft, mi or "
+                "'layer' units",
+            )
         amount = value if units == "layer" else value * LINEAR_UNITS[units] / factor
         return Frame("layer", amount, _scale_notes(crs, bounds, value, units, unit_name, what))
     deg_per_unit = math.degrees(factor)
     if units == "layer":
-        return Frame("layer", value, [
-            f"the layer's CRS ({_crs_name(crs)}) is geographic, so the {what} {value:g} is in {unit_name}s "
-            f"(1 degree is about 111 km north-south and less east-west away from the equator); pass units='m', "
-            f"'km', 'ft' or 'mi' for a {what} on the ground"])
+        return Frame(
+            "layer",
+            value,
+            [
+                f"the layer's CRS ({_crs_name(crs)}) is geographic, so the {what} {value:g} is in {unit_name}s "
+                f"(1 degree is about 111 km north-south and less east-west away from the equator); pass units='m', "
+                f"'km', 'ft' or 'mi' for a {what} on the ground"
+            ],
+        )
     if units == "deg":
-        return Frame("layer", value / deg_per_unit, [
-            f"the {what} {value:g} was applied in degrees, as asked (units='deg'): 1 degree is about 111 km "
-            "north-south and less east-west away from the equator, so the result is not the same size on the ground "
-            f"everywhere; pass units='m', 'km', 'ft' or 'mi' for a {what} on the ground"])
+        return Frame(
+            "layer",
+            value / deg_per_unit,
+            [
+                f"the {what} {value:g} was applied in degrees, as asked (units='deg'): 1 degree is about 111 km "
+                "north-south and less east-west away from the equator, so the result is not the same size on the ground "
+                f"everywhere; pass units='m', 'km', 'ft' or 'mi' for a {what} on the ground"
+            ],
+        )
     metres = value * LINEAR_UNITS[units]
     geo = crs.geodetic_crs or crs
     if geo.is_derived or not hasattr(geo, "ellipsoid") or geo.ellipsoid is None:
-        raise GdalMcpError("unsupported", f"cannot work in {units} on the layer's CRS {_crs_name(crs)}; reproject it "
-                           "to a projected CRS first")
+        raise GdalMcpError(
+            "unsupported", f"cannot work in {units} on the layer's CRS {_crs_name(crs)}; reproject it to a projected CRS first"
+        )
     box = bounds()
     utm = _utm(geo, box, deg_per_unit)
     if utm is not None:
         from pyproj import Transformer
 
         utm_crs, label = utm
-        return Frame("utm", metres, [
-            f"the layer is geographic ({_crs_name(crs)}): the {value:g} {units} {what} was applied in {label}, the "
-            f"local projection of the data, and the result returned to the layer's CRS"],
+        return Frame(
+            "utm",
+            metres,
+            [
+                f"the layer is geographic ({_crs_name(crs)}): the {value:g} {units} {what} was applied in {label}, the "
+                f"local projection of the data, and the result returned to the layer's CRS"
+            ],
             forward=Transformer.from_crs(crs, utm_crs, always_xy=True),
-            inverse=Transformer.from_crs(utm_crs, crs, always_xy=True))
-    return Frame("aeqd", metres, [
-        f"the layer is geographic ({_crs_name(crs)}) and its data spans too wide an area for one UTM zone, so each "
-        f"feature was {verb} by {value:g} {units} in an azimuthal equidistant projection centred on it (geodesic "
-        "distances) and returned to the layer's CRS"], geod=geo.get_geod(), deg_per_unit=deg_per_unit)
+            inverse=Transformer.from_crs(utm_crs, crs, always_xy=True),
+        )
+    return Frame(
+        "aeqd",
+        metres,
+        [
+            f"the layer is geographic ({_crs_name(crs)}) and its data spans too wide an area for one UTM zone, so each "
+            f"feature was {verb} by {value:g} {units} in an azimuthal equidistant projection centred on it (geodesic "
+            "distances) and returned to the layer's CRS"
+        ],
+        geod=geo.get_geod(),
+        deg_per_unit=deg_per_unit,
+    )

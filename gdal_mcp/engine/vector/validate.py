@@ -51,8 +51,9 @@ def _batches_with_fids(path: str, layer: str) -> Iterator[tuple[str | None, Any]
     try:
         with pywarnings.catch_warnings():
             pywarnings.simplefilter("ignore")
-            with pyogrio.raw.open_arrow(path, layer=layer, columns=[], return_fids=True, batch_size=layer_map.READ_BATCH,
-                                        use_pyarrow=True) as (meta, reader):
+            with pyogrio.raw.open_arrow(
+                path, layer=layer, columns=[], return_fids=True, batch_size=layer_map.READ_BATCH, use_pyarrow=True
+            ) as (meta, reader):
                 fid = meta.get("fid_column") or None
                 yield fid if fid in reader.schema.names else None, iter(reader)
     except OGR_ERRORS as e:
@@ -89,8 +90,9 @@ def repair(geoms: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 @wrap_gdal_errors
-def validate(path: str, *, dst: str | None = None, layer: str | None = None, max_examples: int = 10,
-             progress: Progress = no_progress) -> tuple[ValidationReport, list[str]]:
+def validate(
+    path: str, *, dst: str | None = None, layer: str | None = None, max_examples: int = 10, progress: Progress = no_progress
+) -> tuple[ValidationReport, list[str]]:
     """Check every geometry of a layer with GEOS; with `dst`, also write a repaired copy there."""
     import shapely
 
@@ -107,14 +109,17 @@ def validate(path: str, *, dst: str | None = None, layer: str | None = None, max
     needs_multi = False
     check_share = (0.0, 0.5) if dst else (0.0, 1.0)
     # Whether the copy must be Multi: only when the format holds a layer to one type (GPKG, FlatGeobuf …).
-    strict = (driver is not None and declared.dim is not None and not declared.multi
-              and declared.dim not in LENIENT_DRIVERS.get(driver, ()))
+    strict = (
+        driver is not None
+        and declared.dim is not None
+        and not declared.multi
+        and declared.dim not in LENIENT_DRIVERS.get(driver, ())
+    )
     with _batches_with_fids(path, name) as (fid_name, batches):
         for batch in relay(batches, total, share(progress, *check_share), "checked"):
             geoms = geometries(batch)
             n = len(geoms)
-            fids = (batch.column(fid_name).to_numpy(zero_copy_only=False) if fid_name
-                    else np.arange(features, features + n))
+            fids = batch.column(fid_name).to_numpy(zero_copy_only=False) if fid_name else np.arange(features, features + n)
             features += n
             empty_count += int((shapely.is_missing(geoms) | shapely.is_empty(geoms)).sum())
             texts = shapely.is_valid_reason(geoms)
@@ -130,8 +135,15 @@ def validate(path: str, *, dst: str | None = None, layer: str | None = None, max
                     examples.append(example)
             if strict and not needs_multi:
                 needs_multi = contains_multi(geoms) or (bool(bad.any()) and contains_multi(repair(geoms[bad])[0]))
-    report = ValidationReport(path=path, layer=name, feature_count=features, invalid_count=invalid_count,
-                              empty_count=empty_count, reasons=dict(reasons.most_common()), examples=examples)
+    report = ValidationReport(
+        path=path,
+        layer=name,
+        feature_count=features,
+        invalid_count=invalid_count,
+        empty_count=empty_count,
+        reasons=dict(reasons.most_common()),
+        examples=examples,
+    )
     notes: list[str] = []
     if dst is None:
         progress(1.0, f"checked {features} features: {invalid_count} invalid")
@@ -145,16 +157,30 @@ def validate(path: str, *, dst: str | None = None, layer: str | None = None, max
 
     # The check pass already knows whether Multi is needed: pass it on instead of a second scan.
     out_type = GeomType(declared.dim, declared.multi or needs_multi, declared.z)
-    result = transform_layer(path, dst, layer=name, driver=driver or "", output_layer=None, crs=crs,
-                             declared=declared, out=out_type, op=op, drop_missing=False, split=False,
-                             progress=share(progress, 0.5, 1.0), verb="repaired", check_types=False,
-                             state=(counts,))
+    result = transform_layer(
+        path,
+        dst,
+        layer=name,
+        driver=driver or "",
+        output_layer=None,
+        crs=crs,
+        declared=declared,
+        out=out_type,
+        op=op,
+        drop_missing=False,
+        split=False,
+        progress=share(progress, 0.5, 1.0),
+        verb="repaired",
+        check_types=False,
+        state=(counts,),
+    )
     result.promoted = needs_multi
     notes += promotion_note(declared, result)
     if counts["lost"]:
-        notes.append(f"{counts['lost']} invalid feature(s) collapsed when repaired (nothing of their dimension was left) and "
-                     "were written with a null geometry")
+        notes.append(
+            f"{counts['lost']} invalid feature(s) collapsed when repaired (nothing of their dimension was left) and "
+            "were written with a null geometry"
+        )
     report.fixed_output = dst
     report.warnings = list(notes)
     return report, notes
-

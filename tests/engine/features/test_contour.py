@@ -23,8 +23,11 @@ def read(path) -> tuple[np.ndarray, dict]:
 
 def signature(geoms: np.ndarray, values: np.ndarray) -> list[tuple[float, float, int]]:
     """Each feature as (level, length, vertex count), sorted: equal lists mean the same features."""
-    return sorted(zip(values.tolist(), np.round(shapely.length(geoms), 9).tolist(),
-                      shapely.get_num_coordinates(geoms).tolist(), strict=True))
+    return sorted(
+        zip(
+            values.tolist(), np.round(shapely.length(geoms), 9).tolist(), shapely.get_num_coordinates(geoms).tolist(), strict=True
+        )
+    )
 
 
 def dem_with_nodata(tmp_path, *, nan: bool = False, declared: bool = True) -> str:
@@ -69,10 +72,13 @@ def test_lines_are_gdal_contours(tmp_path, interval) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ours.gpkg", "ref.gpkg"]
 
 
-@pytest.mark.parametrize("ours_args, cli_args", [
-    ({"interval": 10}, ["-i", "10"]),  # levels equal to pixel values (no -off)
-    ({"levels": [900, 300, 600]}, ["-fl", "300", "600", "900"]),
-])
+@pytest.mark.parametrize(
+    "ours_args, cli_args",
+    [
+        ({"interval": 10}, ["-i", "10"]),  # levels equal to pixel values (no -off)
+        ({"levels": [900, 300, 600]}, ["-fl", "300", "600", "900"]),
+    ],
+)
 def test_ties_with_integer_levels(tmp_path, ours_args, cli_args) -> None:
     gdal_cli("gdal_contour", "-a", "height", *cli_args, DEM, str(tmp_path / "ref.gpkg"))
     contour(DEM, str(tmp_path / "ours.gpkg"), attribute="height", **ours_args)
@@ -86,11 +92,16 @@ def test_ties_with_integer_levels(tmp_path, ours_args, cli_args) -> None:
     assert signature(ours, of["height"]) == signature(ref, rf["height"])
 
 
-@pytest.mark.parametrize("level, pair, expected", [
-    # two high pixels on a diagonal meet in one square (a saddle); centre value 0.5
-    (0.4, "ul-lr", 1), (0.6, "ul-lr", 1),  # upper-left/lower-right always joined (centre rule: 1, then 2)
-    (0.4, "ur-ll", 2), (0.6, "ur-ll", 2),  # upper-right/lower-left always cut off (centre rule: 1, then 2)
-])
+@pytest.mark.parametrize(
+    "level, pair, expected",
+    [
+        # two high pixels on a diagonal meet in one square (a saddle); centre value 0.5
+        (0.4, "ul-lr", 1),
+        (0.6, "ul-lr", 1),  # upper-left/lower-right always joined (centre rule: 1, then 2)
+        (0.4, "ur-ll", 2),
+        (0.6, "ur-ll", 2),  # upper-right/lower-left always cut off (centre rule: 1, then 2)
+    ],
+)
 def test_saddles_are_cut_as_gdal_cuts_them(tmp_path, level, pair, expected) -> None:
     import rasterio
     from rasterio.transform import from_origin
@@ -100,8 +111,17 @@ def test_saddles_are_cut_as_gdal_cuts_them(tmp_path, level, pair, expected) -> N
         z[2, 2] = z[3, 3] = 1
     else:
         z[2, 3] = z[3, 2] = 1
-    with rasterio.open(tmp_path / "saddle.tif", "w", driver="GTiff", width=6, height=6, count=1, dtype="float32",
-                       crs="EPSG:32630", transform=from_origin(0, 60, 10, 10)) as out:
+    with rasterio.open(
+        tmp_path / "saddle.tif",
+        "w",
+        driver="GTiff",
+        width=6,
+        height=6,
+        count=1,
+        dtype="float32",
+        crs="EPSG:32630",
+        transform=from_origin(0, 60, 10, 10),
+    ) as out:
         out.write(z, 1)
     contour(str(tmp_path / "saddle.tif"), str(tmp_path / "ours.gpkg"), levels=[level])
     ours, _ = read(tmp_path / "ours.gpkg")
@@ -146,8 +166,9 @@ def test_nodata_as_gdal_contour(tmp_path, kind) -> None:
     assert len(lines) == len(ref) and signature(lines, fields["elev"]) == signature(ref, rf["elev"])
     assert fields["elev"].min() > 200
     # lines reach half a pixel towards a nodata pixel, no further: the hole's inside has none
-    inside = shapely.box(-84.41375 + 100.5 / 1200, 36.7329166667 - 199.5 / 1200, -84.41375 + 199.5 / 1200,
-                         36.7329166667 - 100.5 / 1200)
+    inside = shapely.box(
+        -84.41375 + 100.5 / 1200, 36.7329166667 - 199.5 / 1200, -84.41375 + 199.5 / 1200, 36.7329166667 - 100.5 / 1200
+    )
     assert not shapely.intersects(lines, inside).any()
     gdal_cli("gdal_contour", "-p", "-amin", "amin", "-amax", "amax", "-i", "100", *cli, src, str(tmp_path / "refp.gpkg"))
     contour(src, str(tmp_path / "oursp.gpkg"), interval=100, polygons=True, **extra)
@@ -162,8 +183,18 @@ def test_a_band_without_valid_pixels_gives_an_empty_layer(tmp_path) -> None:
     import rasterio
     from rasterio.transform import from_origin
 
-    with rasterio.open(tmp_path / "void.tif", "w", driver="GTiff", width=20, height=10, count=1, dtype="float32",
-                       nodata=-9999, crs="EPSG:32630", transform=from_origin(0, 100, 10, 10)) as out:
+    with rasterio.open(
+        tmp_path / "void.tif",
+        "w",
+        driver="GTiff",
+        width=20,
+        height=10,
+        count=1,
+        dtype="float32",
+        nodata=-9999,
+        crs="EPSG:32630",
+        transform=from_origin(0, 100, 10, 10),
+    ) as out:
         out.write(np.full((10, 20), -9999, "float32"), 1)
     summary, warnings = contour(str(tmp_path / "void.tif"), str(tmp_path / "lines.gpkg"), interval=10)
     assert summary.feature_count == 0 and summary.fields == ["ID", "elev"] and "no valid pixel" in warnings[0]

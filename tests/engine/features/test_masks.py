@@ -102,8 +102,7 @@ def test_mask_polygons_in_a_custom_albers_target() -> None:
     polys, given = mask_polygons(target_crs=target, target="layer", geometry=shapely.geometry.mapping(lonlat))
     assert given.to_epsg() == 4326 and len(polys) == 1
     t = Transformer.from_crs("EPSG:4326", CRS(ALBERS), always_xy=True)
-    expected = shapely.transform(shapely.segmentize(lonlat, 0.001), lambda x, y: t.transform(x, y),
-                                 interleaved=False)
+    expected = shapely.transform(shapely.segmentize(lonlat, 0.001), lambda x, y: t.transform(x, y), interleaved=False)
     assert polys[0].symmetric_difference(expected).area < 1e-5 * expected.area
     # A bbox in lon/lat becomes the same curved region; without bbox_crs it is in the target's own units.
     (from_bbox,), _ = mask_polygons(target_crs=target, bbox=(-122.0, 43.0, -121.0, 44.0), bbox_crs="EPSG:4326")

@@ -40,8 +40,14 @@ def test_shade_gives_the_manifest_feature_counts(tmp_path: Path, connectivity: i
     out = tmp_path / f"shade{connectivity}.gpkg"
     summary, warnings = polygonize(SHADE, str(out), connectivity=connectivity)
     assert warnings == []
-    assert (summary.driver, summary.layer, summary.feature_count, summary.geometry_type, summary.crs, summary.fields) \
-        == ("GPKG", f"shade{connectivity}", expected, "Polygon", "EPSG:3857", ["value"])
+    assert (summary.driver, summary.layer, summary.feature_count, summary.geometry_type, summary.crs, summary.fields) == (
+        "GPKG",
+        f"shade{connectivity}",
+        expected,
+        "Polygon",
+        "EPSG:3857",
+        ["value"],
+    )
     meta, geoms, fields = read(out)
     assert fields["value"].dtype == np.int64 and set(fields["value"].tolist()) == {0}
     with rasterio.open(SHADE) as ds:
@@ -53,8 +59,9 @@ def test_shade_gives_the_manifest_feature_counts(tmp_path: Path, connectivity: i
 
 @pytest.mark.parametrize("connectivity", [4, 8])
 def test_same_polygons_as_gdal_polygonize(tmp_path: Path, connectivity: int) -> None:
-    tool = "gdal_polygonize.py" if shutil.which("gdal_polygonize.py") or not shutil.which("gdal_polygonize") \
-        else "gdal_polygonize"
+    tool = (
+        "gdal_polygonize.py" if shutil.which("gdal_polygonize.py") or not shutil.which("gdal_polygonize") else "gdal_polygonize"
+    )
     cli = tmp_path / "cli.gpkg"
     gdal_cli(tool, *(["-8"] if connectivity == 8 else []), SHADE, "-f", "GPKG", str(cli))
     ours = tmp_path / "ours.gpkg"
@@ -95,8 +102,7 @@ def test_mask_raster_restricts_where_polygons_are_made(tmp_path: Path) -> None:
         data, valid = ds.read(1), ds.read_masks(1) != 0
         keep = valid.copy()
         keep[:, 512:] = False
-        expected = [shapely.geometry.shape(g) for g, _ in rasterio.features.shapes(data, mask=keep,
-                                                                                   transform=ds.transform)]
+        expected = [shapely.geometry.shape(g) for g, _ in rasterio.features.shapes(data, mask=keep, transform=ds.transform)]
         middle_x = (ds.transform @ (512, 0))[0]
     assert 0 < summary.feature_count == len(expected) < 232
     assert normalized(geoms) == normalized(expected)
@@ -146,8 +152,13 @@ def test_batches_are_streamed_and_progress_reported(tmp_path: Path, monkeypatch:
     summary, _ = polygonize(SHADE, str(tmp_path / "b.gpkg"), progress=lambda f, m="": reports.append((f, m)))
     assert summary.feature_count == 232
     writes = [m for _, m in reports if m.startswith("wrote ")]
-    assert writes[:5] == ["wrote 50 polygons", "wrote 100 polygons", "wrote 150 polygons", "wrote 200 polygons",
-                          "wrote 232 polygons"]
+    assert writes[:5] == [
+        "wrote 50 polygons",
+        "wrote 100 polygons",
+        "wrote 150 polygons",
+        "wrote 200 polygons",
+        "wrote 232 polygons",
+    ]
     assert reports[-1] == (1.0, "wrote 232 polygons")
     assert [f for f, _ in reports] == sorted(f for f, _ in reports)
 
@@ -167,13 +178,16 @@ def test_unsupported_type_is_refused(tmp_path: Path) -> None:
     assert e.value.code == "unsupported" and "uint32" in e.value.message
 
 
-@pytest.mark.parametrize(("kwargs", "code", "needle"), [
-    ({"band": 2}, "invalid-argument", "band(s) [2] do not exist; the raster has 1 band(s)"),
-    ({"band": 0}, "invalid-argument", "do not exist"),
-    ({"connectivity": 6}, "invalid-argument", "connectivity must be 4"),
-    ({"field": ""}, "invalid-argument", "field must be a non-empty name"),
-    ({"format": "NoSuchFormat"}, "invalid-argument", "unknown or read-only vector format"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "code", "needle"),
+    [
+        ({"band": 2}, "invalid-argument", "band(s) [2] do not exist; the raster has 1 band(s)"),
+        ({"band": 0}, "invalid-argument", "do not exist"),
+        ({"connectivity": 6}, "invalid-argument", "connectivity must be 4"),
+        ({"field": ""}, "invalid-argument", "field must be a non-empty name"),
+        ({"format": "NoSuchFormat"}, "invalid-argument", "unknown or read-only vector format"),
+    ],
+)
 def test_bad_arguments(tmp_path: Path, kwargs: dict, code: str, needle: str) -> None:
     with pytest.raises(GdalMcpError) as e:
         polygonize(SHADE, str(tmp_path / "x.gpkg"), **kwargs)

@@ -37,8 +37,9 @@ def slope_grid() -> tuple[list[str], list[str]]:
 
 
 def write_layer(path: Path, geoms, crs: str | None, **fields: np.ndarray) -> str:
-    pyogrio.raw.write(str(path), shapely.to_wkb(np.asarray(geoms)), list(fields.values()), list(fields),
-                      geometry_type="Polygon", crs=crs)
+    pyogrio.raw.write(
+        str(path), shapely.to_wkb(np.asarray(geoms)), list(fields.values()), list(fields), geometry_type="Polygon", crs=crs
+    )
     return str(path)
 
 
@@ -49,8 +50,12 @@ def test_ids_on_the_slope_grid_give_the_manifest_counts(tmp_path: Path) -> None:
     values, counts = np.unique(data, return_counts=True)
     assert dict(zip(values.tolist(), counts.tolist(), strict=True)) == {0: 84 * 78 - 125, 1: 75, 2: 50}
     with rasterio.open(SLOPE) as ds:
-        assert (profile["transform"], profile["crs"], profile["width"], profile["height"]) == \
-            (ds.transform, ds.crs, ds.width, ds.height)
+        assert (profile["transform"], profile["crs"], profile["width"], profile["height"]) == (
+            ds.transform,
+            ds.crs,
+            ds.width,
+            ds.height,
+        )
     # The smallest type that holds the ids; background 0 and no nodata by default, as gdal_rasterize.
     assert (summary.dtype, summary.nodata, profile["nodata"], summary.driver) == ("uint8", None, None, "GTiff")
 
@@ -58,8 +63,7 @@ def test_ids_on_the_slope_grid_give_the_manifest_counts(tmp_path: Path) -> None:
 @pytest.mark.parametrize("extra", [[], ["-at"]], ids=["centres", "all_touched"])
 def test_same_pixels_as_gdal_rasterize(tmp_path: Path, extra: list[str]) -> None:
     te, ts = slope_grid()
-    gdal_cli("gdal_rasterize", *extra, "-a", "id", "-te", *te, "-ts", *ts, "-ot", "Byte", POLYGONS,
-             str(tmp_path / "cli.tif"))
+    gdal_cli("gdal_rasterize", *extra, "-a", "id", "-te", *te, "-ts", *ts, "-ot", "Byte", POLYGONS, str(tmp_path / "cli.tif"))
     rasterize(POLYGONS, str(tmp_path / "ours.tif"), attribute="id", like=SLOPE, all_touched=bool(extra))
     cli, cli_profile = read(tmp_path / "cli.tif")
     ours, profile = read(tmp_path / "ours.tif")
@@ -71,8 +75,7 @@ def test_same_pixels_as_gdal_rasterize(tmp_path: Path, extra: list[str]) -> None
 
 def test_invert_and_lines_match_gdal_rasterize(tmp_path: Path) -> None:
     te, ts = slope_grid()
-    gdal_cli("gdal_rasterize", "-i", "-burn", "3", "-te", *te, "-ts", *ts, "-ot", "Byte", POLYGONS,
-             str(tmp_path / "inv_cli.tif"))
+    gdal_cli("gdal_rasterize", "-i", "-burn", "3", "-te", *te, "-ts", *ts, "-ot", "Byte", POLYGONS, str(tmp_path / "inv_cli.tif"))
     rasterize(POLYGONS, str(tmp_path / "inv.tif"), burn_value=3, like=SLOPE, invert=True)
     inverted, _ = read(tmp_path / "inv.tif")
     assert np.array_equal(inverted, read(tmp_path / "inv_cli.tif")[0])
@@ -102,8 +105,7 @@ def test_bbox_with_resolution_or_size(tmp_path: Path) -> None:
     b, _ = rasterize(POLYGONS, str(tmp_path / "b.tif"), attribute="id", bbox=bbox, size=[340, 50])
     assert (b.width, b.height, b.resolution) == (340, 50, (5.0, 10.0))
     te = [str(v) for v in bbox]
-    gdal_cli("gdal_rasterize", "-a", "id", "-te", *te, "-ts", "340", "50", "-ot", "Byte", POLYGONS,
-             str(tmp_path / "cli.tif"))
+    gdal_cli("gdal_rasterize", "-a", "id", "-te", *te, "-ts", "340", "50", "-ot", "Byte", POLYGONS, str(tmp_path / "cli.tif"))
     assert np.array_equal(read(tmp_path / "b.tif")[0], read(tmp_path / "cli.tif")[0])
 
 
@@ -114,8 +116,9 @@ def test_features_are_reprojected_to_the_output_crs(tmp_path: Path) -> None:
     meta, _, wkb, fields = pyogrio.raw.read(POLYGONS)
     to_ll = Transformer.from_crs(meta["crs"], "EPSG:4326", always_xy=True)
     geoms = shapely.transform(shapely.from_wkb(wkb), lambda xy: np.column_stack(to_ll.transform(xy[:, 0], xy[:, 1])))
-    expected = rasterio.features.rasterize(zip(geoms, fields[0], strict=True), out_shape=data.shape,
-                                           transform=profile["transform"], dtype="uint8")
+    expected = rasterio.features.rasterize(
+        zip(geoms, fields[0], strict=True), out_shape=data.shape, transform=profile["transform"], dtype="uint8"
+    )
     assert np.array_equal(data, expected) and set(np.unique(data)) == {0, 1, 2}
     # The grid covers the projected extent of the layer.
     lon, lat = to_ll.transform(244697.45, 1000460.79)
@@ -126,8 +129,9 @@ def test_many_windows_give_the_same_raster(tmp_path: Path, monkeypatch: pytest.M
     whole, _ = rasterize(WORLD, str(tmp_path / "one.tif"), attribute="pop_est", resolution=1.0)
     monkeypatch.setattr(rasterize_module, "WINDOW_PIXELS", 360 * 7)
     reports: list[tuple[float, str]] = []
-    rasterize(WORLD, str(tmp_path / "many.tif"), attribute="pop_est", resolution=1.0,
-              progress=lambda f, m="": reports.append((f, m)))
+    rasterize(
+        WORLD, str(tmp_path / "many.tif"), attribute="pop_est", resolution=1.0, progress=lambda f, m="": reports.append((f, m))
+    )
     one, profile = read(tmp_path / "one.tif")
     many, _ = read(tmp_path / "many.tif")
     # pop_est is an integer field up to 1.4e9: the smallest type holding it is UInt32.
@@ -139,8 +143,9 @@ def test_many_windows_give_the_same_raster(tmp_path: Path, monkeypatch: pytest.M
     assert [f for f, _ in reports] == sorted(f for f, _ in reports)
     # Reference: every feature burnt at once (rasterio, GDAL's rasterizer), last one wins.
     _, _, wkb, fields = pyogrio.raw.read(WORLD, columns=["pop_est"])
-    expected = rasterio.features.rasterize(zip(shapely.from_wkb(wkb), fields[0], strict=True), out_shape=one.shape,
-                                           transform=profile["transform"], dtype="uint32")
+    expected = rasterio.features.rasterize(
+        zip(shapely.from_wkb(wkb), fields[0], strict=True), out_shape=one.shape, transform=profile["transform"], dtype="uint32"
+    )
     assert np.array_equal(one, expected)
 
 
@@ -168,13 +173,17 @@ def test_a_mask_keeps_its_zeros_as_data(tmp_path: Path) -> None:
     assert valid.all() and (ours == 0).sum() == 84 * 78 - 125 and (ours == 1).sum() == 125
 
 
-@pytest.mark.parametrize(("kwargs", "args"), [
-    ({"burn_value": 1, "init": 5}, ["-burn", "1", "-init", "5"]),
-    ({"burn_value": 1, "nodata": 255}, ["-burn", "1", "-a_nodata", "255"]),
-    ({"burn_value": 1, "init": 0, "nodata": 255}, ["-burn", "1", "-init", "0", "-a_nodata", "255"]),
-    ({"burn_value": 0, "init": 1}, ["-burn", "0", "-init", "1"]),
-    ({"attribute": "id", "init": 7, "nodata": 7}, ["-a", "id", "-init", "7", "-a_nodata", "7"]),
-], ids=["init", "nodata", "init_and_nodata", "burn_zero", "attribute"])
+@pytest.mark.parametrize(
+    ("kwargs", "args"),
+    [
+        ({"burn_value": 1, "init": 5}, ["-burn", "1", "-init", "5"]),
+        ({"burn_value": 1, "nodata": 255}, ["-burn", "1", "-a_nodata", "255"]),
+        ({"burn_value": 1, "init": 0, "nodata": 255}, ["-burn", "1", "-init", "0", "-a_nodata", "255"]),
+        ({"burn_value": 0, "init": 1}, ["-burn", "0", "-init", "1"]),
+        ({"attribute": "id", "init": 7, "nodata": 7}, ["-a", "id", "-init", "7", "-a_nodata", "7"]),
+    ],
+    ids=["init", "nodata", "init_and_nodata", "burn_zero", "attribute"],
+)
 def test_init_and_nodata_match_gdal_rasterize(tmp_path: Path, kwargs: dict, args: list[str]) -> None:
     summary, _ = rasterize(POLYGONS, str(tmp_path / "ours.tif"), like=SLOPE, **kwargs)
     cli, cli_profile = _cli_raster(tmp_path, "cli.tif", *args, "-ot", "Byte")
@@ -200,8 +209,9 @@ def _points(path: Path, n: int, seed: int = 0) -> tuple[str, np.ndarray, np.ndar
     # Pixel-centre-ish coordinates on a coarse lattice so cells get several points, none on a cell edge.
     xs = b.left + (rng.integers(0, 84, n) + 0.25 + 0.5 * rng.random(n)) * (b.right - b.left) / 84
     ys = b.bottom + (rng.integers(0, 20, n) + 0.25 + 0.5 * rng.random(n)) * (b.top - b.bottom) / 78
-    pyogrio.raw.write(str(path), shapely.to_wkb(shapely.points(xs, ys)), [np.arange(n, dtype="int32")], ["k"],
-                      geometry_type="Point", crs=crs)
+    pyogrio.raw.write(
+        str(path), shapely.to_wkb(shapely.points(xs, ys)), [np.arange(n, dtype="int32")], ["k"], geometry_type="Point", crs=crs
+    )
     return str(path), xs, ys
 
 
@@ -226,11 +236,31 @@ def test_add_sums_attribute_over_overlapping_polygons(tmp_path: Path) -> None:
     path = write_layer(tmp_path / "ov.gpkg", boxes, "EPSG:3857", v=np.array([1, 10, 100], dtype="int32"))
     rasterize(path, str(tmp_path / "sum.tif"), attribute="v", add=True, resolution=1, bbox=(0, 0, 6, 6))
     ours, profile = read(tmp_path / "sum.tif")
-    expected = sum(rasterio.features.rasterize([(g, v)], out_shape=(6, 6), transform=profile["transform"],
-                                               dtype="int32") for g, v in zip(boxes, [1, 10, 100], strict=True))
+    expected = sum(
+        rasterio.features.rasterize([(g, v)], out_shape=(6, 6), transform=profile["transform"], dtype="int32")
+        for g, v in zip(boxes, [1, 10, 100], strict=True)
+    )
     assert np.array_equal(ours, expected) and ours.max() == 111
-    gdal_cli("gdal_rasterize", "-add", "-a", "v", "-init", "0", "-te", "0", "0", "6", "6", "-tr",
-             "1", "1", "-ot", "Int32", path, str(tmp_path / "cli.tif"))
+    gdal_cli(
+        "gdal_rasterize",
+        "-add",
+        "-a",
+        "v",
+        "-init",
+        "0",
+        "-te",
+        "0",
+        "0",
+        "6",
+        "6",
+        "-tr",
+        "1",
+        "1",
+        "-ot",
+        "Int32",
+        path,
+        str(tmp_path / "cli.tif"),
+    )
     assert np.array_equal(ours, read(tmp_path / "cli.tif")[0])
 
 
@@ -240,8 +270,7 @@ def test_bbox_crs_is_transformed_to_the_output_crs(tmp_path: Path) -> None:
     to_ll = Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
     native = (244600.0, 1000000.0, 246300.0, 1000500.0)
     ll = to_ll.transform_bounds(*native)
-    summary, _ = rasterize(POLYGONS, str(tmp_path / "ll.tif"), attribute="id", bbox=ll, bbox_crs="EPSG:4326",
-                           resolution=25)
+    summary, _ = rasterize(POLYGONS, str(tmp_path / "ll.tif"), attribute="id", bbox=ll, bbox_crs="EPSG:4326", resolution=25)
     # Reference: the same bbox transformed back by pyproj (21 points per edge, as GDAL densifies).
     back = Transformer.from_crs("EPSG:4326", crs, always_xy=True).transform_bounds(*ll, densify_pts=21)
     assert summary.bounds.left == pytest.approx(back[0], abs=1e-6)
@@ -250,24 +279,26 @@ def test_bbox_crs_is_transformed_to_the_output_crs(tmp_path: Path) -> None:
     rasterize(POLYGONS, str(tmp_path / "native.tif"), attribute="id", bbox=back, resolution=25)
     assert np.array_equal(read(tmp_path / "ll.tif")[0], read(tmp_path / "native.tif")[0])
     # bbox_crs equal to the output CRS changes nothing; without bbox or without any CRS it is refused.
-    same, _ = rasterize(POLYGONS, str(tmp_path / "same.tif"), attribute="id", bbox=native, bbox_crs=crs.to_wkt(),
-                        resolution=25)
+    same, _ = rasterize(POLYGONS, str(tmp_path / "same.tif"), attribute="id", bbox=native, bbox_crs=crs.to_wkt(), resolution=25)
     assert (same.bounds.left, same.bounds.top) == (native[0], native[3])
     with pytest.raises(GdalMcpError) as e:
         rasterize(POLYGONS, str(tmp_path / "x.tif"), attribute="id", bbox_crs="EPSG:4326", resolution=25)
     assert e.value.code == "invalid-argument" and "without bbox" in e.value.message
 
 
-@pytest.mark.parametrize(("kwargs", "dtype"), [
-    ({"burn_value": 1}, "uint8"),
-    ({"burn_value": 300}, "uint16"),
-    ({"burn_value": -1}, "int8"),
-    ({"burn_value": 70000, "nodata": -1}, "int32"),
-    ({"burn_value": 1.5}, "float32"),
-    ({"burn_value": 0.1}, "float64"),
-    ({"burn_value": 1, "dtype": "Int16"}, "int16"),
-    ({"burn_value": 1, "nodata": 255}, "uint8"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "dtype"),
+    [
+        ({"burn_value": 1}, "uint8"),
+        ({"burn_value": 300}, "uint16"),
+        ({"burn_value": -1}, "int8"),
+        ({"burn_value": 70000, "nodata": -1}, "int32"),
+        ({"burn_value": 1.5}, "float32"),
+        ({"burn_value": 0.1}, "float64"),
+        ({"burn_value": 1, "dtype": "Int16"}, "int16"),
+        ({"burn_value": 1, "nodata": 255}, "uint8"),
+    ],
+)
 def test_default_and_explicit_types(tmp_path: Path, kwargs: dict, dtype: str) -> None:
     summary, _ = rasterize(POLYGONS, str(tmp_path / "t.tif"), like=SLOPE, **kwargs)
     data, profile = read(tmp_path / "t.tif")
@@ -280,8 +311,14 @@ def test_default_and_explicit_types(tmp_path: Path, kwargs: dict, dtype: str) ->
 
 def test_attribute_types_and_values(tmp_path: Path) -> None:
     boxes = [shapely.box(0, 0, 2, 2), shapely.box(2, 0, 4, 2)]
-    path = write_layer(tmp_path / "z.gpkg", boxes, "EPSG:3857", big=np.array([5, 100000], dtype="int64"),
-                       small=np.array([-3, 4], dtype="int32"), real=np.array([0.5, 2.25]))
+    path = write_layer(
+        tmp_path / "z.gpkg",
+        boxes,
+        "EPSG:3857",
+        big=np.array([5, 100000], dtype="int64"),
+        small=np.array([-3, 4], dtype="int32"),
+        real=np.array([0.5, 2.25]),
+    )
     big, _ = rasterize(path, str(tmp_path / "big.tif"), attribute="big", resolution=1)
     small, _ = rasterize(path, str(tmp_path / "small.tif"), attribute="small", resolution=1)
     real, _ = rasterize(path, str(tmp_path / "real.tif"), attribute="real", resolution=1)
@@ -289,8 +326,9 @@ def test_attribute_types_and_values(tmp_path: Path) -> None:
     # bbox default: the extent (0,0)-(4,2) widened by half a pixel.
     assert (real.width, real.height) == (5, 3)
     data, profile = read(tmp_path / "real.tif")
-    expected = rasterio.features.rasterize(zip(boxes, [0.5, 2.25], strict=True), out_shape=(3, 5),
-                                           transform=profile["transform"], dtype="float64")
+    expected = rasterio.features.rasterize(
+        zip(boxes, [0.5, 2.25], strict=True), out_shape=(3, 5), transform=profile["transform"], dtype="float64"
+    )
     assert np.array_equal(data, expected) and set(data.ravel().tolist()) == {0, 0.5, 2.25}
     # A value beyond the chosen type is clamped as GDAL does, with a warning for a fixed burn value.
     clamped, warnings = rasterize(path, str(tmp_path / "c.tif"), burn_value=300, dtype="Byte", resolution=1)
@@ -311,8 +349,13 @@ def test_streamed_over_a_large_grid(tmp_path: Path) -> None:
     """64 MB of output pixels: what Python holds is one window and one batch of features."""
     tracemalloc.start()
     try:
-        summary, _ = rasterize(POLYGONS, str(tmp_path / "big.tif"), attribute="id", size=[8000, 8000],
-                               creation_options={"COMPRESS": "DEFLATE", "TILED": True})
+        summary, _ = rasterize(
+            POLYGONS,
+            str(tmp_path / "big.tif"),
+            attribute="id",
+            size=[8000, 8000],
+            creation_options={"COMPRESS": "DEFLATE", "TILED": True},
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -320,28 +363,30 @@ def test_streamed_over_a_large_grid(tmp_path: Path) -> None:
     assert peak < 8000 * 8000 / 4, f"peak traced memory {peak / 2**20:.1f} MiB"
 
 
-@pytest.mark.parametrize(("kwargs", "code", "needle"), [
-    ({"like": SLOPE}, "invalid-argument", "exactly one of burn_value"),
-    ({"like": SLOPE, "burn_value": 1, "attribute": "id"}, "invalid-argument", "exactly one of burn_value"),
-    ({"like": SLOPE, "burn_value": 1, "resolution": 10}, "invalid-argument", "remove resolution"),
-    ({"like": SLOPE, "burn_value": 1, "bbox": (0, 0, 1, 1), "crs": "EPSG:4326"}, "invalid-argument",
-     "remove bbox, crs"),
-    ({"burn_value": 1}, "invalid-argument", "like= a raster to copy the grid from"),
-    ({"burn_value": 1, "resolution": 10, "size": [10, 10]}, "invalid-argument", "not both"),
-    ({"burn_value": 1, "resolution": -1}, "invalid-argument", "resolution must be a positive number"),
-    ({"burn_value": 1, "size": [0, 10]}, "invalid-argument", "size must be [width, height]"),
-    ({"burn_value": 1, "resolution": 1, "bbox": (1, 0, 0, 1)}, "invalid-argument", "minx < maxx"),
-    ({"burn_value": 1, "resolution": 1e-9}, "invalid-argument", "coarser resolution"),
-    ({"like": SLOPE, "attribute": "nope"}, "not-found", "field 'nope' not found; fields are: id"),
-    ({"like": SLOPE, "burn_value": 1, "dtype": "Byte", "nodata": -1}, "invalid-argument", "nodata -1.0 cannot"),
-    ({"like": SLOPE, "burn_value": 1, "dtype": "Complex"}, "invalid-argument", "dtype 'Complex' is not supported"),
-    ({"like": SLOPE, "burn_value": 1, "where": "nosuchfield = 1"}, "invalid-argument", "not a valid attribute filter"),
-    ({"like": SLOPE, "burn_value": 1, "layer": "other"}, "not-found", "layer 'other' not found"),
-    ({"like": SLOPE, "burn_value": 1, "crs": None, "format": "VRT"}, "unsupported", "cannot write VRT"),
-    ({"like": SLOPE, "burn_value": 1, "bbox_crs": "EPSG:4326"}, "invalid-argument", "remove bbox_crs"),
-    ({"like": SLOPE, "burn_value": 1, "add": True, "invert": True}, "invalid-argument", "exclude each other"),
-    ({"like": SLOPE, "burn_value": 1.0, "nodata": 1}, "invalid-argument", "equals nodata"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "code", "needle"),
+    [
+        ({"like": SLOPE}, "invalid-argument", "exactly one of burn_value"),
+        ({"like": SLOPE, "burn_value": 1, "attribute": "id"}, "invalid-argument", "exactly one of burn_value"),
+        ({"like": SLOPE, "burn_value": 1, "resolution": 10}, "invalid-argument", "remove resolution"),
+        ({"like": SLOPE, "burn_value": 1, "bbox": (0, 0, 1, 1), "crs": "EPSG:4326"}, "invalid-argument", "remove bbox, crs"),
+        ({"burn_value": 1}, "invalid-argument", "like= a raster to copy the grid from"),
+        ({"burn_value": 1, "resolution": 10, "size": [10, 10]}, "invalid-argument", "not both"),
+        ({"burn_value": 1, "resolution": -1}, "invalid-argument", "resolution must be a positive number"),
+        ({"burn_value": 1, "size": [0, 10]}, "invalid-argument", "size must be [width, height]"),
+        ({"burn_value": 1, "resolution": 1, "bbox": (1, 0, 0, 1)}, "invalid-argument", "minx < maxx"),
+        ({"burn_value": 1, "resolution": 1e-9}, "invalid-argument", "coarser resolution"),
+        ({"like": SLOPE, "attribute": "nope"}, "not-found", "field 'nope' not found; fields are: id"),
+        ({"like": SLOPE, "burn_value": 1, "dtype": "Byte", "nodata": -1}, "invalid-argument", "nodata -1.0 cannot"),
+        ({"like": SLOPE, "burn_value": 1, "dtype": "Complex"}, "invalid-argument", "dtype 'Complex' is not supported"),
+        ({"like": SLOPE, "burn_value": 1, "where": "nosuchfield = 1"}, "invalid-argument", "not a valid attribute filter"),
+        ({"like": SLOPE, "burn_value": 1, "layer": "other"}, "not-found", "layer 'other' not found"),
+        ({"like": SLOPE, "burn_value": 1, "crs": None, "format": "VRT"}, "unsupported", "cannot write VRT"),
+        ({"like": SLOPE, "burn_value": 1, "bbox_crs": "EPSG:4326"}, "invalid-argument", "remove bbox_crs"),
+        ({"like": SLOPE, "burn_value": 1, "add": True, "invert": True}, "invalid-argument", "exclude each other"),
+        ({"like": SLOPE, "burn_value": 1.0, "nodata": 1}, "invalid-argument", "equals nodata"),
+    ],
+)
 def test_bad_arguments(tmp_path: Path, kwargs: dict, code: str, needle: str) -> None:
     with pytest.raises(GdalMcpError) as e:
         rasterize(POLYGONS, str(tmp_path / "x.tif"), **kwargs)

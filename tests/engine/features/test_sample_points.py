@@ -31,8 +31,13 @@ def gdallocationinfo(path: str, x: float, y: float, *extra: str) -> list[float] 
     exe = shutil.which("gdallocationinfo")
     if exe is None:
         pytest.skip("gdallocationinfo not on PATH (install Debian gdal-bin)")
-    out = subprocess.run([exe, "-valonly", *extra, path, repr(x), repr(y)], capture_output=True, text=True,
-                         timeout=60, env={**os.environ, "GDAL_PAM_ENABLED": "NO"})
+    out = subprocess.run(
+        [exe, "-valonly", *extra, path, repr(x), repr(y)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "GDAL_PAM_ENABLED": "NO"},
+    )
     values = out.stdout.split()
     return [float(v) for v in values] if values else None
 
@@ -68,8 +73,14 @@ def lonlat_points(path: Path) -> tuple[str, list[tuple[int, int] | None]]:
     geoms = [shapely.Point(p) for p in ll] + [None]
     names = np.array(["a", "b", "c", "corner", "paris", "nowhere"], dtype=object)
     pops = np.array([10, 20, 30, 40, 2_100_000, 0], dtype="int64")
-    pyogrio.raw.write(str(path), np.array(shapely.to_wkb(np.array(geoms, dtype=object)), dtype=object),
-                      [names, pops], ["name", "pop"], geometry_type="Point", crs="EPSG:4326")
+    pyogrio.raw.write(
+        str(path),
+        np.array(shapely.to_wkb(np.array(geoms, dtype=object)), dtype=object),
+        [names, pops],
+        ["name", "pop"],
+        geometry_type="Point",
+        crs="EPSG:4326",
+    )
     return str(path), [*cells, None, None]
 
 
@@ -115,8 +126,14 @@ def test_streamed_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         xy = [ds.xy(int(r), int(c)) for r, c in zip(rows, cols, strict=True)]
         crs = ds.crs.to_wkt()
     src = tmp_path / "many.fgb"
-    pyogrio.raw.write(str(src), np.array(shapely.to_wkb(shapely.points(xy)), dtype=object),
-                      [np.arange(500)], ["k"], geometry_type="Point", crs=crs)
+    pyogrio.raw.write(
+        str(src),
+        np.array(shapely.to_wkb(shapely.points(xy)), dtype=object),
+        [np.arange(500)],
+        ["k"],
+        geometry_type="Point",
+        crs=crs,
+    )
     monkeypatch.setattr(sample_module, "POINT_BATCH", 37)
     messages: list[str] = []
     res, _ = sample_layer(SLOPE, str(src), str(tmp_path / "many_out.gpkg"), progress=lambda f, m="": messages.append(m))

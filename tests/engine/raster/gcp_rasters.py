@@ -26,8 +26,7 @@ def gcp_copy(path: Path, *, n: int = 6, bend: float = 0.0) -> Path:
         for j, c in enumerate(np.linspace(0, w, n)):
             x, y = t * (c, r)
             x += bend * np.sin(np.pi * r / h) * np.sin(np.pi * c / w)
-            gcps.append(GroundControlPoint(row=float(r), col=float(c), x=float(x), y=float(y), z=0.0,
-                                           id=f"{i}_{j}"))
+            gcps.append(GroundControlPoint(row=float(r), col=float(c), x=float(x), y=float(y), z=0.0, id=f"{i}_{j}"))
     profile.pop("transform")
     profile.pop("crs")
     with rasterio.open(path, "w", **profile) as out:
@@ -50,9 +49,22 @@ def rpc_raster(path: Path) -> Path:
     samp_num[1] = 1.0
     samp_num[4] = 0.01  # a little non-linearity
     den = [1.0] + zeros[1:]
-    rpc = RPC(height_off=0.0, height_scale=500.0, lat_off=45.0, lat_scale=0.075, line_den_coeff=den,
-              line_num_coeff=line_num, line_off=75.0, line_scale=75.0, long_off=10.0, long_scale=0.1,
-              samp_den_coeff=den, samp_num_coeff=samp_num, samp_off=100.0, samp_scale=100.0)
+    rpc = RPC(
+        height_off=0.0,
+        height_scale=500.0,
+        lat_off=45.0,
+        lat_scale=0.075,
+        line_den_coeff=den,
+        line_num_coeff=line_num,
+        line_off=75.0,
+        line_scale=75.0,
+        long_off=10.0,
+        long_scale=0.1,
+        samp_den_coeff=den,
+        samp_num_coeff=samp_num,
+        samp_off=100.0,
+        samp_scale=100.0,
+    )
     with rasterio.open(RGB) as src:
         data = src.read(1, window=((300, 450), (300, 500)))
     with rasterio.open(path, "w", driver="GTiff", width=200, height=150, count=1, dtype="uint8") as out:

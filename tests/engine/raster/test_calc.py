@@ -23,8 +23,18 @@ H5 = f'HDF5:"{DATA}/raster/two-subs.h5"://data'
 def write(path, bands, *, nodata=None, transform=TRANSFORM, crs="EPSG:32612", dtype=None) -> str:
     bands = np.asarray(bands)
     bands = bands[None] if bands.ndim == 2 else bands
-    with rasterio.open(path, "w", driver="GTiff", width=bands.shape[2], height=bands.shape[1], count=bands.shape[0],
-                       dtype=dtype or bands.dtype, crs=crs, transform=transform, nodata=nodata) as ds:
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=bands.shape[2],
+        height=bands.shape[1],
+        count=bands.shape[0],
+        dtype=dtype or bands.dtype,
+        crs=crs,
+        transform=transform,
+        nodata=nodata,
+    ) as ds:
         ds.write(bands.astype(dtype or bands.dtype))
     return str(path)
 
@@ -47,12 +57,18 @@ def landsat(tmp_path) -> tuple[str, str, np.ndarray, np.ndarray]:
 
 # ---------------------------------------------------------------------------------------------- values
 
+
 def test_ndvi_of_two_landsat_bands(landsat, tmp_path) -> None:
     red_path, nir_path, red, nir = landsat
     summary, warnings = calc({"A": red_path, "B": nir_path}, "(B - A) / (B + A)", str(tmp_path / "ndvi.tif"))
     assert warnings == []
-    assert (summary.dtype, summary.nodata, summary.crs, summary.width, summary.height) == ("float32", -9999.0,
-                                                                                         "EPSG:32612", 80, 64)
+    assert (summary.dtype, summary.nodata, summary.crs, summary.width, summary.height) == (
+        "float32",
+        -9999.0,
+        "EPSG:32612",
+        80,
+        64,
+    )
     out, profile = read(tmp_path / "ndvi.tif")
     assert profile["transform"] == TRANSFORM
     r, n = red.astype(np.float64), nir.astype(np.float64)
@@ -102,16 +118,17 @@ def test_logic_comparisons_and_functions(tmp_path) -> None:
         "-1 < A < 1": (a > -1) & (a < 1),
         "where(A > 0, sqrt(abs(A)), -A ** 2)": np.where(a > 0, np.sqrt(np.abs(a)), -(a.astype(float) ** 2)),
         "max(A, B) - min(A, B) + clip(A, -1, 1)": np.maximum(a, b) - np.minimum(a, b) + np.clip(a, -1, 1),
-        "arctan2(A, B) * 180 / pi + floor(B) + ceil(A) + round(B)": np.degrees(np.arctan2(a, b)) + np.floor(b)
-        + np.ceil(a) + np.round(b),
+        "arctan2(A, B) * 180 / pi + floor(B) + ceil(A) + round(B)": np.degrees(np.arctan2(a, b))
+        + np.floor(b)
+        + np.ceil(a)
+        + np.round(b),
         "log10(B) + log2(B) + exp(A) + 7 // 2 + 7 % 4": np.log10(b) + np.log2(b) + np.exp(a) + 3 + 3,
         "nan_to_num(where(A > 0, nan, A), 5)": np.where(a > 0, 5, a),
         "(A > 0) + (B > 2)": (a > 0).astype(float) + (b > 2),
     }
     for i, (expression, expected) in enumerate(cases.items()):
         calc({"A": pa, "B": pb}, expression, str(tmp_path / f"o{i}.tif"))
-        assert read(tmp_path / f"o{i}.tif")[0] == pytest.approx(np.asarray(expected, dtype="float64"), abs=1e-5), \
-            expression
+        assert read(tmp_path / f"o{i}.tif")[0] == pytest.approx(np.asarray(expected, dtype="float64"), abs=1e-5), expression
 
 
 def test_nan_results_become_nodata(tmp_path) -> None:
@@ -125,8 +142,9 @@ def test_nan_results_become_nodata(tmp_path) -> None:
 
 def test_integer_outputs_round_clamp_and_pick_a_nodata_they_can_hold(landsat, tmp_path) -> None:
     red_path, nir_path, red, nir = landsat
-    summary, warnings = calc({"A": red_path, "B": nir_path}, "(B - A) / (B + A) * 100 + 100", str(tmp_path / "b.tif"),
-                             output_type="Byte")
+    summary, warnings = calc(
+        {"A": red_path, "B": nir_path}, "(B - A) / (B + A) * 100 + 100", str(tmp_path / "b.tif"), output_type="Byte"
+    )
     assert summary.dtype == "uint8" and summary.nodata == 255
     assert any("cannot hold -9999" in w for w in warnings)
     out, _ = read(tmp_path / "b.tif")
@@ -152,6 +170,7 @@ def test_many_windows_give_the_same_result(landsat, tmp_path, monkeypatch) -> No
 
 
 # ---------------------------------------------------------------------------------------------- inputs
+
 
 def test_path_colon_band_selects_a_band(tmp_path) -> None:
     stack = np.stack([np.full((5, 6), v, dtype="uint16") for v in (1, 2, 3)])
@@ -195,13 +214,16 @@ def test_inputs_on_another_grid_are_refused_with_the_fix(landsat, tmp_path) -> N
         assert "not on the same grid" in e.value.message
 
 
-@pytest.mark.parametrize(("inputs", "needle"), [
-    ({}, "at least one raster"),
-    ({"1A": "x.tif"}, "not valid"),
-    ({"_a": "x.tif"}, "not valid"),
-    ({"lambda": "x.tif"}, "not valid"),
-    ({"sqrt": "x.tif"}, "taken by a function"),
-])
+@pytest.mark.parametrize(
+    ("inputs", "needle"),
+    [
+        ({}, "at least one raster"),
+        ({"1A": "x.tif"}, "not valid"),
+        ({"_a": "x.tif"}, "not valid"),
+        ({"lambda": "x.tif"}, "not valid"),
+        ({"sqrt": "x.tif"}, "taken by a function"),
+    ],
+)
 def test_bad_input_names(tmp_path, inputs, needle) -> None:
     with pytest.raises(GdalMcpError) as e:
         calc(inputs, "1", str(tmp_path / "x.tif"))
@@ -218,6 +240,7 @@ def test_unused_inputs_are_reported_and_an_expression_needs_one(landsat, tmp_pat
 
 
 # ---------------------------------------------------------------------------------------------- whitelist
+
 
 def refused(expression: str) -> str:
     with pytest.raises(GdalMcpError) as e:
@@ -314,15 +337,33 @@ def gdal_calc_runs() -> bool:
 def test_several_expressions_give_one_band_each_like_gdal_calc(tmp_path) -> None:
     rgb = str(DATA / "raster" / "RGB.byte.tif")
     expressions = ["(B - A) / (B + A)", "max(A, B, C)", "min(A, B, C, 40) * 2", "A"]
-    summary, warnings = calc({"A": f"{rgb}:1", "B": f"{rgb}:2", "C": f"{rgb}:3"}, expressions,
-                             str(tmp_path / "ours.tif"))
+    summary, warnings = calc({"A": f"{rgb}:1", "B": f"{rgb}:2", "C": f"{rgb}:3"}, expressions, str(tmp_path / "ours.tif"))
     assert summary.count == 4 and summary.dtype == "float32" and warnings == []
     reference = tmp_path / "gdal.tif"
     f = "A.astype(numpy.float64)"
-    subprocess.run([GDAL_CALC, "--quiet", "-A", rgb, "--A_band=1", "-B", rgb, "--B_band=2", "-C", rgb, "--C_band=3",
-                    f"--calc=(B - {f}) / (B + {f})", "--calc=numpy.maximum(numpy.maximum(A, B), C)",
-                    "--calc=numpy.minimum(numpy.minimum(numpy.minimum(A, B), C), 40) * 2.0", "--calc=A",
-                    "--type=Float32", "--NoDataValue=-9999", f"--outfile={reference}"], check=True)
+    subprocess.run(
+        [
+            GDAL_CALC,
+            "--quiet",
+            "-A",
+            rgb,
+            "--A_band=1",
+            "-B",
+            rgb,
+            "--B_band=2",
+            "-C",
+            rgb,
+            "--C_band=3",
+            f"--calc=(B - {f}) / (B + {f})",
+            "--calc=numpy.maximum(numpy.maximum(A, B), C)",
+            "--calc=numpy.minimum(numpy.minimum(numpy.minimum(A, B), C), 40) * 2.0",
+            "--calc=A",
+            "--type=Float32",
+            "--NoDataValue=-9999",
+            f"--outfile={reference}",
+        ],
+        check=True,
+    )
     with rasterio.open(rgb) as ds:
         a, b, _ = ds.read().astype(np.float64)
         nodata_a = ds.read_masks(1) == 0
@@ -354,10 +395,11 @@ def test_min_and_max_of_many_arguments_against_numpy(tmp_path) -> None:
     rng = np.random.default_rng(3)
     arrays = [rng.normal(0, 10, (30, 40)).astype("float32") for _ in range(5)]
     arrays[2][4, 5] = -9999
-    paths = {name: write(tmp_path / f"{name}.tif", a, nodata=-9999 if name == "C" else None)
-             for name, a in zip("ABCDE", arrays, strict=True)}
-    calc(paths, ["min(A, B, C, D, E)", "max(A, B, C, D, E) - max(A, 0, B)"], str(tmp_path / "o.tif"),
-         output_type="Float64")
+    paths = {
+        name: write(tmp_path / f"{name}.tif", a, nodata=-9999 if name == "C" else None)
+        for name, a in zip("ABCDE", arrays, strict=True)
+    }
+    calc(paths, ["min(A, B, C, D, E)", "max(A, B, C, D, E) - max(A, 0, B)"], str(tmp_path / "o.tif"), output_type="Float64")
     with rasterio.open(tmp_path / "o.tif") as ds:
         low, high = ds.read(1), ds.read(2)
     a = [x.astype(np.float64) for x in arrays]
@@ -380,6 +422,7 @@ def test_an_error_names_the_expression_it_is_in(landsat, tmp_path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- stack reductions
+
 
 @pytest.fixture
 def scenes(tmp_path) -> tuple[list[str], np.ndarray]:
@@ -417,8 +460,15 @@ def test_reductions_of_a_stack_against_numpy(scenes, tmp_path) -> None:
     assert empty.sum() > 1000 and (count == 7).sum() > 1000 and ((count > 0) & (count < 7)).sum() > 1000
     with np.errstate(all="ignore"), warnings_module.catch_warnings():
         warnings_module.simplefilter("ignore", RuntimeWarning)  # all-NaN pixels
-        reference = [np.nanmedian(stack, 0), np.nanmean(stack, 0), np.nanmin(stack, 0), np.nanmax(stack, 0),
-                     np.where(empty, np.nan, np.nansum(stack, 0)), count, np.nanstd(stack, 0)]
+        reference = [
+            np.nanmedian(stack, 0),
+            np.nanmean(stack, 0),
+            np.nanmin(stack, 0),
+            np.nanmax(stack, 0),
+            np.where(empty, np.nan, np.nansum(stack, 0)),
+            count,
+            np.nanstd(stack, 0),
+        ]
     with rasterio.open(tmp_path / "o.tif") as ds:
         assert ds.descriptions == tuple(expressions) and ds.nodata == -9999
         for b, (expression, want) in enumerate(zip(expressions, reference, strict=True), start=1):
@@ -429,14 +479,16 @@ def test_reductions_of_a_stack_against_numpy(scenes, tmp_path) -> None:
             assert (got[empty] == -9999).all(), expression
             assert np.allclose(got[~empty], want[~empty], rtol=1e-12, atol=1e-9), expression
     # Each reduction other than count says how many pixels had no valid input at all.
-    assert len(warnings) == 6 and all(f"{int(empty.sum())} pixel(s) have no valid value in any of the 7 inputs"
-                                      in w for w in warnings)
+    assert len(warnings) == 6 and all(
+        f"{int(empty.sum())} pixel(s) have no valid value in any of the 7 inputs" in w for w in warnings
+    )
 
 
 def test_reductions_combine_with_other_math(scenes, tmp_path) -> None:
     paths, stack = scenes
-    _, warnings = calc(paths, "where(count(S) >= 5, (max(S) - min(S)) / mean(S), 0)", str(tmp_path / "o.tif"),
-                       output_type="Float64")
+    _, warnings = calc(
+        paths, "where(count(S) >= 5, (max(S) - min(S)) / mean(S), 0)", str(tmp_path / "o.tif"), output_type="Float64"
+    )
     assert warnings == []  # the where() gives every pixel a value
     count = np.sum(~np.isnan(stack), axis=0)
     with np.errstate(all="ignore"), warnings_module.catch_warnings():
@@ -468,8 +520,9 @@ def test_a_thousand_small_scenes(tmp_path) -> None:
     stack = rng.integers(0, 1000, (1000, 6, 9)).astype(np.float64)
     stack[rng.random(stack.shape) < 0.3] = np.nan
     stack[:, 0, 0] = np.nan  # no valid scene at all
-    paths = [write(tmp_path / f"s{i:04}.tif", np.nan_to_num(layer, nan=-1).astype("int16"), nodata=-1)
-             for i, layer in enumerate(stack)]
+    paths = [
+        write(tmp_path / f"s{i:04}.tif", np.nan_to_num(layer, nan=-1).astype("int16"), nodata=-1) for i, layer in enumerate(stack)
+    ]
     calc(paths, ["median(S)", "count(S)"], str(tmp_path / "o.tif"), output_type="Float64")
     with rasterio.open(tmp_path / "o.tif") as ds, warnings_module.catch_warnings():
         warnings_module.simplefilter("ignore", RuntimeWarning)

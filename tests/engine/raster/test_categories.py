@@ -54,10 +54,21 @@ def countries_grid(path: Path, res: float = 0.5) -> tuple[str, np.ndarray, list[
     geoms = shapely.from_wkb(wkb)
     width, height = int(360 / res), int(180 / res)
     transform = from_origin(-180, 90, res, res)
-    grid = rasterize(((g, i + 1) for i, g in enumerate(geoms)), out_shape=(height, width), transform=transform,
-                     fill=0, dtype="uint16")
-    with rasterio.open(path, "w", driver="GTiff", width=width, height=height, count=1, dtype="uint16",
-                       crs="EPSG:4326", transform=transform, nodata=0) as ds:
+    grid = rasterize(
+        ((g, i + 1) for i, g in enumerate(geoms)), out_shape=(height, width), transform=transform, fill=0, dtype="uint16"
+    )
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=width,
+        height=height,
+        count=1,
+        dtype="uint16",
+        crs="EPSG:4326",
+        transform=transform,
+        nodata=0,
+    ) as ds:
         ds.write(grid, 1)
     return str(path), grid, names
 
@@ -100,8 +111,17 @@ def test_whole_globe_sums_to_the_ellipsoid_surface(tmp_path: Path) -> None:
     """Every pixel a class (no nodata): the areas add up to WGS 84's surface, 510 065 621.7 km²."""
     path = tmp_path / "globe.tif"
     data = (np.arange(180)[:, None] // 30 + np.zeros((1, 360), dtype=int)).astype("uint8")
-    with rasterio.open(path, "w", driver="GTiff", width=360, height=180, count=1, dtype="uint8",
-                       crs="EPSG:4326", transform=from_origin(-180, 90, 1, 1)) as ds:
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=360,
+        height=180,
+        count=1,
+        dtype="uint8",
+        crs="EPSG:4326",
+        transform=from_origin(-180, 90, 1, 1),
+    ) as ds:
         ds.write(data, 1)
     res = categories(str(path))
     surface = 2 * cell_area_by_row(np.array([90.0]), np.array([-90.0]), 180.0)[0]  # exact: 4πR_q²
@@ -165,8 +185,7 @@ def test_bbox_and_bands(tmp_path: Path) -> None:
     res = categories(path, bands=[1], bbox=bbox)
     assert res.window == (100, 100, 300, 200)
     values, counts = np.unique(classes[100:300, 100:400].compressed(), return_counts=True)
-    assert [(c.value, c.count) for c in res.bands[0].classes] == list(zip(values.tolist(), counts.tolist(),
-                                                                          strict=True))
+    assert [(c.value, c.count) for c in res.bands[0].classes] == list(zip(values.tolist(), counts.tolist(), strict=True))
     with pytest.raises(GdalMcpError) as e:
         categories(path, bands=[2])
     assert e.value.code == "invalid-argument"
@@ -192,8 +211,17 @@ def test_streamed_in_several_windows_gives_the_same_areas(tmp_path: Path, monkey
 def test_continuous_float_band_is_refused_with_a_way_forward(tmp_path: Path) -> None:
     path = tmp_path / "float.tif"
     rng = np.random.default_rng(0)
-    with rasterio.open(path, "w", driver="GTiff", width=200, height=100, count=1, dtype="float32",
-                       crs="EPSG:32618", transform=from_origin(0, 0, 10, 10)) as ds:
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=200,
+        height=100,
+        count=1,
+        dtype="float32",
+        crs="EPSG:32618",
+        transform=from_origin(0, 0, 10, 10),
+    ) as ds:
         ds.write(rng.random((100, 200), dtype="float32"), 1)
     with pytest.raises(GdalMcpError) as e:
         categories(str(path))
@@ -204,8 +232,17 @@ def test_continuous_float_band_is_refused_with_a_way_forward(tmp_path: Path) -> 
 def test_float_classes_and_nan(tmp_path: Path) -> None:
     path = tmp_path / "float_classes.tif"
     data = np.array([[1.5, 1.5, np.nan], [2.0, 1.5, 2.0]], dtype="float32")
-    with rasterio.open(path, "w", driver="GTiff", width=3, height=2, count=1, dtype="float32",
-                       crs="EPSG:3035", transform=from_origin(4e6, 3e6, 100, 100)) as ds:
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=3,
+        height=2,
+        count=1,
+        dtype="float32",
+        crs="EPSG:3035",
+        transform=from_origin(4e6, 3e6, 100, 100),
+    ) as ds:
         ds.write(data, 1)
     band = categories(str(path)).bands[0]
     assert [(c.value, c.count, c.area_m2) for c in band.classes] == [(1.5, 3, 30_000.0), (2.0, 2, 20_000.0)]
@@ -218,14 +255,22 @@ def test_without_crs_areas_are_null(tmp_path: Path) -> None:
         ds.write(np.arange(16, dtype="uint8").reshape(4, 4) % 2, 1)
     res = categories(str(path))
     assert res.area_method == "none" and any("no CRS" in w for w in res.warnings)
-    assert [(c.value, c.count, c.area_m2, c.fraction) for c in res.bands[0].classes] == [(0, 8, None, 0.5),
-                                                                                            (1, 8, None, 0.5)]
+    assert [(c.value, c.count, c.area_m2, c.fraction) for c in res.bands[0].classes] == [(0, 8, None, 0.5), (1, 8, None, 0.5)]
 
 
 def test_mercator_areas_are_warned(tmp_path: Path) -> None:
     path = tmp_path / "merc.tif"
-    with rasterio.open(path, "w", driver="GTiff", width=2, height=2, count=1, dtype="uint8", crs="EPSG:3857",
-                       transform=from_origin(0, 6e6, 1000, 1000)) as ds:
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=2,
+        height=2,
+        count=1,
+        dtype="uint8",
+        crs="EPSG:3857",
+        transform=from_origin(0, 6e6, 1000, 1000),
+    ) as ds:
         ds.write(np.ones((2, 2), dtype="uint8"), 1)
     res = categories(str(path))
     assert res.bands[0].area_m2 == pytest.approx(4e6) and any("Mercator" in w for w in res.warnings)
@@ -233,9 +278,16 @@ def test_mercator_areas_are_warned(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- zonal
 
+
 def write_zones(path: Path, geoms: list, crs: str, names: list[str]) -> str:
-    pyogrio.raw.write(str(path), shapely.to_wkb(np.asarray(geoms)), [np.asarray(names, dtype=object)], ["zone"],
-                      geometry_type="Polygon", crs=crs)
+    pyogrio.raw.write(
+        str(path),
+        shapely.to_wkb(np.asarray(geoms)),
+        [np.asarray(names, dtype=object)],
+        ["zone"],
+        geometry_type="Polygon",
+        crs=crs,
+    )
     return str(path)
 
 
@@ -274,8 +326,9 @@ def test_zonal_class_areas_projected_zones_reprojected(tmp_path: Path) -> None:
         from pyproj import Transformer
 
         to_ll = Transformer.from_crs(ds.crs.to_wkt(), "EPSG:4326", always_xy=True)
-        zone_ll = shapely.transform(shapely.segmentize(local, 100.0), lambda xy: np.column_stack(
-            to_ll.transform(xy[:, 0], xy[:, 1])))
+        zone_ll = shapely.transform(
+            shapely.segmentize(local, 100.0), lambda xy: np.column_stack(to_ll.transform(xy[:, 0], xy[:, 1]))
+        )
         back = Transformer.from_crs("EPSG:4326", ds.crs.to_wkt(), always_xy=True)
         zone_back = shapely.transform(zone_ll, lambda xy: np.column_stack(back.transform(xy[:, 0], xy[:, 1])))
         inside = ~geometry_mask([zone_back], out_shape=classes.shape, transform=t)
@@ -284,10 +337,10 @@ def test_zonal_class_areas_projected_zones_reprojected(tmp_path: Path) -> None:
     row = result.rows[0]
     values, counts = np.unique(classes[inside & ~classes.mask].data, return_counts=True)
     assert row["count"] == counts.sum()
-    assert {k: v["count"] for k, v in row["classes"].items()} == {str(v): int(n) for v, n in zip(values, counts,
-                                                                                                strict=True)}
+    assert {k: v["count"] for k, v in row["classes"].items()} == {str(v): int(n) for v, n in zip(values, counts, strict=True)}
     assert {k: v["area_m2"] for k, v in row["classes"].items()} == pytest.approx(
-        {str(v): n * pixel for v, n in zip(values, counts, strict=True)})
+        {str(v): n * pixel for v, n in zip(values, counts, strict=True)}
+    )
     assert row["majority"] == float(values[np.argmax(counts)])
 
 
@@ -297,12 +350,12 @@ def test_rotated_geographic_grid_uses_local_scale(tmp_path: Path) -> None:
 
     transform = Affine.translation(10, 50) @ Affine.rotation(10) @ Affine.scale(0.05, -0.05)
     path = tmp_path / "rotated.tif"
-    with rasterio.open(path, "w", driver="GTiff", width=100, height=80, count=1, dtype="uint8", crs="EPSG:4326",
-                       transform=transform) as ds:
+    with rasterio.open(
+        path, "w", driver="GTiff", width=100, height=80, count=1, dtype="uint8", crs="EPSG:4326", transform=transform
+    ) as ds:
         ds.write(np.ones((80, 100), dtype="uint8"), 1)
     res = categories(str(path))
-    outline = shapely.segmentize(shapely.Polygon([transform @ p for p in ((0, 0), (100, 0), (100, 80), (0, 80))]),
-                                 0.01)
+    outline = shapely.segmentize(shapely.Polygon([transform @ p for p in ((0, 0), (100, 0), (100, 80), (0, 80))]), 0.01)
     area, _ = Geod(ellps="WGS84").geometry_area_perimeter(outline)
     assert res.area_method == "geodesic"
     assert res.bands[0].area_m2 == pytest.approx(abs(area), rel=1e-4)

@@ -56,8 +56,7 @@ def test_mask_file_crops_to_the_box_snapped_to_the_grid(tmp_path) -> None:
     assert b.top == pytest.approx(Y0 + win.row_off * DY) and b.bottom == pytest.approx(Y0 + (win.row_off + win.height) * DY)
     assert b.left <= BOX_EXTENT[0] < b.left + DX and b.right - DX < BOX_EXTENT[2] <= b.right
     assert summary.resolution == pytest.approx((DX, -DY))
-    assert (summary.driver, summary.count, summary.dtype, summary.crs, summary.nodata) == ("GTiff", 3, "uint8",
-                                                                                           "EPSG:32618", 0.0)
+    assert (summary.driver, summary.count, summary.dtype, summary.crs, summary.nodata) == ("GTiff", 3, "uint8", "EPSG:32618", 0.0)
     data, transform, _, _, colorinterp = read(out)
     with rasterio.open(RGB) as ds:
         source = ds.read(window=win)
@@ -111,8 +110,7 @@ def test_geojson_in_lonlat_is_reprojected(tmp_path) -> None:
 
 def test_geometry_crs_and_feature_wrappers(tmp_path) -> None:
     feature = {"type": "Feature", "properties": {}, "geometry": shapely.geometry.mapping(BOX_POLYGON)}
-    a, _ = clip(RGB, str(tmp_path / "a.tif"), geometry={"type": "FeatureCollection", "features": [feature]},
-             geometry_crs="32618")
+    a, _ = clip(RGB, str(tmp_path / "a.tif"), geometry={"type": "FeatureCollection", "features": [feature]}, geometry_crs="32618")
     b, _ = clip(RGB, str(tmp_path / "b.tif"), mask=BOX)
     assert a.bounds == b.bounds and np.array_equal(read(tmp_path / "a.tif")[0], read(tmp_path / "b.tif")[0])
 
@@ -196,9 +194,11 @@ def test_cog_output_is_a_valid_cog_and_leaves_no_temporary(tmp_path) -> None:
     assert summary.driver == "GTiff"
     with rasterio.open(out) as ds:
         assert cog_check(ds) == ([], [])
-        assert ds.overviews(1) and ds.colorinterp[:3] == (rasterio.enums.ColorInterp.red,
-                                                          rasterio.enums.ColorInterp.green,
-                                                          rasterio.enums.ColorInterp.blue)
+        assert ds.overviews(1) and ds.colorinterp[:3] == (
+            rasterio.enums.ColorInterp.red,
+            rasterio.enums.ColorInterp.green,
+            rasterio.enums.ColorInterp.blue,
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tif"]
     clip(RGB, str(tmp_path / "g.tif"), geometry=LONLAT, crop=False)
     assert np.array_equal(read(out)[0], read(tmp_path / "g.tif")[0])
@@ -220,8 +220,9 @@ def test_nodata_parameter_replaces_source_nodata(tmp_path) -> None:
 def test_float_without_nodata_gets_nan(tmp_path) -> None:
     src = tmp_path / "f.tif"
     transform = rasterio.transform.from_origin(0, 10, 1, 1)
-    with rasterio.open(src, "w", driver="GTiff", width=10, height=10, count=1, dtype="float32", crs="EPSG:32618",
-                       transform=transform) as ds:
+    with rasterio.open(
+        src, "w", driver="GTiff", width=10, height=10, count=1, dtype="float32", crs="EPSG:32618", transform=transform
+    ) as ds:
         ds.write(np.arange(100, dtype="float32").reshape(1, 10, 10) + 1)
     tri = {"type": "Polygon", "coordinates": [[[0, 0], [10.2, 0], [0, 10.2], [0, 0]]]}
     summary, _ = clip(str(src), str(tmp_path / "o.tif"), geometry=tri, geometry_crs="EPSG:32618")
@@ -248,8 +249,10 @@ def test_south_up_raster_bbox(tmp_path) -> None:
         ({}, "got none"),
         ({"bbox": BOX_EXTENT, "mask": BOX}, "got bbox and mask"),
         ({"bbox": BOX_EXTENT, "geometry": LONLAT, "mask": BOX}, "got bbox and geometry and mask"),
-        ({"geometry": {"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 0]]]}},
-         "[-78.9586, 23.565, -76.5749, 25.5509] (minx, miny, maxx, maxy) in EPSG:4326"),
+        (
+            {"geometry": {"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 0]]]}},
+            "[-78.9586, 23.565, -76.5749, 25.5509] (minx, miny, maxx, maxy) in EPSG:4326",
+        ),
         ({"mask": str(DATA / "vector" / "test_gpx.gpx")}, "5 layers; pass mask_layer= one of"),
         ({"mask": str(DATA / "vector" / "test_gpx.gpx"), "mask_layer": "tracks"}, "needs polygons"),
         ({"bbox": (3, 0, 1, 1)}, "minx < maxx"),
@@ -271,8 +274,9 @@ def test_matches_gdalwarp_crop_to_cutline(tmp_path) -> None:
     if gdalwarp is None:
         pytest.skip("gdalwarp not on PATH (install Debian gdal-bin)")
     ref = tmp_path / "ref.tif"
-    subprocess.run([gdalwarp, "-q", "-cutline", BOX, "-crop_to_cutline", RGB, str(ref)], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [gdalwarp, "-q", "-cutline", BOX, "-crop_to_cutline", RGB, str(ref)], check=True, capture_output=True, timeout=60
+    )
     clip(RGB, str(tmp_path / "ours.tif"), mask=BOX)
     ours, ours_t, ours_nodata, *_ = read(tmp_path / "ours.tif")
     theirs, theirs_t, theirs_nodata, *_ = read(ref)
@@ -287,9 +291,9 @@ def test_matches_gdalwarp_crop_to_cutline(tmp_path) -> None:
     assert (dc, dr) == (1, 1) and ours.shape[1:] == (theirs.shape[1] + 2, theirs.shape[2] + 2)
     # Over gdalwarp's extent the pixels are identical; our extra ring keeps pixels whose centres lie in the box
     # (column 243, row 422), which gdalwarp drops, and is nodata elsewhere.
-    assert np.array_equal(ours[:, dr:dr + theirs.shape[1], dc:dc + theirs.shape[2]], theirs)
+    assert np.array_equal(ours[:, dr : dr + theirs.shape[1], dc : dc + theirs.shape[2]], theirs)
     ring = np.ones(ours.shape[1:], dtype=bool)
-    ring[dr:dr + theirs.shape[1], dc:dc + theirs.shape[2]] = False
+    ring[dr : dr + theirs.shape[1], dc : dc + theirs.shape[2]] = False
     outside = geometry_mask([BOX_POLYGON], out_shape=ours.shape[1:], transform=ours_t)
     assert (ring & ~outside)[:, 0].all() and (ring & ~outside)[-1, :-1].all() and outside[:, -1].all()
     assert (ours[:, ring & outside] == 0).all() and (ours[:, ring & ~outside] != 0).any()
@@ -324,16 +328,26 @@ def classes(tmp_path, dtype: str = "uint8", values=None) -> str:
     """A 20x20 class raster without nodata whose classes 0..3 (or `values`) occur inside TRIANGLE."""
     src = tmp_path / f"classes_{dtype}.tif"
     data = (np.arange(400).reshape(20, 20) % 4).astype(dtype) if values is None else values.astype(dtype)
-    with rasterio.open(src, "w", driver="GTiff", width=20, height=20, count=1, dtype=dtype, crs="EPSG:32618",
-                       transform=rasterio.transform.from_origin(0, 20, 1, 1)) as ds:
+    with rasterio.open(
+        src,
+        "w",
+        driver="GTiff",
+        width=20,
+        height=20,
+        count=1,
+        dtype=dtype,
+        crs="EPSG:32618",
+        transform=rasterio.transform.from_origin(0, 20, 1, 1),
+    ) as ds:
         ds.write(data, 1)
     return str(src)
 
 
 def triangle_inside() -> np.ndarray:
     """Pixels whose centre is inside TRIANGLE (the rule of rasterio.mask and gdalwarp -cutline)."""
-    return ~geometry_mask([shapely.geometry.shape(TRIANGLE)], out_shape=(20, 20),
-                          transform=rasterio.transform.from_origin(0, 20, 1, 1))
+    return ~geometry_mask(
+        [shapely.geometry.shape(TRIANGLE)], out_shape=(20, 20), transform=rasterio.transform.from_origin(0, 20, 1, 1)
+    )
 
 
 @pytest.mark.parametrize("fmt", [None, "COG"])
@@ -353,8 +367,10 @@ def test_integer_without_nodata_keeps_real_zeros_behind_a_mask(tmp_path, fmt) ->
         assert ds.files == [str(tmp_path / "o.tif")]  # an internal mask: no .msk sidecar
     assert np.array_equal(valid == 255, inside) and np.array_equal(~masked.mask, inside)
     # Every kept pixel keeps its class, zeros included (60 of them inside the triangle).
-    assert np.array_equal(masked.compressed(), source[inside]) and (masked.compressed() == 0).sum() == (
-        source[inside] == 0).sum() > 50
+    assert (
+        np.array_equal(masked.compressed(), source[inside])
+        and (masked.compressed() == 0).sum() == (source[inside] == 0).sum() > 50
+    )
     assert any("mask band" in w for w in warnings)
 
 
@@ -364,11 +380,21 @@ def test_integer_mask_matches_gdalwarp_dstalpha(tmp_path) -> None:
         pytest.skip("gdalwarp not on PATH (install Debian gdal-bin)")
     src = classes(tmp_path)
     cut = tmp_path / "tri.geojson"
-    cut.write_text(json.dumps({"type": "FeatureCollection",
-                               "crs": {"type": "name", "properties": {"name": "EPSG:32618"}},
-                               "features": [{"type": "Feature", "properties": {}, "geometry": TRIANGLE}]}))
-    subprocess.run([gdalwarp, "-q", "-cutline", str(cut), "-dstalpha", src, str(tmp_path / "ref.tif")], check=True,
-                   capture_output=True, timeout=60)
+    cut.write_text(
+        json.dumps(
+            {
+                "type": "FeatureCollection",
+                "crs": {"type": "name", "properties": {"name": "EPSG:32618"}},
+                "features": [{"type": "Feature", "properties": {}, "geometry": TRIANGLE}],
+            }
+        )
+    )
+    subprocess.run(
+        [gdalwarp, "-q", "-cutline", str(cut), "-dstalpha", src, str(tmp_path / "ref.tif")],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     clip(src, str(tmp_path / "ours.tif"), mask=str(cut), crop=False)
     with rasterio.open(tmp_path / "ref.tif") as ref, rasterio.open(tmp_path / "ours.tif") as ours:
         alpha, theirs = ref.read(2), ref.read(1)
@@ -378,12 +404,15 @@ def test_integer_mask_matches_gdalwarp_dstalpha(tmp_path) -> None:
     assert np.array_equal(data[valid == 255], theirs[alpha == 255]) and (data[valid == 255] == 0).any()
 
 
-@pytest.mark.parametrize(("dtype", "used", "expected"), [
-    ("uint8", [255], 254),
-    ("uint8", [], 255),
-    ("int16", [-32768, -32767], -32766),
-    ("uint32", [4294967295], 4294967294),
-])
+@pytest.mark.parametrize(
+    ("dtype", "used", "expected"),
+    [
+        ("uint8", [255], 254),
+        ("uint8", [], 255),
+        ("int16", [-32768, -32767], -32766),
+        ("uint32", [4294967295], 4294967294),
+    ],
+)
 def test_formats_without_masks_get_an_unused_value(tmp_path, dtype, used, expected) -> None:
     values = np.arange(400).reshape(20, 20) % 4
     inside = triangle_inside()

@@ -103,8 +103,12 @@ def test_int_conversion_rounds_and_clamps(tmp_path) -> None:
 def test_png_and_bad_arguments(tmp_path) -> None:
     s, _ = convert(RGB, str(tmp_path / "q.png"))
     assert s.driver == "PNG"
-    for kwargs, code in [({"bands": [4]}, "invalid-argument"), ({"output_type": "Complex64"}, "invalid-argument"),
-                         ({"format": "NoSuchDriver"}, "invalid-argument"), ({"scale": [1, 1]}, "invalid-argument")]:
+    for kwargs, code in [
+        ({"bands": [4]}, "invalid-argument"),
+        ({"output_type": "Complex64"}, "invalid-argument"),
+        ({"format": "NoSuchDriver"}, "invalid-argument"),
+        ({"scale": [1, 1]}, "invalid-argument"),
+    ]:
         with pytest.raises(GdalMcpError) as e:
             convert(RGB, str(tmp_path / "bad.tif"), **kwargs)
         assert e.value.code == code
@@ -161,14 +165,19 @@ def test_rpcs_are_kept_and_shifted_by_a_subset(tmp_path) -> None:
             assert float(ra[key]) == pytest.approx(float(rb[key])), key
 
 
-@pytest.mark.parametrize(("kwargs", "cli"), [
-    ({"resolution": 900}, ["-tr", "900", "900"]),
-    ({"resolution": [450, 600], "resampling": "bilinear"}, ["-tr", "450", "600", "-r", "bilinear"]),
-    ({"size": [200, 150], "resampling": "cubic"}, ["-outsize", "200", "150", "-r", "cubic"]),
-    ({"size": [1582, 1436], "resampling": "nearest"}, ["-outsize", "1582", "1436"]),
-    ({"resolution": 600, "resampling": "average", "projwin": (175000.0, 2700000.0, 250000.0, 2750000.0)},
-     ["-tr", "600", "600", "-r", "average", "-projwin", "175000", "2750000", "250000", "2700000"]),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "cli"),
+    [
+        ({"resolution": 900}, ["-tr", "900", "900"]),
+        ({"resolution": [450, 600], "resampling": "bilinear"}, ["-tr", "450", "600", "-r", "bilinear"]),
+        ({"size": [200, 150], "resampling": "cubic"}, ["-outsize", "200", "150", "-r", "cubic"]),
+        ({"size": [1582, 1436], "resampling": "nearest"}, ["-outsize", "1582", "1436"]),
+        (
+            {"resolution": 600, "resampling": "average", "projwin": (175000.0, 2700000.0, 250000.0, 2750000.0)},
+            ["-tr", "600", "600", "-r", "average", "-projwin", "175000", "2750000", "250000", "2700000"],
+        ),
+    ],
+)
 def test_resample_without_reprojecting_matches_gdal_translate(tmp_path, kwargs, cli) -> None:
     s, _ = convert(RGB, str(tmp_path / "ours.tif"), **kwargs)
     gdal_cli("gdal_translate", *cli, RGB, str(tmp_path / "cli.tif"))

@@ -25,9 +25,15 @@ def pixels(path: Path) -> str:
 
 def facts(path: Path) -> dict:
     with rasterio.open(path) as ds:
-        return {"crs": ds.crs.to_epsg() if ds.crs else None, "transform": tuple(round(v, 6) for v in ds.transform),
-                "nodata": ds.nodata, "scales": ds.scales, "offsets": ds.offsets, "units": ds.units,
-                "tags": {k: v for k, v in ds.tags().items() if k.startswith("SOURCE")}}
+        return {
+            "crs": ds.crs.to_epsg() if ds.crs else None,
+            "transform": tuple(round(v, 6) for v in ds.transform),
+            "nodata": ds.nodata,
+            "scales": ds.scales,
+            "offsets": ds.offsets,
+            "units": ds.units,
+            "tags": {k: v for k, v in ds.tags().items() if k.startswith("SOURCE")},
+        }
 
 
 @pytest.mark.skipif(shutil.which("gdal_edit.py") is None, reason="gdal_edit.py (Debian python3-gdal) not installed")
@@ -36,10 +42,40 @@ def test_same_result_as_gdal_edit(tmp_path: Path) -> None:
     shutil.copy(SLOPE, ours)
     shutil.copy(SLOPE, ref)
     before = pixels(ours)
-    edit(str(ours), crs="EPSG:5070", nodata=-1, scale=0.5, offset=2, bounds=(0, 0, 8400, 7800),
-         metadata={"SOURCE": "survey"}, units="m")
-    subprocess.run(["gdal_edit.py", "-a_srs", "EPSG:5070", "-a_nodata", "-1", "-scale", "0.5", "-offset", "2",
-                    "-a_ullr", "0", "7800", "8400", "0", "-mo", "SOURCE=survey", "-units", "m", str(ref)], check=True)
+    edit(
+        str(ours),
+        crs="EPSG:5070",
+        nodata=-1,
+        scale=0.5,
+        offset=2,
+        bounds=(0, 0, 8400, 7800),
+        metadata={"SOURCE": "survey"},
+        units="m",
+    )
+    subprocess.run(
+        [
+            "gdal_edit.py",
+            "-a_srs",
+            "EPSG:5070",
+            "-a_nodata",
+            "-1",
+            "-scale",
+            "0.5",
+            "-offset",
+            "2",
+            "-a_ullr",
+            "0",
+            "7800",
+            "8400",
+            "0",
+            "-mo",
+            "SOURCE=survey",
+            "-units",
+            "m",
+            str(ref),
+        ],
+        check=True,
+    )
     assert facts(ours) == facts(ref)
     assert facts(ours)["crs"] == 5070 and facts(ours)["nodata"] == -1
     assert pixels(ours) == before, "metadata edits never change pixel values"
@@ -57,8 +93,7 @@ def test_unset_nodata_and_descriptions(tmp_path: Path) -> None:
 def test_refusals(tmp_path: Path) -> None:
     path = tmp_path / "a.tif"
     shutil.copy(SLOPE, path)
-    for kwargs in ({}, {"nodata": 1, "unset_nodata": True}, {"scale": [1, 2]}, {"bounds": (1, 1, 0, 0)},
-                   {"crs": "not a crs"}):
+    for kwargs in ({}, {"nodata": 1, "unset_nodata": True}, {"scale": [1, 2]}, {"bounds": (1, 1, 0, 0)}, {"crs": "not a crs"}):
         with pytest.raises(GdalMcpError) as e:
             edit(str(path), **kwargs)  # type: ignore[arg-type]
         assert e.value.code == "invalid-argument", kwargs

@@ -19,8 +19,8 @@ def dem_with_holes(path) -> str:
     """The Jacksboro DEM with a disc, a block and the eastern columns set to nodata."""
     with rasterio.open(DEM) as ds:
         z, profile = ds.read(1), ds.profile
-    rows, cols = np.mgrid[0:z.shape[0], 0:z.shape[1]]
-    z[(rows - 100) ** 2 + (cols - 150) ** 2 < 30 ** 2] = -32768
+    rows, cols = np.mgrid[0 : z.shape[0], 0 : z.shape[1]]
+    z[(rows - 100) ** 2 + (cols - 150) ** 2 < 30**2] = -32768
     z[200:260, 10:40] = -32768
     z[:, 390:] = -32768
     profile.update(nodata=-32768)
@@ -34,14 +34,12 @@ def read(path) -> tuple[np.ndarray, float | None, str]:
         return ds.read(1), ds.nodata, ds.dtypes[0]
 
 
-@pytest.mark.parametrize(("max_distance", "smoothing", "window_rows"),
-                         [(100, 0, 1000), (100, 0, 7), (10, 2, 5), (3, 0, 2)])
+@pytest.mark.parametrize(("max_distance", "smoothing", "window_rows"), [(100, 0, 1000), (100, 0, 7), (10, 2, 5), (3, 0, 2)])
 def test_identical_to_gdal_fillnodata(tmp_path, monkeypatch, max_distance, smoothing, window_rows) -> None:
     src = dem_with_holes(tmp_path / "holes.tif")
     gdal_cli("gdal_fillnodata.py", "-md", str(max_distance), "-si", str(smoothing), src, str(tmp_path / "ref.tif"))
     monkeypatch.setattr(fill_module, "WINDOW_PIXELS", window_rows * 403)
-    summary, warnings = fill_nodata(src, str(tmp_path / "out.tif"), max_distance=max_distance,
-                                    smoothing_iterations=smoothing)
+    summary, warnings = fill_nodata(src, str(tmp_path / "out.tif"), max_distance=max_distance, smoothing_iterations=smoothing)
     ours, ref = read(tmp_path / "out.tif"), read(tmp_path / "ref.tif")
     assert ours[1:] == ref[1:] == (-32768.0, "int16")
     assert np.array_equal(ours[0], ref[0])

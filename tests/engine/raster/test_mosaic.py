@@ -86,6 +86,7 @@ def test_matches_gdalbuildvrt_plus_translate(tmp_path) -> None:
 
 # ---------------------------------------------------------------------------------------------- resolution, nodata, bbox
 
+
 def coarse_copy(tmp_path, factor: int = 10) -> str:
     """rgb2.tif resampled to `factor` times coarser pixels (same extent), nearest."""
     from rasterio.enums import Resampling
@@ -109,8 +110,9 @@ def test_default_is_gdalbuildvrts_average_and_says_so(tmp_path) -> None:
         fine, rough = a.res, b.res
     # Reference 1: the arithmetic mean of the two pixel sizes (gdalbuildvrt's AVERAGE_RESOLUTION).
     assert s.resolution == pytest.approx(((fine[0] + rough[0]) / 2, (fine[1] + rough[1]) / 2), rel=1e-12)
-    assert any("different resolutions" in w and f"{fine[0]:.6g}" in w and f"{rough[0]:.6g}" in w and "average" in w
-               for w in warnings), warnings
+    assert any(
+        "different resolutions" in w and f"{fine[0]:.6g}" in w and f"{rough[0]:.6g}" in w and "average" in w for w in warnings
+    ), warnings
     # Reference 2: gdalbuildvrt (default -resolution average) + gdal_translate.
     gdal_cli("gdalbuildvrt", str(tmp_path / "cli.vrt"), TILES[0], coarse)
     gdal_cli("gdal_translate", str(tmp_path / "cli.vrt"), str(tmp_path / "cli.tif"))

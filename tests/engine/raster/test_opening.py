@@ -125,8 +125,13 @@ def test_local_tiles_open_the_source_once_and_give_the_same_pixels(tmp_path: Pat
     job's own open), and pixels identical to tiles that each open the source themselves."""
     monkeypatch.setattr(tiles, "TILE_ALIGN", 128)
     monkeypatch.setattr(tiles, "plan", functools.partial(tiles.plan, tile_bytes=1))
-    reproject(RGB, str(tmp_path / "kept.tif"), dst_crs="EPSG:4326", format="GTiff",
-              options={"TILED": "YES", "BLOCKXSIZE": "128", "BLOCKYSIZE": "128"})
+    reproject(
+        RGB,
+        str(tmp_path / "kept.tif"),
+        dst_crs="EPSG:4326",
+        format="GTiff",
+        options={"TILED": "YES", "BLOCKXSIZE": "128", "BLOCKYSIZE": "128"},
+    )
     with rasterio.open(tmp_path / "kept.tif") as out:
         count = len(tiles.plan(out.width, out.height, bytes_per_pixel=3))
     assert count >= 20
@@ -138,8 +143,13 @@ def test_local_tiles_open_the_source_once_and_give_the_same_pixels(tmp_path: Pat
 
     monkeypatch.setattr(tiles, "Session", NoSession)
     opens.clear()
-    reproject(RGB, str(tmp_path / "fresh.tif"), dst_crs="EPSG:4326", format="GTiff",
-              options={"TILED": "YES", "BLOCKXSIZE": "128", "BLOCKYSIZE": "128"})
+    reproject(
+        RGB,
+        str(tmp_path / "fresh.tif"),
+        dst_crs="EPSG:4326",
+        format="GTiff",
+        options={"TILED": "YES", "BLOCKXSIZE": "128", "BLOCKYSIZE": "128"},
+    )
     assert opens.count(RGB) == 1 + count
     with rasterio.open(tmp_path / "kept.tif") as a, rasterio.open(tmp_path / "fresh.tif") as b:
         assert a.profile == b.profile

@@ -132,6 +132,7 @@ def test_a_cog_is_refused_not_broken(tmp_path, action) -> None:
 
 # ---------------------------------------------------------------------------------------------- external (-ro)
 
+
 def _external(src: str, tmp_path, **kwargs):
     """overviews_external as the tool runs it: into a scratch dir, then the .ovr moved beside the raster."""
     import os

@@ -30,10 +30,14 @@ def read(path) -> tuple[np.ndarray, float | None, str]:
 CASES = [
     ([], {}),
     (["-values", "3,7", "-distunits", "PIXEL"], {"target_values": [3, 7], "distance_units": "pixel"}),
-    (["-values", "9", "-ot", "Byte", "-distunits", "PIXEL", "-maxdist", "50"],
-     {"target_values": [9], "output_type": "Byte", "distance_units": "pixel", "max_distance": 50}),
-    (["-values", "8", "-ot", "UInt16", "-distunits", "PIXEL", "-maxdist", "20", "-nodata", "9999"],
-     {"target_values": [8], "output_type": "UInt16", "distance_units": "pixel", "max_distance": 20, "nodata": 9999}),
+    (
+        ["-values", "9", "-ot", "Byte", "-distunits", "PIXEL", "-maxdist", "50"],
+        {"target_values": [9], "output_type": "Byte", "distance_units": "pixel", "max_distance": 50},
+    ),
+    (
+        ["-values", "8", "-ot", "UInt16", "-distunits", "PIXEL", "-maxdist", "20", "-nodata", "9999"],
+        {"target_values": [8], "output_type": "UInt16", "distance_units": "pixel", "max_distance": 20, "nodata": 9999},
+    ),
 ]
 
 

@@ -35,8 +35,14 @@ LAYOUTS = {
 
 
 def profile(width: int, height: int, **kw: Any) -> dict[str, Any]:
-    return dict(driver="GTiff", width=width, height=height, crs="EPSG:32618",
-                transform=rasterio.Affine(30, 0, 300000, 0, -30, 4500000), **kw)
+    return dict(
+        driver="GTiff",
+        width=width,
+        height=height,
+        crs="EPSG:32618",
+        transform=rasterio.Affine(30, 0, 300000, 0, -30, 4500000),
+        **kw,
+    )
 
 
 def random_pixels(count: int, height: int, width: int, dtype: str, seed: int = 0) -> np.ndarray:
@@ -51,8 +57,11 @@ def block_windows(layout: rawtiff.Layout, rows_per: int, cols_per: int) -> list[
     """Windows of whole blocks of a tiled layout covering the raster (the last ones reaching its edges)."""
     bh, bw = layout.block
     step_r, step_c = bh * rows_per, min(layout.width, bw * cols_per)
-    return [(c, r, min(step_c, layout.width - c), min(step_r, layout.height - r))
-            for r in range(0, layout.height, step_r) for c in range(0, layout.width, step_c)]
+    return [
+        (c, r, min(step_c, layout.width - c), min(step_r, layout.height - r))
+        for r in range(0, layout.height, step_r)
+        for c in range(0, layout.width, step_c)
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(LAYOUTS))
@@ -70,7 +79,7 @@ def test_every_layout_reads_back_what_was_written(tmp_path: Path, name: str) -> 
     assert len(windows) > 3
     for col, row, w, h in reversed(windows):  # any order
         assert layout.fits((col, row, w, h))
-        rawtiff.write_window(layout, (col, row, w, h), data[:, row:row + h, col:col + w])
+        rawtiff.write_window(layout, (col, row, w, h), data[:, row : row + h, col : col + w])
     # The reference: the same pixels written by GDAL.
     ref = tmp_path / "gdal.tif"
     with rasterio.open(ref, "w", **profile(width, height, **kw)) as out:
@@ -96,8 +105,9 @@ def test_nodata_is_declared_after_the_pixels_without_filling_the_file(tmp_path: 
         assert np.array_equal(ds.read(), data)
 
 
-@pytest.mark.parametrize("options", [{"COMPRESS": "DEFLATE"}, {"NBITS": "4"}, {"SPARSE_OK": "TRUE"},
-                                     {"ENDIANNESS": "BIG"}, {"PHOTOMETRIC": "YCBCR"}])
+@pytest.mark.parametrize(
+    "options", [{"COMPRESS": "DEFLATE"}, {"NBITS": "4"}, {"SPARSE_OK": "TRUE"}, {"ENDIANNESS": "BIG"}, {"PHOTOMETRIC": "YCBCR"}]
+)
 def test_options_that_change_the_bytes_are_not_written_raw(options: dict[str, str]) -> None:
     assert not rawtiff.eligible("GTiff", options)
     assert rawtiff.eligible("GTiff", {"COMPRESS": "NONE", "TILED": "YES", "INTERLEAVE": "BAND"})
@@ -181,8 +191,7 @@ def test_o_direct_writes_the_aligned_middle(tmp_path: Path, monkeypatch: pytest.
     rawtiff.write_window(layout, (0, 0, 3000, 400), data)
     if not rawtiff._direct[0]:
         pytest.skip("this file system refuses O_DIRECT: covered by test_plain_writes_where_o_direct_is_refused")
-    assert direct and all(o % rawtiff.ALIGN == 0 and n % rawtiff.ALIGN == 0 and a % rawtiff.ALIGN == 0
-                          for o, n, a in direct)
+    assert direct and all(o % rawtiff.ALIGN == 0 and n % rawtiff.ALIGN == 0 and a % rawtiff.ALIGN == 0 for o, n, a in direct)
     with rasterio.open(tmp_path / "d.tif") as ds:
         assert np.array_equal(ds.read(), data)
 
@@ -194,7 +203,7 @@ def test_background_writes_are_counted_and_failures_reported(tmp_path: Path) -> 
     data = random_pixels(1, 300, 400, "uint8")
     total = 0
     for row in range(0, 300, 100):
-        pieces = rawtiff.runs(layout, (0, row, 400, 100), data[:, row:row + 100])
+        pieces = rawtiff.runs(layout, (0, row, 400, 100), data[:, row : row + 100])
         total += sum(len(b) for _, b in pieces)
         rawtiff._background.submit(layout, pieces)
     assert rawtiff.flush(layout.key) == (total, None, None) and total == 400 * 300
@@ -244,8 +253,7 @@ def test_a_flush_that_waits_too_long_fails_the_job(tmp_path: Path) -> None:
     gate.set()
 
 
-def test_write_tiles_writes_the_default_gtiff_raw_with_gdals_pixels(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_tiles_writes_the_default_gtiff_raw_with_gdals_pixels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """reproject into a plain GTiff goes the raw way (locally: in the background, flushed); with creation options
     that compress it goes through GDAL; both give the same pixels, and so does a process-pool executor (whose
     tiles write synchronously: it cannot reach its processes afterwards)."""
@@ -261,8 +269,11 @@ def test_write_tiles_writes_the_default_gtiff_raw_with_gdals_pixels(tmp_path: Pa
     with spawned_pool() as pool:
         with tiles.using(ProcessMapper(pool)):
             reproject(RGB, str(tmp_path / "pool.tif"), dst_crs="EPSG:4326", nodata=0)
-    with rasterio.open(tmp_path / "raw.tif") as a, rasterio.open(tmp_path / "gdal.tif") as b, \
-            rasterio.open(tmp_path / "pool.tif") as c:
+    with (
+        rasterio.open(tmp_path / "raw.tif") as a,
+        rasterio.open(tmp_path / "gdal.tif") as b,
+        rasterio.open(tmp_path / "pool.tif") as c,
+    ):
         assert a.nodata == b.nodata == c.nodata == 0
         assert (a.transform, a.crs, a.colorinterp) == (b.transform, b.crs, b.colorinterp)
         assert np.array_equal(a.read(), b.read()) and np.array_equal(a.read(), c.read())
@@ -300,8 +311,9 @@ def test_calc_counters_come_back_from_raw_tiles(tmp_path: Path, monkeypatch: pyt
     expressions = ["a * 3", "a / (a - 100)"]  # over 255 is clamped in Byte; a == 100 divides by zero
     _, raw_warnings = calc({"a": RGB}, expressions, str(tmp_path / "raw.tif"), output_type="Byte", nodata=0)
     assert len(created) == 1
-    _, gdal_warnings = calc({"a": RGB}, expressions, str(tmp_path / "gdal.tif"), output_type="Byte", nodata=0,
-                            creation_options={"COMPRESS": "LZW"})
+    _, gdal_warnings = calc(
+        {"a": RGB}, expressions, str(tmp_path / "gdal.tif"), output_type="Byte", nodata=0, creation_options={"COMPRESS": "LZW"}
+    )
     assert len(created) == 1
     assert raw_warnings == gdal_warnings
     assert any("clamped" in w for w in raw_warnings) and any("divided by zero" in w for w in raw_warnings)

@@ -15,8 +15,12 @@ from gdal_mcp.errors import GdalMcpError
 from tests.conftest import DATA
 
 SLOPE = DATA / "raster" / "slope.tif"  # Float32, nodata -9999, values 0 .. 737.93
-CLASSES = [{"min": 0, "max": 5, "value": 1}, {"min": 5, "max": 15, "value": 2}, {"min": 15, "max": 45, "value": 3},
-           {"min": 45, "value": 4}]
+CLASSES = [
+    {"min": 0, "max": 5, "value": 1},
+    {"min": 5, "max": 15, "value": 2},
+    {"min": 15, "max": 45, "value": 3},
+    {"min": 45, "value": 4},
+]
 
 
 def test_slope_into_four_classes(tmp_path: Path) -> None:
@@ -66,8 +70,19 @@ def test_agrees_with_gdal_calc(tmp_path: Path) -> None:
     ours = tmp_path / "ours.tif"
     ref = tmp_path / "ref.tif"
     reclassify(str(SLOPE), str(ours), classes=CLASSES, output_type="Byte")
-    subprocess.run(["gdal_calc.py", "-A", str(SLOPE), f"--outfile={ref}", "--type=Byte", "--NoDataValue=255",
-                    "--calc=1*(A<5)+2*((A>=5)*(A<15))+3*((A>=15)*(A<45))+4*(A>=45)", "--quiet"], check=True)
+    subprocess.run(
+        [
+            "gdal_calc.py",
+            "-A",
+            str(SLOPE),
+            f"--outfile={ref}",
+            "--type=Byte",
+            "--NoDataValue=255",
+            "--calc=1*(A<5)+2*((A>=5)*(A<15))+3*((A>=15)*(A<45))+4*(A>=45)",
+            "--quiet",
+        ],
+        check=True,
+    )
     with rasterio.open(ours) as a, rasterio.open(ref) as b:
         x, y = a.read(1, masked=True), b.read(1, masked=True)
     assert (np.ma.getmaskarray(x) == np.ma.getmaskarray(y)).all()
@@ -75,9 +90,14 @@ def test_agrees_with_gdal_calc(tmp_path: Path) -> None:
 
 
 def test_refusals(tmp_path: Path) -> None:
-    for kwargs in ({}, {"classes": CLASSES, "mapping": {"1": 2}}, {"classes": [{"min": 5, "max": 1, "value": 1}]},
-                   {"mapping": {"x": 1}}, {"classes": CLASSES, "default": "drop"},
-                   {"classes": [{"min": 0, "value": 300}], "output_type": "Byte"}):
+    for kwargs in (
+        {},
+        {"classes": CLASSES, "mapping": {"1": 2}},
+        {"classes": [{"min": 5, "max": 1, "value": 1}]},
+        {"mapping": {"x": 1}},
+        {"classes": CLASSES, "default": "drop"},
+        {"classes": [{"min": 0, "value": 300}], "output_type": "Byte"},
+    ):
         with pytest.raises(GdalMcpError) as e:
             reclassify(str(SLOPE), str(tmp_path / "x.tif"), **kwargs)  # type: ignore[arg-type]
         assert e.value.code == "invalid-argument", kwargs

@@ -95,14 +95,17 @@ def test_points_in_wgs84_match_rasterio_sample() -> None:
     assert res.points[0].values == [19.0, 23.0, 27.0]  # gdallocationinfo -wgs84 RGB.byte.tif -77.5 24.5
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    ({"points": []}, "non-empty"),
-    ({"points": [(1, 2, 3)]}, "[x, y]"),
-    ({"points": [(1, float("nan"))]}, "not finite"),
-    ({"points": [(0, 0)] * 10001}, "at most 10000"),
-    ({"points": [(0, 0)], "bands": [9]}, "3 band(s)"),
-    ({"points": [(0, 0)], "points_crs": "nonsense"}, "neither a CRS code"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        ({"points": []}, "non-empty"),
+        ({"points": [(1, 2, 3)]}, "[x, y]"),
+        ({"points": [(1, float("nan"))]}, "not finite"),
+        ({"points": [(0, 0)] * 10001}, "at most 10000"),
+        ({"points": [(0, 0)], "bands": [9]}, "3 band(s)"),
+        ({"points": [(0, 0)], "points_crs": "nonsense"}, "neither a CRS code"),
+    ],
+)
 def test_invalid_arguments(kwargs: dict, needle: str) -> None:
     with pytest.raises(GdalMcpError) as e:
         sample(RGB, **kwargs)
@@ -134,8 +137,13 @@ def _gdallocationinfo(path: str, x: float, y: float, *extra: str) -> list[str]:
     exe = shutil.which("gdallocationinfo")
     if exe is None:
         pytest.skip("gdallocationinfo not on PATH (install Debian gdal-bin)")
-    out = subprocess.run([exe, "-valonly", *extra, path, repr(x), repr(y)], capture_output=True, text=True,
-                         timeout=60, env={**os.environ, "GDAL_PAM_ENABLED": "NO"})
+    out = subprocess.run(
+        [exe, "-valonly", *extra, path, repr(x), repr(y)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "GDAL_PAM_ENABLED": "NO"},
+    )
     return out.stdout.split()
 
 

@@ -122,17 +122,20 @@ def test_bbox_outside_tells_the_bounds() -> None:
     assert "101985.0" in e.value.message and "2826915.0" in e.value.message and "EPSG:32618" in e.value.message
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    ({"bands": [4]}, "3 band(s)"),
-    ({"bands": [0]}, "3 band(s)"),
-    ({"bands": []}, "non-empty"),
-    ({"percentiles": [50, 100.5]}, "between 0 and 100"),
-    ({"percentiles": [-1]}, "between 0 and 100"),
-    ({"histogram_bins": 0}, "1 to 10000"),
-    ({"histogram_bins": 10001}, "1 to 10000"),
-    ({"bbox": (10, 10, 5, 20)}, "minx < maxx"),
-    ({"bbox": (0, 0, 1, 1), "bbox_crs": "EPSG:999999"}, "not a CRS"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        ({"bands": [4]}, "3 band(s)"),
+        ({"bands": [0]}, "3 band(s)"),
+        ({"bands": []}, "non-empty"),
+        ({"percentiles": [50, 100.5]}, "between 0 and 100"),
+        ({"percentiles": [-1]}, "between 0 and 100"),
+        ({"histogram_bins": 0}, "1 to 10000"),
+        ({"histogram_bins": 10001}, "1 to 10000"),
+        ({"bbox": (10, 10, 5, 20)}, "minx < maxx"),
+        ({"bbox": (0, 0, 1, 1), "bbox_crs": "EPSG:999999"}, "not a CRS"),
+    ],
+)
 def test_invalid_arguments(kwargs: dict, needle: str) -> None:
     with pytest.raises(GdalMcpError) as e:
         raster_stats(RGB, **kwargs)
@@ -160,23 +163,45 @@ def _synthetic(path: Path, dtype: str, rng: np.random.Generator) -> tuple[np.nda
         nodata = -9999.0
     else:
         info = np.iinfo(dtype)
-        a = rng.integers(max(int(info.min), -2**62), min(int(info.max), 2**62), shape, dtype=dtype, endpoint=True)
+        a = rng.integers(max(int(info.min), -(2**62)), min(int(info.max), 2**62), shape, dtype=dtype, endpoint=True)
         nodata = 17.0
     a.flat[rng.integers(0, a.size, 2000)] = a.flat[5]  # many equal values around one rank
     a.flat[rng.integers(0, a.size, 500)] = nodata
-    with rasterio.open(path, "w", driver="GTiff", width=shape[1], height=shape[0], count=1, dtype=dtype,
-                       nodata=nodata, crs="EPSG:32618", transform=Affine(10, 0, 500000, 0, -10, 4000000),
-                       tiled=True, blockxsize=32, blockysize=32) as ds:
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=shape[1],
+        height=shape[0],
+        count=1,
+        dtype=dtype,
+        nodata=nodata,
+        crs="EPSG:32618",
+        transform=Affine(10, 0, 500000, 0, -10, 4000000),
+        tiled=True,
+        blockxsize=32,
+        blockysize=32,
+    ) as ds:
         ds.write(a, 1)
     return a, nodata
 
 
-@pytest.mark.parametrize("dtype,passes", [
-    ("uint8", 1), ("int8", 1), ("int16", 1), ("uint16", 1), ("int32", 2), ("uint32", 2), ("float32", 2),
-    ("int64", 4), ("uint64", 4), ("float64", 4),
-])
-def test_every_dtype_exact_over_many_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: str,
-                                             passes: int) -> None:
+@pytest.mark.parametrize(
+    "dtype,passes",
+    [
+        ("uint8", 1),
+        ("int8", 1),
+        ("int16", 1),
+        ("uint16", 1),
+        ("int32", 2),
+        ("uint32", 2),
+        ("float32", 2),
+        ("int64", 4),
+        ("uint64", 4),
+        ("float64", 4),
+    ],
+)
+def test_every_dtype_exact_over_many_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: str, passes: int) -> None:
     # Small tiles, small windows and a small candidate buffer force many tiles, many windows per tile and every
     # refinement step.
     monkeypatch.setattr(region_mod, "DEFAULT_WINDOW_PIXELS", 3000)
@@ -189,8 +214,9 @@ def test_every_dtype_exact_over_many_windows(tmp_path: Path, monkeypatch: pytest
         v = v[~np.isnan(v)]
     qs = [0, 0.1, 2, 25, 33.3333, 50, 75, 97.5, 99.99, 100]
     messages: list[tuple[float, str]] = []
-    r = raster_stats(str(tmp_path / f"{dtype}.tif"), percentiles=qs, histogram_bins=37,
-                     progress=lambda f, m="": messages.append((f, m)))
+    r = raster_stats(
+        str(tmp_path / f"{dtype}.tif"), percentiles=qs, histogram_bins=37, progress=lambda f, m="": messages.append((f, m))
+    )
     b = r.bands[0]
     assert b.valid_count == v.size and b.nodata_count == a.size - v.size
     assert (b.min, b.max) == (float(v.min()), float(v.max()))
@@ -213,8 +239,9 @@ def test_every_dtype_exact_over_many_windows(tmp_path: Path, monkeypatch: pytest
 
 def test_empty_percentiles_and_no_valid_pixels(tmp_path: Path) -> None:
     path = tmp_path / "empty.tif"
-    with rasterio.open(path, "w", driver="GTiff", width=4, height=3, count=2, dtype="float32", nodata=-1,
-                       transform=Affine(1, 0, 0, 0, -1, 3)) as ds:
+    with rasterio.open(
+        path, "w", driver="GTiff", width=4, height=3, count=2, dtype="float32", nodata=-1, transform=Affine(1, 0, 0, 0, -1, 3)
+    ) as ds:
         ds.write(np.stack([np.full((3, 4), -1, dtype="float32"), np.arange(12, dtype="float32").reshape(3, 4)]))
     r = raster_stats(str(path), percentiles=[], histogram_bins=4)
     b1, b2 = r.bands

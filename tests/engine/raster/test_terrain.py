@@ -22,16 +22,33 @@ RES = 10.0
 ORIGIN = (500000.0, 4000000.0)
 SRTM = f"/vsizip/{DATA}/raster/N10W110.hgt.zip/N10W110.hgt"
 PRODUCTS = ["hillshade", "slope", "aspect", "tri", "tpi", "roughness"]
-GDALDEM_MODE = {"hillshade": "hillshade", "slope": "slope", "aspect": "aspect", "tri": "TRI", "tpi": "TPI",
-                "roughness": "roughness"}
+GDALDEM_MODE = {
+    "hillshade": "hillshade",
+    "slope": "slope",
+    "aspect": "aspect",
+    "tri": "TRI",
+    "tpi": "TPI",
+    "roughness": "roughness",
+}
 
 
 # ---------------------------------------------------------------------------------------------- helpers
 
+
 def write_dem(path, z, *, transform=None, crs="EPSG:32618", nodata=-9999.0, dtype="float32") -> str:
     z = np.asarray(z)
-    with rasterio.open(path, "w", driver="GTiff", width=z.shape[1], height=z.shape[0], count=1, dtype=dtype, crs=crs,
-                       transform=transform or from_origin(*ORIGIN, RES, RES), nodata=nodata) as ds:
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=z.shape[1],
+        height=z.shape[0],
+        count=1,
+        dtype=dtype,
+        crs=crs,
+        transform=transform or from_origin(*ORIGIN, RES, RES),
+        nodata=nodata,
+    ) as ds:
         ds.write(z.astype(dtype), 1)
     return str(path)
 
@@ -43,7 +60,7 @@ def read(path) -> tuple[np.ndarray, float | None]:
 
 def east_north(shape, res=RES) -> tuple[np.ndarray, np.ndarray]:
     """Pixel-centre coordinates relative to the upper-left corner: east grows with columns, north falls with rows."""
-    rows, cols = np.mgrid[0:shape[0], 0:shape[1]]
+    rows, cols = np.mgrid[0 : shape[0], 0 : shape[1]]
     return (cols + 0.5) * res, -(rows + 0.5) * res
 
 
@@ -58,8 +75,9 @@ def horn(z: np.ndarray, dx: float, dy: float) -> tuple[np.ndarray, np.ndarray]:
     return dz_east, dz_north
 
 
-def reference(product: str, z: np.ndarray, dx: float = RES, dy: float = RES, azimuth: float = 315.0,
-              altitude: float = 45.0) -> np.ndarray:
+def reference(
+    product: str, z: np.ndarray, dx: float = RES, dy: float = RES, azimuth: float = 315.0, altitude: float = 45.0
+) -> np.ndarray:
     """The product on the interior pixels, from the definitions (not gdaldem's arrangement of them)."""
     ge, gn = horn(z, dx, dy)
     if product == "slope":
@@ -71,11 +89,11 @@ def reference(product: str, z: np.ndarray, dx: float = RES, dy: float = RES, azi
         # Lambert: cosine between the surface normal and the sun's direction, scaled to 1..255 as gdaldem does.
         az, alt = math.radians(azimuth), math.radians(altitude)
         sun = (math.sin(az) * math.cos(alt), math.cos(az) * math.cos(alt), math.sin(alt))
-        norm = np.sqrt(1 + ge ** 2 + gn ** 2)
+        norm = np.sqrt(1 + ge**2 + gn**2)
         cosine = (-ge * sun[0] - gn * sun[1] + sun[2]) / norm
         return np.where(cosine <= 0, 1, np.floor(1 + 254 * cosine + 0.5))
     z = z.astype(np.float64)
-    windows = np.stack([z[r:r + z.shape[0] - 2, c:c + z.shape[1] - 2] for r in range(3) for c in range(3)])
+    windows = np.stack([z[r : r + z.shape[0] - 2, c : c + z.shape[1] - 2] for r in range(3) for c in range(3)])
     centre, ring = windows[4], np.delete(windows, 4, axis=0)
     if product == "tri":
         return np.sqrt(((ring - centre) ** 2).sum(axis=0))
@@ -88,7 +106,7 @@ def reference(product: str, z: np.ndarray, dx: float = RES, dy: float = RES, azi
 
 def bumpy(shape=(97, 131), seed=1) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    rows, cols = np.mgrid[0:shape[0], 0:shape[1]]
+    rows, cols = np.mgrid[0 : shape[0], 0 : shape[1]]
     return 800 + 60 * np.sin(cols / 9.0) * np.cos(rows / 13.0) + 0.4 * cols - 0.7 * rows + rng.normal(0, 2, shape)
 
 
@@ -142,7 +160,7 @@ def test_plane_hillshade_is_lamberts_cosine(plane, tmp_path, azimuth, altitude) 
     assert (summary.dtype, summary.nodata) == ("uint8", 0.0)
     h, _ = read(tmp_path / "h.tif")
     az, alt = math.radians(azimuth), math.radians(altitude)
-    normal = np.array([-GRADIENT_EAST, -GRADIENT_NORTH, 1.0]) / math.sqrt(1 + 0.5 ** 2)
+    normal = np.array([-GRADIENT_EAST, -GRADIENT_NORTH, 1.0]) / math.sqrt(1 + 0.5**2)
     sun = np.array([math.sin(az) * math.cos(alt), math.cos(az) * math.cos(alt), math.sin(alt)])
     cosine = float(normal @ sun)
     expected = 1 if cosine <= 0 else math.floor(1 + 254 * cosine + 0.5)
@@ -191,6 +209,7 @@ def test_cone_slope_is_constant_and_aspect_points_away_from_the_apex(cone, tmp_p
 
 # ---------------------------------------------------------------------------------------------- vs numpy
 
+
 @pytest.fixture(scope="module")
 def bumpy_dem(tmp_path_factory) -> tuple[str, np.ndarray]:
     z = bumpy().astype("float32")
@@ -228,6 +247,7 @@ def test_non_square_pixels_and_a_south_up_grid(tmp_path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- edges and nodata
+
 
 def test_edges_are_nodata_unless_compute_edges(plane, tmp_path) -> None:
     terrain(plane, str(tmp_path / "s.tif"), product="slope")
@@ -309,6 +329,7 @@ def test_small_windows_with_a_halo_give_the_same_result(tmp_path, monkeypatch, p
 
 # ---------------------------------------------------------------------------------------------- scale
 
+
 def test_geographic_dem_gets_metres_per_degree_with_a_warning(tmp_path) -> None:
     rows, cols = np.mgrid[0:30, 0:30]
     deg = 0.001
@@ -345,19 +366,30 @@ def test_parameters_a_product_ignores_are_reported(plane, tmp_path) -> None:
 
 # ---------------------------------------------------------------------------------------------- output and errors
 
+
 def test_other_bands_and_copy_only_formats(tmp_path) -> None:
     z = bumpy((64, 64))
     two = tmp_path / "two.tif"
-    with rasterio.open(two, "w", driver="GTiff", width=64, height=64, count=2, dtype="float32", crs="EPSG:32618",
-                       transform=from_origin(*ORIGIN, RES, RES)) as ds:
+    with rasterio.open(
+        two,
+        "w",
+        driver="GTiff",
+        width=64,
+        height=64,
+        count=2,
+        dtype="float32",
+        crs="EPSG:32618",
+        transform=from_origin(*ORIGIN, RES, RES),
+    ) as ds:
         ds.write(np.zeros((64, 64), dtype="float32"), 1)
         ds.write(z.astype("float32"), 2)
     summary, _ = terrain(str(two), str(tmp_path / "h.png"), product="hillshade", band=2)
     assert summary.driver == "PNG" and summary.dtype == "uint8"
     with rasterio.open(tmp_path / "h.png") as ds:
         assert ds.read(1)[1:-1, 1:-1] == pytest.approx(reference("hillshade", z.astype("float32")), abs=1)
-    summary, _ = terrain(str(two), str(tmp_path / "s.tif"), product="slope", band=2, format="COG",
-                         creation_options={"COMPRESS": "DEFLATE"})
+    summary, _ = terrain(
+        str(two), str(tmp_path / "s.tif"), product="slope", band=2, format="COG", creation_options={"COMPRESS": "DEFLATE"}
+    )
     assert summary.driver == "GTiff" and summary.compression == "deflate"
     with rasterio.open(tmp_path / "s.tif") as ds:
         assert cog_check(ds) == ([], [])
@@ -365,14 +397,17 @@ def test_other_bands_and_copy_only_formats(tmp_path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.png", "h.png.aux.xml", "s.tif", "two.tif"]
 
 
-@pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"product": "curvature"}, "unknown product"),
-    ({"product": "slope", "band": 2}, "band 2 does not exist"),
-    ({"product": "hillshade", "altitude": 95}, "altitude"),
-    ({"product": "hillshade", "z_factor": 0}, "z_factor"),
-    ({"product": "slope", "scale": -1}, "scale"),
-    ({"product": "slope", "slope_units": "radians"}, "slope_units"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"product": "curvature"}, "unknown product"),
+        ({"product": "slope", "band": 2}, "band 2 does not exist"),
+        ({"product": "hillshade", "altitude": 95}, "altitude"),
+        ({"product": "hillshade", "z_factor": 0}, "z_factor"),
+        ({"product": "slope", "scale": -1}, "scale"),
+        ({"product": "slope", "slope_units": "radians"}, "slope_units"),
+    ],
+)
 def test_bad_arguments(plane, tmp_path, kwargs, needle) -> None:
     with pytest.raises(GdalMcpError) as e:
         terrain(plane, str(tmp_path / "x.tif"), **kwargs)
@@ -393,6 +428,7 @@ def test_rotated_grids_are_refused(tmp_path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- vs gdaldem
+
 
 @pytest.mark.parametrize("compute_edges", [False, True])
 @pytest.mark.parametrize("product", PRODUCTS)
@@ -452,8 +488,7 @@ def test_matches_gdaldem_on_srtm_with_the_geographic_scale(tmp_path, product) ->
 JACKSBORO = str(DATA / "raster" / "jacksboro_dem.tif")  # Int16 SRTM DEM, EPSG:4326, no nodata
 TOPOBATHY = str(DATA / "raster" / "topobathy.tif")  # Float32 topography and bathymetry, EPSG:4326, no nodata
 GEOGRAPHIC = ["-s", "111120"]  # what terrain() applies by itself to a lon/lat DEM
-HILLSHADE_FLAG = {"standard": [], "combined": ["-combined"], "multidirectional": ["-multidirectional"],
-                  "igor": ["-igor"]}
+HILLSHADE_FLAG = {"standard": [], "combined": ["-combined"], "multidirectional": ["-multidirectional"], "igor": ["-igor"]}
 
 
 def read_all(path) -> np.ndarray:
@@ -474,10 +509,18 @@ def test_hillshade_modes_are_pixel_identical_to_gdaldem(tmp_path, mode, algorith
         del light["altitude"]
     flag = {"azimuth": "-az", "altitude": "-alt", "z_factor": "-z"}
     cli_light = [arg for name, value in light.items() for arg in (flag[name], f"{value:g}")]
-    gdaldem("hillshade", JACKSBORO, str(tmp_path / "cli.tif"), *GEOGRAPHIC, *alg, *HILLSHADE_FLAG[mode], *cli_light,
-            "-compute_edges")
-    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="hillshade", hillshade_mode=mode, algorithm=algorithm,
-            compute_edges=True, **light)
+    gdaldem(
+        "hillshade", JACKSBORO, str(tmp_path / "cli.tif"), *GEOGRAPHIC, *alg, *HILLSHADE_FLAG[mode], *cli_light, "-compute_edges"
+    )
+    terrain(
+        JACKSBORO,
+        str(tmp_path / "ours.tif"),
+        product="hillshade",
+        hillshade_mode=mode,
+        algorithm=algorithm,
+        compute_edges=True,
+        **light,
+    )
     ours, cli = read_all(tmp_path / "ours.tif"), read_all(tmp_path / "cli.tif")
     assert ours.dtype == cli.dtype == np.uint8
     assert np.array_equal(ours, cli), f"{(ours != cli).sum()} pixels differ"
@@ -485,12 +528,15 @@ def test_hillshade_modes_are_pixel_identical_to_gdaldem(tmp_path, mode, algorith
 
 
 @pytest.mark.parametrize("algorithm", ["Horn", "ZevenbergenThorne"])
-@pytest.mark.parametrize(("product", "kwargs", "flags"), [
-    ("slope", {}, []),
-    ("slope", {"slope_units": "percent"}, ["-p"]),
-    ("aspect", {}, []),
-    ("aspect", {"trigonometric": True}, ["-trigonometric"]),
-])
+@pytest.mark.parametrize(
+    ("product", "kwargs", "flags"),
+    [
+        ("slope", {}, []),
+        ("slope", {"slope_units": "percent"}, ["-p"]),
+        ("aspect", {}, []),
+        ("aspect", {"trigonometric": True}, ["-trigonometric"]),
+    ],
+)
 def test_slope_and_aspect_options_match_gdaldem(tmp_path, product, kwargs, flags, algorithm) -> None:
     alg = ["-alg", algorithm] if algorithm != "Horn" else []
     scale = GEOGRAPHIC if product == "slope" else []
@@ -545,6 +591,7 @@ def test_zero_for_flat_gives_flat_pixels_zero_and_keeps_nodata(tmp_path) -> None
 
 # ---------------------------------------------------------------------------------------------- color relief
 
+
 def color_file(path, entries) -> str:
     """gdaldem's text colour file for the same ramp."""
     path.write_text("".join(" ".join(str(v) for v in entry) + "\n" for entry in entries))
@@ -557,16 +604,24 @@ def interpolated(values: np.ndarray, entries: list) -> np.ndarray:
     return np.stack([np.interp(values, xs, [e[c] for e in entries]) for c in (1, 2, 3)])
 
 
-TOPOBATHY_RAMP = [[-1500, 8, 29, 88], [-200, 37, 52, 148], [0, 29, 145, 192], [0, 26, 120, 60], [300, 86, 153, 62],
-                  [1200, 168, 120, 66], [2200, 255, 255, 255]]
+TOPOBATHY_RAMP = [
+    [-1500, 8, 29, 88],
+    [-200, 37, 52, 148],
+    [0, 29, 145, 192],
+    [0, 26, 120, 60],
+    [300, 86, 153, 62],
+    [1200, 168, 120, 66],
+    [2200, 255, 255, 255],
+]
 
 
 def test_color_relief_nearest_entry_is_pixel_identical_to_gdaldem_with_negative_values(tmp_path) -> None:
     """Float32 topography and bathymetry, with a step (two entries at 0: sea, then land)."""
     cfile = color_file(tmp_path / "c.txt", TOPOBATHY_RAMP)
     gdaldem("color-relief", TOPOBATHY, cfile, str(tmp_path / "cli.tif"), "-nearest_color_entry")
-    summary, warnings = terrain(TOPOBATHY, str(tmp_path / "ours.tif"), product="color-relief",
-                                colors=TOPOBATHY_RAMP, color_mode="nearest")
+    summary, warnings = terrain(
+        TOPOBATHY, str(tmp_path / "ours.tif"), product="color-relief", colors=TOPOBATHY_RAMP, color_mode="nearest"
+    )
     assert warnings == [] and summary.count == 3 and summary.dtype == "uint8"
     ours, cli = read_all(tmp_path / "ours.tif"), read_all(tmp_path / "cli.tif")
     assert ours.shape == cli.shape == (3, 91, 120)
@@ -602,10 +657,8 @@ def test_color_relief_interpolation_matches_numpy_and_gdaldem(tmp_path) -> None:
 def test_named_ramps_are_percentages_of_the_exact_range(tmp_path, ramp) -> None:
     """Percent entries use the band's exact min..max (236..1076 on the Jacksboro DEM), as gdaldem computes them."""
     entries = [e for e in terrain_module.NAMED_RAMPS[ramp] if e[0] != "nv"]  # the DEM has no nodata
-    gdaldem("color-relief", JACKSBORO, color_file(tmp_path / "c.txt", entries), str(tmp_path / "cli.tif"),
-            "-nearest_color_entry")
-    _, warnings = terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="color-relief", colors=ramp,
-                          color_mode="nearest")
+    gdaldem("color-relief", JACKSBORO, color_file(tmp_path / "c.txt", entries), str(tmp_path / "cli.tif"), "-nearest_color_entry")
+    _, warnings = terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="color-relief", colors=ramp, color_mode="nearest")
     assert warnings == []
     ours, cli = read_all(tmp_path / "ours.tif"), read_all(tmp_path / "cli.tif")
     assert np.array_equal(ours, cli)
@@ -631,10 +684,15 @@ def test_color_relief_nodata_entry_and_alpha(tmp_path) -> None:
     with rasterio.open(path, "w", **profile) as ds:
         ds.write(dem, 1)
     ramp = [["nv", 0, 0, 0, 0], ["0%", 0, 97, 71], ["50%", 212, 196, 120], ["100%", 255, 255, 255]]
-    gdaldem("color-relief", str(path), color_file(tmp_path / "c.txt", ramp), str(tmp_path / "cli.tif"), "-alpha",
-            "-nearest_color_entry")
-    terrain(str(path), str(tmp_path / "ours.tif"), product="color-relief", colors=ramp, color_mode="nearest",
-            alpha=True)
+    gdaldem(
+        "color-relief",
+        str(path),
+        color_file(tmp_path / "c.txt", ramp),
+        str(tmp_path / "cli.tif"),
+        "-alpha",
+        "-nearest_color_entry",
+    )
+    terrain(str(path), str(tmp_path / "ours.tif"), product="color-relief", colors=ramp, color_mode="nearest", alpha=True)
     ours, cli = read_all(tmp_path / "ours.tif"), read_all(tmp_path / "cli.tif")
     assert ours.shape[0] == 4 and np.array_equal(ours, cli)
     hole = dem == -32768
@@ -650,8 +708,7 @@ def test_exact_color_entry(tmp_path) -> None:
         dem = ds.read(1)
     levels = sorted({int(v) for v in np.unique(dem)[::7]})
     ramp = [[v, (3 * v) % 256, v % 256, (v // 7) % 256, 200] for v in levels]
-    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="color-relief", colors=ramp, color_mode="exact",
-            alpha=True)
+    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="color-relief", colors=ramp, color_mode="exact", alpha=True)
     ours = read_all(tmp_path / "ours.tif")
     lookup = {e[0]: e[1:] for e in ramp}
     expected = np.zeros_like(ours)
@@ -669,18 +726,21 @@ def test_color_relief_small_windows_give_the_same_result(tmp_path, monkeypatch) 
     assert np.array_equal(read_all(tmp_path / "whole.tif"), read_all(tmp_path / "strips.tif"))
 
 
-@pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"product": "color-relief"}, "needs colors"),
-    ({"product": "color-relief", "colors": "rainbow"}, "unknown colour ramp"),
-    ({"product": "color-relief", "colors": [[0, 1, 2]]}, "colors[0]"),
-    ({"product": "color-relief", "colors": [[0, 1, 2, 300]]}, "0..255"),
-    ({"product": "color-relief", "colors": [["120%", 1, 2, 3]]}, "0%..100%"),
-    ({"product": "color-relief", "colors": [["high", 1, 2, 3]]}, "must be a number"),
-    ({"product": "color-relief", "colors": [["nv", 1, 2, 3]]}, "besides 'nv'"),
-    ({"product": "color-relief", "colors": "gray", "color_mode": "closest"}, "unknown color_mode"),
-    ({"product": "slope", "algorithm": "Sobel"}, "unknown algorithm"),
-    ({"product": "hillshade", "hillshade_mode": "soft"}, "unknown hillshade_mode"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"product": "color-relief"}, "needs colors"),
+        ({"product": "color-relief", "colors": "rainbow"}, "unknown colour ramp"),
+        ({"product": "color-relief", "colors": [[0, 1, 2]]}, "colors[0]"),
+        ({"product": "color-relief", "colors": [[0, 1, 2, 300]]}, "0..255"),
+        ({"product": "color-relief", "colors": [["120%", 1, 2, 3]]}, "0%..100%"),
+        ({"product": "color-relief", "colors": [["high", 1, 2, 3]]}, "must be a number"),
+        ({"product": "color-relief", "colors": [["nv", 1, 2, 3]]}, "besides 'nv'"),
+        ({"product": "color-relief", "colors": "gray", "color_mode": "closest"}, "unknown color_mode"),
+        ({"product": "slope", "algorithm": "Sobel"}, "unknown algorithm"),
+        ({"product": "hillshade", "hillshade_mode": "soft"}, "unknown hillshade_mode"),
+    ],
+)
 def test_bad_color_relief_and_option_arguments(plane, tmp_path, kwargs, needle) -> None:
     with pytest.raises(GdalMcpError) as e:
         terrain(plane, str(tmp_path / "x.tif"), **kwargs)
@@ -688,13 +748,14 @@ def test_bad_color_relief_and_option_arguments(plane, tmp_path, kwargs, needle) 
 
 
 def test_options_a_product_ignores_are_reported(plane, tmp_path) -> None:
-    _, warnings = terrain(plane, str(tmp_path / "s.tif"), product="slope", trigonometric=True, colors="gray",
-                          hillshade_mode="igor")
+    _, warnings = terrain(
+        plane, str(tmp_path / "s.tif"), product="slope", trigonometric=True, colors="gray", hillshade_mode="igor"
+    )
     text = " ".join(warnings)
     assert "trigonometric" in text and "colors" in text and "hillshade_mode" in text
-    _, warnings = terrain(plane, str(tmp_path / "h.tif"), product="hillshade", hillshade_mode="multidirectional",
-                          azimuth=90)
+    _, warnings = terrain(plane, str(tmp_path / "h.tif"), product="hillshade", hillshade_mode="multidirectional", azimuth=90)
     assert any("multidirectional" in w for w in warnings)
-    _, warnings = terrain(plane, str(tmp_path / "c.tif"), product="color-relief", colors=[[0, 0, 0, 0], ["nv", 1, 1, 1]],
-                          compute_edges=True)
+    _, warnings = terrain(
+        plane, str(tmp_path / "c.tif"), product="color-relief", colors=[[0, 0, 0, 0], ["nv", 1, 1, 1]], compute_edges=True
+    )
     assert any("compute_edges" in w for w in warnings)

@@ -71,13 +71,15 @@ def several_out_of_order(mapper: ProcessMapper) -> None:
 
 
 @pytest.mark.usefixtures("small_tiles")
-@pytest.mark.parametrize(("name", "kwargs"), [
-    ("bilinear.tif", {"dst_crs": "EPSG:4326", "resampling": "bilinear"}),
-    ("nearest_nodata.tif", {"dst_crs": "EPSG:32617", "nodata": 0}),
-    ("float.tif", {"resolution": 450, "resampling": "average", "src_nodata": 255, "output_type": "Float32",
-                   "nodata": -1}),
-    ("cog.tif", {"dst_crs": "EPSG:3857", "format": "COG", "resampling": "cubic"}),
-])
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("bilinear.tif", {"dst_crs": "EPSG:4326", "resampling": "bilinear"}),
+        ("nearest_nodata.tif", {"dst_crs": "EPSG:32617", "nodata": 0}),
+        ("float.tif", {"resolution": 450, "resampling": "average", "src_nodata": 255, "output_type": "Float32", "nodata": -1}),
+        ("cog.tif", {"dst_crs": "EPSG:3857", "format": "COG", "resampling": "cubic"}),
+    ],
+)
 def test_reproject_is_the_same_whichever_executor_runs_the_tiles(tmp_path, pool, name, kwargs) -> None:
     mapper = run_both(tmp_path, pool, lambda dst: reproject(RGB, str(dst), threads=2, **kwargs), name)
     several_out_of_order(mapper)
@@ -92,18 +94,22 @@ def test_reproject_through_gcps_is_the_same_whichever_executor_runs_the_tiles(tm
     from tests.engine.raster.gcp_rasters import gcp_copy
 
     src = gcp_copy(tmp_path / "gcp.tif", bend=3000.0)
-    mapper = run_both(tmp_path, pool, lambda dst: reproject(str(src), str(dst), dst_crs="EPSG:4326",
-                                                            gcp_transformer="tps"), "tps.tif")
+    mapper = run_both(
+        tmp_path, pool, lambda dst: reproject(str(src), str(dst), dst_crs="EPSG:4326", gcp_transformer="tps"), "tps.tif"
+    )
     several_out_of_order(mapper)
 
 
 @pytest.mark.usefixtures("small_tiles")
-@pytest.mark.parametrize(("name", "args", "kwargs"), [
-    ("m.tif", TILES, {}),
-    ("bbox.tif", list(reversed(TILES)), {"bbox": (150000.0, 2600000.0, 230000.0, 2700000.0), "src_nodata": 0}),
-    ("sep.tif", TILES[:2], {"separate": True}),
-    ("wgs84_cog.tif", [TILES[0], RGB], {"dst_crs": "EPSG:4326", "format": "COG"}),
-])
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs"),
+    [
+        ("m.tif", TILES, {}),
+        ("bbox.tif", list(reversed(TILES)), {"bbox": (150000.0, 2600000.0, 230000.0, 2700000.0), "src_nodata": 0}),
+        ("sep.tif", TILES[:2], {"separate": True}),
+        ("wgs84_cog.tif", [TILES[0], RGB], {"dst_crs": "EPSG:4326", "format": "COG"}),
+    ],
+)
 def test_mosaic_is_the_same_whichever_executor_runs_the_tiles(tmp_path, pool, name, args, kwargs) -> None:
     mapper = run_both(tmp_path, pool, lambda dst: mosaic(args, str(dst), threads=2, **kwargs), name)
     several_out_of_order(mapper)
@@ -124,8 +130,12 @@ def test_small_tiles_are_as_close_to_the_exact_warp_as_gdalwarp_is(tmp_path, mon
         reproject(RGB, str(tmp_path / "strips.tif"), dst_crs="EPSG:4326", resampling="bilinear")
     gdal_cli("gdalwarp", "-t_srs", "EPSG:4326", "-r", "bilinear", RGB, str(tmp_path / "cli.tif"))
     gdal_cli("gdalwarp", "-et", "0", "-t_srs", "EPSG:4326", "-r", "bilinear", RGB, str(tmp_path / "exact.tif"))
-    with (rasterio.open(tmp_path / "ours.tif") as a, rasterio.open(tmp_path / "cli.tif") as b,
-          rasterio.open(tmp_path / "exact.tif") as x, rasterio.open(tmp_path / "strips.tif") as s):
+    with (
+        rasterio.open(tmp_path / "ours.tif") as a,
+        rasterio.open(tmp_path / "cli.tif") as b,
+        rasterio.open(tmp_path / "exact.tif") as x,
+        rasterio.open(tmp_path / "strips.tif") as s,
+    ):
         assert a.shape == b.shape == x.shape == s.shape and a.transform == b.transform == x.transform == s.transform
         assert a.profile.get("tiled") and not s.profile.get("tiled")
         exact = x.read().astype(int)
@@ -136,8 +146,8 @@ def test_small_tiles_are_as_close_to_the_exact_warp_as_gdalwarp_is(tmp_path, mon
     assert strips.mean() >= cli.mean() - 0.01, (strips.mean(), cli.mean())
     seams = np.zeros(a.shape, dtype=bool)  # the rows and columns on either side of a tile edge
     for k in range(ALIGN, max(a.shape), ALIGN):
-        seams[k - 1:k + 1, :] = True
-        seams[:, k - 1:k + 1] = True
+        seams[k - 1 : k + 1, :] = True
+        seams[:, k - 1 : k + 1] = True
     assert ours.mean() >= cli.mean() > 0.85, (ours.mean(), cli.mean())
     assert ours[:, seams].mean() >= cli[:, seams].mean(), (ours[:, seams].mean(), cli[:, seams].mean())
 
@@ -160,8 +170,9 @@ def test_small_tiles_match_gdalbuildvrt_exactly(tmp_path) -> None:
 @pytest.mark.usefixtures("small_tiles")
 def test_progress_after_every_tile_and_cancel_between_tiles(tmp_path, pool) -> None:
     seen: list[tuple[float, str]] = []
-    reproject(RGB, str(tmp_path / "a.tif"), dst_crs="EPSG:4326", options={"TILED": "YES"},
-              progress=lambda f, m="": seen.append((f, m)))
+    reproject(
+        RGB, str(tmp_path / "a.tif"), dst_crs="EPSG:4326", options={"TILED": "YES"}, progress=lambda f, m="": seen.append((f, m))
+    )
     width, height = _grid(tmp_path / "a.tif")
     n = len(tiles.plan(width, height, bytes_per_pixel=3))
     assert n > 4
@@ -206,8 +217,17 @@ def test_a_full_disk_while_tiles_are_written(tmp_path, monkeypatch, fmt, small) 
         pytest.skip(reason)
     try:
         noise = tmp_path / "noise.tif"  # 4 MB of incompressible float32 for a 2 MB file system
-        with rasterio.open(noise, "w", driver="GTiff", width=1000, height=1000, count=1, dtype="float32",
-                           crs="EPSG:32631", transform=from_origin(500000, 5000000, 10, 10)) as ds:
+        with rasterio.open(
+            noise,
+            "w",
+            driver="GTiff",
+            width=1000,
+            height=1000,
+            count=1,
+            dtype="float32",
+            crs="EPSG:32631",
+            transform=from_origin(500000, 5000000, 10, 10),
+        ) as ds:
             ds.write(np.random.default_rng(3).random((1000, 1000), dtype="float32"), 1)
         out = disk / "out.tif"
         with pytest.raises(GdalMcpError) as e:
@@ -231,10 +251,19 @@ def test_warp_into_a_used_buffer_leaves_nothing_of_it(nodata, shift) -> None:
 
     with rasterio.open(RGB) as ds:
         transform, width, height = calculate_default_transform(ds.crs, "EPSG:4326", ds.width, ds.height, *ds.bounds)
-    spec = WarpTile(src=RGB, indexes=(1, 2, 3), window=(0, 0, width, height),
-                    transform=tuple(transform * Affine.translation(shift, shift))[:6],
-                    crs=CRS.from_epsg(4326).to_wkt(), dtype="uint8", src_nodata=None, nodata=nodata,
-                    resampling="nearest", warp_options=(), threads=1)
+    spec = WarpTile(
+        src=RGB,
+        indexes=(1, 2, 3),
+        window=(0, 0, width, height),
+        transform=tuple(transform * Affine.translation(shift, shift))[:6],
+        crs=CRS.from_epsg(4326).to_wkt(),
+        dtype="uint8",
+        src_nodata=None,
+        nodata=nodata,
+        resampling="nearest",
+        warp_options=(),
+        threads=1,
+    )
     fresh = warp_tile(spec)
     used = np.full((height, width, 3), 77, dtype="uint8")  # pixel-interleaved, full of an earlier tile's values
     warp_tile(spec, out=used.transpose(2, 0, 1))

@@ -23,10 +23,12 @@ def test_grid_matches_rasterio_default_and_keeps_full_extent(tmp_path) -> None:
     with rasterio.open(RGB) as src:
         b = src.bounds
     u = np.linspace(0, 1, 101)
-    ex = np.concatenate([b.left + u * (b.right - b.left), b.left + u * (b.right - b.left), np.full(101, b.left),
-                         np.full(101, b.right)])
-    ey = np.concatenate([np.full(101, b.top), np.full(101, b.bottom), b.bottom + u * (b.top - b.bottom),
-                         b.bottom + u * (b.top - b.bottom)])
+    ex = np.concatenate(
+        [b.left + u * (b.right - b.left), b.left + u * (b.right - b.left), np.full(101, b.left), np.full(101, b.right)]
+    )
+    ey = np.concatenate(
+        [np.full(101, b.top), np.full(101, b.bottom), b.bottom + u * (b.top - b.bottom), b.bottom + u * (b.top - b.bottom)]
+    )
     lon, lat = t.transform(ex, ey)
     px = s.resolution[0]
     assert s.bounds.left <= lon.min() + px and s.bounds.right >= lon.max() - px
@@ -54,8 +56,14 @@ def test_resolution_tap_bbox_and_size(tmp_path) -> None:
     assert s.bounds.left % 500 == 0 and s.bounds.top % 500 == 0
     s, _ = reproject(RGB, str(tmp_path / "b.tif"), dst_crs="EPSG:4326", bbox=(-78, 24, -77, 25), size=[100, 50])
     assert (s.width, s.height) == (100, 50) and s.bounds.left == -78 and s.bounds.top == 25
-    s, _ = reproject(RGB, str(tmp_path / "c.tif"), dst_crs="EPSG:4326", bbox=(200000, 2650000, 300000, 2750000),
-                     bbox_crs="EPSG:32618", resolution=0.01)
+    s, _ = reproject(
+        RGB,
+        str(tmp_path / "c.tif"),
+        dst_crs="EPSG:4326",
+        bbox=(200000, 2650000, 300000, 2750000),
+        bbox_crs="EPSG:32618",
+        resolution=0.01,
+    )
     assert s.resolution == (0.01, 0.01) and -78.2 < s.bounds.left < -77.8
 
 
@@ -70,15 +78,21 @@ def test_src_crs_override_and_missing_crs(tmp_path) -> None:
     with pytest.raises(GdalMcpError) as e:
         reproject(str(DATA / "raster" / "float_nan.tif"), str(tmp_path / "x.tif"), dst_crs="EPSG:4326")
     assert e.value.code == "invalid-argument" and "src_crs" in e.value.message
-    s, w = reproject(str(DATA / "raster" / "float_nan.tif"), str(tmp_path / "y.tif"), dst_crs="EPSG:4326",
-                     src_crs="EPSG:3857")
+    s, w = reproject(str(DATA / "raster" / "float_nan.tif"), str(tmp_path / "y.tif"), dst_crs="EPSG:4326", src_crs="EPSG:3857")
     assert s.crs == "EPSG:4326" and s.nodata == "nan" and not w
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"resolution": 0.01, "size": [10, 10]}, {"target_aligned_pixels": True}, {"resampling": "nearestish"},
-    {"dst_crs": "EPSG:99999999"}, {"resolution": -1}, {"size": [0, 5]},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"resolution": 0.01, "size": [10, 10]},
+        {"target_aligned_pixels": True},
+        {"resampling": "nearestish"},
+        {"dst_crs": "EPSG:99999999"},
+        {"resolution": -1},
+        {"size": [0, 5]},
+    ],
+)
 def test_bad_arguments(tmp_path, kwargs) -> None:
     args = {"dst_crs": "EPSG:4326", **kwargs}
     with pytest.raises(GdalMcpError) as e:
@@ -104,12 +118,15 @@ def _same_as_cli(ours, cli, *, tolerance: int = 1, share: float = 0.995) -> None
         assert (diff <= tolerance).mean() >= share
 
 
-@pytest.mark.parametrize(("transformer", "cli_args", "bend"), [
-    (None, [], 0.0),
-    ("polynomial_1", ["-order", "1"], 0.0),
-    ("polynomial_2", ["-order", "2"], 3000.0),
-    ("tps", ["-tps"], 3000.0),
-])
+@pytest.mark.parametrize(
+    ("transformer", "cli_args", "bend"),
+    [
+        (None, [], 0.0),
+        ("polynomial_1", ["-order", "1"], 0.0),
+        ("polynomial_2", ["-order", "2"], 3000.0),
+        ("tps", ["-tps"], 3000.0),
+    ],
+)
 def test_gcp_source_lands_where_gdalwarp_does(tmp_path, transformer, cli_args, bend) -> None:
     from tests.engine.raster.gcp_rasters import gcp_copy
 
@@ -182,29 +199,59 @@ def test_like_copies_the_template_grid_as_gdalwarp_te_ts(tmp_path) -> None:
     s, _ = reproject(RGB, str(tmp_path / "ours.tif"), like=str(ref), resampling="bilinear")
     with rasterio.open(ref) as r:
         b = r.bounds
-        gdal_cli("gdalwarp", "-t_srs", "EPSG:3857", "-te", *map(str, (b.left, b.bottom, b.right, b.top)), "-ts",
-                 str(r.width), str(r.height), "-r", "bilinear", RGB, str(tmp_path / "cli.tif"))
+        gdal_cli(
+            "gdalwarp",
+            "-t_srs",
+            "EPSG:3857",
+            "-te",
+            *map(str, (b.left, b.bottom, b.right, b.top)),
+            "-ts",
+            str(r.width),
+            str(r.height),
+            "-r",
+            "bilinear",
+            RGB,
+            str(tmp_path / "cli.tif"),
+        )
         assert (s.width, s.height) == (r.width, r.height) and s.crs == "EPSG:3857"
     _same_as_cli(tmp_path / "ours.tif", tmp_path / "cli.tif")
 
 
 def test_resample_in_the_source_crs_with_src_nodata_and_output_type(tmp_path) -> None:
-    s, _ = reproject(RGB, str(tmp_path / "ours.tif"), resolution=600, resampling="average", src_nodata=255,
-                     output_type="Float32", nodata=-1)
-    gdal_cli("gdalwarp", "-tr", "600", "600", "-r", "average", "-srcnodata", "255", "-dstnodata", "-1", "-ot",
-             "Float32", RGB, str(tmp_path / "cli.tif"))
+    s, _ = reproject(
+        RGB, str(tmp_path / "ours.tif"), resolution=600, resampling="average", src_nodata=255, output_type="Float32", nodata=-1
+    )
+    gdal_cli(
+        "gdalwarp",
+        "-tr",
+        "600",
+        "600",
+        "-r",
+        "average",
+        "-srcnodata",
+        "255",
+        "-dstnodata",
+        "-1",
+        "-ot",
+        "Float32",
+        RGB,
+        str(tmp_path / "cli.tif"),
+    )
     assert (s.crs, s.dtype, s.nodata) == ("EPSG:32618", "float32", -1.0)
     with rasterio.open(tmp_path / "ours.tif") as a, rasterio.open(tmp_path / "cli.tif") as b:
         assert a.transform.almost_equals(b.transform) and a.shape == b.shape
         assert np.allclose(a.read(), b.read(), atol=1e-3)
 
 
-@pytest.mark.parametrize(("kwargs", "words"), [
-    ({"like": "REF", "resolution": 10}, "like"),
-    ({}, "dst_crs"),
-    ({"dst_crs": "EPSG:4326", "resolution": 10}, "degrees"),
-    ({"dst_crs": "EPSG:3857", "resolution": 1, "max_pixels": 10**6}, "--max-pixels"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"like": "REF", "resolution": 10}, "like"),
+        ({}, "dst_crs"),
+        ({"dst_crs": "EPSG:4326", "resolution": 10}, "degrees"),
+        ({"dst_crs": "EPSG:3857", "resolution": 1, "max_pixels": 10**6}, "--max-pixels"),
+    ],
+)
 def test_grid_arguments_refused_with_what_to_do(tmp_path, kwargs, words) -> None:
     if kwargs.get("like") == "REF":
         kwargs = {**kwargs, "like": RGB}

@@ -87,8 +87,14 @@ def test_keep_nodata_rows_and_south_up(tmp_path: Path) -> None:
     result, _ = to_xyz(FLOAT_NAN, str(dst), skip_nodata=False)
     header, body = read_csv(dst)
     assert result == {"rows": 6, "columns": ["x", "y", "band_1"]}
-    assert body == [["50.0", "50.0", "1.41"], ["150.0", "50.0", "1.23"], ["250.0", "50.0", "nan"],
-                    ["50.0", "150.0", "0.32"], ["150.0", "150.0", "-0.23"], ["250.0", "150.0", "-1.88"]]
+    assert body == [
+        ["50.0", "50.0", "1.41"],
+        ["150.0", "50.0", "1.23"],
+        ["250.0", "50.0", "nan"],
+        ["50.0", "150.0", "0.32"],
+        ["150.0", "150.0", "-0.23"],
+        ["250.0", "150.0", "-1.88"],
+    ]
     assert to_xyz(FLOAT_NAN, str(dst))[0]["rows"] == 5  # NaN is nodata here
     assert ["250.0", "50.0", "nan"] not in read_csv(dst)[1]
 
@@ -119,8 +125,7 @@ def _gdal2xyz(args: list[str]) -> None:
     exe = shutil.which("gdal2xyz") or shutil.which("gdal2xyz.py")
     if exe is None:
         pytest.skip("gdal2xyz not on PATH (install Debian gdal-bin)")
-    subprocess.run([exe, *args], check=True, capture_output=True, timeout=120,
-                   env={**os.environ, "GDAL_PAM_ENABLED": "NO"})
+    subprocess.run([exe, *args], check=True, capture_output=True, timeout=120, env={**os.environ, "GDAL_PAM_ENABLED": "NO"})
 
 
 @pytest.mark.parametrize("path", [SLOPE, RGB4])

@@ -39,8 +39,14 @@ def areas(geoms, src_crs) -> np.ndarray:
 def expected_clip(geoms: np.ndarray, region) -> tuple[np.ndarray, np.ndarray]:
     """Which features keep an area inside `region`, and what is left of them (polygonal parts only)."""
     cut = shapely.intersection(geoms, region)
-    polygonal = np.array([shapely.union_all([p for p in shapely.get_parts(c) if p.geom_type == "Polygon"]
-                                            if c.geom_type == "GeometryCollection" else c) for c in cut])
+    polygonal = np.array(
+        [
+            shapely.union_all(
+                [p for p in shapely.get_parts(c) if p.geom_type == "Polygon"] if c.geom_type == "GeometryCollection" else c
+            )
+            for c in cut
+        ]
+    )
     keep = shapely.area(polygonal) > 0
     return keep, polygonal[keep]
 
@@ -97,8 +103,15 @@ def test_single_polygons_stay_polygon_when_nothing_splits(tmp_path) -> None:
 
 
 def _write(path, geoms, geometry_type, fields, crs="EPSG:4326"):
-    pyogrio.raw.write(str(path), shapely.to_wkb(geoms), list(fields.values()), fields=list(fields.keys()),
-                      geometry_type=geometry_type, crs=crs, driver="GPKG" if str(path).endswith(".gpkg") else None)
+    pyogrio.raw.write(
+        str(path),
+        shapely.to_wkb(geoms),
+        list(fields.values()),
+        fields=list(fields.keys()),
+        geometry_type=geometry_type,
+        crs=crs,
+        driver="GPKG" if str(path).endswith(".gpkg") else None,
+    )
 
 
 def test_custom_albers_layer_by_a_lonlat_geojson_polygon(tmp_path) -> None:
@@ -124,8 +137,7 @@ def test_mask_file_with_where_is_reprojected(tmp_path) -> None:
     merc = Transformer.from_crs("EPSG:4326", "EPSG:3857", always_xy=True)
     x, y = merc.transform(lon.ravel(), lat.ravel())
     _write(tmp_path / "grid.gpkg", shapely.points(x, y), "Point", {"i": np.arange(x.size)}, crs="EPSG:3857")
-    summary, warnings = clip(str(tmp_path / "grid.gpkg"), str(tmp_path / "eg.gpkg"), mask=WORLD,
-                             mask_where="name = 'Egypt'")
+    summary, warnings = clip(str(tmp_path / "grid.gpkg"), str(tmp_path / "eg.gpkg"), mask=WORLD, mask_where="name = 'Egypt'")
     _, _, (egypt,) = load(WORLD, where="name = 'Egypt'")
     inside = shapely.intersects(egypt, shapely.points(lon.ravel(), lat.ravel()))
     _, fields, got = load(tmp_path / "eg.gpkg")
@@ -171,7 +183,8 @@ def test_many_batches_and_progress(tmp_path, monkeypatch) -> None:
     whole, _ = clip(WORLD, str(tmp_path / "w.gpkg"), bbox=BOX)
     assert summary.feature_count == whole.feature_count == 75
     assert areas(load(tmp_path / "b.gpkg")[2], "EPSG:4326").sum() == pytest.approx(
-        areas(load(tmp_path / "w.gpkg")[2], "EPSG:4326").sum(), rel=1e-12)
+        areas(load(tmp_path / "w.gpkg")[2], "EPSG:4326").sum(), rel=1e-12
+    )
     fractions = [f for f, _ in reports]
     assert len(reports) > 8 and fractions == sorted(fractions) and reports[-1] == (1.0, "wrote 75 features")
     assert any(m.startswith("clipped") for _, m in reports)

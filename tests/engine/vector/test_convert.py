@@ -89,8 +89,11 @@ def test_file_size_counts_sidecars_not_other_files_with_the_same_stem(tmp_path) 
 
 
 def test_format_errors(tmp_path) -> None:
-    for dst, fmt, code in [("x.xyz", None, "invalid-argument"), ("x.gpkg", "NoSuchDriver", "invalid-argument"),
-                           ("x.parquet", None, "unsupported")]:
+    for dst, fmt, code in [
+        ("x.xyz", None, "invalid-argument"),
+        ("x.gpkg", "NoSuchDriver", "invalid-argument"),
+        ("x.parquet", None, "unsupported"),
+    ]:
         with pytest.raises(GdalMcpError) as e:
             convert(NE, str(tmp_path / dst), format=fmt)
         assert e.value.code == code
@@ -135,15 +138,17 @@ def test_bbox_in_layer_crs_and_in_another_crs(tmp_path) -> None:
 def test_sql_select_and_refusals(tmp_path) -> None:
     _, _, v = read(NE)
     expected = sorted(v["name"][v["pop_est"] > 100_000_000])
-    s, _ = convert(NE, str(tmp_path / "s.gpkg"),
-                   sql="SELECT name, pop_est FROM naturalearth_lowres WHERE pop_est > 100000000")
+    s, _ = convert(NE, str(tmp_path / "s.gpkg"), sql="SELECT name, pop_est FROM naturalearth_lowres WHERE pop_est > 100000000")
     assert s.fields == ["name", "pop_est"] and sorted(read(tmp_path / "s.gpkg")[2]["name"]) == expected
     assert s.layer == "s" and s.feature_count == len(expected) == 13
     # bbox applies to the SQL result too.
     s, _ = convert(NE, str(tmp_path / "b.gpkg"), sql="SELECT * FROM naturalearth_lowres", bbox=(0, 0, 10, 10))
     assert s.feature_count == 7
-    for sql in ("DELETE FROM naturalearth_lowres", "SELECT 1; DROP TABLE naturalearth_lowres",
-                "UPDATE naturalearth_lowres SET name = 'x'"):
+    for sql in (
+        "DELETE FROM naturalearth_lowres",
+        "SELECT 1; DROP TABLE naturalearth_lowres",
+        "UPDATE naturalearth_lowres SET name = 'x'",
+    ):
         with pytest.raises(GdalMcpError) as e:
             convert(NE, str(tmp_path / "x.gpkg"), sql=sql)
         assert e.value.code == "invalid-argument", sql
@@ -257,10 +262,16 @@ def test_mixed_geometry_types_to_geopackage(tmp_path) -> None:
 def test_a_declared_multi_layer_holding_singles_is_promoted_for_flatgeobuf(tmp_path) -> None:
     g = shapely.from_wkt(["POLYGON ((0 0, 1 0, 1 1, 0 0))", "MULTIPOLYGON (((2 2, 3 2, 3 3, 2 2)))"])
     table = pa.table({"n": [1, 2], "geom": pa.array(shapely.to_wkb(g))})
-    table = table.cast(table.schema.set(1, table.schema.field(1).with_metadata(
-        {b"ARROW:extension:name": b"geoarrow.wkb"})))
-    pyogrio.write_arrow(table, str(tmp_path / "mp.gpkg"), layer="mp", driver="GPKG", geometry_name="geom",
-                        geometry_type="MultiPolygon", crs="EPSG:4326")
+    table = table.cast(table.schema.set(1, table.schema.field(1).with_metadata({b"ARROW:extension:name": b"geoarrow.wkb"})))
+    pyogrio.write_arrow(
+        table,
+        str(tmp_path / "mp.gpkg"),
+        layer="mp",
+        driver="GPKG",
+        geometry_name="geom",
+        geometry_type="MultiPolygon",
+        crs="EPSG:4326",
+    )
     s, notes = convert(str(tmp_path / "mp.gpkg"), str(tmp_path / "mp.fgb"))
     assert s.geometry_type == "MultiPolygon" and len(notes) == 1 and "MultiPolygon" in notes[0]
     assert shapely.equals(sort_by_name_or(tmp_path / "mp.fgb", "n"), g).all()
@@ -313,13 +324,14 @@ def test_zipped_shapefiles_through_vsizip(tmp_path) -> None:
 # ----- Z and M -------------------------------------------------------------------------------------------------
 def write_measured(path: Path) -> None:
     """A GeoPackage of LineString ZM with distinct Z and M values (line_zm.gpkg's M are all 0)."""
-    lines = shapely.from_wkt(["LINESTRING ZM (-123.2 48.98 10 0, -110 49 20 50.5, -95.03 49.01 30 100)",
-                              "LINESTRING ZM (2 45 1 7, 3 46 2 8)"])
+    lines = shapely.from_wkt(
+        ["LINESTRING ZM (-123.2 48.98 10 0, -110 49 20 50.5, -95.03 49.01 30 100)", "LINESTRING ZM (2 45 1 7, 3 46 2 8)"]
+    )
     table = pa.table({"name": ["a", "b"], "geom": pa.array(shapely.to_wkb(lines, output_dimension=4, flavor="iso"))})
-    table = table.cast(table.schema.set(1, table.schema.field(1).with_metadata(
-        {b"ARROW:extension:name": b"geoarrow.wkb"})))
-    pyogrio.write_arrow(table, str(path), layer="zm", driver="GPKG", geometry_name="geom",
-                        geometry_type="Measured 3D LineString", crs="EPSG:4326")
+    table = table.cast(table.schema.set(1, table.schema.field(1).with_metadata({b"ARROW:extension:name": b"geoarrow.wkb"})))
+    pyogrio.write_arrow(
+        table, str(path), layer="zm", driver="GPKG", geometry_name="geom", geometry_type="Measured 3D LineString", crs="EPSG:4326"
+    )
 
 
 def test_line_zm_keeps_z_and_m_through_gpkg(tmp_path) -> None:
@@ -360,10 +372,16 @@ def sort_by_name_or(path, field: str) -> np.ndarray:
 
 
 def test_reproject_geometries_keeps_every_dimension_and_type() -> None:
-    wkt = ["POINT M (10 20 5)", "POLYGON ZM ((0 0 1 9, 4 0 2 8, 4 4 3 7, 0 0 1 9), (1 1 5 1, 2 1 5 2, 2 2 5 3, 1 1 5 1))",
-           "MULTIPOLYGON M (((0 0 1, 1 0 2, 1 1 3, 0 0 1)), ((5 5 4, 6 5 5, 6 6 6, 5 5 4)))",
-           "GEOMETRYCOLLECTION ZM (POINT ZM (1 2 3 4), LINESTRING ZM (0 0 0 0, 1 1 1 1))",
-           "LINESTRING Z (1 2 3, 4 5 6)", "POLYGON ((0 0, 1 0, 1 1, 0 0))", "POINT EMPTY", None]
+    wkt = [
+        "POINT M (10 20 5)",
+        "POLYGON ZM ((0 0 1 9, 4 0 2 8, 4 4 3 7, 0 0 1 9), (1 1 5 1, 2 1 5 2, 2 2 5 3, 1 1 5 1))",
+        "MULTIPOLYGON M (((0 0 1, 1 0 2, 1 1 3, 0 0 1)), ((5 5 4, 6 5 5, 6 6 6, 5 5 4)))",
+        "GEOMETRYCOLLECTION ZM (POINT ZM (1 2 3 4), LINESTRING ZM (0 0 0 0, 1 1 1 1))",
+        "LINESTRING Z (1 2 3, 4 5 6)",
+        "POLYGON ((0 0, 1 0, 1 1, 0 0))",
+        "POINT EMPTY",
+        None,
+    ]
     geoms = np.array([shapely.from_wkt(w) if w else None for w in wkt], dtype=object)
     out, bad = convert_module.reproject_geometries(geoms, Transformer.from_crs(4326, 3857, always_xy=True))
     assert not bad.any() and out[-1] is None and out[-2].is_empty
@@ -373,8 +391,7 @@ def test_reproject_geometries_keeps_every_dimension_and_type() -> None:
         ca, cb = coords(a), coords(b)
         np.testing.assert_allclose(cb[:, :2], np.column_stack(t.transform(ca[:, 0], ca[:, 1])), rtol=1e-12)
         np.testing.assert_array_equal(cb[:, 2:], ca[:, 2:])  # Z (unchanged by this transformation) and M
-    _, bad = convert_module.reproject_geometries(geoms[:2], Transformer.from_crs(4326, "+proj=ortho +lon_0=180",
-                                                                                 always_xy=True))
+    _, bad = convert_module.reproject_geometries(geoms[:2], Transformer.from_crs(4326, "+proj=ortho +lon_0=180", always_xy=True))
     assert bad.all(), "points on the far side of an orthographic globe cannot be transformed"
 
 
@@ -389,8 +406,9 @@ def test_measures_dropped_by_geojson_are_reported(tmp_path) -> None:
 # ----- the GDAL command line as a reference --------------------------------------------------------------------
 def test_matches_ogr2ogr_reprojection_and_where(tmp_path) -> None:
     convert(NE, str(tmp_path / "ours.gpkg"), dst_crs="EPSG:3857", where="continent <> 'Antarctica'")
-    gdal_cli("ogr2ogr", "-f", "GPKG", str(tmp_path / "cli.gpkg"), NE, "-t_srs", "EPSG:3857",
-             "-where", "continent <> 'Antarctica'")
+    gdal_cli(
+        "ogr2ogr", "-f", "GPKG", str(tmp_path / "cli.gpkg"), NE, "-t_srs", "EPSG:3857", "-where", "continent <> 'Antarctica'"
+    )
     _, a, va = read(tmp_path / "ours.gpkg")
     _, b, vb = read(tmp_path / "cli.gpkg")
     assert len(a) == len(b) == 176
@@ -416,11 +434,11 @@ def test_streams_in_batches_with_flat_memory(tmp_path, monkeypatch) -> None:
         rng = np.random.default_rng(n)
         wkb = shapely.to_wkb(shapely.points(rng.uniform(-170, 170, n), rng.uniform(-80, 80, n)))
         table = pa.table({"id": np.arange(n), "geometry": pa.array(wkb)})
-        table = table.cast(table.schema.set(1, table.schema.field(1).with_metadata(
-            {b"ARROW:extension:name": b"geoarrow.wkb"})))
+        table = table.cast(table.schema.set(1, table.schema.field(1).with_metadata({b"ARROW:extension:name": b"geoarrow.wkb"})))
         path = str(tmp_path / f"p{n}.gpkg")
-        pyogrio.write_arrow(table, path, layer="p", driver="GPKG", geometry_name="geometry", geometry_type="Point",
-                            crs="EPSG:4326")
+        pyogrio.write_arrow(
+            table, path, layer="p", driver="GPKG", geometry_name="geometry", geometry_type="Point", crs="EPSG:4326"
+        )
         return path
 
     convert(points(batch), str(tmp_path / "warm.gpkg"), dst_crs="EPSG:3857")  # first-use caches (PROJ, GDAL)
@@ -430,8 +448,9 @@ def test_streams_in_batches_with_flat_memory(tmp_path, monkeypatch) -> None:
         reports: list[str] = []
         tracemalloc.start()
         try:
-            s, _ = convert(src, str(tmp_path / f"o{n}.gpkg"), dst_crs="EPSG:3857",
-                           progress=lambda f, m="", r=reports: r.append(m))
+            s, _ = convert(
+                src, str(tmp_path / f"o{n}.gpkg"), dst_crs="EPSG:3857", progress=lambda f, m="", r=reports: r.append(m)
+            )
             peaks[n] = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

@@ -41,8 +41,13 @@ def test_first_page_is_bounded_and_exact() -> None:
     assert (page.layer, page.crs, page.type) == ("naturalearth_lowres", "EPSG:4326", "FeatureCollection")
     assert [f["id"] for f in page.features] == list(fids[:50])
     first = page.features[0]
-    assert first["properties"] == {"pop_est": 920938, "continent": "Oceania", "name": "Fiji", "iso_a3": "FJI",
-                                   "gdp_md_est": 8374.0}
+    assert first["properties"] == {
+        "pop_est": 920938,
+        "continent": "Oceania",
+        "name": "Fiji",
+        "iso_a3": "FJI",
+        "gdp_md_est": 8374.0,
+    }
     assert all(shapely.equals_exact(shape(f), g) for f, g in zip(page.features, geoms[:50], strict=True))
     json.dumps(page.model_dump())  # plain JSON
 
@@ -84,8 +89,7 @@ def test_intersects_keeps_what_shapely_says_intersects() -> None:
     page = features(NE, intersects=TRIANGLE, geometry_mode="none", limit=1000)
     assert [f["id"] for f in page.features] == expected and (page.truncated, page.remaining) == (False, 0)
     # a Feature / FeatureCollection works as well, and pages add up to the same set, in layer order
-    collection = {"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {},
-                                                              "geometry": TRIANGLE}]}
+    collection = {"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {}, "geometry": TRIANGLE}]}
     first = features(NE, intersects=collection, geometry_mode="none", limit=7)
     second = features(NE, intersects=collection, geometry_mode="none", limit=7, offset=7)
     assert [f["id"] for f in first.features + second.features] == expected[:14]
@@ -93,8 +97,7 @@ def test_intersects_keeps_what_shapely_says_intersects() -> None:
     # combined with where and bbox, each filter applies
     africa = values["continent"] == "Africa"
     inside_box = shapely.intersects(geoms, shapely.box(0, 0, 50, 50))
-    page = features(NE, intersects=TRIANGLE, where="continent = 'Africa'", bbox=(0, 0, 50, 50), fields=["name"],
-                    limit=1000)
+    page = features(NE, intersects=TRIANGLE, where="continent = 'Africa'", bbox=(0, 0, 50, 50), fields=["name"], limit=1000)
     mask = shapely.intersects(geoms, triangle) & africa & inside_box
     assert [f["properties"]["name"] for f in page.features] == list(values["name"][mask])
     assert all(shapely.equals_exact(shape(f), geoms[f["id"]]) for f in page.features)
@@ -111,9 +114,15 @@ def test_intersects_in_another_crs() -> None:
     assert (nowhere.features, nowhere.remaining) == ([], 0)
 
 
-@pytest.mark.parametrize("kwargs", [{"intersects": {"type": "Polygon"}}, {"intersects": {"coordinates": [1, 2]}},
-                                    {"intersects_crs": "EPSG:3857"},
-                                    {"intersects": TRIANGLE, "intersects_crs": "UTM zone 32N"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"intersects": {"type": "Polygon"}},
+        {"intersects": {"coordinates": [1, 2]}},
+        {"intersects_crs": "EPSG:3857"},
+        {"intersects": TRIANGLE, "intersects_crs": "UTM zone 32N"},
+    ],
+)
 def test_bad_intersects(kwargs) -> None:
     with pytest.raises(GdalMcpError) as e:
         features(NE, **kwargs)
@@ -181,8 +190,17 @@ def test_other_sources_ids_and_values() -> None:
     assert len(page.features[0]["geometry"]["coordinates"][0]) == 3  # Z kept (GeoJSON has no M)
 
 
-@pytest.mark.parametrize("kwargs", [{"limit": 0}, {"limit": 1001}, {"offset": -1}, {"geometry_mode": "bbox"},
-                                    {"where": "no_such_field = 1"}, {"bbox": (10, 0, 0, 10)}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"limit": 0},
+        {"limit": 1001},
+        {"offset": -1},
+        {"geometry_mode": "bbox"},
+        {"where": "no_such_field = 1"},
+        {"bbox": (10, 0, 0, 10)},
+    ],
+)
 def test_bad_arguments(kwargs) -> None:
     with pytest.raises(GdalMcpError) as e:
         features(NE, **kwargs)

@@ -30,8 +30,15 @@ def load(path, **kwargs):
 
 def write(path, geoms, geometry_type, fields=None, crs="EPSG:4326"):
     fields = fields or {"i": np.arange(len(geoms))}
-    pyogrio.raw.write(str(path), shapely.to_wkb(geoms), list(fields.values()), fields=list(fields),
-                      geometry_type=geometry_type, crs=crs, driver="GPKG")
+    pyogrio.raw.write(
+        str(path),
+        shapely.to_wkb(geoms),
+        list(fields.values()),
+        fields=list(fields),
+        geometry_type=geometry_type,
+        crs=crs,
+        driver="GPKG",
+    )
     return str(path)
 
 
@@ -58,6 +65,7 @@ def equal_area(geoms, crs="EPSG:4326") -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------- buffer
+
 
 def test_metres_on_a_compact_lonlat_layer_use_the_utm_zone(tmp_path) -> None:
     lon, lat = np.array([-9.20, -9.14, -9.05, -8.95]), np.array([38.70, 38.72, 38.80, 38.60])  # around Lisbon
@@ -159,7 +167,9 @@ def test_negative_distances_shrink_polygons_and_can_empty_them(tmp_path) -> None
     summary, warnings = buffer(polygons, str(tmp_path / "e.fgb"), distance=-1, units="km")
     assert summary.feature_count == 2 and warnings == [
         "some features have no geometry, which a FlatGeobuf spatial index cannot hold: the file was written without "
-        "a spatial index", "2 feature(s) vanished under the buffer (empty result) and were written with a null geometry"]
+        "a spatial index",
+        "2 feature(s) vanished under the buffer (empty result) and were written with a null geometry",
+    ]
 
 
 def test_line_caps_and_joins(tmp_path) -> None:
@@ -201,6 +211,7 @@ def test_a_layer_without_crs_only_takes_layer_units(tmp_path) -> None:
 
 # ---------------------------------------------------------------------------------------------- simplify
 
+
 def test_simplify_metres_on_a_geographic_layer(tmp_path) -> None:
     summary, warnings = simplify(WORLD, str(tmp_path / "s.gpkg"), tolerance=10, units="km")
     assert summary.feature_count == 177 and "azimuthal equidistant" in warnings[0]
@@ -231,8 +242,9 @@ def test_simplify_stays_within_the_tolerance_in_metres(tmp_path) -> None:
     _, warnings = simplify(src, str(tmp_path / "s.gpkg"), tolerance=20, units="m")
     assert "UTM zone 29N" in warnings[0]
     (got,) = load(tmp_path / "s.gpkg")[2]
-    back = shapely.transform(got, lambda a, b: Transformer.from_crs("EPSG:4326", "EPSG:32629",
-                                                                    always_xy=True).transform(a, b), interleaved=False)
+    back = shapely.transform(
+        got, lambda a, b: Transformer.from_crs("EPSG:4326", "EPSG:32629", always_xy=True).transform(a, b), interleaved=False
+    )
     assert shapely.get_num_coordinates(got) < 200
     assert shapely.hausdorff_distance(back, utm) <= 20.0 + 1e-3
     assert shapely.hausdorff_distance(back, utm) > 5.0
@@ -247,6 +259,7 @@ def test_simplify_without_preserving_topology(tmp_path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- dissolve
+
 
 def test_dissolve_by_continent(tmp_path) -> None:
     summary, warnings = dissolve(WORLD, str(tmp_path / "c.gpkg"), by="continent")
@@ -287,16 +300,22 @@ def test_dissolve_by_several_keys_with_nulls(tmp_path) -> None:
     summary, warnings = dissolve(src, str(tmp_path / "d.gpkg"), by=["kind", "level"])
     _, fields, got = load(tmp_path / "d.gpkg")
     assert [(k, int(v)) for k, v in zip(fields["kind"], fields["level"], strict=True)] == [
-        ("a", 1), ("a", 2), ("b", 1), (None, 2)]
+        ("a", 1),
+        ("a", 2),
+        ("b", 1),
+        (None, 2),
+    ]
     assert summary.geometry_type == "Polygon" and warnings == []  # every group is one piece
-    assert [g.equals(e) for g, e in zip(got, [shapely.box(0, 0, 2, 1), squares[5], squares[2],
-                                              shapely.box(3, 0, 5, 1)], strict=True)] == [True] * 4
+    assert [
+        g.equals(e) for g, e in zip(got, [shapely.box(0, 0, 2, 1), squares[5], squares[2], shapely.box(3, 0, 5, 1)], strict=True)
+    ] == [True] * 4
     with pytest.raises(GdalMcpError) as e:
         dissolve(src, str(tmp_path / "x.gpkg"), by="nope")
     assert e.value.code == "not-found"
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+
 
 def test_layer_types_and_dimension_filter() -> None:
     assert layer_type("MultiPolygon Z") == GeomType(2, True, True) and layer_type("Unknown").name == "Unknown"
@@ -325,9 +344,15 @@ def test_web_mercator_distances_are_map_distances(tmp_path) -> None:
 def test_z_survives_the_local_projection_and_m_is_dropped(tmp_path) -> None:
     line = shapely.from_wkt("LINESTRING ZM (-9.2 38.7 10 1, -9.19 38.7001 20 2, -9.18 38.7 30 3, -9.1 38.75 40 4)")
     path = tmp_path / "zm.gpkg"
-    pyogrio.raw.write(str(path), shapely.to_wkb(np.array([line]), output_dimension=4, flavor="iso"), [np.array([1])],
-                      fields=["i"], geometry_type="Measured 3D LineString", crs="EPSG:4326", driver="GPKG")
+    pyogrio.raw.write(
+        str(path),
+        shapely.to_wkb(np.array([line]), output_dimension=4, flavor="iso"),
+        [np.array([1])],
+        fields=["i"],
+        geometry_type="Measured 3D LineString",
+        crs="EPSG:4326",
+        driver="GPKG",
+    )
     simplify(str(path), str(tmp_path / "s.gpkg"), tolerance=50, units="m")
     (got,) = load(tmp_path / "s.gpkg")[2]
-    assert shapely.get_coordinates(got, include_z=True).tolist() == [[-9.2, 38.7, 10.0], [-9.18, 38.7, 30.0],
-                                                                     [-9.1, 38.75, 40.0]]
+    assert shapely.get_coordinates(got, include_z=True).tolist() == [[-9.2, 38.7, 10.0], [-9.18, 38.7, 30.0], [-9.1, 38.75, 40.0]]

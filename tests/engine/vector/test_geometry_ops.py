@@ -14,14 +14,19 @@ from gdal_mcp.errors import GdalMcpError
 NE = Path(__file__).parents[2] / "data" / "vector" / "naturalearth_lowres.shp"
 
 
-@pytest.mark.parametrize("operation", ["centroid", "point_on_surface", "convex_hull", "envelope", "boundary",
-                                       "make_valid"])
+@pytest.mark.parametrize("operation", ["centroid", "point_on_surface", "convex_hull", "envelope", "boundary", "make_valid"])
 def test_like_geopandas(tmp_path: Path, operation: str) -> None:
     df = geopandas.read_file(NE)
     summary, _ = geometry_op(str(NE), str(tmp_path / "o.gpkg"), operation=operation)
     out = geopandas.read_file(tmp_path / "o.gpkg")
-    expected = {"centroid": df.centroid, "point_on_surface": df.representative_point(), "convex_hull": df.convex_hull,
-                "envelope": df.envelope, "boundary": df.boundary, "make_valid": df.geometry}[operation]
+    expected = {
+        "centroid": df.centroid,
+        "point_on_surface": df.representative_point(),
+        "convex_hull": df.convex_hull,
+        "envelope": df.envelope,
+        "boundary": df.boundary,
+        "make_valid": df.geometry,
+    }[operation]
     assert summary.feature_count == len(df) and out["name"].tolist() == df["name"].tolist()
     for a, b in zip(out.geometry, expected, strict=True):
         assert shapely.normalize(a).equals_exact(shapely.normalize(b), 1e-9) or a.equals(b), operation

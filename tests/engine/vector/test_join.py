@@ -33,16 +33,20 @@ def _points(tmp_path: Path, n: int = 5000, seed: int = 7) -> tuple[Path, object]
     rng = np.random.default_rng(seed)
     values = rng.normal(100, 30, n)
     values[rng.random(n) < 0.1] = np.nan  # nulls are ignored by the statistics
-    pts = gpd.GeoDataFrame({"v": values, "k": rng.integers(0, 4, n).astype("int64")},
-                           geometry=gpd.points_from_xy(rng.uniform(-170, 170, n), rng.uniform(-55, 75, n)), crs=4326)
+    pts = gpd.GeoDataFrame(
+        {"v": values, "k": rng.integers(0, 4, n).astype("int64")},
+        geometry=gpd.points_from_xy(rng.uniform(-170, 170, n), rng.uniform(-55, 75, n)),
+        crs=4326,
+    )
     path = tmp_path / "points.gpkg"
     pts.to_file(path)
     return path, pts
 
 
 @pytest.mark.parametrize("batch", [join_mod.BATCH_SIZE, 700])
-def test_point_in_polygon_counts_equal_geopandas(tmp_path: Path, countries: Path, batch: int,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_point_in_polygon_counts_equal_geopandas(
+    tmp_path: Path, countries: Path, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(join_mod, "READ_BATCH", batch)
     path, pts = _points(tmp_path)
     aggregate = {"*": ["count"], "v": ["sum", "mean", "min", "max", "median", "std"], "k": ["count_distinct"]}
@@ -67,8 +71,7 @@ def test_point_in_polygon_counts_equal_geopandas(tmp_path: Path, countries: Path
     assert out["name"].tolist() == ne["name"].tolist()  # the input's attributes are kept, in order
 
 
-def test_counts_when_the_input_is_the_larger_layer(tmp_path: Path, countries: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_counts_when_the_input_is_the_larger_layer(tmp_path: Path, countries: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Points (larger) streamed against an index of countries, aggregated per point: how many countries each
     point is in; and the plain sjoin (one row per match) equals geopandas'."""
     monkeypatch.setattr(join_mod, "READ_BATCH", 900)
@@ -79,7 +82,8 @@ def test_counts_when_the_input_is_the_larger_layer(tmp_path: Path, countries: Pa
     ref = gpd.sjoin(pts, ne, how="inner", predicate="intersects")
     assert len(out) == len(ref)
     assert sorted(zip(out["v"].fillna(-1), out["name"], strict=True)) == sorted(
-        zip(ref["v"].fillna(-1), ref["name"], strict=True))
+        zip(ref["v"].fillna(-1), ref["name"], strict=True)
+    )
     join(str(path), str(tmp_path / "left.gpkg"), join=str(countries), how="left", predicate="within")
     left = gpd.read_file(tmp_path / "left.gpkg")
     assert len(left) == len(gpd.sjoin(pts, ne, how="left", predicate="within"))
@@ -93,10 +97,14 @@ def test_nearest_distances_are_ground_metres(tmp_path: Path, countries: Path) ->
     rng = np.random.default_rng(3)
     n = 300
     lon, lat = rng.uniform(-180, 180, n), rng.uniform(-70, 80, n)
-    gpd.GeoDataFrame({"pid": np.arange(n)}, geometry=gpd.points_from_xy(lon, lat), crs=4326).to_file(
-        tmp_path / "p.gpkg")
-    join(str(tmp_path / "p.gpkg"), str(tmp_path / "near.gpkg"), join=str(tmp_path / "cities.gpkg"),
-         predicate="nearest", distance_field="dist_m")
+    gpd.GeoDataFrame({"pid": np.arange(n)}, geometry=gpd.points_from_xy(lon, lat), crs=4326).to_file(tmp_path / "p.gpkg")
+    join(
+        str(tmp_path / "p.gpkg"),
+        str(tmp_path / "near.gpkg"),
+        join=str(tmp_path / "cities.gpkg"),
+        predicate="nearest",
+        distance_field="dist_m",
+    )
     out = gpd.read_file(tmp_path / "near.gpkg").sort_values("pid")
     geod = Geod(ellps="WGS84")
     cx, cy = cities.geometry.x.to_numpy(), cities.geometry.y.to_numpy()
@@ -106,8 +114,15 @@ def test_nearest_distances_are_ground_metres(tmp_path: Path, countries: Path) ->
     np.testing.assert_allclose(out["dist_m"].to_numpy(), d.min(axis=1), rtol=1e-9)
     assert out["city"].tolist() == cities["city"].to_numpy()[d.argmin(axis=1)].tolist()
     # max_distance in km: farther points keep no match (left join: null fields)
-    join(str(tmp_path / "p.gpkg"), str(tmp_path / "near500.gpkg"), join=str(tmp_path / "cities.gpkg"),
-         predicate="nearest", max_distance=500, units="km", distance_field="dist_km")
+    join(
+        str(tmp_path / "p.gpkg"),
+        str(tmp_path / "near500.gpkg"),
+        join=str(tmp_path / "cities.gpkg"),
+        predicate="nearest",
+        max_distance=500,
+        units="km",
+        distance_field="dist_km",
+    )
     near = gpd.read_file(tmp_path / "near500.gpkg").sort_values("pid")
     within = d.min(axis=1) <= 500_000
     assert near["city"].notna().to_numpy().tolist() == within.tolist()
@@ -117,8 +132,14 @@ def test_nearest_distances_are_ground_metres(tmp_path: Path, countries: Path) ->
 def test_nearest_on_a_projected_layer_equals_geopandas(tmp_path: Path) -> None:
     pts = gpd.read_file(DATA / "points.shp")
     polys = gpd.read_file(DATA / "polygons.shp")
-    join(str(DATA / "points.shp"), str(tmp_path / "n.gpkg"), join=str(DATA / "polygons.shp"), predicate="nearest",
-         distance_field="d", units="layer")
+    join(
+        str(DATA / "points.shp"),
+        str(tmp_path / "n.gpkg"),
+        join=str(DATA / "polygons.shp"),
+        predicate="nearest",
+        distance_field="d",
+        units="layer",
+    )
     out = gpd.read_file(tmp_path / "n.gpkg")
     ref = gpd.sjoin_nearest(pts, polys, distance_col="d")
     np.testing.assert_allclose(np.sort(out["d"]), np.sort(ref["d"]), rtol=1e-12)
@@ -131,8 +152,9 @@ def test_attribute_join_by_key_reports_text_against_integer(tmp_path: Path, coun
     layer.to_file(tmp_path / "layer.gpkg")
     rows = ["code,score,label"] + [f"{i},{i * 1.5},row {i}" for i in range(0, 200, 2)]  # integers 0, 2, … 198
     (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
-    summary, warns = join(str(tmp_path / "layer.gpkg"), str(tmp_path / "joined.gpkg"), join=str(tmp_path / "table.csv"),
-                          on="code")
+    summary, warns = join(
+        str(tmp_path / "layer.gpkg"), str(tmp_path / "joined.gpkg"), join=str(tmp_path / "table.csv"), on="code"
+    )
     assert summary.feature_count == 177
     assert any("key types differ" in w and "text" in w and "integer" in w and '"7" = 7' in w for w in warns), warns
     assert any("88 of 177 input feature(s) have no matching key" in w for w in warns), warns
@@ -142,8 +164,14 @@ def test_attribute_join_by_key_reports_text_against_integer(tmp_path: Path, coun
     assert (out.loc[even, "score"] == out.loc[even, "code"].astype(int) * 1.5).all()
     assert out.loc[~even, "score"].isna().all() and out["label"].iloc[8] == "row 8"
     # inner + aggregate by key
-    join(str(tmp_path / "layer.gpkg"), str(tmp_path / "agg.gpkg"), join=str(tmp_path / "table.csv"),
-         on=["code", "code"], how="inner", aggregate={"*": ["count"], "score": ["sum"]})
+    join(
+        str(tmp_path / "layer.gpkg"),
+        str(tmp_path / "agg.gpkg"),
+        join=str(tmp_path / "table.csv"),
+        on=["code", "code"],
+        how="inner",
+        aggregate={"*": ["count"], "score": ["sum"]},
+    )
     agg = gpd.read_file(tmp_path / "agg.gpkg")
     assert len(agg) == 89 and (agg["count"] == 1).all()
     assert (agg["score_sum"] == agg["code"].astype(int) * 1.5).all()
@@ -157,14 +185,20 @@ def test_aggregator_across_batches_equals_numpy() -> None:
     nulls = rng.random(n) < 0.2
     names = rng.choice(["a", "b", "c"], n)
     table = pa.table({"x": pa.array(vals, mask=nulls), "s": pa.array(names)})
-    spec = parse_aggregate({"*": ["count"], "x": ["count", "sum", "mean", "median", "std", "min", "max", "first",
-                                                  "last"], "s": ["min", "count_distinct"]}, table.schema)
+    spec = parse_aggregate(
+        {
+            "*": ["count"],
+            "x": ["count", "sum", "mean", "median", "std", "min", "max", "first", "last"],
+            "s": ["min", "count_distinct"],
+        },
+        table.schema,
+    )
     agg = Aggregator(spec)
     for start in range(0, n, 777):
-        agg.add(keys[start:start + 777], table.slice(start, 777))
+        agg.add(keys[start : start + 777], table.slice(start, 777))
     res = agg.result(np.arange(41))  # group 40 never seen
     for g in range(40):
-        sel = (keys == g)
+        sel = keys == g
         ok = sel & ~nulls
         v = vals[ok]
         row = {c: res.column(c)[g].as_py() for c in res.column_names}

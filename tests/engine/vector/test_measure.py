@@ -19,8 +19,9 @@ DATA = Path(__file__).parents[2] / "data" / "vector"
 
 def test_geodesic_areas_of_countries_equal_pyproj() -> None:
     df = geopandas.read_file(DATA / "naturalearth_lowres.shp")
-    result, _ = measure(str(DATA / "naturalearth_lowres.shp"), measures=["area", "perimeter"], units="km",
-                        limit=1000, id_field="name")
+    result, _ = measure(
+        str(DATA / "naturalearth_lowres.shp"), measures=["area", "perimeter"], units="km", limit=1000, id_field="name"
+    )
     assert result.method == "geodesic" and result.row_count == len(rows := result.rows) == 177
     geod = Geod(ellps="WGS84")
     for row, geom in zip(rows, df.geometry, strict=True):
@@ -55,8 +56,9 @@ def test_output_adds_fields_and_paging(tmp_path: Path) -> None:
     assert [r["index"] for r in page.rows] == list(range(170, 177)) and page.remaining == 0
     np.testing.assert_allclose(fields[1][170:], [r["area_m2"] for r in page.rows], rtol=1e-12)
     # ground centroids lie inside (or near) their country, unlike nothing in degrees far from it
-    inside = shapely.contains(geopandas.read_file(DATA / "naturalearth_lowres.shp").geometry.values.buffer(0.5),
-                              shapely.points(fields[2], fields[3]))
+    inside = shapely.contains(
+        geopandas.read_file(DATA / "naturalearth_lowres.shp").geometry.values.buffer(0.5), shapely.points(fields[2], fields[3])
+    )
     assert inside.mean() > 0.9
 
 

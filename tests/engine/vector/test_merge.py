@@ -47,8 +47,7 @@ def test_single_layer_like_geopandas_concat(tmp_path: Path) -> None:
 
 def test_layers_mode(tmp_path: Path) -> None:
     paths = _parts(tmp_path)
-    result, _ = merge([str(p) for p in paths], str(tmp_path / "l.gpkg"), mode="layers",
-                      source_names=[p.name for p in paths])
+    result, _ = merge([str(p) for p in paths], str(tmp_path / "l.gpkg"), mode="layers", source_names=[p.name for p in paths])
     assert [s.layer for s in result.layers] == ["Africa", "Europe", "Asia"]
     assert [n for n, _ in pyogrio.list_layers(tmp_path / "l.gpkg")] == ["Africa", "Europe", "Asia"]
     assert [s.feature_count for s in result.layers] == [len(geopandas.read_file(p)) for p in paths]
@@ -61,9 +60,23 @@ def test_same_features_as_ogrmerge(tmp_path: Path) -> None:
         p = tmp_path / f"{cont}.shp"
         geopandas.read_file(NE).query(f"continent == '{cont}'").to_file(p)
         shp.append(p)
-    subprocess.run(["ogrmerge.py", "-single", "-f", "GPKG", "-o", str(tmp_path / "ref.gpkg"), *map(str, shp),
-                    "-src_layer_field_name", "source", "-src_layer_field_content", "{DS_BASENAME}"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            "ogrmerge.py",
+            "-single",
+            "-f",
+            "GPKG",
+            "-o",
+            str(tmp_path / "ref.gpkg"),
+            *map(str, shp),
+            "-src_layer_field_name",
+            "source",
+            "-src_layer_field_content",
+            "{DS_BASENAME}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     merge([str(p) for p in shp], str(tmp_path / "ours.gpkg"), source_names=[p.stem for p in shp])
     ref, ours = geopandas.read_file(tmp_path / "ref.gpkg"), geopandas.read_file(tmp_path / "ours.gpkg")
     assert ours["source"].tolist() == ref["source"].tolist() and ours["name"].tolist() == ref["name"].tolist()

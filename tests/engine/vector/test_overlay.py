@@ -23,8 +23,11 @@ HOWS = ["intersection", "union", "difference", "symmetric_difference", "identity
 def layers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("overlay")
     xs, ys = np.meshgrid(np.arange(-30, 60, 12.5), np.arange(-35, 70, 10))
-    grid = gpd.GeoDataFrame({"name": [f"cell {i}" for i in range(xs.size)], "cell": np.arange(xs.size)},
-                            geometry=shapely.box(xs.ravel(), ys.ravel(), xs.ravel() + 12.5, ys.ravel() + 10), crs=4326)
+    grid = gpd.GeoDataFrame(
+        {"name": [f"cell {i}" for i in range(xs.size)], "cell": np.arange(xs.size)},
+        geometry=shapely.box(xs.ravel(), ys.ravel(), xs.ravel() + 12.5, ys.ravel() + 10),
+        crs=4326,
+    )
     grid.to_crs(3857).to_file(tmp / "grid.gpkg")  # another CRS: reprojected to the input's
     rng = np.random.default_rng(5)
     centres = gpd.GeoSeries(gpd.points_from_xy(rng.uniform(-20, 40, 60), rng.uniform(-30, 60, 60)), crs=4326)
@@ -44,8 +47,7 @@ def _key(df: object, cols: list[str]) -> list[tuple]:
 
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("other", ["grid", "blobs"])
-def test_areas_equal_geopandas(layers: dict[str, Path], how: str, other: str,
-                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_areas_equal_geopandas(layers: dict[str, Path], how: str, other: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(overlay_mod, "READ_BATCH", 50)  # several batches: overlay leftovers carried across them
     out_path = layers["tmp"] / f"{other}_{how}.gpkg"
     summary, _ = overlay(str(COUNTRIES), str(out_path), overlay=str(layers[other]), how=how)

@@ -53,10 +53,17 @@ def test_unreadable_coordinates_are_written_without_geometry_and_reported(tmp_pa
 
 def test_xlsx_written_by_gdal_and_named_columns(tmp_path: Path) -> None:
     df = _centroids().head(20)
-    table = pa.table({"name": df["name"].tolist(), "E": df.geometry.x.to_numpy(), "N": df.geometry.y.to_numpy(),
-                      "pop": df["pop_est"].to_numpy()})
-    pyogrio.raw.write_arrow(table, tmp_path / "t.xlsx", driver="XLSX", layer="Sheet1", geometry_name=None,
-                            geometry_type=None, crs=None)
+    table = pa.table(
+        {
+            "name": df["name"].tolist(),
+            "E": df.geometry.x.to_numpy(),
+            "N": df.geometry.y.to_numpy(),
+            "pop": df["pop_est"].to_numpy(),
+        }
+    )
+    pyogrio.raw.write_arrow(
+        table, tmp_path / "t.xlsx", driver="XLSX", layer="Sheet1", geometry_name=None, geometry_type=None, crs=None
+    )
     with pytest.raises(GdalMcpError) as e:
         from_table(str(tmp_path / "t.xlsx"), str(tmp_path / "x.gpkg"))
     assert e.value.code == "invalid-argument" and "E, N" in e.value.message

@@ -23,8 +23,16 @@ def layer(tmp_path):
     """shapes.gpkg: valid, bow-tie, valid, null, self-touching ring, empty, valid (FIDs 1..7)."""
     geoms = np.array([VALID[0], BOWTIE, VALID[1], None, SELF_TOUCHING, shapely.Polygon(), VALID[2]], dtype=object)
     path = tmp_path / "shapes.gpkg"
-    pyogrio.raw.write(str(path), shapely.to_wkb(geoms), [np.arange(1, 8) * 10], fields=["code"], layer="shapes",
-                      geometry_type="Polygon", crs="EPSG:32631", driver="GPKG")
+    pyogrio.raw.write(
+        str(path),
+        shapely.to_wkb(geoms),
+        [np.arange(1, 8) * 10],
+        fields=["code"],
+        layer="shapes",
+        geometry_type="Polygon",
+        crs="EPSG:32631",
+        driver="GPKG",
+    )
     return path
 
 
@@ -40,8 +48,10 @@ def test_report_counts_reasons_and_examples(layer) -> None:
     assert warnings == [] and report.fixed_output is None
     assert (report.layer, report.feature_count, report.invalid_count, report.empty_count) == ("shapes", 7, 2, 2)
     assert report.reasons == {"Self-intersection": 1, "Ring Self-intersection": 1}
-    assert report.examples == [{"fid": 2, "reason": "Self-intersection", "location": [1.0, 1.0]},
-                               {"fid": 5, "reason": "Ring Self-intersection", "location": [15.0, 0.0]}]
+    assert report.examples == [
+        {"fid": 2, "reason": "Self-intersection", "location": [1.0, 1.0]},
+        {"fid": 5, "reason": "Ring Self-intersection", "location": [15.0, 0.0]},
+    ]
     assert validate(str(layer), max_examples=1)[0].examples == report.examples[:1]
     assert validate(str(layer), max_examples=0)[0].examples == []
 
@@ -61,8 +71,11 @@ def test_repaired_copy_is_valid_and_keeps_valid_features(layer, tmp_path) -> Non
     for got, want in zip(fixed[[0, 2, 6]], VALID, strict=True):  # unchanged, only wrapped as one-part Multi
         assert len(got.geoms) == 1 and shapely.equals_exact(got.geoms[0], want, tolerance=0)
     bowtie, ring = fixed[1], fixed[4]
-    assert len(bowtie.geoms) == 2 and bowtie.area == pytest.approx(2.0) and bowtie.equals(BOWTIE.buffer(0) | (
-        shapely.Polygon([(0, 0), (1, 1), (0, 2)])))
+    assert (
+        len(bowtie.geoms) == 2
+        and bowtie.area == pytest.approx(2.0)
+        and bowtie.equals(BOWTIE.buffer(0) | (shapely.Polygon([(0, 0), (1, 1), (0, 2)])))
+    )
     assert ring.area == pytest.approx(SELF_TOUCHING.area) and ring.is_valid
     assert fixed[3] is None and fixed[5].is_empty  # null and empty stay as they were
     again, _ = validate(str(out))
@@ -78,14 +91,24 @@ def test_a_shapefile_copy_keeps_the_polygon_type(layer, tmp_path) -> None:
 def test_collapsed_repairs_become_null(tmp_path) -> None:
     sliver = shapely.Polygon([(0, 0), (1, 0), (2, 0), (0, 0)])  # no area: make_valid gives a line
     path = tmp_path / "s.gpkg"
-    pyogrio.raw.write(str(path), shapely.to_wkb(np.array([sliver, VALID[0]], dtype=object)), [np.array([1, 2])],
-                      fields=["n"], geometry_type="Polygon", crs="EPSG:4326", driver="GPKG")
+    pyogrio.raw.write(
+        str(path),
+        shapely.to_wkb(np.array([sliver, VALID[0]], dtype=object)),
+        [np.array([1, 2])],
+        fields=["n"],
+        geometry_type="Polygon",
+        crs="EPSG:4326",
+        driver="GPKG",
+    )
     report, warnings = validate(str(path), dst=str(tmp_path / "f.fgb"))
     assert report.invalid_count == 1 and list(report.reasons) == ["Self-intersection"]
     # Counted once although FlatGeobuf was written twice (its spatial index refuses null geometries).
-    assert sorted(warnings) == ["1 invalid feature(s) collapsed when repaired (nothing of their dimension was left) "
-                                "and were written with a null geometry", "some features have no geometry, which a "
-                                "FlatGeobuf spatial index cannot hold: the file was written without a spatial index"]
+    assert sorted(warnings) == [
+        "1 invalid feature(s) collapsed when repaired (nothing of their dimension was left) "
+        "and were written with a null geometry",
+        "some features have no geometry, which a "
+        "FlatGeobuf spatial index cannot hold: the file was written without a spatial index",
+    ]
     fixed = load(tmp_path / "f.fgb")[2]
     assert fixed[0] is None and fixed[1].equals(VALID[0])
 

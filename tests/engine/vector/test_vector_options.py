@@ -32,8 +32,7 @@ def read(path: Path | str, **kw: object) -> gpd.GeoDataFrame:
 # ----- vector_convert: SQLite dialect -----------------------------------------------------------------------
 def test_sqlite_dialect_geodesic_areas_equal_pyproj_geod(tmp_path: Path) -> None:
     out = tmp_path / "areas.gpkg"
-    convert(NE, str(out), sql="SELECT name, ST_Area(geometry, 1) AS area_m2 FROM naturalearth_lowres",
-            sql_dialect="SQLITE")
+    convert(NE, str(out), sql="SELECT name, ST_Area(geometry, 1) AS area_m2 FROM naturalearth_lowres", sql_dialect="SQLITE")
     got = read(out)
     ref = read(NE)
     geod = Geod(ellps="WGS84")
@@ -45,8 +44,13 @@ def test_sqlite_dialect_geodesic_areas_equal_pyproj_geod(tmp_path: Path) -> None
 
 def test_sqlite_dialect_group_by_equals_geopandas(tmp_path: Path) -> None:
     out = tmp_path / "by_continent.gpkg"
-    convert(NE, str(out), sql="SELECT continent, count(*) AS n, CAST(sum(pop_est) AS REAL) AS pop, "
-            "ST_Union(geometry) AS geometry FROM naturalearth_lowres GROUP BY continent", sql_dialect="SQLITE")
+    convert(
+        NE,
+        str(out),
+        sql="SELECT continent, count(*) AS n, CAST(sum(pop_est) AS REAL) AS pop, "
+        "ST_Union(geometry) AS geometry FROM naturalearth_lowres GROUP BY continent",
+        sql_dialect="SQLITE",
+    )
     got = read(out).set_index("continent").sort_index()
     ref = read(NE).dissolve("continent", aggfunc={"name": "count", "pop_est": "sum"}).sort_index()
     assert list(got.index) == list(ref.index)
@@ -58,18 +62,25 @@ def test_sqlite_dialect_group_by_equals_geopandas(tmp_path: Path) -> None:
 def test_sql_result_value_that_does_not_fit_its_column_is_refused(tmp_path: Path) -> None:
     # GDAL types the column from the first row (Africa: fits 32 bits); Asia's 4.39e9 would be clipped silently.
     with pytest.raises(GdalMcpError) as e:
-        convert(NE, str(tmp_path / "x.gpkg"), sql="SELECT continent, sum(pop_est) AS pop FROM naturalearth_lowres "
-                "GROUP BY continent", sql_dialect="SQLITE")
+        convert(
+            NE,
+            str(tmp_path / "x.gpkg"),
+            sql="SELECT continent, sum(pop_est) AS pop FROM naturalearth_lowres GROUP BY continent",
+            sql_dialect="SQLITE",
+        )
     assert e.value.code == "invalid-argument" and "CAST" in e.value.message
 
 
-@pytest.mark.parametrize("sql", [
-    'SELECT * FROM "/tmp/other.shp"."other"',
-    "SELECT * FROM naturalearth_lowres a JOIN 'x.shp'.x b ON a.name = b.name",
-    "SELECT ogr_datasource_load_layers('/tmp/a.shp')",
-    "SELECT load_extension('mod_spatialite')",
-    "ATTACH DATABASE 'x.db' AS x",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        'SELECT * FROM "/tmp/other.shp"."other"',
+        "SELECT * FROM naturalearth_lowres a JOIN 'x.shp'.x b ON a.name = b.name",
+        "SELECT ogr_datasource_load_layers('/tmp/a.shp')",
+        "SELECT load_extension('mod_spatialite')",
+        "ATTACH DATABASE 'x.db' AS x",
+    ],
+)
 def test_engine_rechecks_sql_that_reaches_other_sources(tmp_path: Path, sql: str) -> None:
     with pytest.raises(GdalMcpError) as e:
         convert(NE, str(tmp_path / "x.gpkg"), sql=sql, sql_dialect="SQLITE")
@@ -80,8 +91,9 @@ def test_open_options_reach_the_driver(tmp_path: Path) -> None:
     csv = tmp_path / "cities.csv"
     csv.write_text("name,lon,lat\nA,10.5,20.25\nB,-3,40\n")
     out = tmp_path / "cities.gpkg"
-    summary, _ = convert(str(csv), str(out), open_options={"X_POSSIBLE_NAMES": "lon", "Y_POSSIBLE_NAMES": "lat"},
-                         src_crs="EPSG:4326")
+    summary, _ = convert(
+        str(csv), str(out), open_options={"X_POSSIBLE_NAMES": "lon", "Y_POSSIBLE_NAMES": "lat"}, src_crs="EPSG:4326"
+    )
     got = read(out)
     assert summary.geometry_type == "Point"
     assert shapely.get_coordinates(got.geometry.values).tolist() == [[10.5, 20.25], [-3.0, 40.0]]
@@ -103,8 +115,9 @@ def test_append_adds_exactly_n_features_and_keeps_other_layers(tmp_path: Path) -
     (tmp_path / "work").mkdir()
     dst = tmp_path / "work" / "base.gpkg"
     europe = read(NE, where="continent = 'Europe'")
-    summary, notes = convert(NE, str(dst), where="continent = 'Europe'", mode="append", append_to=str(base),
-                             output_layer="countries")
+    summary, notes = convert(
+        NE, str(dst), where="continent = 'Europe'", mode="append", append_to=str(base), output_layer="countries"
+    )
     assert summary.feature_count == 5 + len(europe)
     got = read(dst, layer="countries")
     assert got["name"].tolist() == read(base, layer="countries")["name"].tolist() + europe["name"].tolist()
@@ -156,8 +169,7 @@ def test_buffer_distance_field_and_dissolve_equal_geopandas(tmp_path: Path) -> N
     buffer(str(DATA / "points.shp"), str(out), distance=0, distance_field="id", units="layer")
     np.testing.assert_allclose(read(out).area, pts.buffer(pts["id"].astype(float), quad_segs=8).area, rtol=1e-9)
     out2 = tmp_path / "u.gpkg"
-    summary, notes = buffer(str(DATA / "points.shp"), str(out2), distance=0, distance_field="id", units="layer",
-                            dissolve=True)
+    summary, notes = buffer(str(DATA / "points.shp"), str(out2), distance=0, distance_field="id", units="layer", dissolve=True)
     ref = pts.buffer(pts["id"].astype(float), quad_segs=8).union_all()
     got = read(out2)
     assert summary.feature_count == 1 and got.columns.tolist() == ["geometry"]
@@ -192,8 +204,11 @@ def test_coverage_simplify_keeps_neighbours_edge_to_edge(tmp_path: Path) -> None
     ne = read(NE)
     geoms = ne.geometry.values
     tree = shapely.STRtree(geoms)
-    pairs = [(int(i), int(j)) for i, j in tree.query(geoms, predicate="touches").T if i < j
-             and shapely.intersection(shapely.boundary(geoms[i]), shapely.boundary(geoms[j])).length > 0]
+    pairs = [
+        (int(i), int(j))
+        for i, j in tree.query(geoms, predicate="touches").T
+        if i < j and shapely.intersection(shapely.boundary(geoms[i]), shapely.boundary(geoms[j])).length > 0
+    ]
     assert len(pairs) > 200
     out = tmp_path / "cov.gpkg"
     simplify(NE, str(out), tolerance=50_000, coverage=True)
@@ -224,14 +239,26 @@ def test_coverage_simplify_in_a_projected_layer_equals_shapely(tmp_path: Path) -
 # ----- vector_dissolve aggregate ------------------------------------------------------------------------------------
 def test_dissolve_aggregate_equals_geopandas(tmp_path: Path) -> None:
     out = tmp_path / "d.gpkg"
-    summary, _ = dissolve(NE, str(out), by="continent", aggregate={"*": ["count"], "pop_est": ["sum", "mean", "max"],
-                                                                   "gdp_md_est": ["median", "std"]})
-    assert summary.fields == ["continent", "count", "pop_est_sum", "pop_est_mean", "pop_est_max", "gdp_md_est_median",
-                              "gdp_md_est_std"]
+    summary, _ = dissolve(
+        NE,
+        str(out),
+        by="continent",
+        aggregate={"*": ["count"], "pop_est": ["sum", "mean", "max"], "gdp_md_est": ["median", "std"]},
+    )
+    assert summary.fields == [
+        "continent",
+        "count",
+        "pop_est_sum",
+        "pop_est_mean",
+        "pop_est_max",
+        "gdp_md_est_median",
+        "gdp_md_est_std",
+    ]
     got = read(out).set_index("continent").sort_index()
     ne = read(NE)
-    ref = ne.dissolve("continent", aggfunc={"name": "count", "pop_est": ["sum", "mean", "max"],
-                                            "gdp_md_est": ["median", "std"]}).sort_index()
+    ref = ne.dissolve(
+        "continent", aggfunc={"name": "count", "pop_est": ["sum", "mean", "max"], "gdp_md_est": ["median", "std"]}
+    ).sort_index()
     assert got["count"].tolist() == ref[("name", "count")].tolist()
     assert got["pop_est_sum"].tolist() == ref[("pop_est", "sum")].tolist()  # 64-bit: Asia's 4.39e9 intact
     np.testing.assert_allclose(got["pop_est_mean"], ref[("pop_est", "mean")], rtol=1e-12)
@@ -252,7 +279,13 @@ def test_failed_append_engine_leaves_the_source_untouched(tmp_path: Path) -> Non
     before = base.read_bytes()
     (tmp_path / "work").mkdir()
     with pytest.raises(GdalMcpError):
-        convert(NE, str(tmp_path / "work" / "base.gpkg"), where="no_such_field = 1", mode="append",
-                append_to=str(base), output_layer="countries")
+        convert(
+            NE,
+            str(tmp_path / "work" / "base.gpkg"),
+            where="no_such_field = 1",
+            mode="append",
+            append_to=str(base),
+            output_layer="countries",
+        )
     assert base.read_bytes() == before
     shutil.rmtree(tmp_path / "work")
