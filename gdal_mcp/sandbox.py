@@ -166,9 +166,25 @@ _SQL_TOKEN_RE = re.compile(
     r"""|(?P<word>[A-Za-z_\u0080-\uffff][\w$\u0080-\uffff]*)|(?P<num>\d[\w.]*)|(?P<op>.)""",
     re.S,
 )
-# Dataset open option names whose value GDAL reads as a file (GML GFS_TEMPLATE, GMLAS XSD/CONFIG_FILE, OSM
-# CONFIG_FILE, MVT METADATA_FILE …); any value that looks like a path is checked as one too.
-OPEN_OPTION_FILE_WORDS = ("FILE", "TEMPLATE", "XSD", "SCHEMA", "PATH", "DIR")
+# Words in the name of a GDAL option whose value is a file or a URL GDAL reads or writes: open options (GML
+# GFS_TEMPLATE, GMLAS XSD/CONFIG_FILE, OSM CONFIG_FILE, MVT METADATA_FILE …) and creation options (MRF
+# DATANAME/INDEXNAME, netCDF CONFIG_FILE, JPEG 2000 GMLJP2V2_DEF, GML XSISCHEMAURI, PDF COMPOSITION_FILE …).
+OPTION_FILE_WORDS = (
+    "FILE",
+    "TEMPLATE",
+    "XSD",
+    "SCHEMA",
+    "PATH",
+    "DIR",
+    "DATANAME",
+    "INDEXNAME",
+    "URI",
+    "URL",
+    "_DEF",
+    "EXTRA_IMAGES",
+)
+# The values such an option may still take: a switch or a number, never a name (nor inline JSON/XML listing files)
+_OPTION_SWITCH_RE = re.compile(r"(?i)yes|no|true|false|on|off|[-+\d.]+")
 # Open options that run SQL of their own (GeoPackage / SQLite PRELUDE_STATEMENTS can ATTACH any database).
 FORBIDDEN_OPEN_OPTIONS = frozenset({"PRELUDE_STATEMENTS"})
 _PATH_LIKE_RE = re.compile(r"[/\\]|^~|^[A-Za-z][A-Za-z0-9_]*:|\.[A-Za-z][A-Za-z0-9]{0,7}$")
@@ -976,13 +992,29 @@ class Sandbox:
             text = ("YES" if value else "NO") if isinstance(value, bool) else str(value)
             if "\x00" in text:
                 raise GdalMcpError("invalid-argument", f"{what}: {key} contains a NUL byte")
-            names_file = any(w in key.upper() for w in OPEN_OPTION_FILE_WORDS) and not re.fullmatch(
-                r"(?i)yes|no|true|false|on|off|[-+\d.]+", text
-            )
+            names_file = any(w in key.upper() for w in OPTION_FILE_WORDS) and not _OPTION_SWITCH_RE.fullmatch(text)
             if text and (names_file or re.search(r"[/\\]", text) or text.lower().startswith(NETWORK_SCHEMES)):
                 text, _, _ = self._resolve_gdal(text, base=None, what=f"{what} {key}", depth=0)
             out[key] = text
         return out
+
+    @staticmethod
+    def check_creation_options(options: Mapping[str, object] | None, *, what: str = "creation option") -> None:
+        """Creation options (GDAL -co, -lco) write only the output asked for: one that names a file or URL — by its
+        name (OPTION_FILE_WORDS, unless its value is a switch such as GMLJP2V2_DEF=YES) or by a value that is a path
+        or URL — is invalid-argument before any work starts."""
+        for key, value in (options or {}).items():
+            text = ("YES" if value else "NO") if isinstance(value, bool) else str(value)
+            if any(w in str(key).upper() for w in OPTION_FILE_WORDS) and not _OPTION_SWITCH_RE.fullmatch(text.strip()):
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"{what} {key} names a file or URL; this server writes only the "
+                    "output it is asked for (leave the option out, or give it YES/NO)",
+                )
+            if text.startswith(("/", "~", "\\")) or "://" in text or "../" in text or "..\\" in text:
+                raise GdalMcpError(
+                    "invalid-argument", f"{what} {key}={text[:60]!r} is a path or URL; option values are settings, never files"
+                )
 
     # ----- outputs ---------------------------------------------------------------------------
     def sweep_stale_temporaries(self, *, max_dirs: int = SWEEP_MAX_DIRS, max_seconds: float = SWEEP_MAX_SECONDS) -> list[Path]:

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, Field
 from gdal_mcp.crs_text import crs_value
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import Resampling
+from gdal_mcp.sandbox import Sandbox
 
 
 # ----- CRS values -------------------------------------------------------------------------------
@@ -133,37 +134,14 @@ VectorFormat = Annotated[
         )
     ),
 ]
-#: words in a creation option's name that make it name a file or a URL (MRF DATANAME/INDEXNAME, netCDF CONFIG_FILE,
-#: JPEG 2000 GMLJP2V2_DEF, GML XSISCHEMAURI, PDF COMPOSITION_FILE …): GDAL would write or read that file
-FILE_OPTION_WORDS = (
-    "FILE",
-    "DATANAME",
-    "INDEXNAME",
-    "TEMPLATE",
-    "SCHEMA",
-    "XSD",
-    "URI",
-    "URL",
-    "PATH",
-    "DIR",
-    "_DEF",
-    "EXTRA_IMAGES",
-)
 
 
 def _options_checked(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Creation options write only the output asked for: an option that names a file or URL (by its name, or by a
-    value that is a path or URL) is refused before any work starts."""
-    for key, item in (value or {}).items():
-        text = str(item)
-        upper = str(key).upper()
-        if any(word in upper for word in FILE_OPTION_WORDS) and not text.lstrip().startswith(("{", "<")):
-            raise ValueError(
-                f"creation option {key} names a file or URL; this server writes only the output it is "
-                "asked for (leave the option out)"
-            )
-        if text.startswith(("/", "~", "\\")) or "://" in text or "../" in text or "..\\" in text:
-            raise ValueError(f"creation option {key}={text[:60]!r} is a path or URL; option values are settings, never files")
+    """Creation options never name files or URLs (the sandbox's rule, Sandbox.check_creation_options)."""
+    try:
+        Sandbox.check_creation_options(value)
+    except GdalMcpError as e:
+        raise ValueError(e.message) from None
     return value
 
 

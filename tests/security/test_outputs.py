@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -130,6 +131,26 @@ async def test_creation_options_never_name_files(ws: Path, secrets: Secrets, can
                 canary=canary,
             )
             assert code == "invalid-argument", options
+        # a JSON value of a file-naming option lists files GDAL reads into the output: refused too
+        code = await attack(
+            s,
+            "raster_convert",
+            {
+                "input": "good.tif",
+                "output": "o.jp2",
+                "creation_options": {
+                    "GMLJP2V2_DEF": json.dumps({"root_instance": {"gml_filelist": [secrets.path("secret.txt")]}})
+                },
+            },
+            secrets=secrets,
+            canary=canary,
+        )
+        assert code == "invalid-argument"
+        # the same option as a switch is a setting: the JPEG 2000 gets its GMLJP2 v2 box
+        r = await s.call_tool(
+            "raster_convert", {"input": "good.tif", "output": "ok.jp2", "creation_options": {"GMLJP2V2_DEF": "YES"}}
+        )
+        assert not r.is_error, r.structured_content
         code = await attack(
             s,
             "vector_convert",
