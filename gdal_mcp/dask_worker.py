@@ -415,13 +415,9 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
         sandbox = _sandbox(config)
         sandbox.check_referenced(job.paths(), what="job path")
         job, attempt = _attempt_output(job)
-        # Where this job may write: its attempt directory, a file it changes in place (and its .aux.xml); nothing
-        # else. Its own thread and its tiles' are confined so (_layered); without confinement, as before.
-        writable = [str(attempt)] if attempt is not None else []
-        dst = getattr(job, job.OUTPUT, None) if job.OUTPUT else None
-        if attempt is None and isinstance(dst, str) and dst:
-            writable.append(os.path.dirname(dst))  # an output the server did not stage (a direct call): its directory
-        writable += [p for path in job.modifies() for p in (path, path + ".aux.xml") if os.path.exists(p)]
+        # Where this job may write (its output now goes to its attempt directory; a file it changes in place);
+        # nothing else. Its own thread and its tiles' are confined so (_layered); without confinement, as before.
+        writable = job.writable()
         layered = _task_tmp[0] is not None
         mapper = DaskMapper(
             config, ctx, scratch=attempt / SPILL_DIR if attempt is not None else None, writable=writable, layered=layered

@@ -75,8 +75,21 @@ class Job(Generic[R]):
 
     def modifies(self) -> list[str]:
         """Files the job changes in place (not through a temporary output the server commits): the only files
-        besides its output a worker lets it write (gdal_mcp.worker.job_writable). None by default."""
+        besides its output a worker lets it write (writable()). None by default."""
         return []
+
+    def writable(self) -> list[str]:
+        """Where a worker lets this job write (gdal_mcp.confine.restrict_writes): the directory its output is written
+        into (a temporary directory the server made for it), and a file it changes in place with that file's
+        .aux.xml. Nothing else: a job that only reads writes nothing (the worker adds its private temporary
+        directory)."""
+        import os
+
+        dst = getattr(self, self.OUTPUT, None) if self.OUTPUT else None
+        out = [os.path.dirname(dst)] if isinstance(dst, str) and dst else []
+        for path in self.modifies():
+            out += [path, *[p for p in (path + ".aux.xml",) if os.path.exists(p)]]
+        return out
 
     @property
     def name(self) -> str:

@@ -370,11 +370,15 @@ def _overview_files(pam: str, mtime_ns: int, size: int) -> tuple[str, ...]:
         return ()
     refs = []
     for el in tree.iter():
-        tag = (el.tag.split("}")[-1] if isinstance(el.tag, str) else "").lower()
-        if tag == "mdi" and {k.lower(): v for k, v in el.attrib.items()}.get("key", "").upper() == "OVERVIEW_FILE":
+        if _local_name(el) == "mdi" and {k.lower(): v for k, v in el.attrib.items()}.get("key", "").upper() == "OVERVIEW_FILE":
             if (el.text or "").strip():
                 refs.append((el.text or "").strip())
     return tuple(refs)
+
+
+def _local_name(el: ET.Element) -> str:
+    """An XML element's name without its namespace, in lower case (GDAL reads VRT and KML names in any case)."""
+    return el.tag.split("}")[-1].lower() if isinstance(el.tag, str) else ""
 
 
 def _read_small(path: str) -> str | None:
@@ -701,14 +705,23 @@ class Sandbox:
         except OSError:
             return
         for ref in _overview_files(str(pam), st.st_mtime_ns, st.st_size):
-            try:
-                self._resolve_gdal(ref, base=real.parent, what=what, depth=MAX_REFERENCE_DEPTH - 1)
-            except GdalMcpError as e:
-                raise GdalMcpError(
-                    "out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
-                    f"{what} '{self.display(real)}': its {pam.name} names the overview file "
-                    f"'{ref}', which is not an allowed workspace file",
-                ) from None
+            self._reference(
+                ref,
+                real.parent,
+                what=what,
+                depth=MAX_REFERENCE_DEPTH - 1,
+                refused=f"{what} '{self.display(real)}': its {pam.name} names the overview file '{ref}', which is not "
+                "an allowed workspace file",
+            )
+
+    def _reference(self, ref: str, base: Path | None, *, what: str, depth: int, refused: str) -> list[Path]:
+        """A file (or URL) a dataset names inside itself, resolved like a path given as an argument: the files it
+        reaches; out-of-root with `refused` when it is not an allowed workspace file (not-found etc. as they are)."""
+        try:
+            _, reached, _ = self._resolve_gdal(ref, base=base, what=what, depth=depth)
+        except GdalMcpError as e:
+            raise GdalMcpError("out-of-root" if e.code in ("out-of-root", "unsupported") else e.code, refused) from None
+        return reached
 
     def _literal_exists(self, path: str, base: Path | None) -> bool:
         try:
@@ -827,7 +840,7 @@ class Sandbox:
         files: list[Path] = []
         for el in tree.iter():
             # GDAL reads VRT element and attribute names in any letter case (CPLGetXMLNode): so does this.
-            tag = (el.tag.split("}")[-1] if isinstance(el.tag, str) else "").lower()
+            tag = _local_name(el)
             ref = (el.text or "").strip()
             if tag == "pixelfunctionlanguage" and ref.lower() == "python":
                 raise GdalMcpError(
@@ -841,15 +854,14 @@ class Sandbox:
             relative = attrs.get("relativetovrt", "0") == "1" or is_mrf  # MRF: relative to its header
             # OGR VRTs resolve SrcDataSource against the VRT's directory when relativeToVRT="1".
             ref_base = real.parent if relative or not ref.startswith("/") else None
-            try:
-                _, reached, _ = self._resolve_gdal(ref, base=ref_base, what=f"{what} (via {real.name})", depth=depth + 1)
-            except GdalMcpError as e:
-                raise GdalMcpError(
-                    "out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
-                    f"{what}: {real.name} refers to '{ref}', which is not an allowed workspace file "
-                    "(the files a dataset names must lie inside the workspace)",
-                ) from None
-            files += reached
+            files += self._reference(
+                ref,
+                ref_base,
+                what=f"{what} (via {real.name})",
+                depth=depth + 1,
+                refused=f"{what}: {real.name} refers to '{ref}', which is not an allowed workspace file (the files a "
+                "dataset names must lie inside the workspace)",
+            )
         return files
 
     def _kml_overlays(self, real: Path, *, what: str, depth: int) -> list[Path]:
@@ -864,22 +876,21 @@ class Sandbox:
             return []
         files: list[Path] = []
         for overlay in tree.iter():
-            if not (isinstance(overlay.tag, str) and overlay.tag.split("}")[-1].lower() == "groundoverlay"):
+            if _local_name(overlay) != "groundoverlay":
                 continue
             for el in overlay.iter():
                 ref = (el.text or "").strip()
-                if not (isinstance(el.tag, str) and el.tag.split("}")[-1].lower() == "href") or not ref:
+                if _local_name(el) != "href" or not ref:
                     continue
                 if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", ref) and not ref.lower().startswith("file://"):
                     continue
-                try:
-                    _, reached, _ = self._resolve_gdal(ref, base=real.parent, what=what, depth=depth + 1)
-                except GdalMcpError as e:
-                    raise GdalMcpError(
-                        "out-of-root" if e.code in ("out-of-root", "unsupported") else e.code,
-                        f"{what}: {real.name} overlays '{ref}', which is not an allowed workspace file",
-                    ) from None
-                files += reached
+                files += self._reference(
+                    ref,
+                    real.parent,
+                    what=what,
+                    depth=depth + 1,
+                    refused=f"{what}: {real.name} overlays '{ref}', which is not an allowed workspace file",
+                )
         return files
 
     def check_referenced(self, names: Iterable[str], *, what: str = "input") -> None:

@@ -234,20 +234,6 @@ def confine_worker(config: dict[str, Any]) -> bool:
     return True
 
 
-def job_writable(job: Any, config: dict[str, Any]) -> list[str]:
-    """Where a job may write: the directory its output is written into (a temporary directory the server made for
-    this job), the file it changes in place if any (and that file's .aux.xml), and the worker's private temporary
-    directory. Nothing else: a job that only reads writes nothing."""
-    writable = [config["tmp"]] if config.get("tmp") else []
-    name = getattr(job, "OUTPUT", None)
-    dst = getattr(job, name, None) if name else None
-    if isinstance(dst, str) and dst:
-        writable.append(os.path.dirname(dst))
-    for path in job.modifies():  # a file the job changes in place (an approved raster_edit of a GeoTIFF)
-        writable += [path, *[p for p in (path + ".aux.xml",) if os.path.exists(p)]]
-    return writable
-
-
 def run_in_job_thread(func: Any, kwargs: dict[str, Any], writable: list[str]) -> Any:
     """func(**kwargs) on a thread of its own whose writes the kernel limits to `writable` (confine.restrict_writes):
     what GDAL would write anywhere else (a .gfs beside a GML, an .aux.xml beside an input) fails instead. The
@@ -317,7 +303,8 @@ def main(conn: Any) -> None:
         try:
             func = engine_function(job)
             if confined:
-                result = run_in_job_thread(func, {**job.kwargs(), "progress": progress}, job_writable(job, config))
+                writable = [*([config["tmp"]] if config.get("tmp") else []), *job.writable()]
+                result = run_in_job_thread(func, {**job.kwargs(), "progress": progress}, writable)
             else:
                 result = func(**job.kwargs(), progress=progress)
             reply: tuple[Any, ...] = ("result", result)
