@@ -263,8 +263,8 @@ def report(configs: list[Config], side: int, kind: str, tiled: bool, resampling:
 
 def _reference_process(source: str, specs: list[Any], start: Any, out: Any) -> None:
     """One plain process of the machine reference: open the source, wait for the others, warp `specs`."""
-    from gdal_mcp import worker
     from gdal_mcp.config import Settings
+    from gdal_mcp.execution import common as worker
 
     # the GDAL settings of the server's workers (their GDAL cache), before GDAL is first used
     worker.set_gdal_environment({"gdal_cache": Settings.gdal_cache})

@@ -37,7 +37,7 @@ def versions() -> str:
         import pyogrio
         import pyproj
         import rasterio
-    from gdal_mcp import confine
+    from gdal_mcp.execution import confine
 
     return (
         f"gdal-mcp {__version__}\n"
@@ -221,7 +221,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     origins = args.allow_origin or [o for o in (_env("ALLOW_ORIGIN") or "").split(",") if o.strip()]
     hosts = [h.strip() for h in args.allow_host or (_env("ALLOW_HOST") or "").split(",") if h.strip()]
     if hosts:
-        from gdal_mcp.http import split_host  # imports FastMCP: only when needed (start-up time)
+        from gdal_mcp.server.web.guards import split_host  # imports FastMCP: only when needed (start-up time)
     for h in hosts:
         if h != "*" and split_host(h) is None:
             raise ValueError(f"--allow-host {h!r}: not a host name (examples: gis.example.org, gis.example.org:8443)")
@@ -270,22 +270,22 @@ def serve(settings: Settings) -> None:
     gc.disable()
     import anyio
 
-    from gdal_mcp.app import App  # no MCP framework yet
+    from gdal_mcp.server.app import App  # no MCP framework yet
 
     try:
         early = App(settings)
     except ValueError as e:
         raise SystemExit(f"gdal-mcp: {e}") from None
     try:
-        early.runner.start(1)  # the first worker imports GDAL while this process imports FastMCP below
+        early.executor.start(1)  # the first worker imports GDAL while this process imports FastMCP below
     except ValueError as e:  # --executor dask: the cluster cannot be used (unreachable, no worker sees the workspace)
         raise SystemExit(f"gdal-mcp: {e}") from None
 
-    from gdal_mcp.http import HostGuard, OriginGuard, StaticBearerToken, is_loopback_host
-    from gdal_mcp.server import build_server
+    from gdal_mcp.server.build import build_server
+    from gdal_mcp.server.web.guards import HostGuard, OriginGuard, StaticBearerToken, is_loopback_host
 
     if settings.transport == "http" and not settings.token and not is_loopback_host(settings.host):
-        early.runner.close()
+        early.executor.close()
         raise SystemExit(
             f"gdal-mcp: refusing to listen on {settings.host} without a token: anyone on the network could "
             "use the tools. Set GDAL_MCP_TOKEN, or bind to 127.0.0.1."
@@ -303,7 +303,7 @@ def serve(settings: Settings) -> None:
         app.console.login_link()  # the person's way in to approve (the MCP client never sees it)
     try:
         if settings.transport == "stdio":
-            from gdal_mcp.stdio import run_stdio
+            from gdal_mcp.server.stdio import run_stdio
 
             anyio.run(lambda: run_stdio(mcp, log_level=settings.log_level, max_line_bytes=settings.max_message_bytes))
         else:
@@ -339,7 +339,7 @@ def serve(settings: Settings) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        app.runner.close()
+        app.executor.close()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -42,18 +42,3 @@ class GdalMcpError(Exception):
 
     def payload(self) -> dict[str, Any]:
         return {"success": False, "error": {"code": self.code, "message": self.message}}
-
-
-def envelope(error: GdalMcpError) -> Any:
-    """The MCP tool result for a failure: isError with the structured error payload."""
-    import json
-
-    import mcp.types as mt
-    from fastmcp.tools import ToolResult
-
-    payload = error.payload()
-    return ToolResult(
-        content=[mt.TextContent(type="text", text=json.dumps(payload))],
-        structured_content=payload,
-        is_error=True,
-    )

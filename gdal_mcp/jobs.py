@@ -79,7 +79,7 @@ class Job(Generic[R]):
         return []
 
     def writable(self) -> list[str]:
-        """Where a worker lets this job write (gdal_mcp.confine.restrict_writes): the directory its output is written
+        """Where a worker lets this job write (gdal_mcp.execution.confine.restrict_writes): the directory its output is written
         into (a temporary directory the server made for it), and a file it changes in place with that file's
         .aux.xml. Nothing else: a job that only reads writes nothing (the worker adds its private temporary
         directory)."""

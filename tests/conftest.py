@@ -10,7 +10,7 @@ import pytest
 from fastmcp import Client
 
 from gdal_mcp.config import Settings
-from gdal_mcp.server import build_server
+from gdal_mcp.server.build import build_server
 
 DATA = Path(__file__).parent / "data"
 
@@ -50,7 +50,7 @@ def server(ws: Path, audit_path: Path) -> Iterator[tuple]:
     # Client without an elicitation handler would get confirmation-required for every overwrite.
     mcp, app = build_server(Settings(workspaces=(ws,), workers=2, timeout=60, audit_log=audit_path, confirm="never"))
     yield mcp, app
-    app.runner.close()
+    app.executor.close()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ GDAL_STACK = ("rasterio", "pyogrio", "pyarrow", "shapely", "pyproj", "numpy")
 
 
 def test_server_process_does_not_load_the_gdal_stack() -> None:
-    code = f"import sys, gdal_mcp.server, gdal_mcp.cli; print([m for m in {GDAL_STACK!r} if m in sys.modules])"
+    code = f"import sys, gdal_mcp.server.build, gdal_mcp.cli; print([m for m in {GDAL_STACK!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]", f"the server imports {out.stdout.strip()}: keep GDAL work in the workers"
 
@@ -26,7 +26,7 @@ def test_engine_never_imports_mcp() -> None:
                 if isinstance(node, ast.Import)
                 else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             )
-            if any(n.split(".")[0] in ("fastmcp", "mcp") or n.startswith("gdal_mcp.tools") for n in names):
+            if any(n.split(".")[0] in ("fastmcp", "mcp") or n.startswith("gdal_mcp.server.tools") for n in names):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not offenders, f"engine modules import MCP code: {offenders}"
 

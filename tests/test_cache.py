@@ -14,9 +14,9 @@ import rasterio
 from fastmcp import Client
 
 from gdal_mcp import jobs
-from gdal_mcp.cache import MetadataCache, file_identity
 from gdal_mcp.config import Settings
-from gdal_mcp.server import build_server
+from gdal_mcp.server.build import build_server
+from gdal_mcp.server.cache import MetadataCache, file_identity
 from tests.conftest import DATA, call
 
 SETTLE = 0.2  # the tests' settle time (the server's default is 1 s), so they need not sleep long
@@ -82,15 +82,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any,
     mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=60, confirm="never"))
     app.cache.settle_ns = int(SETTLE * 1e9)
     ran: list[Any] = []
-    real_run = app.runner.run
+    real_run = app.executor.run
 
     async def spy(job: Any, **kwargs: Any) -> Any:
         ran.append(job)
         return await real_run(job, **kwargs)
 
-    app.runner.run = spy  # type: ignore[method-assign]
+    app.executor.run = spy  # type: ignore[method-assign]
     yield mcp, app, ws, ran
-    app.runner.close()
+    app.executor.close()
 
 
 @pytest.fixture

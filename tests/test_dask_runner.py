@@ -24,13 +24,13 @@ import rasterio
 pytest.importorskip("distributed")  # the dask extra (in the dev group); the local executor needs none of this
 
 from gdal_mcp import jobs  # noqa: E402
-from gdal_mcp.app import App  # noqa: E402
 from gdal_mcp.cli import build_parser, settings_from_args  # noqa: E402
 from gdal_mcp.config import Settings  # noqa: E402
-from gdal_mcp.dask_runner import GRACE, DaskRunner  # noqa: E402
 from gdal_mcp.errors import GdalMcpError  # noqa: E402
-from gdal_mcp.runner import MEMORY_SAMPLE_INTERVAL  # noqa: E402
+from gdal_mcp.execution.dask_executor import GRACE, DaskExecutor  # noqa: E402
+from gdal_mcp.execution.local import MEMORY_SAMPLE_INTERVAL  # noqa: E402
 from gdal_mcp.sandbox import TMP_PREFIX  # noqa: E402
+from gdal_mcp.server.app import App  # noqa: E402
 from tests.conftest import DATA, huge_vrt  # noqa: E402
 from tests.faults import DiesAfterStart, MiB, one_tile_tiff, pid_alive  # noqa: E402
 
@@ -46,15 +46,15 @@ def dask_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runner(dask_ws: Path) -> Iterator[DaskRunner]:
-    r = DaskRunner(scheduler="local:2", timeout=60, max_memory=2 * GiB, worker_config={"roots": [str(dask_ws)]})
+def runner(dask_ws: Path) -> Iterator[DaskExecutor]:
+    r = DaskExecutor(scheduler="local:2", timeout=60, max_memory=2 * GiB, worker_config={"roots": [str(dask_ws)]})
     r.start()
     yield r
     r.close()
 
 
 @pytest.fixture(scope="module")
-def address(runner: DaskRunner) -> str:
+def address(runner: DaskExecutor) -> str:
     return str(runner._cluster.scheduler_address)
 
 
@@ -62,16 +62,16 @@ def address(runner: DaskRunner) -> str:
 def app(dask_ws: Path, address: str) -> Iterator[App]:
     """A server's App on the same cluster, through its scheduler address (a second client, probed again)."""
     a = App(Settings(workspaces=(dask_ws,), executor="dask", dask_scheduler=address, timeout=60, confirm="never"))
-    a.runner.start()
+    a.executor.start()
     yield a
-    a.runner.close()
+    a.executor.close()
 
 
 def leftovers(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob(f"{TMP_PREFIX}*"))
 
 
-async def busy_pid(runner: DaskRunner) -> int:
+async def busy_pid(runner: DaskExecutor) -> int:
     for _ in range(400):
         await asyncio.sleep(0.05)
         busy = runner.busy_pids()
@@ -80,7 +80,7 @@ async def busy_pid(runner: DaskRunner) -> int:
     raise AssertionError("no worker took the job")
 
 
-async def settled(runner: DaskRunner, count: int = 2) -> list[int]:
+async def settled(runner: DaskExecutor, count: int = 2) -> list[int]:
     """The worker pids once `count` workers run (a nanny restarts a killed worker within seconds)."""
     pids: list[int] = []
     for _ in range(300):
@@ -128,7 +128,7 @@ def test_executor_dask_without_a_scheduler_is_a_clear_cli_error(tmp_path: Path) 
 
 def test_the_local_executor_never_imports_distributed(tmp_path: Path) -> None:
     code = (
-        "import sys; from gdal_mcp.config import Settings; from gdal_mcp.server import build_server; "
+        "import sys; from gdal_mcp.config import Settings; from gdal_mcp.server.build import build_server; "
         f"build_server(Settings(workspaces=({str(tmp_path)!r},))); "
         "print([m for m in ('distributed', 'dask') if m in sys.modules])"
     )
@@ -145,7 +145,7 @@ def test_jobs_name_the_paths_a_worker_checks_again() -> None:
 
 
 # ----- jobs on the cluster ---------------------------------------------------------------------------------
-async def test_quick_metadata_job_runs_on_a_worker_set_up_like_ours(runner: DaskRunner, dask_ws: Path) -> None:
+async def test_quick_metadata_job_runs_on_a_worker_set_up_like_ours(runner: DaskExecutor, dask_ws: Path) -> None:
     path = dask_ws / "raster" / "RGB.byte.tif"
     info = await runner.run(jobs.RasterInfoJob(path=str(path)), quick=True)
     with rasterio.open(path) as ds:
@@ -164,7 +164,7 @@ def _worker_settings(dask_worker: Any) -> tuple[object, object, object, object, 
 
     import dask
 
-    from gdal_mcp.dask_worker import TILE_MODULES
+    from gdal_mcp.execution.dask_worker import TILE_MODULES
 
     return (
         dask.config.get("distributed.worker.profile.enabled"),
@@ -175,7 +175,7 @@ def _worker_settings(dask_worker: Any) -> tuple[object, object, object, object, 
     )
 
 
-def assert_workers_set_up(runner: DaskRunner) -> None:
+def assert_workers_set_up(runner: DaskExecutor) -> None:
     """Every worker of the local cluster (those the nannies restarted too): no profiler, slow ticks and system
     monitor, memory sampled as often as the local pool does (LOCAL_CLUSTER_CONFIG), the tile modules imported when
     it joined (WorkerSetup); the nannies (in this process) sample their worker's memory at that pace too."""
@@ -188,14 +188,14 @@ def assert_workers_set_up(runner: DaskRunner) -> None:
     assert {n.periodic_callbacks["memory_monitor"].callback_time for n in nannies} == {MEMORY_SAMPLE_INTERVAL * 1000}
 
 
-async def test_paths_are_checked_again_on_the_worker(runner: DaskRunner) -> None:
+async def test_paths_are_checked_again_on_the_worker(runner: DaskExecutor) -> None:
     # The server's sandbox would never build this job; the worker refuses it on its own.
     with pytest.raises(GdalMcpError) as e:
         await runner.run(jobs.RasterInfoJob(path="/etc/hostname"))
     assert e.value.code == "out-of-root"
 
 
-async def test_engine_errors_keep_their_code(runner: DaskRunner, dask_ws: Path) -> None:
+async def test_engine_errors_keep_their_code(runner: DaskExecutor, dask_ws: Path) -> None:
     with pytest.raises(GdalMcpError) as e:
         await runner.run(jobs.RasterInfoJob(path=str(dask_ws / "raster" / "RGB.byte.tif"), band=7))
     assert e.value.code == "invalid-argument" and "3 band(s)" in e.value.message
@@ -212,7 +212,7 @@ def _small_tiles(on: bool) -> None:
 
 
 @pytest.fixture
-def small_tiles(runner: DaskRunner, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def small_tiles(runner: DaskExecutor, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from gdal_mcp.engine import tiles
 
     runner._client.run(_small_tiles, True)
@@ -254,20 +254,20 @@ async def test_tiled_write_job_committed_by_app_pixel_identical_to_local(
 
 def _spill_bytes(n: int) -> int:
     """On a worker: set SPILL_BYTES (the size above which tile arrays travel as files), return the old value."""
-    from gdal_mcp import dask_worker
+    from gdal_mcp.execution import dask_worker
 
     old, dask_worker.SPILL_BYTES = dask_worker.SPILL_BYTES, n
     return old
 
 
 def _spilled() -> int:
-    from gdal_mcp import dask_worker
+    from gdal_mcp.execution import dask_worker
 
     return dask_worker.spilled[0]
 
 
 async def test_tile_arrays_travel_as_files_and_none_is_left(
-    app: App, runner: DaskRunner, dask_ws: Path, tmp_path: Path, small_tiles: None
+    app: App, runner: DaskExecutor, dask_ws: Path, tmp_path: Path, small_tiles: None
 ) -> None:
     """Every tile array spilled to a .npy in the job's attempt directory (SPILL_BYTES 0): the same pixels as a local
     run, every file read back and removed, nothing left beside the committed output."""
@@ -293,7 +293,7 @@ async def test_tile_arrays_travel_as_files_and_none_is_left(
 
 
 async def test_uncompressed_outputs_are_written_by_the_tiles_on_the_workers(
-    app: App, runner: DaskRunner, dask_ws: Path, tmp_path: Path, small_tiles: None
+    app: App, runner: DaskExecutor, dask_ws: Path, tmp_path: Path, small_tiles: None
 ) -> None:
     """A plain GTiff (GDAL's default striped layout) is written by the tile tasks where they ran, in the background,
     flushed on every worker at the end (Client.run): no tile array comes back to the job (none spilled, even with
@@ -338,7 +338,7 @@ async def test_uncompressed_outputs_are_written_by_the_tiles_on_the_workers(
     ids=["terrain", "calc", "mosaic"],
 )
 async def test_other_tiled_jobs_on_the_cluster_match_the_local_run(
-    runner: DaskRunner, dask_ws: Path, tmp_path: Path, small_tiles: None, make: Any
+    runner: DaskExecutor, dask_ws: Path, tmp_path: Path, small_tiles: None, make: Any
 ) -> None:
     import importlib
 
@@ -360,7 +360,7 @@ async def test_other_tiled_jobs_on_the_cluster_match_the_local_run(
         assert np.array_equal(a.read(), b.read(), equal_nan=True)
 
 
-async def test_progress_messages_arrive(runner: DaskRunner, dask_ws: Path) -> None:
+async def test_progress_messages_arrive(runner: DaskExecutor, dask_ws: Path) -> None:
     vrt = huge_vrt(dask_ws / "medium.vrt", size=12_000)
     seen: list[tuple[float, str]] = []
 
@@ -377,7 +377,7 @@ async def test_progress_messages_arrive(runner: DaskRunner, dask_ws: Path) -> No
 BIG_CONVERT = {"creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}}
 
 
-async def test_cancel_stops_a_long_job_between_windows_and_leaves_nothing(app: App, runner: DaskRunner, dask_ws: Path) -> None:
+async def test_cancel_stops_a_long_job_between_windows_and_leaves_nothing(app: App, runner: DaskExecutor, dask_ws: Path) -> None:
     pids = await settled(runner)
     target = app.sandbox.resolve_output("out/cancelled.tif")
     job = jobs.ConvertRasterJob(src=str(dask_ws / "huge.vrt"), dst=str(target.tmp_path), options=BIG_CONVERT["creation_options"])
@@ -400,13 +400,13 @@ async def test_cancel_stops_a_long_job_between_windows_and_leaves_nothing(app: A
     assert info.width == 84
 
 
-async def test_a_stuck_job_gets_its_worker_restarted(app: App, runner: DaskRunner, dask_ws: Path) -> None:
+async def test_a_stuck_job_gets_its_worker_restarted(app: App, runner: DaskExecutor, dask_ws: Path) -> None:
     await settled(runner)
     # COG from a plain source is one GDAL CreateCopy call: no progress call, so no cancel check, until it ends.
     target = app.sandbox.resolve_output("out/stuck.tif")
     job = jobs.ConvertRasterJob(src=str(dask_ws / "huge.vrt"), dst=str(target.tmp_path), format="COG")
     task = asyncio.create_task(app.execute(job, output=target))
-    pid = await busy_pid(app.runner)  # type: ignore[arg-type]
+    pid = await busy_pid(app.executor)  # type: ignore[arg-type]
     await asyncio.sleep(0.5)
     t0 = time.monotonic()
     task.cancel()
@@ -421,7 +421,7 @@ async def test_a_stuck_job_gets_its_worker_restarted(app: App, runner: DaskRunne
     assert_workers_set_up(runner)  # the restarted worker too
 
 
-async def test_timeout_stops_the_job(runner: DaskRunner, dask_ws: Path) -> None:
+async def test_timeout_stops_the_job(runner: DaskExecutor, dask_ws: Path) -> None:
     await settled(runner)
     t0 = time.monotonic()
     with pytest.raises(GdalMcpError) as e:
@@ -431,7 +431,7 @@ async def test_timeout_stops_the_job(runner: DaskRunner, dask_ws: Path) -> None:
     assert runner.busy_pids() == []
 
 
-async def test_killed_worker_mid_job_is_a_clear_error_and_the_next_job_runs(runner: DaskRunner, dask_ws: Path) -> None:
+async def test_killed_worker_mid_job_is_a_clear_error_and_the_next_job_runs(runner: DaskExecutor, dask_ws: Path) -> None:
     await settled(runner)
     task = asyncio.create_task(runner.run(jobs.RasterInfoJob(path=str(dask_ws / "huge.vrt"), stats=True)))
     pid = await busy_pid(runner)
@@ -445,7 +445,7 @@ async def test_killed_worker_mid_job_is_a_clear_error_and_the_next_job_runs(runn
     await settled(runner)
 
 
-async def test_a_job_whose_worker_died_is_never_run_again(runner: DaskRunner, dask_ws: Path) -> None:
+async def test_a_job_whose_worker_died_is_never_run_again(runner: DaskExecutor, dask_ws: Path) -> None:
     await settled(runner)
     log = dask_ws / f"runs-{uuid.uuid4().hex}"  # in the workspace: a confined worker writes nowhere else
     with pytest.raises(GdalMcpError) as e:
@@ -460,7 +460,7 @@ async def test_a_job_whose_worker_died_is_never_run_again(runner: DaskRunner, da
 async def test_a_worker_its_nanny_stops_for_memory_gives_a_resource_limit(tmp_path: Path) -> None:
     # Reading any pixel of this raster needs its single 32768 x 32768 byte tile in memory: 1 GiB > 640 MiB.
     tile = one_tile_tiff(tmp_path / "one_tile.tif", size=32768)
-    r = DaskRunner(scheduler="local:1", timeout=60, max_memory=640 * MiB, worker_config={"roots": [str(tmp_path)]})
+    r = DaskExecutor(scheduler="local:1", timeout=60, max_memory=640 * MiB, worker_config={"roots": [str(tmp_path)]})
     await asyncio.to_thread(r.start)
     try:
         with pytest.raises(GdalMcpError) as e:
@@ -515,7 +515,7 @@ def test_probe_refuses_workers_that_do_not_see_the_workspace(tmp_path: Path) -> 
             stderr=subprocess.PIPE,
         )
         try:
-            runner = DaskRunner(scheduler=cluster.scheduler_address, worker_config={"roots": [str(ws)]})
+            runner = DaskExecutor(scheduler=cluster.scheduler_address, worker_config={"roots": [str(ws)]})
             with pytest.raises(ValueError) as e:
                 runner.start()
             message = str(e.value)
@@ -529,7 +529,7 @@ def test_probe_refuses_workers_that_do_not_see_the_workspace(tmp_path: Path) -> 
 
 
 def test_probe_of_a_workspace_the_server_cannot_write_compares_listings(tmp_path: Path) -> None:
-    from gdal_mcp.dask_worker import listing, probe
+    from gdal_mcp.execution.dask_worker import listing, probe
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "dem.tif").write_bytes(b"x")
@@ -542,10 +542,10 @@ def test_probe_of_a_workspace_the_server_cannot_write_compares_listings(tmp_path
 
 
 def test_unreachable_scheduler_is_a_clear_start_up_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gdal_mcp import dask_runner
+    from gdal_mcp.execution import dask_executor as dask_runner
 
     monkeypatch.setattr(dask_runner, "CONNECT_TIMEOUT", 2.0)
-    runner = DaskRunner(scheduler="tcp://127.0.0.1:9", worker_config={"roots": [str(tmp_path)]})
+    runner = DaskExecutor(scheduler="tcp://127.0.0.1:9", worker_config={"roots": [str(tmp_path)]})
     with pytest.raises(ValueError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
         runner.start()
     runner.close()

@@ -53,7 +53,7 @@ def test_jobs_pickle_and_replace_output() -> None:
 
 
 def test_worker_refuses_anything_but_a_typed_engine_job() -> None:
-    from gdal_mcp.worker import engine_function
+    from gdal_mcp.execution.common import engine_function
 
     with pytest.raises(TypeError):
         engine_function(("gdal_mcp.engine.raster.info:raster_info", {"path": "x"}))

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from gdal_mcp import jobs
-from gdal_mcp import runner as runner_module
 from gdal_mcp.config import format_size
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.runner import NEAR_LIMIT, Runner
-from gdal_mcp.worker import _classify
+from gdal_mcp.execution import local as runner_module
+from gdal_mcp.execution.common import classify as _classify
+from gdal_mcp.execution.local import NEAR_LIMIT, LocalExecutor
 from tests.conftest import DATA, huge_vrt
 from tests.faults import DiesAfterStart, DiesOnArrival, MiB, one_tile_tiff
 
@@ -36,7 +36,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def runner(big: Path):
-    r = Runner(workers=1, timeout=60, max_memory=2 * 1024**3, worker_config={"roots": [str(big.parent), str(DATA)]})
+    r = LocalExecutor(workers=1, timeout=60, max_memory=2 * 1024**3, worker_config={"roots": [str(big.parent), str(DATA)]})
     r.start()
     yield r
     r.close()
@@ -55,7 +55,7 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-async def busy_pid(runner: Runner) -> int:
+async def busy_pid(runner: LocalExecutor) -> int:
     """The worker that took the long job (a fresh worker first imports GDAL: allow for a loaded machine)."""
     for _ in range(400):
         await asyncio.sleep(0.05)
@@ -65,7 +65,7 @@ async def busy_pid(runner: Runner) -> int:
     raise AssertionError("no worker became busy")
 
 
-async def test_result_and_limits_of_a_warm_worker(runner: Runner) -> None:
+async def test_result_and_limits_of_a_warm_worker(runner: LocalExecutor) -> None:
     status = await runner.run(STATUS)
     assert status["memory_limit"] == 2 * 1024**3
     assert status["vrt_python"] == "NO"
@@ -73,7 +73,7 @@ async def test_result_and_limits_of_a_warm_worker(runner: Runner) -> None:
     assert (info.width, info.height, info.count) == (791, 718, 3)
 
 
-async def test_engine_errors_keep_their_code(runner: Runner) -> None:
+async def test_engine_errors_keep_their_code(runner: LocalExecutor) -> None:
     with pytest.raises(GdalMcpError) as e:
         await runner.run(INFO(str(DATA / "raster" / "RGB.byte.tif"), band=7))
     assert e.value.code == "invalid-argument" and "3 band(s)" in e.value.message
@@ -87,13 +87,13 @@ class Evil(jobs.Job[int]):
     FUNC = "os:getpid"
 
 
-async def test_only_engine_functions_run(runner: Runner) -> None:
+async def test_only_engine_functions_run(runner: LocalExecutor) -> None:
     with pytest.raises(GdalMcpError) as e:
         await runner.run(Evil())
     assert e.value.code == "internal-error"
 
 
-async def test_cancel_kills_the_worker_within_a_second(runner: Runner, big: Path) -> None:
+async def test_cancel_kills_the_worker_within_a_second(runner: LocalExecutor, big: Path) -> None:
     task = asyncio.create_task(runner.run(INFO(str(big), stats=True)))
     pid = await busy_pid(runner)
     t0 = time.monotonic()
@@ -108,7 +108,7 @@ async def test_cancel_kills_the_worker_within_a_second(runner: Runner, big: Path
     assert info.width == 3
 
 
-async def test_timeout_stops_the_job(runner: Runner, big: Path) -> None:
+async def test_timeout_stops_the_job(runner: LocalExecutor, big: Path) -> None:
     t0 = time.monotonic()
     with pytest.raises(GdalMcpError) as e:
         await runner.run(INFO(str(big), stats=True), timeout=1.0)
@@ -117,7 +117,7 @@ async def test_timeout_stops_the_job(runner: Runner, big: Path) -> None:
     assert (await runner.run(STATUS))["pid"] in runner.pids()
 
 
-async def test_killed_worker_gives_internal_error_and_pool_recovers(runner: Runner, big: Path) -> None:
+async def test_killed_worker_gives_internal_error_and_pool_recovers(runner: LocalExecutor, big: Path) -> None:
     task = asyncio.create_task(runner.run(INFO(str(big), stats=True)))
     pid = await busy_pid(runner)
     os.kill(pid, signal.SIGKILL)
@@ -128,7 +128,7 @@ async def test_killed_worker_gives_internal_error_and_pool_recovers(runner: Runn
     assert info.count == 3
 
 
-async def test_segfaulting_worker_is_reported(runner: Runner, big: Path) -> None:
+async def test_segfaulting_worker_is_reported(runner: LocalExecutor, big: Path) -> None:
     task = asyncio.create_task(runner.run(INFO(str(big), stats=True)))
     pid = await busy_pid(runner)
     os.kill(pid, signal.SIGSEGV)
@@ -138,7 +138,7 @@ async def test_segfaulting_worker_is_reported(runner: Runner, big: Path) -> None
     assert (await runner.run(STATUS))["pid"] != pid
 
 
-async def test_quick_call_answered_while_long_jobs_run(runner: Runner, big: Path) -> None:
+async def test_quick_call_answered_while_long_jobs_run(runner: LocalExecutor, big: Path) -> None:
     # workers=1: the long job holds the only general worker; the reserved one answers quick calls.
     task = asyncio.create_task(runner.run(INFO(str(big), stats=True)))
     await asyncio.sleep(0.5)
@@ -151,7 +151,7 @@ async def test_quick_call_answered_while_long_jobs_run(runner: Runner, big: Path
     assert elapsed < 2.0, f"quick call waited {elapsed:.1f} s behind a long job"
 
 
-async def test_progress_is_relayed(runner: Runner) -> None:
+async def test_progress_is_relayed(runner: LocalExecutor) -> None:
     seen: list[tuple[float, str]] = []
 
     async def sink(fraction: float, message: str) -> None:
@@ -175,7 +175,7 @@ def test_memory_errors_are_resource_limits() -> None:
 
 
 async def test_worker_holding_too_much_memory_is_recycled(big: Path) -> None:
-    r = Runner(workers=1, timeout=60, recycle_rss=1, worker_config={"roots": [str(DATA)]})
+    r = LocalExecutor(workers=1, timeout=60, recycle_rss=1, worker_config={"roots": [str(DATA)]})
     try:
         first = (await r.run(STATUS, quick=True))["pid"]
         second = (await r.run(STATUS, quick=True))["pid"]
@@ -183,7 +183,7 @@ async def test_worker_holding_too_much_memory_is_recycled(big: Path) -> None:
         assert len(r.pids()) == 2
     finally:
         r.close()
-    lean = Runner(workers=1, timeout=60, recycle_rss=2 * 1024**3, worker_config={"roots": [str(DATA)]})
+    lean = LocalExecutor(workers=1, timeout=60, recycle_rss=2 * 1024**3, worker_config={"roots": [str(DATA)]})
     try:
         pids = {(await lean.run(STATUS, quick=True))["pid"] for _ in range(4)}
         assert pids <= set(lean.pids())
@@ -200,10 +200,10 @@ def gdal_libraries(pid: int) -> set[str]:
 async def test_a_worker_that_ran_vector_jobs_is_not_recycled_at_the_default_threshold() -> None:
     """pyogrio's second GDAL puts a worker well above its raster-only size: with the default recycle_rss it stays
     in the pool (no fresh worker, and GDAL import, per vector call)."""
-    from gdal_mcp.app import App
     from gdal_mcp.config import Settings
+    from gdal_mcp.server.app import App
 
-    runner = App(Settings(workspaces=(DATA,), workers=1, confirm="never")).runner
+    runner = App(Settings(workspaces=(DATA,), workers=1, confirm="never")).executor
     shapes = str(DATA / "vector" / "naturalearth_lowres.shp")
     try:
         for _ in range(2):  # the pool's two processes take turns: each runs every job kind below
@@ -236,7 +236,7 @@ def vm_peak(pid: int) -> int:
         return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmPeak:"))
 
 
-async def test_workers_killed_while_idle_never_get_a_job(runner: Runner) -> None:
+async def test_workers_killed_while_idle_never_get_a_job(runner: LocalExecutor) -> None:
     """The OOM killer may kill idle workers: the next calls (general and quick) must not see it."""
     await runner.run(STATUS)
     before = runner.pids()
@@ -265,7 +265,7 @@ async def test_workers_killed_while_idle_never_get_a_job(runner: Runner) -> None
     assert len(runner.pids()) == 2 and not set(runner.pids()) & set(after)
 
 
-async def test_a_call_right_after_every_idle_worker_was_killed_runs_on_a_fresh_one(runner: Runner) -> None:
+async def test_a_call_right_after_every_idle_worker_was_killed_runs_on_a_fresh_one(runner: LocalExecutor) -> None:
     """Every worker killed at once and one call at once: it may be handed each dead worker in turn (they look
     alive until their threads have exited); it still runs, on a replacement, without an error."""
     for _ in range(3):
@@ -278,7 +278,7 @@ async def test_a_call_right_after_every_idle_worker_was_killed_runs_on_a_fresh_o
         assert status["pid"] not in killed and status["pid"] in runner.pids()
 
 
-async def test_worker_dying_before_it_takes_the_job_is_replaced_and_the_job_runs(runner: Runner, tmp_path: Path) -> None:
+async def test_worker_dying_before_it_takes_the_job_is_replaced_and_the_job_runs(runner: LocalExecutor, tmp_path: Path) -> None:
     flag = tmp_path / "killed"
     status = await runner.run(DiesOnArrival(flag=str(flag)))
     killed = int(flag.read_text())
@@ -287,7 +287,7 @@ async def test_worker_dying_before_it_takes_the_job_is_replaced_and_the_job_runs
     assert len(runner.pids()) == 2
 
 
-async def test_a_job_that_started_is_never_rerun_when_its_worker_dies(runner: Runner, tmp_path: Path) -> None:
+async def test_a_job_that_started_is_never_rerun_when_its_worker_dies(runner: LocalExecutor, tmp_path: Path) -> None:
     log = tmp_path / "runs"
     with pytest.raises(GdalMcpError) as e:
         await runner.run(DiesAfterStart(log=str(log)))
@@ -304,7 +304,7 @@ def one_tile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def test_gdal_allocation_over_the_memory_limit_is_a_resource_limit_naming_it(one_tile: Path) -> None:
     # Reading any pixel of the raster needs its single 32768 x 32768 byte tile in memory: 1 GiB > 768 MiB.
-    r = Runner(workers=1, timeout=60, max_memory=768 * MiB, worker_config={"roots": [str(one_tile.parent)]})
+    r = LocalExecutor(workers=1, timeout=60, max_memory=768 * MiB, worker_config={"roots": [str(one_tile.parent)]})
     try:
         with pytest.raises(GdalMcpError) as e:
             await r.run(INFO(one_tile, stats=True))
@@ -322,13 +322,13 @@ async def test_worker_killed_near_its_memory_limit_is_a_resource_limit(big: Path
     without a limit (and measured again if, under the limit, it needs a little more or levels off lower)."""
     cfg = {"roots": [str(big.parent), str(DATA)]}
 
-    async def settled(r: Runner) -> tuple[asyncio.Task[Any], int]:
+    async def settled(r: LocalExecutor) -> tuple[asyncio.Task[Any], int]:
         task = asyncio.create_task(r.run(INFO(big, stats=True)))
         pid = await busy_pid(r)
         await asyncio.sleep(3.0)  # its memory levels off within a second or two, even on a loaded machine
         return task, pid
 
-    probe = Runner(workers=1, timeout=60, worker_config=cfg)
+    probe = LocalExecutor(workers=1, timeout=60, worker_config=cfg)
     try:
         task, pid = await settled(probe)
         used = vm_peak(pid)
@@ -338,7 +338,7 @@ async def test_worker_killed_near_its_memory_limit_is_a_resource_limit(big: Path
         probe.close()
     for _ in range(3):
         limit = int(used / 0.88)  # within NEAR_LIMIT of it, with room for the job to go on
-        r = Runner(workers=1, timeout=60, max_memory=limit, worker_config=cfg)
+        r = LocalExecutor(workers=1, timeout=60, max_memory=limit, worker_config=cfg)
         try:
             task, pid = await settled(r)
             peak = vm_peak(pid)
@@ -359,7 +359,9 @@ async def test_worker_killed_near_its_memory_limit_is_a_resource_limit(big: Path
     pytest.fail("could not calibrate a memory limit the job runs near")
 
 
-async def test_death_by_the_oom_killer_is_a_resource_limit(runner: Runner, big: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_death_by_the_oom_killer_is_a_resource_limit(
+    runner: LocalExecutor, big: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The kernel's OOM-kill counter (/proc/vmstat oom_kill) is simulated: this machine is not run out of memory.
     counter = itertools.count(7)
     monkeypatch.setattr(runner_module, "_oom_kills", lambda: next(counter))
@@ -387,7 +389,7 @@ async def test_output_over_the_file_size_limit_is_a_resource_limit(tmp_path: Pat
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    r = Runner(workers=1, timeout=60, worker_config={"roots": [str(DATA), str(tmp_path)]})
+    r = LocalExecutor(workers=1, timeout=60, worker_config={"roots": [str(DATA), str(tmp_path)]})
     resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, hard))  # inherited by the workers spawned now
     try:
         r.start()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gdal_mcp.stdio import GuardedLines
+from gdal_mcp.server.stdio import GuardedLines
 
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'  # 40 bytes
 NOTE = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'

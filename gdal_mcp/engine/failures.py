@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -193,39 +192,4 @@ def wrap_gdal_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-_PATH_IN_TEXT = re.compile(r"(?<![\w.])(/[^\s'\"`()<>,;:]+)")
-DENIED_TEXTS = ("permission denied", "operation not permitted")
-
-
-def denied_by_confinement(exc: BaseException, mapped: GdalMcpError | None) -> GdalMcpError | None:
-    """out-of-root, naming the file, for a failure the kernel's confinement caused: GDAL (or a library) was refused a
-    file outside what this worker may read (a reference inside a dataset that the server's checks did not see), or
-    a network connection. A failure whose message names a file outside what the worker may read is one (the dataset
-    referred to it); so is a permission error naming no file at all. None when this worker is not confined, or the
-    failure is another one."""
-    from gdal_mcp import confine
-
-    policy = confine.active_policy()
-    if policy is None or (mapped is not None and mapped.code not in ("gdal-error", "not-found", "unsupported")):
-        return None
-    text = mapped.message if mapped is not None else gdal_message(exc)
-    names = [getattr(exc, "filename", None)] if isinstance(exc, OSError) else []
-    names += _PATH_IN_TEXT.findall(text)
-    paths = [n.rstrip(".") for n in names if isinstance(n, str) and n.startswith("/") and not n.startswith("/vsi")]
-    outside = [p for p in paths if not confine.readable(policy, p)]
-    if outside:
-        return GdalMcpError(
-            "out-of-root",
-            f"the dataset refers to '{outside[0]}', which is outside the workspace: "
-            "this server cannot read it (refused by the kernel's confinement). Use data whose "
-            "files all lie in the workspace",
-        )
-    code = exc.errno if isinstance(exc, OSError) else None
-    denied = code in (errno.EACCES, errno.EPERM) or any(t in text.lower() for t in DENIED_TEXTS)
-    if denied and not paths:
-        return GdalMcpError(
-            "out-of-root",
-            f"the dataset refers to a file or network address outside the workspace, "
-            f"which this server cannot reach (refused by the kernel's confinement: {text})",
-        )
-    return None
+# END

@@ -258,7 +258,7 @@ def server_pid(workspace: Path) -> int:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"gdal_mcp" in argv and str(workspace).encode() in argv and b"gdal_mcp.worker" not in argv:
+        if b"gdal_mcp" in argv and str(workspace).encode() in argv and b"gdal_mcp.execution.local_worker" not in argv:
             return int(entry.name)
     raise AssertionError("server process not found")
 

@@ -26,7 +26,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from gdal_mcp.config import Settings
-from gdal_mcp.server import build_server
+from gdal_mcp.server.build import build_server
 from tests.conftest import DATA
 
 MODES = ("auto", "legacy")
@@ -85,21 +85,21 @@ class Served:
 def destructive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     s = Served(tmp_path_factory.mktemp("confirm-destructive"), "destructive")
     yield s
-    s.app.runner.close()
+    s.app.executor.close()
 
 
 @pytest.fixture(scope="module")
 def writes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     s = Served(tmp_path_factory.mktemp("confirm-writes"), "writes")
     yield s
-    s.app.runner.close()
+    s.app.executor.close()
 
 
 @pytest.fixture(scope="module")
 def never(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     s = Served(tmp_path_factory.mktemp("confirm-never"), "never")
     yield s
-    s.app.runner.close()
+    s.app.executor.close()
 
 
 async def call(c: Client, tool: str, **args: Any) -> tuple[bool, dict[str, Any]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gdal_mcp.cli import build_parser, settings_from_args
-from gdal_mcp.http import HostGuard
+from gdal_mcp.server.web.guards import HostGuard
 from tests.conftest import make_workspace
 from tests.e2e.test_http import free_port, wait_listening
 

@@ -22,7 +22,7 @@ from fastmcp_tasks import call_tool_task
 
 from gdal_mcp.config import Settings
 from gdal_mcp.sandbox import TMP_PREFIX
-from gdal_mcp.server import TASKS_CHECK_INTERVAL, build_server, tasks_check_interval
+from gdal_mcp.server.build import TASKS_CHECK_INTERVAL, build_server, tasks_check_interval
 from tests.conftest import huge_vrt, make_workspace
 
 # RGB.byte.tif (791 x 718, UTM 18N) warped to ~0.0003° pixels: about 8000 x 6600 x 3, a few seconds of work
@@ -43,7 +43,7 @@ def tasks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
     audit = tmp_path_factory.mktemp("tasks_audit") / "audit.jsonl"
     mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, audit_log=audit))
     yield mcp, app, ws, audit
-    app.runner.close()
+    app.executor.close()
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ async def test_cancelled_task_kills_the_worker_and_leaves_nothing(modern: Client
     task = await call_tool_task(modern, "raster_convert", ENDLESS)
     busy: list[int] = []
     for _ in range(300):  # the worker may still be starting (GDAL import) on a loaded machine
-        busy = app.runner.busy_pids()
+        busy = app.executor.busy_pids()
         if busy and leftovers(ws) and (await task.status()).status_message:
             break
         await asyncio.sleep(0.1)
@@ -193,7 +193,7 @@ async def test_cancelled_task_kills_the_worker_and_leaves_nothing(modern: Client
         await asyncio.sleep(0.1)
     assert not alive(pid), "the worker running the cancelled job is still alive"
     assert leftovers(ws) == [] and not (ws / "out" / "endless.tif").exists()
-    assert pid not in app.runner.busy_pids()
+    assert pid not in app.executor.busy_pids()
     assert (await task.status()).status == "cancelled"
     with pytest.raises(ToolError, match="cancelled"):
         await task.result()
@@ -264,4 +264,4 @@ async def test_a_task_starts_at_once_whatever_the_check_interval(tmp_path: Path,
                 assert not r.is_error and max(r.structured_content["width"], r.structured_content["height"]) == size
                 assert took < 20, f"a quick task took {took:.1f} s: picked up by the interval, not when queued"
     finally:
-        app.runner.close()
+        app.executor.close()

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gdal_mcp import confine, jobs
-from gdal_mcp.app import App
+from gdal_mcp import jobs
 from gdal_mcp.config import Settings
+from gdal_mcp.execution import confine
+from gdal_mcp.server.app import App
 from tests.security.conftest import Canary, Secrets
 
 pytestmark = pytest.mark.skipif(
@@ -56,11 +57,11 @@ async def test_local_workers_cannot_reach_outside(tmp_path: Path, secrets: Secre
     try:
         hits = len(canary.hits)
         for quick in (False, True):  # a job worker and the worker for quick metadata calls
-            result = await asyncio.wait_for(app.runner.run(probe_job(ws, secrets, canary), quick=quick), 60)
+            result = await asyncio.wait_for(app.executor.run(probe_job(ws, secrets, canary), quick=quick), 60)
             assert_confined(result, ws, canary, hits)
         assert not (ws / "written-by-a-read-job.txt").exists() and not Path(secrets.path("planted.txt")).exists()
     finally:
-        app.runner.close()
+        app.executor.close()
 
 
 async def test_dask_task_threads_cannot_reach_outside(
@@ -69,8 +70,8 @@ async def test_dask_task_threads_cannot_reach_outside(
     """Also the server's current directory, which `python -m` puts on the import path and Dask's workers inherit
     (a red team read a file of it through an HDF5 dataset's external storage): never in the workers' read set."""
     pytest.importorskip("distributed")
-    from gdal_mcp.dask_runner import DaskRunner
     from gdal_mcp.engine.diagnostics import probe_access
+    from gdal_mcp.execution.dask_executor import DaskExecutor
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -80,7 +81,7 @@ async def test_dask_task_threads_cannot_reach_outside(
     (home / "secret.txt").write_text(secrets.token)
     monkeypatch.chdir(home)
     monkeypatch.syspath_prepend(str(home))
-    runner = DaskRunner(scheduler="local:1", timeout=60, worker_config={"roots": [str(ws)], "confine": True})
+    runner = DaskExecutor(scheduler="local:1", timeout=60, worker_config={"roots": [str(ws)], "confine": True})
     await asyncio.to_thread(runner.start)
     try:
         hits = len(canary.hits)
@@ -106,7 +107,7 @@ def test_a_kernel_without_landlock_fails_closed(
     with pytest.raises(ValueError, match="--allow-unconfined"):
         App(Settings(workspaces=(tmp_path,)))
     app = App(Settings(workspaces=(tmp_path,), allow_unconfined=True))
-    assert not app.confined and app.runner.worker_config["confine"] is False
+    assert not app.confined and app.executor.worker_config["confine"] is False
     assert "UNCONFINED" in caplog.text
 
 
@@ -122,7 +123,7 @@ def test_the_socket_filter_and_landlock_in_this_process_kind(tmp_path: Path) -> 
     """confine.confine on a fresh interpreter: the same policy a worker gets, checked from inside."""
     code = f"""
 import os, socket
-from gdal_mcp import confine
+from gdal_mcp.execution import confine
 confine.confine(confine.worker_policy([{str(tmp_path)!r}], None, read_only=True, network=False))
 def attempt(fn):
     try:

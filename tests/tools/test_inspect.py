@@ -136,14 +136,14 @@ async def test_audit_log_records_calls(client: Client, audit_path: Path, ws: Pat
 
 async def test_client_timeout_cancels_the_job_and_server_keeps_serving(client: Client, server) -> None:
     _, app = server
-    before = set(app.runner.pids())
+    before = set(app.executor.pids())
     with pytest.raises(McpError, match="timed out"):
         await client.call_tool("raster_info", {"path": "huge.vrt", "stats": True}, timeout=1.5)
     for _ in range(30):
-        if set(app.runner.pids()) != before:
+        if set(app.executor.pids()) != before:
             break
         await asyncio.sleep(0.1)
-    assert set(app.runner.pids()) != before, "the worker running the cancelled job was not replaced"
+    assert set(app.executor.pids()) != before, "the worker running the cancelled job was not replaced"
     err, info = await call(client, "raster_info", path="raster/float_nan.tif")
     assert not err and info["width"] == 3
 

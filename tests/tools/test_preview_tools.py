@@ -10,7 +10,7 @@ from fastmcp import Client
 from rasterio.io import MemoryFile
 
 from gdal_mcp.config import Settings
-from gdal_mcp.server import build_server
+from gdal_mcp.server.build import build_server
 
 
 def decode(data: str) -> np.ndarray:
@@ -61,4 +61,4 @@ async def test_preview_output_refused_when_read_only(ws: Path) -> None:
             r = await c.call_tool("raster_preview", {"input": "raster/slope.tif"}, raise_on_error=False)
             assert not r.is_error
     finally:
-        app.runner.close()
+        app.executor.close()

@@ -10,7 +10,7 @@ import rasterio
 from fastmcp import Client
 
 from gdal_mcp.config import Settings
-from gdal_mcp.server import build_server
+from gdal_mcp.server.build import build_server
 from tests.conftest import call
 
 
@@ -63,4 +63,4 @@ async def test_read_only_server_refuses(tmp_path: Path) -> None:
             err, res = await call(c, "raster_edit", input="s.tif", nodata=0)
             assert err and res["error"]["code"] == "read-only"
     finally:
-        app.runner.close()
+        app.executor.close()

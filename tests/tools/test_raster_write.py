@@ -17,7 +17,7 @@ from fastmcp.exceptions import McpError
 
 from gdal_mcp.config import Settings
 from gdal_mcp.sandbox import TMP_PREFIX
-from gdal_mcp.server import build_server
+from gdal_mcp.server.build import build_server
 from tests.conftest import call
 
 BIG_JOB = {"input": "huge.vrt", "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}}
@@ -109,7 +109,7 @@ async def test_killed_worker_mid_write_leaves_nothing(client: Client, server, ws
     busy: list[int] = []
     for _ in range(100):
         await asyncio.sleep(0.05)
-        busy = app.runner.busy_pids()
+        busy = app.executor.busy_pids()
         if busy and leftovers(ws):
             break
     assert len(busy) == 1
@@ -133,7 +133,7 @@ async def test_timeout_stops_job_and_cleans_up(ws: Path) -> None:
             err, info = await call(c, "raster_info", path="raster/slope.tif")
             assert not err
     finally:
-        app.runner.close()
+        app.executor.close()
 
 
 async def test_read_only_refuses_writes(ws: Path) -> None:
@@ -156,7 +156,7 @@ async def test_read_only_refuses_writes(ws: Path) -> None:
             err, res = await call(c, "raster_overviews", input="raster/slope.tif")
             assert err and res["error"]["code"] == "read-only", "raster_overviews always writes"
     finally:
-        app.runner.close()
+        app.executor.close()
 
 
 async def test_progress_audit_and_list_changed(server, ws: Path, audit_path: Path) -> None:

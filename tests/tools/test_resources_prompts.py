@@ -11,7 +11,7 @@ from fastmcp import Client
 from fastmcp.exceptions import McpError
 
 from gdal_mcp.config import Settings
-from gdal_mcp.server import build_server
+from gdal_mcp.server.build import build_server
 
 
 async def test_templates_and_catalog_are_listed(client: Client) -> None:
@@ -59,7 +59,7 @@ async def test_oversize_file_is_refused_with_advice(ws: Path) -> None:
             small = await c.read_resource("gdal-mcp://files/raster/float_nan.tif")
             assert small[0].blob
     finally:
-        app.runner.close()
+        app.executor.close()
 
 
 async def test_metadata_resources(client: Client) -> None:

@@ -295,7 +295,7 @@ class _Background:
             if key in self.failed:
                 code, message = self.failed[key]
                 raise OSError(code, message) if code else RuntimeError(message)
-        # Opened here, by the tile's thread: its confinement may write this job's output (gdal_mcp.confine), and the
+        # Opened here, by the tile's thread: its confinement may write this job's output (gdal_mcp.execution.confine), and the
         # writer thread, which serves the tiles of every job of this process, only writes through what it is given.
         try:
             files = _Files(path).opened()

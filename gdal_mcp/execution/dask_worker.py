@@ -1,6 +1,6 @@
 """The worker side of the Dask executor (`--executor dask`): runs on the cluster's workers, never in the server.
 
-The server (gdal_mcp.dask_runner) registers `WorkerSetup` on every worker and submits `run_job(job, config,
+The server (gdal_mcp.execution.dask_executor) registers `WorkerSetup` on every worker and submits `run_job(job, config,
 job_id)` for each job. A job runs with the same engine functions and guarantees as in the local pool:
 
 - the sandbox travels with the job (`config["roots"]`): its paths are checked again here, and every file GDAL
@@ -36,15 +36,15 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.worker import (
+from gdal_mcp.execution.common import (
     PROGRESS_INTERVAL,
-    _classify,
+    classify,
     engine_function,
     quiet_libraries,
     set_gdal_environment,
 )
 
-log = logging.getLogger("gdal_mcp.dask_worker")
+log = logging.getLogger("gdal_mcp.execution.dask_worker")
 
 #: Dask event topic of the jobs' progress and start messages (msgpack-able dicts with the job id)
 PROGRESS_TOPIC = "gdal-mcp-progress"
@@ -115,7 +115,7 @@ def confinement_state() -> str | None:
 
 
 def confine_executor(worker: Any, config: dict[str, Any]) -> None:
-    """Replace the worker's default executor by one whose threads confine themselves (gdal_mcp.confine) before they
+    """Replace the worker's default executor by one whose threads confine themselves (gdal_mcp.execution.confine) before they
     take their first task: every task of this worker (jobs, tiles, anything a client submits) runs confined, while
     the worker's own event loop (its connections to the scheduler and the other workers) is not.
 
@@ -126,7 +126,7 @@ def confine_executor(worker: Any, config: dict[str, Any]) -> None:
 
     from distributed.threadpoolexecutor import ThreadPoolExecutor
 
-    from gdal_mcp import confine
+    from gdal_mcp.execution import confine
 
     if not config.get("confine", True):
         _confinement[0] = "unconfined: the server runs with --allow-unconfined"
@@ -190,7 +190,7 @@ def _try(fn: Callable[..., Any], arg: Any, failure: list[BaseException]) -> None
 def _confined_thread(policy: Any, run: Callable[..., Any], *args: Any) -> None:
     """A task thread: confined before it takes any task. One that cannot be confined ends its process (its nanny
     starts a fresh one): a task never runs unconfined."""
-    from gdal_mcp import confine
+    from gdal_mcp.execution import confine
 
     try:
         confine.confine(policy)
@@ -222,7 +222,7 @@ _preloaded = [False]
 def preload() -> None:
     """The local worker's warm-up (worker.preload) with TILE_MODULES, once per process (a server that connects
     again sets the worker up again). A failure is logged: the job that needs the module reports it."""
-    from gdal_mcp.worker import preload as warm
+    from gdal_mcp.execution.common import preload as warm
 
     if _preloaded[0]:
         return
@@ -445,7 +445,7 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
-        return ("error", *_classify(exc, job))
+        return ("error", *classify(exc, job))
     finally:
         if attempt is not None:
             shutil.rmtree(attempt, ignore_errors=True)
@@ -509,13 +509,13 @@ _task_tmp: list[str | None] = [None]
 
 def _layered(fn: Callable[[], Any], writable: list[str]) -> Any:
     """fn() on a fresh thread that may write only `writable` and this worker's private temporary directory (one more
-    Landlock layer: gdal_mcp.confine.restrict_writes), with this thread's context variables (get_worker()). A
+    Landlock layer: gdal_mcp.execution.confine.restrict_writes), with this thread's context variables (get_worker()). A
     task thread runs many tasks, and a Landlock layer cannot be taken off a thread: hence a thread per task. As
     fn() itself where the task threads are not confined."""
     tmp = _task_tmp[0]
     if tmp is None:
         return fn()
-    from gdal_mcp import confine
+    from gdal_mcp.execution import confine
 
     return confine.on_write_layer_thread(fn, [*writable, tmp], name="gdal-mcp-dask-job")
 

@@ -11,9 +11,9 @@ from fastmcp.tools import ToolResult
 from pydantic import Field
 
 from gdal_mcp import jobs
-from gdal_mcp.app import App
-from gdal_mcp.tools._base import WRITE, gdal_tool
-from gdal_mcp.tools.params import BBox, BBoxCRS, Layer, Overwrite, PngOutput, RasterInput, VectorInput, Where, as_bbox
+from gdal_mcp.server.app import App
+from gdal_mcp.server.tools._base import WRITE, gdal_tool
+from gdal_mcp.server.tools.params import BBox, BBoxCRS, Layer, Overwrite, PngOutput, RasterInput, VectorInput, Where, as_bbox
 
 MaxSize = Annotated[int, Field(ge=16, le=4096, description="Longest side of the image in pixels (default 768)")]
 PreviewOutput = PngOutput

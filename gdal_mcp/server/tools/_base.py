@@ -11,6 +11,7 @@ import logging
 import time
 import typing
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, TypeVar
 
 from fastmcp.tools import ToolResult
@@ -18,23 +19,122 @@ from fastmcp.utilities.tasks import TaskConfig
 from mcp.types import InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel
 
-from gdal_mcp.app import App
-from gdal_mcp.console import CURRENT_TOOL
-from gdal_mcp.errors import GdalMcpError, envelope
+from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.jobs import Job
 from gdal_mcp.sandbox import OutputTarget
+from gdal_mcp.server.app import App
+from gdal_mcp.server.envelope import envelope
+from gdal_mcp.server.web.console import CURRENT_TOOL
 
 S = TypeVar("S")
+ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 M = TypeVar("M", bound=BaseModel)
 W = TypeVar("W", bound=BaseModel)
 
-log = logging.getLogger("gdal_mcp.tools")
+log = logging.getLogger("gdal_mcp.server.tools")
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MODIFY = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 #: how often a task's client is told to poll (progress messages change about that often)
 TASK_POLL_INTERVAL = datetime.timedelta(seconds=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolMeta:
+    """How a tool function is registered: the `@tool(...)` decorator's arguments."""
+
+    title: str
+    annotations: ToolAnnotations
+    tags: frozenset[str]
+    writes: bool
+    task: bool
+
+
+TOOL_META = "__gdal_mcp_tool__"
+
+
+def tool(
+    *, title: str, annotations: ToolAnnotations, tags: set[str], writes: bool = False, task: bool | None = None
+) -> Callable[[ToolFn], ToolFn]:
+    """Mark a module-level function as a tool; `register_tools` registers the module's tools on a server.
+
+    The function's first parameter is `app: App` (given by the server, not part of the tool's schema), then the
+    tool's parameters (types from tools/params.py), then `ctx: Context | None = None`. Its name is the tool's name,
+    its docstring the description. `writes`: the tool writes files (refused with --read-only; the approval policy
+    treats it as a writer). `task`: the tool may run as an MCP task (a 2026-07-28 client that asks for one gets a
+    task id at once and polls it); by default every tool that is not read-only, the ones that can run long.
+    """
+
+    def mark(fn: ToolFn) -> ToolFn:
+        meta = ToolMeta(
+            title=title,
+            annotations=annotations,
+            tags=frozenset(tags | {"write" if writes else "read"}),
+            writes=writes,
+            task=(not annotations.read_only_hint) if task is None else task,
+        )
+        setattr(fn, TOOL_META, meta)
+        return fn
+
+    return mark
+
+
+def tools_of(module: ModuleType) -> list[Callable[..., Any]]:
+    """The functions `module` defines with @tool, in the order they are defined."""
+    return [fn for fn in vars(module).values() if callable(fn) and hasattr(fn, TOOL_META) and fn.__module__ == module.__name__]
+
+
+def register_tools(mcp: Any, app: App, *modules: ModuleType) -> None:
+    """Register every @tool function of `modules` on `mcp`, bound to `app`."""
+    for module in modules:
+        for fn in tools_of(module):
+            register_tool(mcp, app, fn)
+
+
+def register_tool(mcp: Any, app: App, fn: Callable[..., Any]) -> None:
+    """Register one @tool function: bound to `app`, its GdalMcpError (or crash) turned into an isError envelope,
+    --read-only applied, its write results carrying resource links, audited when it runs as a task."""
+    meta: ToolMeta = getattr(fn, TOOL_META)
+    name = fn.__name__
+    # Evaluate the string annotations once: FastMCP reads them ~7 times per tool (signature, injected
+    # parameters, session ids, the output schema), and each time re-evaluated every Annotated[..., Field(...)]
+    # (about a third of building the server).
+    hints = typing.get_type_hints(fn, include_extras=True)
+    signature = inspect.signature(fn)
+    first, *params = signature.parameters.values()
+    if first.name != "app":
+        raise TypeError(f"tool {name}: its first parameter must be `app: App` (the server's application)")
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        CURRENT_TOOL.set(name)  # the approval console names this call's jobs by it (inline or task)
+        try:
+            if meta.writes:
+                app.require_writable(name)
+            return await fn(app, *args, **kwargs)
+        except GdalMcpError as e:
+            return envelope(app.scrub_error(e))
+        except Exception as e:  # noqa: BLE001 - never a traceback to the client
+            log.exception("unexpected error in tool %s", name)
+            return envelope(GdalMcpError("internal-error", app.sandbox.scrub(f"unexpected {type(e).__name__} in {name}: {e}")))
+
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__module__ = fn.__module__
+    wrapper.__annotations__ = {k: v for k, v in hints.items() if k != "app"}
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[p.replace(annotation=hints.get(p.name, p.annotation)) for p in params],
+        return_annotation=hints.get("return", signature.return_annotation),
+    )
+    # The description is given as is and the docstring left off: FastMCP would otherwise import griffe to parse
+    # every docstring at start-up (~0.3 s of the cold start); parameter docs live in the Annotated Fields.
+    description = inspect.cleandoc(fn.__doc__ or "")
+    mcp.tool(
+        title=meta.title,
+        description=description,
+        annotations=meta.annotations,
+        tags=set(meta.tags),
+        task=TaskConfig(mode="optional", poll_interval=TASK_POLL_INTERVAL) if meta.task else None,
+    )(audited_as_task(app, name, linked(app, wrapper)) if meta.task else linked(app, wrapper))
 
 
 def gdal_tool(
@@ -47,54 +147,29 @@ def gdal_tool(
     writes: bool = False,
     task: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register an async tool whose GdalMcpError (or crash) becomes an isError envelope.
-
-    `task`: the tool may run as an MCP task (a 2026-07-28 client that asks for one gets a task id at once
-    and polls it); by default every tool that is not read-only, the ones that can run long. Other calls
-    run inline as before.
-    """
-    if task is None:
-        task = not annotations.read_only_hint
+    """Transitional: register a closure tool (no `app` parameter). Being replaced by @tool + register_tools."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        # Evaluate the string annotations once: FastMCP reads them ~7 times per tool (signature, injected
-        # parameters, session ids, the output schema), and each time re-evaluated every Annotated[..., Field(...)]
-        # (about a third of building the server). The wrappers below share this dict (functools.wraps).
-        fn.__annotations__ = typing.get_type_hints(fn, include_extras=True)
+        async def bound(app: App, *args: Any, **kwargs: Any) -> Any:
+            return await fn(*args, **kwargs)
 
-        @functools.wraps(fn)
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            CURRENT_TOOL.set(fn.__name__)  # the approval console names this call's jobs by it (inline or task)
-            try:
-                if writes:
-                    app.require_writable(fn.__name__)
-                return await fn(*args, **kwargs)
-            except GdalMcpError as e:
-                return envelope(app.scrub_error(e))
-            except Exception as e:  # noqa: BLE001 - never a traceback to the client
-                log.exception("unexpected error in tool %s", fn.__name__)
-                return envelope(
-                    GdalMcpError("internal-error", app.sandbox.scrub(f"unexpected {type(e).__name__} in {fn.__name__}: {e}"))
-                )
-
-        # The description is given as is and the docstring cleared: FastMCP would otherwise import griffe to parse
-        # every docstring at start-up (~0.3 s of the cold start); parameter docs live in the Annotated Fields.
-        description = inspect.cleandoc(fn.__doc__ or "")
-        wrapper.__doc__ = None
-        mcp.tool(
-            title=title,
-            description=description,
-            annotations=annotations,
-            tags=tags | {"write" if writes else "read"},
-            task=TaskConfig(mode="optional", poll_interval=TASK_POLL_INTERVAL) if task else None,
-        )(audited_as_task(app, fn.__name__, linked(app, wrapper)) if task else linked(app, wrapper))
+        bound.__name__ = fn.__name__
+        bound.__module__ = fn.__module__
+        bound.__doc__ = fn.__doc__
+        hints = typing.get_type_hints(fn, include_extras=True)
+        sig = inspect.signature(fn)
+        app_param = inspect.Parameter("app", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        bound.__signature__ = sig.replace(parameters=[app_param, *sig.parameters.values()])  # type: ignore[attr-defined]
+        bound.__annotations__ = hints
+        tool(title=title, annotations=annotations, tags=tags, writes=writes, task=task)(bound)
+        register_tool(mcp, app, bound)
         return fn
 
     return decorate
 
 
 def download_url(app: App, display: str) -> str | None:
-    """Over HTTP, where a workspace file can be downloaded (GET /files/<path>, see gdal_mcp/downloads.py).
+    """Over HTTP, where a workspace file can be downloaded (GET /files/<path>, see gdal_mcp/server/web/downloads.py).
 
     The host is the one the client reached this server by (its Host header, checked by the Host guard;
     a task's worker sees the headers of the call that created it); else the bind address.
@@ -120,7 +195,7 @@ def with_links(app: App, result: BaseModel) -> ToolResult:
     import mcp.types as mt
 
     from gdal_mcp.sandbox import RESOURCE_PREFIX
-    from gdal_mcp.tools.resources import mime_type
+    from gdal_mcp.server.tools.resources import mime_type
 
     links: list[mt.ResourceLink] = []
     for field in type(result).model_fields:

@@ -9,11 +9,11 @@ from fastmcp import Context
 from pydantic import Field
 
 from gdal_mcp import jobs
-from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterWriteResult, VectorWriteResult, ZonalResult
-from gdal_mcp.tools._base import WRITE, gdal_tool, optional_input, write_output, write_result
-from gdal_mcp.tools.params import (
+from gdal_mcp.server.app import App
+from gdal_mcp.server.tools._base import WRITE, gdal_tool, optional_input, write_output, write_result
+from gdal_mcp.server.tools.params import (
     Band,
     CreationOptions,
     CrsCheck,

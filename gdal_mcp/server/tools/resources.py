@@ -16,9 +16,9 @@ from fastmcp.exceptions import ResourceError
 from fastmcp.resources import ResourceContent, ResourceResult
 
 from gdal_mcp import jobs
-from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox import RESOURCE_PREFIX
+from gdal_mcp.server.app import App
 
 INFO_PREFIX = "gdal-mcp://info/"
 CATALOG_URI = "gdal-mcp://catalog"

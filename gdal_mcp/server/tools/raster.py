@@ -8,11 +8,11 @@ from fastmcp import Context
 from pydantic import BaseModel, ConfigDict, Field
 
 from gdal_mcp import jobs
-from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import OverviewsResult, RasterStatsResult, RasterWriteResult, Resampling, SampleResult, TableWriteResult
-from gdal_mcp.tools._base import MODIFY, READ, WRITE, gdal_tool, optional_input, read_result, write_output, write_result
-from gdal_mcp.tools.params import (
+from gdal_mcp.server.app import App
+from gdal_mcp.server.tools._base import MODIFY, READ, WRITE, gdal_tool, optional_input, read_result, write_output, write_result
+from gdal_mcp.server.tools.params import (
     CRS_FORMS,
     Band,
     Bands,

@@ -1,8 +1,8 @@
 """The Dask executor (`--executor dask`): every job runs on a Dask cluster's workers, never in the server.
 
-`DaskRunner` has the interface the App uses from `runner.Runner` (start, close, run, pids, busy_pids). The
+`DaskExecutor` has the interface the App uses from `runner.LocalExecutor` (start, close, run, pids, busy_pids). The
 server imports this module, and distributed, only with --executor dask. The worker side is
-gdal_mcp.dask_worker.
+gdal_mcp.execution.dask_worker.
 
 Design:
 - The Dask client is a synchronous `distributed.Client`, whose own event loop runs in a thread of its own (Dask's
@@ -30,13 +30,15 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gdal_mcp.config import format_size, local_workers
-from gdal_mcp.dask_worker import (
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.execution import ProgressSink
+from gdal_mcp.execution.dask_worker import (
     PROGRESS_TOPIC,
     RERUN_MESSAGE,
     WorkerSetup,
@@ -48,13 +50,12 @@ from gdal_mcp.dask_worker import (
     started_event,
     worker_pid,
 )
-from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.execution.local import MEMORY_SAMPLE_INTERVAL, timeout_error
 from gdal_mcp.jobs import Job, R
-from gdal_mcp.runner import MEMORY_SAMPLE_INTERVAL, timeout_error
 
-log = logging.getLogger("gdal_mcp.dask_runner")
+log = logging.getLogger("gdal_mcp.execution.dask_executor")
 
-ProgressSink = Callable[[float, str], Awaitable[None]]
+
 #: how long a cancelled or timed-out job may take to stop by itself before its worker is restarted
 GRACE = 3.0
 #: how long a worker restart (a stuck job's) may take
@@ -75,7 +76,7 @@ LOCAL_CLUSTER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "500ms",
     "distributed.admin.system-monitor.interval": "2s",
-    # the nannies (threads of this server) and workers sample memory as often as the local pool does (runner.py's
+    # the nannies (threads of this server) and workers sample memory as often as the local pool does (local.py's
     # MEMORY_SAMPLE_INTERVAL), not every 0.1 s: 15 % of the server's Dask thread during a job went to it. (The local
     # pool also has an address-space rlimit behind its sampling; a Dask worker has only the nanny's, so a runaway job
     # is stopped up to 0.1 s later than with Dask's default.)
@@ -117,7 +118,7 @@ class _JobState:
         self.queue.put_nowait(message)
 
 
-class DaskRunner:
+class DaskExecutor:
     """Runs jobs on a Dask cluster: `scheduler` is tcp://host:port or local:N (a LocalCluster of N processes)."""
 
     def __init__(

@@ -1,6 +1,6 @@
-"""The runner: all GDAL work runs in a warm pool of worker processes, never in the server.
+"""The local executor: all GDAL work runs in a warm pool of worker processes, never in the server.
 
-A job is a typed job specification (gdal_mcp.jobs). The runner relays its progress, enforces
+A job is a typed job specification (gdal_mcp.jobs). The executor relays its progress, enforces
 the per-job timeout, kills the worker on cancel or timeout (a fresh one replaces it), and turns a
 worker that dies into a structured error while the server keeps serving.
 
@@ -21,20 +21,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import gdal_mcp
 from gdal_mcp.config import format_size
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.execution import ProgressSink
 from gdal_mcp.jobs import Job, R
 
-log = logging.getLogger("gdal_mcp.runner")
+log = logging.getLogger("gdal_mcp.execution.local")
 
-ProgressSink = Callable[[float, str], Awaitable[None]]
-_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+
+_PACKAGE_PARENT = str(Path(gdal_mcp.__file__).resolve().parent.parent)  # where `python -m gdal_mcp...` finds it
 #: how often a running job's address space is sampled (to tell an out-of-memory death from another)
 MEMORY_SAMPLE_INTERVAL = 0.2
 #: a worker that dies after using this share of its --max-memory limit died of memory
@@ -136,7 +137,7 @@ class _Worker:
         return self.conn.recv()
 
 
-class Runner:
+class LocalExecutor:
     """Pool of warm GDAL worker processes."""
 
     def __init__(
@@ -177,7 +178,7 @@ class Runner:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
         # -P: the current directory is not put on the import path (it may be a workspace, whose files are data).
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "gdal_mcp.worker", str(child.fileno())],
+            [sys.executable, "-P", "-m", "gdal_mcp.execution.local_worker", str(child.fileno())],
             pass_fds=[child.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=sys.stderr.fileno(),

@@ -1,4 +1,4 @@
-"""The worker process: imports GDAL once, then runs engine jobs sent over a pipe.
+"""The local executor's worker process: imports GDAL once, then runs engine jobs sent over a pipe.
 
 Runs in a spawned process. Nothing here is imported by the server process except the entry point's
 name. Messages to the server: ("progress", fraction, message), ("result", value), ("error", code,
@@ -7,18 +7,21 @@ message). stdout is pointed at stderr first, so nothing a library prints can rea
 
 from __future__ import annotations
 
-import gc
-import importlib
 import logging
 import os
 import pickle
 import sys
 import time
-import traceback
 from typing import Any
 
-ENGINE_PREFIX = "gdal_mcp.engine."
-PROGRESS_INTERVAL = 0.2
+from gdal_mcp.execution.common import (
+    PROGRESS_INTERVAL,
+    classify,
+    engine_function,
+    preload,
+    quiet_libraries,
+    set_gdal_environment,
+)
 
 
 def _configure_environment(config: dict[str, Any]) -> None:
@@ -31,45 +34,6 @@ def _configure_environment(config: dict[str, Any]) -> None:
         format="%(asctime)s gdal-mcp worker %(levelname)s %(name)s: %(message)s",
     )
     quiet_libraries()
-
-
-#: environment variables a worker never inherits: the server's credentials (a job has no use for them, and what a
-#: process holds in its environment a dataset could make GDAL send somewhere)
-SECRET_ENV_PREFIXES = ("GDAL_MCP_",)
-
-
-def set_gdal_environment(config: dict[str, Any]) -> None:
-    """The GDAL and PROJ settings of a worker (this pool's, or a Dask worker's through gdal_mcp.dask_worker)."""
-    # GDAL reads these at first use; set before rasterio/pyogrio load their bundled GDALs.
-    for name in [n for n in os.environ if n.startswith(SECRET_ENV_PREFIXES)]:
-        del os.environ[name]
-    os.environ["GDAL_VRT_ENABLE_PYTHON"] = "NO"
-    # No driver plugins from anywhere (GDAL would dlopen every library in its plugin directories).
-    os.environ["GDAL_DRIVER_PATH"] = "disable"
-    # Reading a .gz must not write a .properties index beside it (read tools write nothing).
-    os.environ["CPL_VSIL_GZIP_WRITE_PROPERTIES"] = "NO"
-    tmp = config.get("tmp")
-    if tmp:  # the worker's private temporary directory (the only place outside the workspaces it may write)
-        for name in ("TMPDIR", "CPL_TMPDIR", "PROJ_USER_WRITABLE_DIRECTORY", "HOME"):
-            os.environ[name] = tmp
-    os.environ["GDAL_CACHEMAX"] = str(max(16, config.get("gdal_cache", 256 * 1024**2) // 1024**2))
-    # TRUE, not EMPTY_DIR: no directory listing (slow in folders of thousands of tiles), yet GDAL still probes the
-    # sidecars by name, so a PNG/JPEG georeferenced by its .aux.xml or world file keeps its CRS and transform.
-    os.environ.setdefault("GDAL_DISABLE_READDIR_ON_OPEN", "TRUE")
-    os.environ["CPL_LOG_ERRORS"] = "OFF"
-    if not config.get("allow_network"):
-        # Belt and braces beside the kernel's confinement: GDAL and PROJ do not even try.
-        os.environ["GDAL_HTTP_TIMEOUT"] = "1"
-        os.environ["CPL_VSIL_CURL_ALLOWED_EXTENSIONS"] = ".__gdal_mcp_network_disabled__"
-        os.environ["PROJ_NETWORK"] = "OFF"
-
-
-def quiet_libraries() -> None:
-    logging.getLogger("rasterio").setLevel(logging.CRITICAL)
-    import warnings
-
-    # Library warnings (NotGeoreferencedWarning, pyproj's PROJ.4 notes) are reported in results instead.
-    warnings.simplefilter("ignore")
 
 
 def _set_memory_limit(limit: int | None) -> None:
@@ -127,98 +91,12 @@ def _release_memory() -> None:
         pass  # not glibc
 
 
-def _classify(exc: BaseException, job: Any = None, *, identify: bool = False) -> tuple[str, str]:
-    """(code, message) of a failed job. A read the kernel refused (a file the dataset refers to outside what the
-    worker may read) is out-of-root naming that file; a file in a format whose driver is not allowed is unsupported
-    naming the driver (`identify`: only where no other job runs GDAL in this process, see drivers.refused_driver)."""
-    from gdal_mcp.engine.failures import denied_by_confinement, translate
-
-    mapped = translate(exc)
-    if mapped is not None:
-        denial = denied_by_confinement(exc, mapped)
-        if denial is not None:
-            return denial.code, denial.message
-        if identify and job is not None and mapped.code in ("gdal-error", "unsupported"):
-            refused = _refused_format(job)
-            if refused is not None:
-                return refused.code, refused.message
-        return mapped.code, mapped.message
-    denial = denied_by_confinement(exc, None)
-    if denial is not None:
-        return denial.code, denial.message
-    logging.getLogger("gdal_mcp.worker").error("unexpected error in job:\n%s", traceback.format_exc())
-    return "internal-error", f"unexpected {type(exc).__name__}: {str(exc).strip()}"
-
-
-def _refused_format(job: Any) -> Any:
-    """unsupported, naming the driver, when the job's input is in a format the allow-list refused (asked only after
-    a failure: a file an allowed driver opened never gets here)."""
-    from gdal_mcp.engine import drivers
-    from gdal_mcp.errors import GdalMcpError
-    from gdal_mcp.jobs import INPUT_FIELDS
-
-    kwargs = job.kwargs()
-    for key in INPUT_FIELDS:
-        path = kwargs.get(key)
-        if isinstance(path, str) and path:
-            name = drivers.refused_driver(path)
-            if name is not None:
-                return GdalMcpError(
-                    "unsupported",
-                    f"{path}: GDAL's {name} format, which this server does not open "
-                    f"(the {name} driver is not among those it allows; README lists the formats)",
-                )
-    return None
-
-
-def engine_function(job: Any) -> Any:
-    """The engine function a job names; only typed jobs naming engine functions are run."""
-    from gdal_mcp.jobs import Job
-
-    if not isinstance(job, Job):
-        raise TypeError(f"refusing to run {type(job).__name__}: not a typed job")
-    module_name, _, attr = job.FUNC.partition(":")
-    if not module_name.startswith(ENGINE_PREFIX):
-        raise ValueError(f"refusing to run {job.FUNC}: not an engine function")
-    func = getattr(importlib.import_module(module_name), attr)
-    drivers = sys.modules.get("gdal_mcp.engine.drivers")
-    if drivers is not None:
-        drivers.ensure()  # the driver allow-list still holds (the import above may have loaded pyogrio)
-    return func
-
-
-#: imported before a worker reports ready: what a metadata job (raster_info, the usual first call) needs, so the
-#: first call does not wait ~0.2 s for them (the server is still importing FastMCP while the first worker does this)
-PRELOAD = ("gdal_mcp.jobs", "gdal_mcp.engine.failures", "gdal_mcp.engine.raster.info")
-
-
-def preload(modules: tuple[str, ...] = ()) -> None:
-    """Import the raster stack, PRELOAD and `modules`, and open PROJ's database, with the collector off (its passes
-    over the imports' objects cost ~40 ms); they are frozen out of later collections."""
-    gc.disable()
-    try:
-        import numpy  # noqa: F401
-        import rasterio  # noqa: F401
-
-        for name in (*PRELOAD, *modules):
-            importlib.import_module(name)
-        try:
-            import pyproj
-
-            pyproj.CRS.from_epsg(4326)  # opens PROJ's database, ~30 ms of the first job that reads a CRS otherwise
-        except Exception:  # noqa: BLE001 - a broken PROJ is reported by the jobs that need it, not by a dead worker
-            pass
-        gc.freeze()
-    finally:
-        gc.enable()
-
-
 def confine_worker(config: dict[str, Any]) -> bool:
-    """Confine this process to its policy (gdal_mcp.confine) before it starts any thread: the workspaces (read, and
+    """Confine this process to its policy (gdal_mcp.execution.confine) before it starts any thread: the workspaces (read, and
     write unless read-only), its private temporary directory, the Python environment and system libraries (read),
     no network unless allowed. False when the server runs unconfined (--allow-unconfined on a kernel without
     Landlock); a failure to confine when required ends the worker (the server reports workers that cannot start)."""
-    from gdal_mcp import confine
+    from gdal_mcp.execution import confine
 
     if not config.get("confine", False):
         return False
@@ -240,7 +118,7 @@ def run_in_job_thread(func: Any, kwargs: dict[str, Any], writable: list[str]) ->
     worker's main thread keeps its wider policy for the next job. Jobs that write nothing but the worker's private
     temporary directory (every job that only reads) share one thread confined that way once (_READER), which saves
     them a thread start and a Landlock layer each (~0.2 ms of a metadata call)."""
-    from gdal_mcp import confine
+    from gdal_mcp.execution import confine
 
     if len(writable) <= 1:
         reader = _READER.get(tuple(writable))
@@ -311,7 +189,7 @@ def main(conn: Any) -> None:
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 return
-            reply = ("error", *_classify(exc, job, identify=True))
+            reply = ("error", *classify(exc, job, identify=True))
         del job
         _release_memory()
         try:

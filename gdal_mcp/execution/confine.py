@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger("gdal_mcp.confine")
+log = logging.getLogger("gdal_mcp.execution.confine")
 
 #: the oldest Landlock ABI the workers are confined with (2: renames between directories can be allowed)
 MIN_ABI = 2
@@ -159,7 +159,9 @@ def environment_paths() -> tuple[list[str], list[str]]:
     if site.ENABLE_USER_SITE and site.USER_SITE:
         sites.append(site.USER_SITE)
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    package = os.path.dirname(os.path.realpath(__file__))
+    import gdal_mcp
+
+    package = os.path.dirname(os.path.realpath(gdal_mcp.__file__))  # the whole package, not this subpackage
     parent = os.path.dirname(package)
     checkout = os.path.exists(os.path.join(parent, "pyproject.toml"))  # a source checkout, not a library directory
     for entry in (*sites, *extra):

@@ -10,8 +10,8 @@ from fastmcp.prompts import Message
 from pydantic import Field
 
 from gdal_mcp import jobs
-from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.server.app import App
 
 
 def utm_epsg(lon: float, lat: float) -> int:

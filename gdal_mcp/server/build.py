@@ -24,19 +24,23 @@ from fastmcp.tools import InputRequiredToolResult, ToolResult  # noqa: E402
 from fastmcp_tasks import TasksExtension  # noqa: E402
 from fastmcp_tasks.settings import DocketSettings  # noqa: E402
 
-from gdal_mcp import __version__, confirm, console, downloads  # noqa: E402
-from gdal_mcp.app import App  # noqa: E402
+from gdal_mcp import __version__  # noqa: E402
 from gdal_mcp.config import Settings  # noqa: E402
-from gdal_mcp.errors import GdalMcpError, envelope  # noqa: E402
-from gdal_mcp.http import register_health  # noqa: E402
-from gdal_mcp.tools import analysis as analysis_tools  # noqa: E402
-from gdal_mcp.tools import crs as crs_tools  # noqa: E402
-from gdal_mcp.tools import inspect as inspect_tools  # noqa: E402
-from gdal_mcp.tools import preview as preview_tools  # noqa: E402
-from gdal_mcp.tools import prompts as prompt_tools  # noqa: E402
-from gdal_mcp.tools import raster as raster_tools  # noqa: E402
-from gdal_mcp.tools import resources as resource_tools  # noqa: E402
-from gdal_mcp.tools import vector as vector_tools  # noqa: E402
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.server.app import App  # noqa: E402
+from gdal_mcp.server.approval import policy as confirm  # noqa: E402
+from gdal_mcp.server.envelope import envelope  # noqa: E402
+from gdal_mcp.server.tools import analysis as analysis_tools  # noqa: E402
+from gdal_mcp.server.tools import crs as crs_tools  # noqa: E402
+from gdal_mcp.server.tools import datasets as dataset_tools  # noqa: E402
+from gdal_mcp.server.tools import preview as preview_tools  # noqa: E402
+from gdal_mcp.server.tools import prompts as prompt_tools  # noqa: E402
+from gdal_mcp.server.tools import raster as raster_tools  # noqa: E402
+from gdal_mcp.server.tools import resources as resource_tools  # noqa: E402
+from gdal_mcp.server.tools import vector as vector_tools  # noqa: E402
+from gdal_mcp.server.tools._base import register_tools  # noqa: E402
+from gdal_mcp.server.web import console, downloads  # noqa: E402
+from gdal_mcp.server.web.guards import register_health  # noqa: E402
 
 log = logging.getLogger("gdal_mcp")
 
@@ -186,7 +190,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     @lifespan
     async def warm_workers(server: Any) -> Any:
         nonlocal swept
-        app.runner.start()  # idempotent; workers import GDAL in the background
+        app.executor.start()  # idempotent; workers import GDAL in the background
         if not swept and not settings.read_only:
             swept = True  # once: remove the temporaries of servers killed mid-write (sandbox decides which)
             await asyncio.to_thread(app.sandbox.sweep_stale_temporaries)
@@ -210,12 +214,12 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     mcp.add_extension(
         TasksExtension(url=f"memory://{tasks_backend}", name=tasks_backend, minimum_check_interval=tasks_check_interval())
     )
-    inspect_tools.register(mcp, app)
+    dataset_tools.register(mcp, app)
     raster_tools.register(mcp, app)
     vector_tools.register(mcp, app)
     preview_tools.register(mcp, app)
     analysis_tools.register(mcp, app)
-    crs_tools.register(mcp, app)
+    register_tools(mcp, app, crs_tools)
     resource_tools.register(mcp, app)
     prompt_tools.register(mcp, app)
     if settings.transport == "http":

@@ -41,7 +41,7 @@ from gdal_mcp.config import MiB
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
-log = logging.getLogger("gdal_mcp.stdio")
+log = logging.getLogger("gdal_mcp.server.stdio")
 
 MAX_LINE_BYTES = 64 * MiB
 """Longest JSON-RPC line accepted (--max-message-size); a longer one is discarded as protocol abuse."""

@@ -15,7 +15,7 @@ random session cookie (HttpOnly, SameSite=Strict) with its role, approver or vie
 cookie also needs the session's CSRF token in the X-CSRF-Token header and a same-origin Origin header. Scripts
 may send 'Authorization: Bearer <console token>' (decides) or the MCP token (reads). Without GDAL_MCP_TOKEN
 (loopback only) anyone local may read the console; deciding still needs the console credential. The page itself
-is static HTML/CSS/JS (gdal_mcp/console_static), polling /console/state every second; no build step, no
+is static HTML/CSS/JS (gdal_mcp/server/web/console_static), polling /console/state every second; no build step, no
 external network.
 """
 
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from gdal_mcp.app import App
-    from gdal_mcp.confirm import Question
+    from gdal_mcp.server.app import App
+    from gdal_mcp.server.approval.policy import Question
 
 T = TypeVar("T")
 COOKIE = "gdal_mcp_console"
@@ -295,7 +295,7 @@ class Console:
         """Whether a Host header names this server as its operator configured it: its bind address and port, a
         plain loopback name on its port, or an --allow-host entry. (The Host guard also lets through any loopback
         alias, e.g. x.localhost on any port: fine for serving a request, not for a link a person will follow.)"""
-        from gdal_mcp.http import split_host
+        from gdal_mcp.server.web.guards import split_host
 
         parsed = split_host(host) if host else None
         if parsed is None:
@@ -461,7 +461,7 @@ class Console:
     def writer(self, request: Request) -> tuple[bool, str | None, str]:
         """May this request decide (approve, deny, cancel)? (allowed, credential fingerprint, why not). Only with
         the person's credential: an approver session (console token or login link), or the console token."""
-        from gdal_mcp.confirm import token_fingerprint
+        from gdal_mcp.server.approval.policy import token_fingerprint
 
         given = self._bearer(request)
         if given is not None:
@@ -530,7 +530,7 @@ class Console:
 
 
 def _static(name: str) -> str:
-    return resources.files("gdal_mcp").joinpath("console_static", name).read_text(encoding="utf-8")
+    return resources.files("gdal_mcp.server.web").joinpath("console_static", name).read_text(encoding="utf-8")
 
 
 STATIC_TYPES = {"console.js": "text/javascript; charset=utf-8", "console.css": "text/css; charset=utf-8"}
@@ -584,7 +584,7 @@ def register(mcp: Any, app: App) -> Console:
     @mcp.custom_route("/console/login", methods=["GET"], name="console-login-link")
     async def console_login_link(request: Request) -> Response:
         """A one-time login link printed on the server's stderr: an approver session."""
-        from gdal_mcp.confirm import token_fingerprint
+        from gdal_mcp.server.approval.policy import token_fingerprint
 
         key = request.query_params.get("key", "")
         if not console.redeem_key(key):
@@ -595,7 +595,7 @@ def register(mcp: Any, app: App) -> Console:
 
     @mcp.custom_route("/console/login", methods=["POST"], name="console-login")
     async def console_login(request: Request) -> Response:
-        from gdal_mcp.confirm import token_fingerprint
+        from gdal_mcp.server.approval.policy import token_fingerprint
 
         origin = request.headers.get("origin")
         if origin is not None and urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower():
@@ -717,7 +717,7 @@ class ConfirmationStatus(BaseModel):
 
 
 def _register_status_tool(mcp: Any, app: App, console: Console) -> None:
-    from gdal_mcp.tools._base import READ, gdal_tool
+    from gdal_mcp.server.tools._base import READ, gdal_tool
 
     @gdal_tool(mcp, app, title="Confirmation status", annotations=READ, tags={"confirm"}, task=False)
     async def confirmation_status(

@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from gdal_mcp.cache import MetadataCache
 from gdal_mcp.config import Settings
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.execution import Executor
+from gdal_mcp.execution.local import LocalExecutor
 from gdal_mcp.jobs import Job, R
-from gdal_mcp.runner import Runner
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
+from gdal_mcp.server.cache import MetadataCache
 
 if TYPE_CHECKING:
-    from gdal_mcp.dask_runner import DaskRunner
+    from gdal_mcp.execution.dask_executor import DaskExecutor
 
 log = logging.getLogger("gdal_mcp")
 M = TypeVar("M", bound=BaseModel)
@@ -103,23 +104,23 @@ class AuditLog:
             fh.write(line + "\n")
 
 
-def _dask_runner(settings: Settings, worker_config: dict[str, Any]) -> DaskRunner:
+def _dask_executor(settings: Settings, worker_config: dict[str, Any]) -> DaskExecutor:
     """--executor dask: imported only then (distributed is an optional dependency, and slow to import)."""
     try:
-        from gdal_mcp.dask_runner import DaskRunner
+        from gdal_mcp.execution.dask_executor import DaskExecutor
     except ImportError as e:
         raise ValueError(f"--executor dask needs the Dask extra ({e}): install gdal-mcp[dask]") from None
     assert settings.dask_scheduler is not None  # Settings checks it
-    return DaskRunner(
+    return DaskExecutor(
         scheduler=settings.dask_scheduler, timeout=settings.timeout, max_memory=settings.max_memory, worker_config=worker_config
     )
 
 
 def confinement(settings: Settings) -> bool:
-    """Whether the workers will be confined by the kernel (gdal_mcp.confine). Where the kernel cannot, the server
+    """Whether the workers will be confined by the kernel (gdal_mcp.execution.confine). Where the kernel cannot, the server
     refuses to start (ValueError) unless the operator accepted running unconfined (--allow-unconfined); then it
     says so on stderr."""
-    from gdal_mcp import confine
+    from gdal_mcp.execution import confine
 
     if confine.abi() >= confine.MIN_ABI:
         return True
@@ -145,7 +146,7 @@ class App:
         self.settings = settings
         self.sandbox = Sandbox(settings.workspaces, allow_network=settings.allow_network)
         # Local workers: this kernel confines them. Dask workers confine their task threads themselves (and refuse
-        # to run unconfined unless allowed): gdal_mcp.dask_worker.confine_executor.
+        # to run unconfined unless allowed): gdal_mcp.execution.dask_worker.confine_executor.
         self.confined = confinement(settings) if settings.executor == "local" else True
         worker_config = {
             "roots": [str(r) for r in self.sandbox.roots],
@@ -156,11 +157,11 @@ class App:
             "allow_unconfined": settings.allow_unconfined,
             "read_only": settings.read_only,
         }
-        self.runner: Runner | DaskRunner
+        self.executor: Executor
         if settings.executor == "dask":
-            self.runner = _dask_runner(settings, worker_config)
+            self.executor = _dask_executor(settings, worker_config)
         else:
-            self.runner = Runner(
+            self.executor = LocalExecutor(
                 workers=settings.workers,
                 timeout=settings.timeout,
                 max_memory=settings.max_memory,
@@ -198,7 +199,7 @@ class App:
 
         committed = False
         try:
-            work = self.runner.run(job, progress=relay, quick=quick)
+            work = self.executor.run(job, progress=relay, quick=quick)
             try:
                 result = await (tracker.run(work) if tracker is not None else work)  # the console may cancel it
             except GdalMcpError as e:  # every failure names the file it is about

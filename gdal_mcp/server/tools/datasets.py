@@ -8,12 +8,12 @@ from fastmcp import Context
 from pydantic import Field
 
 from gdal_mcp import jobs
-from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import DatasetList, RasterInfo, VectorInfo
-from gdal_mcp.tools._base import READ, gdal_tool, read_result
-from gdal_mcp.tools.params import InspectPath as DatasetPath
-from gdal_mcp.tools.params import Layer
+from gdal_mcp.server.app import App
+from gdal_mcp.server.tools._base import READ, gdal_tool, read_result
+from gdal_mcp.server.tools.params import InspectPath as DatasetPath
+from gdal_mcp.server.tools.params import Layer
 
 M = TypeVar("M", RasterInfo, VectorInfo)
 

@@ -9,7 +9,6 @@ from fastmcp import Context
 from pydantic import Field
 
 from gdal_mcp import jobs
-from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import (
     FeaturePage,
@@ -19,8 +18,9 @@ from gdal_mcp.models import (
     ValidationReport,
     VectorWriteResult,
 )
-from gdal_mcp.tools._base import READ, WRITE, gdal_tool, optional_input, read_result, write_output, write_result
-from gdal_mcp.tools.params import (
+from gdal_mcp.server.app import App
+from gdal_mcp.server.tools._base import READ, WRITE, gdal_tool, optional_input, read_result, write_output, write_result
+from gdal_mcp.server.tools.params import (
     VECTOR_FORMATS,
     BBox,
     BBoxCRS,

@@ -14,16 +14,16 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox import TMP_PREFIX
+from gdal_mcp.server.app import App
 
 ROUTE = "/files/{path:path}"
 STATUS = {"out-of-root": 403, "not-found": 404, "invalid-argument": 400, "unsupported": 400}
 
 
 def console_session_ok(app: App, request: Request) -> bool:
-    """Whether the request carries a valid approval-console session cookie (gdal_mcp/console.py)."""
+    """Whether the request carries a valid approval-console session cookie (gdal_mcp/server/web/console.py)."""
     return app.console is not None and app.console.session(request) is not None
 
 
@@ -49,7 +49,7 @@ def file_response(app: App, request: Request) -> Response:
             {"WWW-Authenticate": 'Bearer error="invalid_token"'},
         )
     path = request.path_params.get("path", "")
-    from gdal_mcp.tools.resources import mime_type
+    from gdal_mcp.server.tools.resources import mime_type
 
     try:
         if any(part.startswith(TMP_PREFIX) for part in path.split("/")):

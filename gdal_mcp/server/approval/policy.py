@@ -24,10 +24,10 @@ from typing import Any, Literal, NoReturn, get_args
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from gdal_mcp.app import App
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.server.app import App
 
-log = logging.getLogger("gdal_mcp.confirm")
+log = logging.getLogger("gdal_mcp.server.approval.policy")
 
 Policy = Literal["never", "destructive", "writes", "all"]
 POLICIES: tuple[str, ...] = get_args(Policy)
