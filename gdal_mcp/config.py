@@ -40,10 +40,10 @@ class Settings:
     recycle_rss: int = 320 * MiB
     max_resource_bytes: int = 16 * MiB
     max_message_bytes: int = 64 * MiB
-    confirm: str = "destructive"  # never|destructive|writes|all: which calls need a person's approval (confirm.py)
-    console: bool = True  # HTTP: the approval console at /console (console.py); parks confirmations there
+    confirm: str = "destructive"  # never|destructive|writes|all: which calls need a person's approval (server/approval/policy.py)
+    console: bool = True  # HTTP: the approval console at /console (server/web/console.py); parks confirmations there
     confirm_timeout: float = 600.0  # seconds a parked confirmation waits for the person
-    executor: str = "local"  # local (the worker pool, runner.py) or dask (a Dask cluster, dask_runner.py)
+    executor: str = "local"  # local (execution/local.py: a worker pool) or dask (execution/dask_executor.py)
     dask_scheduler: str | None = None  # tcp://host:8786, or local:N (a LocalCluster of N worker processes)
 
     def __post_init__(self) -> None:

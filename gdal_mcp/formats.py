@@ -8,6 +8,8 @@ pipelines, tile indexes, GPSBabel, ADBC …), before the kernel's confinement ev
 
 from __future__ import annotations
 
+import mimetypes
+
 #: raster drivers (GDAL short names): what the tools read and write, and GDAL's in-memory and virtual formats
 RASTER_DRIVERS = frozenset(
     {
@@ -94,7 +96,7 @@ SIDECARS: dict[str, frozenset[str]] = {
 
 #: side files GDAL may read beside a dataset of any format: <stem>.<ext> (world files, headers, MRF data and
 #: index files, a shapefile's parts) and <name><suffix> (PAM, overviews, masks). A link among them that leads out
-#: of the workspace makes the dataset out-of-root (sandbox.py): GDAL would follow it without any path being given.
+#: of the workspace makes the dataset out-of-root (gdal_mcp/sandbox/): GDAL would follow it without any path being given.
 SIDE_EXTENSIONS = frozenset(
     {ext for exts in SIDECARS.values() for ext in exts}
     | {
@@ -130,3 +132,29 @@ SIDE_EXTENSIONS = frozenset(
     }
 )
 NAME_SUFFIXES = (".aux.xml", ".ovr", ".msk", ".aux", ".xml", ".ovr.aux.xml", ".vat.dbf", ".properties", ".gfs")
+
+#: the media type of a workspace file by its extension (resources/read, downloads, resource links)
+MIME = {
+    ".tif": "image/tiff",
+    ".tiff": "image/tiff",
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".geojson": "application/geo+json",
+    ".json": "application/json",
+    ".csv": "text/csv",
+    ".gpkg": "application/geopackage+sqlite3",
+    ".vrt": "application/xml",
+    ".xml": "application/xml",
+    ".kml": "application/vnd.google-earth.kml+xml",
+    ".nc": "application/x-netcdf",
+}
+
+
+def mime_type(name: str) -> str:
+    """The media type of a file named `name`: ours for the geospatial formats, else Python's guess."""
+    lower = name.lower()
+    for ext, mime in MIME.items():
+        if lower.endswith(ext):
+            return mime
+    return mimetypes.guess_type(name)[0] or "application/octet-stream"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 from gdal_mcp.models import (
     CategoriesResult,
@@ -56,7 +56,7 @@ class Job(Generic[R]):
     def kwargs(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
-    def writing_to(self, path: str) -> Job[R]:
+    def writing_to(self, path: str) -> Self:
         """The same job with its output argument set to `path` (the temporary file of an atomic write)."""
         if self.OUTPUT is None:
             raise TypeError(f"{type(self).__name__} writes no file")
@@ -194,6 +194,20 @@ class TransformJob(Job[TransformResult]):
     src_crs: str
     dst_crs: str
     always_xy: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class SameCrsJob(Job[bool]):
+    FUNC = "gdal_mcp.engine.coordinates:same_crs"
+    a: str
+    b: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wgs84BoundsJob(Job["tuple[float, float, float, float] | None"]):
+    FUNC = "gdal_mcp.engine.coordinates:wgs84_bounds"
+    crs: str
+    bounds: tuple[float, float, float, float]
 
 
 # ----- raster ---------------------------------------------------------------------------------

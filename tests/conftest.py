@@ -1,8 +1,8 @@
-"""Shared fixtures: a temporary workspace holding a copy of tests/data, and one warm server for the session."""
+"""Shared fixtures: a temporary workspace holding a copy of tests/data, and one warm server for the session; and the
+markers every test gets from where it lives (plain helpers are in tests/helpers.py)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -11,25 +11,24 @@ from fastmcp import Client
 
 from gdal_mcp.config import Settings
 from gdal_mcp.server.build import build_server
+from tests.helpers import DATA, huge_vrt, make_workspace
 
-DATA = Path(__file__).parent / "data"
-
-
-def make_workspace(root: Path) -> Path:
-    """Copy the test data into `root` (tests write beside copies, never beside the originals)."""
-    for sub in ("raster", "vector", "bad"):
-        shutil.copytree(DATA / sub, root / sub, dirs_exist_ok=True)
-    rgb = (root / "raster" / "RGB.byte.tif").read_bytes()
-    (root / "bad" / "RGB.byte.truncated.tif").write_bytes(rgb[:500000])
-    return root
+TESTS = Path(__file__).parent
+#: markers given by directory (first part of the path under tests/) or by module name
+BY_DIRECTORY = {"e2e": "e2e", "security": "security"}
+BY_MODULE = {"test_dask.py": "dask"}
 
 
-def huge_vrt(path: Path, size: int = 200_000, dtype: str = "Byte") -> Path:
-    """A sourceless VRT of size x size pixels: reading it all takes long, yet costs no disk."""
-    path.write_text(
-        f'<VRTDataset rasterXSize="{size}" rasterYSize="{size}"><VRTRasterBand dataType="{dtype}" band="1"/></VRTDataset>'
-    )
-    return path
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """e2e/security/dask by where a test lives, so `-m "not e2e"` and the like select without a decorator per test."""
+    for item in items:
+        try:
+            parts = item.path.relative_to(TESTS).parts
+        except ValueError:
+            continue
+        for marker in (BY_DIRECTORY.get(parts[0]), BY_MODULE.get(parts[-1])):
+            if marker:
+                item.add_marker(marker)
 
 
 @pytest.fixture(scope="session")
@@ -57,12 +56,6 @@ def server(ws: Path, audit_path: Path) -> Iterator[tuple]:
 async def client(server: tuple) -> AsyncIterator[Client]:
     async with Client(server[0]) as c:
         yield c
-
-
-async def call(client: Client, tool: str, **args) -> tuple[bool, dict]:
-    """(is_error, structured content) of a tool call."""
-    r = await client.call_tool(tool, args, raise_on_error=False)
-    return r.is_error, r.structured_content
 
 
 def _data_listing() -> dict[str, tuple[int, int]]:

@@ -14,10 +14,10 @@ from fastmcp import Client
 INSPECT_TOOLS = {"raster_info", "vector_info", "list_datasets"}  # keep `path`, the seeds' name for inspection
 NO_FILE_TOOLS = {"crs_info", "crs_search", "transform_coordinates"}
 RETIRED = {"projwin", "projwin_crs", "dtype", "fix_output", "raster", "src", "dst", "geometry_crs_", "action_list"}
-# Shared names whose description may come in a few deliberate variants (each variant lives in tools/params.py):
+# Shared names whose description may come in a few deliberate variants (each variant lives in gdal_mcp/server/tools/params.py):
 # bbox/bbox_crs: the data's CRS, or the output grid's (gdalwarp -te); input/output/format: raster, vector, CSV …
 SAME_EVERYWHERE = {"overwrite", "creation_options", "layer", "where", "src_crs", "units", "output_layer"}
-# Deliberate variants of a shared name (from tools/params.py): measure units include areas (ha), not degrees.
+# Deliberate variants of a shared name (from gdal_mcp/server/tools/params.py): measure units include areas (ha), not degrees.
 VARIANTS = {("vector_measure", "units")}
 ENUMS = {"resampling", "output_type", "units", "overview_resampling"}
 

@@ -315,3 +315,29 @@ def transform(
         failed=failed,
         warnings=warnings,
     )
+
+
+def same_crs(a: str, b: str, progress: Progress = no_progress) -> bool:
+    """Whether two CRS definitions (datasets' WKT, codes …) are the same CRS, their axis order aside; definitions
+    PROJ cannot read are compared as text."""
+    try:
+        return bool(_pyproj_crs(a, "crs").equals(_pyproj_crs(b, "crs"), ignore_axis_order=True))
+    except Exception:  # noqa: BLE001 - unparsable: compare the text
+        return a == b
+
+
+def wgs84_bounds(
+    crs: str, bounds: tuple[float, float, float, float], progress: Progress = no_progress
+) -> tuple[float, float, float, float] | None:
+    """(west, south, east, north) in lon/lat of `bounds` (left, bottom, right, top) in `crs`, edges densified (21
+    points each); None where PROJ cannot transform them."""
+    from pyproj import CRS, Transformer
+
+    try:
+        tr = Transformer.from_crs(_pyproj_crs(crs, "crs"), CRS.from_epsg(4326), always_xy=True)
+        west, south, east, north = tr.transform_bounds(*bounds, densify_pts=21)
+    except Exception:  # noqa: BLE001 - a CRS PROJ cannot invert: no lon/lat extent
+        return None
+    if not all(math.isfinite(v) for v in (west, south, east, north)):
+        return None
+    return (west, south, east, north)

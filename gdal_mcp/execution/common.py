@@ -14,11 +14,13 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from gdal_mcp.engine.failures import gdal_message
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.execution import confine
+from gdal_mcp.jobs import Job
 
 ENGINE_PREFIX = "gdal_mcp.engine."
 #: least time between two progress messages of a job (the last one, 1.0, always goes)
@@ -64,7 +66,7 @@ def quiet_libraries() -> None:
     warnings.simplefilter("ignore")
 
 
-def classify(exc: BaseException, job: Any = None, *, identify: bool = False) -> tuple[str, str]:
+def classify(exc: BaseException, job: Job[Any] | None = None, *, identify: bool = False) -> tuple[str, str]:
     """(code, message) of a failed job. A read the kernel refused (a file the dataset refers to outside what the
     worker may read) is out-of-root naming that file; a file in a format whose driver is not allowed is unsupported
     naming the driver (`identify`: only where no other job runs GDAL in this process, see drivers.refused_driver)."""
@@ -87,7 +89,7 @@ def classify(exc: BaseException, job: Any = None, *, identify: bool = False) -> 
     return "internal-error", f"unexpected {type(exc).__name__}: {str(exc).strip()}"
 
 
-def refused_format(job: Any) -> Any:
+def refused_format(job: Job[Any]) -> GdalMcpError | None:
     """unsupported, naming the driver, when the job's input is in a format the allow-list refused (asked only after
     a failure: a file an allowed driver opened never gets here)."""
     from gdal_mcp.engine import drivers
@@ -108,7 +110,7 @@ def refused_format(job: Any) -> Any:
     return None
 
 
-def engine_function(job: Any) -> Any:
+def engine_function(job: object) -> Callable[..., Any]:
     """The engine function a job names; only typed jobs naming engine functions are run."""
     from gdal_mcp.jobs import Job
 
@@ -117,7 +119,7 @@ def engine_function(job: Any) -> Any:
     module_name, _, attr = job.FUNC.partition(":")
     if not module_name.startswith(ENGINE_PREFIX):
         raise ValueError(f"refusing to run {job.FUNC}: not an engine function")
-    func = getattr(importlib.import_module(module_name), attr)
+    func: Callable[..., Any] = getattr(importlib.import_module(module_name), attr)
     drivers = sys.modules.get("gdal_mcp.engine.drivers")
     if drivers is not None:
         drivers.ensure()  # the driver allow-list still holds (the import above may have loaded pyogrio)

@@ -182,7 +182,7 @@ def _landlock_rights() -> tuple[int, int, int, int]:
 
     read = F.READ_FILE | F.READ_DIR
     # MAKE_SYM: a job may link to a workspace file inside its own directory (external overviews of a read-only file);
-    # reading through a link is judged on the file it reaches, and a commit never places a link (sandbox.py).
+    # reading through a link is judged on the file it reaches, and a commit never places a link (gdal_mcp/sandbox/).
     write = read | F.WRITE_FILE | F.REMOVE_DIR | F.REMOVE_FILE | F.MAKE_DIR | F.MAKE_REG | F.MAKE_SYM | F.REFER | F.TRUNCATE
     file_only = F.EXECUTE | F.WRITE_FILE | F.READ_FILE | F.TRUNCATE | F.IOCTL_DEV
     return int(read), int(write), int(file_only), int(F.READ_DIR)

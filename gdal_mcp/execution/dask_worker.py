@@ -154,7 +154,7 @@ def confine_executor(worker: Any, config: dict[str, Any]) -> None:
     if failure:
         raise RuntimeError(f"Dask worker {_address()}: confining its task threads failed: {failure[0]}")
 
-    class ConfinedThreadPoolExecutor(ThreadPoolExecutor):  # type: ignore[misc]
+    class ConfinedThreadPoolExecutor(ThreadPoolExecutor):
         """Dask's executor (secede/rejoin included) whose every thread confines itself first. (The name must hold
         "ThreadPoolExecutor": Dask runs tasks with their context variables, get_worker() among them, only then.)"""
 

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -18,90 +15,19 @@ from gdal_mcp.execution import Executor
 from gdal_mcp.execution.local import LocalExecutor
 from gdal_mcp.jobs import Job, R
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
+from gdal_mcp.server.approval.parked import ParkedConfirmations
+from gdal_mcp.server.audit import AuditLog
 from gdal_mcp.server.cache import MetadataCache
+from gdal_mcp.server.jobboard import JobBoard
 
 if TYPE_CHECKING:
+    from fastmcp import Context
+    from starlette.requests import Request
+
     from gdal_mcp.execution.dask_executor import DaskExecutor
 
 log = logging.getLogger("gdal_mcp")
 M = TypeVar("M", bound=BaseModel)
-
-
-class AuditLog:
-    """One JSON line per tool call: time, tool, arguments (workspace-relative), outcome, duration, outputs."""
-
-    def __init__(self, path: Any, sandbox: Sandbox) -> None:
-        self.path = path
-        self.sandbox = sandbox
-        self._lock = threading.Lock()
-        #: called with every record, written to a file or not (the approval console keeps the last 100)
-        self.listeners: list[Callable[[dict[str, Any]], None]] = []
-
-    def write(
-        self,
-        *,
-        tool: str,
-        arguments: dict[str, Any],
-        outcome: str,
-        duration_ms: float,
-        outputs: Iterable[str] = (),
-        task: str | None = None,
-    ) -> None:
-        """`task`: the MCP task id of a call run as a task (its creation and its run are two records)."""
-        if self.path is None and not self.listeners:
-            return
-        record: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
-            "tool": tool,
-            "arguments": self.sandbox.scrub_obj(arguments),
-            "outcome": outcome,
-            "duration_ms": round(duration_ms, 1),
-            "outputs": list(outputs),
-        }
-        if task is not None:
-            record["task"] = task
-        self._append(record)
-
-    def confirmation(
-        self,
-        *,
-        tool: str,
-        arguments: dict[str, Any],
-        question: str,
-        kind: str,
-        answer: str,
-        channel: str,
-        detail: str | None = None,
-        token_fingerprint: str | None = None,
-    ) -> None:
-        """A confirmation record: what the person was shown, the answer (approved, declined, cancelled, refused),
-        the channel (elicitation, console with the fingerprint of the token used, or policy), when."""
-        if self.path is None and not self.listeners:
-            return
-        record: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
-            "event": "confirmation",
-            "tool": tool,
-            "arguments": self.sandbox.scrub_obj(arguments),
-            "kind": kind,
-            "shown": self.sandbox.scrub(question),
-            "answer": answer,
-            "channel": channel,
-        }
-        if detail is not None:
-            record["detail"] = detail
-        if token_fingerprint is not None:
-            record["token"] = token_fingerprint
-        self._append(record)
-
-    def _append(self, record: dict[str, Any]) -> None:
-        for listener in self.listeners:
-            listener(record)
-        if self.path is None:
-            return
-        line = json.dumps(record, default=str)
-        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
 
 
 def _dask_executor(settings: Settings, worker_config: dict[str, Any]) -> DaskExecutor:
@@ -139,6 +65,17 @@ def confinement(settings: Settings) -> bool:
     return False
 
 
+class ConsoleView(Protocol):
+    """The approval console's web view (server/web/console.Console) as the rest of the server uses it: where it is,
+    its browser sessions (downloads accept one) and the login link printed for the person at start-up."""
+
+    def url(self) -> str: ...
+
+    def session(self, request: Request) -> object | None: ...
+
+    def login_link(self, *, why: str = "") -> bool: ...
+
+
 class App:
     """Everything a tool needs; built once per server."""
 
@@ -170,7 +107,11 @@ class App:
             )
         self.audit = AuditLog(settings.audit_log, self.sandbox)
         self.cache = MetadataCache()
-        self.console: Any = None  # the approval console (console.Console) over HTTP with --console
+        # Over HTTP with --console (server/build.py), else None, all three: the confirmations parked for a person,
+        # the jobs running in workers (so the console can show and cancel them), and the console's web view.
+        self.approvals: ParkedConfirmations | None = None
+        self.jobs: JobBoard | None = None
+        self.console: ConsoleView | None = None
 
     def require_writable(self, tool: str) -> None:
         if self.settings.read_only:
@@ -183,10 +124,12 @@ class App:
     def scrub_error(self, error: GdalMcpError) -> GdalMcpError:
         return GdalMcpError(error.code, self.sandbox.scrub(error.message))
 
-    async def execute(self, job: Job[R], *, ctx: Any = None, quick: bool = False, output: OutputTarget | None = None) -> R:
+    async def execute(
+        self, job: Job[R], *, ctx: Context | None = None, quick: bool = False, output: OutputTarget | None = None
+    ) -> R:
         """Run an engine function in a worker, relaying progress; commit or discard its output."""
 
-        tracker = self.console.track(job.FUNC) if self.console is not None and not quick else None
+        tracker = self.jobs.track(job.FUNC) if self.jobs is not None and not quick else None
 
         async def relay(fraction: float, message: str) -> None:
             if tracker is not None:
@@ -216,7 +159,7 @@ class App:
             if output is not None and not committed:
                 output.discard()
 
-    async def metadata(self, job: Job[R], src: ResolvedInput, *, ctx: Any = None) -> R:
+    async def metadata(self, job: Job[R], src: ResolvedInput, *, ctx: Context | None = None) -> R:
         """A quick read-only metadata job, answered from the cache while the input's files are unchanged.
 
         The files are identified (path, inode, size, mtime, ctime, sidecars) before the job runs, so a

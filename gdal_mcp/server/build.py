@@ -29,8 +29,11 @@ from gdal_mcp.config import Settings  # noqa: E402
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.server.app import App  # noqa: E402
 from gdal_mcp.server.approval import policy as confirm  # noqa: E402
+from gdal_mcp.server.approval.parked import ParkedConfirmations  # noqa: E402
 from gdal_mcp.server.envelope import envelope  # noqa: E402
+from gdal_mcp.server.jobboard import JobBoard  # noqa: E402
 from gdal_mcp.server.tools import analysis as analysis_tools  # noqa: E402
+from gdal_mcp.server.tools import approval as approval_tools  # noqa: E402
 from gdal_mcp.server.tools import crs as crs_tools  # noqa: E402
 from gdal_mcp.server.tools import datasets as dataset_tools  # noqa: E402
 from gdal_mcp.server.tools import preview as preview_tools  # noqa: E402
@@ -38,7 +41,7 @@ from gdal_mcp.server.tools import prompts as prompt_tools  # noqa: E402
 from gdal_mcp.server.tools import raster as raster_tools  # noqa: E402
 from gdal_mcp.server.tools import resources as resource_tools  # noqa: E402
 from gdal_mcp.server.tools import vector as vector_tools  # noqa: E402
-from gdal_mcp.server.tools._base import register_tools  # noqa: E402
+from gdal_mcp.server.tools.registry import register_prompts, register_resources, register_tools  # noqa: E402
 from gdal_mcp.server.web import console, downloads  # noqa: E402
 from gdal_mcp.server.web.guards import register_health  # noqa: E402
 
@@ -100,7 +103,7 @@ class EnvelopeAndAudit(Middleware):
 
     def __init__(self, app: App) -> None:
         self.app = app
-        self.tool_specs: dict[str, Any] = {}
+        self.tool_specs: dict[str, confirm.ToolSpec | None] = {}
 
     async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
         params = context.message
@@ -214,17 +217,20 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     mcp.add_extension(
         TasksExtension(url=f"memory://{tasks_backend}", name=tasks_backend, minimum_check_interval=tasks_check_interval())
     )
-    dataset_tools.register(mcp, app)
-    raster_tools.register(mcp, app)
-    vector_tools.register(mcp, app)
-    preview_tools.register(mcp, app)
-    analysis_tools.register(mcp, app)
+    register_tools(mcp, app, dataset_tools)
+    register_tools(mcp, app, raster_tools)
+    register_tools(mcp, app, vector_tools)
+    register_tools(mcp, app, preview_tools)
+    register_tools(mcp, app, analysis_tools)
     register_tools(mcp, app, crs_tools)
-    resource_tools.register(mcp, app)
-    prompt_tools.register(mcp, app)
+    register_resources(mcp, app, resource_tools)
+    register_prompts(mcp, app, prompt_tools)
     if settings.transport == "http":
         downloads.register(mcp, app)  # GET/HEAD /files/<path> beside /mcp
         register_health(mcp, app.confined)  # GET /healthz, without a token (container health checks)
-        if settings.console:
-            console.register(mcp, app)  # /console (approval console) and the confirmation_status tool
+        if settings.console:  # the approval console: confirmations parked for a person, the job board, /console
+            approvals = app.approvals = ParkedConfirmations(app.audit, timeout=settings.confirm_timeout)
+            jobs = app.jobs = JobBoard(app.audit)
+            app.console = console.register(mcp, app, approvals, jobs)
+            register_tools(mcp, app, approval_tools)  # confirmation_status
     return mcp, app

@@ -12,7 +12,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from pyproj import Transformer
 
-from tests.conftest import make_workspace
+from tests.helpers import make_workspace
 
 # (tool, arguments, a check on the structured result) — facts from tests/data/MANIFEST.md.
 CALLS = [
@@ -210,6 +210,7 @@ def all_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("all"))
 
 
+@pytest.mark.slow
 async def test_every_tool_resource_and_prompt_through_the_official_sdk(all_ws: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
     # --confirm never: the SDK's ClientSession cannot answer elicitation (test_confirm.py covers confirmation)

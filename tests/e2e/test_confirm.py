@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client
 
 from gdal_mcp.config import Settings
 from gdal_mcp.server.build import build_server
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 MODES = ("auto", "legacy")
 ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}

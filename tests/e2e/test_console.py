@@ -27,8 +27,8 @@ import pytest
 import rasterio
 from fastmcp import Client
 
-from tests.conftest import DATA, huge_vrt
 from tests.e2e.test_http import StderrLog, free_port, wait_listening
+from tests.helpers import DATA, huge_vrt
 
 TOKEN = "console-test-token-7f3a"
 #: the person's credential (GDAL_MCP_CONSOLE_TOKEN): the MCP client never has it
@@ -175,6 +175,7 @@ def wait(driver: Any, css: str, timeout: float = 30, check: Any = None) -> Any:
         raise AssertionError(f"no {css} in the page within {timeout} s: see /tmp/gdal-mcp-console-timeout.png") from None
 
 
+@pytest.mark.slow
 async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 

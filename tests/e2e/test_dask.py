@@ -24,9 +24,9 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
 from gdal_mcp.sandbox import TMP_PREFIX  # noqa: E402
-from tests.conftest import huge_vrt, make_workspace  # noqa: E402
 from tests.e2e.test_all_tools import server_pid  # noqa: E402
 from tests.faults import children  # noqa: E402
+from tests.helpers import huge_vrt, make_workspace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -144,6 +144,7 @@ def leftovers(root: Path) -> list[Path]:
     return list(root.rglob(f"{TMP_PREFIX}*"))
 
 
+@pytest.mark.slow
 async def test_tools_on_a_dask_cluster_of_separate_processes(
     cluster: tuple[str, list[subprocess.Popen[bytes]]], tmp_path: Path
 ) -> None:

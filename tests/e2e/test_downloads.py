@@ -12,8 +12,8 @@ import pytest
 from fastmcp import Client
 
 from gdal_mcp.sandbox import TMP_PREFIX
-from tests.conftest import make_workspace
 from tests.e2e.test_http import free_port, start, wait_listening
+from tests.helpers import make_workspace
 
 TOKEN = "download-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -28,8 +28,8 @@ import rasterio
 from rasterio.transform import from_origin
 
 from gdal_mcp.sandbox import OWNER_FILE, TMP_PREFIX, _owner_identity
-from tests.conftest import DATA, huge_vrt
 from tests.faults import children, mount_small_tmpfs, one_tile_tiff, pid_alive, unmount
+from tests.helpers import DATA, huge_vrt
 
 
 class Server:
@@ -131,6 +131,7 @@ def temporaries(root: Path) -> list[Path]:
 
 
 # ----- workers killed while idle; a job over the memory limit ----------------------------------------------
+@pytest.mark.slow
 def test_killed_idle_workers_and_a_job_over_the_memory_limit(start: Any, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "raster").mkdir(parents=True)

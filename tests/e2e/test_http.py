@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from fastmcp import Client
 
-from tests.conftest import make_workspace
+from tests.helpers import make_workspace
 
 TOKEN = "s3cret-test-token"
 

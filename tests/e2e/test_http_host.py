@@ -14,8 +14,8 @@ import pytest
 
 from gdal_mcp.cli import build_parser, settings_from_args
 from gdal_mcp.server.web.guards import HostGuard
-from tests.conftest import make_workspace
 from tests.e2e.test_http import free_port, wait_listening
+from tests.helpers import make_workspace
 
 TOKEN = "host-test-token"
 INITIALIZE = json.dumps(

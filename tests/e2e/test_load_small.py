@@ -13,7 +13,7 @@ from pathlib import Path
 import rasterio
 
 from bench.load import TOKEN, McpHttp, Phase, free_port, run_clients, start_server, wait_ready
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 CLIENTS, CALLS = 10, 5
 

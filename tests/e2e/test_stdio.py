@@ -13,7 +13,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.conftest import make_workspace
+from tests.helpers import make_workspace
 
 GDAL_MCP = [sys.executable, "-m", "gdal_mcp"]
 

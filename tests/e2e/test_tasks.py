@@ -23,7 +23,7 @@ from fastmcp_tasks import call_tool_task
 from gdal_mcp.config import Settings
 from gdal_mcp.sandbox import TMP_PREFIX
 from gdal_mcp.server.build import TASKS_CHECK_INTERVAL, build_server, tasks_check_interval
-from tests.conftest import huge_vrt, make_workspace
+from tests.helpers import huge_vrt, make_workspace
 
 # RGB.byte.tif (791 x 718, UTM 18N) warped to ~0.0003° pixels: about 8000 x 6600 x 3, a few seconds of work
 WARP = {

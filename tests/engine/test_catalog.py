@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gdal_mcp.engine.catalog import list_datasets
-from tests.conftest import make_workspace
+from tests.helpers import make_workspace
 
 
 def test_kinds(tmp_path: Path) -> None:

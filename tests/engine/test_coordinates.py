@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 
 import pytest
 from pyproj import CRS, Transformer
 
-from gdal_mcp.engine.coordinates import describe, search, transform
+from gdal_mcp.engine.coordinates import describe, same_crs, search, transform, wgs84_bounds
 from gdal_mcp.errors import GdalMcpError
 
 LISBON = (-9.25, 38.65, -9.05, 38.80)
@@ -90,3 +91,18 @@ def test_transform_agrees_with_gdaltransform() -> None:
     res = transform(pts, "EPSG:4326", "EPSG:3763")
     for got, exp in zip(res.points, ref, strict=True):
         assert abs(got[0] - exp[0]) < 1e-3 and abs(got[1] - exp[1]) < 1e-3  # 1 mm
+
+
+def test_same_crs_ignores_how_the_crs_is_written() -> None:
+    assert same_crs(CRS.from_epsg(4326).to_wkt(), "EPSG:4326")  # WKT (lat-first axes) and the code
+    assert same_crs(CRS.from_epsg(32618).to_wkt("WKT1_GDAL"), "EPSG:32618")
+    assert not same_crs("EPSG:4326", "EPSG:3857")
+    assert same_crs("not a crs", "not a crs") and not same_crs("not a crs", "EPSG:4326")
+
+
+def test_wgs84_bounds_of_a_web_mercator_box() -> None:
+    r = 6378137.0  # Web Mercator: x = R·lon, y = R·ln(tan(π/4 + lat/2)), so 1°x1° from (0, 0) is:
+    top = r * math.log(math.tan(math.pi / 4 + math.radians(1) / 2))
+    west, south, east, north = wgs84_bounds("EPSG:3857", (0.0, 0.0, r * math.radians(1), top)) or (0, 0, 0, 0)
+    assert (west, south) == pytest.approx((0.0, 0.0), abs=1e-9) and (east, north) == pytest.approx((1.0, 1.0), abs=1e-9)
+    assert wgs84_bounds("EPSG:4326", (10.0, 40.0, 11.0, 41.0)) == pytest.approx((10.0, 40.0, 11.0, 41.0))

@@ -24,7 +24,7 @@ from gdal_mcp.engine.preview.png import encode_png
 from gdal_mcp.engine.preview.raster import preview_shape
 from gdal_mcp.engine.raster.region import bbox_window
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA, huge_vrt
+from tests.helpers import DATA, huge_vrt
 
 R = DATA / "raster"
 V = DATA / "vector"

@@ -27,8 +27,8 @@ from gdal_mcp.engine.raster.calc import calc
 from gdal_mcp.engine.raster.categories import categories
 from gdal_mcp.engine.raster.stats import raster_stats
 from gdal_mcp.engine.raster.terrain import terrain
-from tests.conftest import DATA
 from tests.engine.mappers import ProcessMapper, spawned_pool
+from tests.helpers import DATA
 
 R = DATA / "raster"
 RGB = str(R / "RGB.byte.tif")

@@ -11,6 +11,8 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from gdal_mcp.errors import ERROR_CODES
 from tests.fuzz.drive import FuzzServer, run_case
 from tests.fuzz.mutate import DATA, KINDS, _tiff, make_case, netcdf_classic
@@ -70,6 +72,7 @@ def test_the_mutators_see_the_structure_gdal_sees(tmp_path: Path) -> None:
             assert int((ds.read(1) == -9999).sum()) == 2
 
 
+@pytest.mark.slow
 async def test_a_fixed_sample_of_corrupt_inputs(tmp_path: Path) -> None:
     outcomes = []
     workspace = tmp_path / "ws"

@@ -20,7 +20,7 @@ import pytest
 from fastmcp import Client
 
 from tests.e2e.test_http import StderrLog, free_port, wait_listening
-from tests.security.conftest import workspace
+from tests.security.helpers import workspace
 
 TOKEN = "mcp-client-token-3d1e"
 CONSOLE_TOKEN = "the-person-4b7a"
@@ -181,7 +181,7 @@ def test_the_console_token_must_differ_from_the_mcp_token(tmp_path: Path) -> Non
 async def test_another_syntax_of_the_same_path_still_asks(tmp_path: Path) -> None:
     """file://good.tif names the same file as good.tif: the confirmation must see through it (it resolves paths as
     the tool does), so an in-place change is still asked for and nothing changes unasked."""
-    from tests.security.conftest import session
+    from tests.security.helpers import session
 
     ws = workspace(tmp_path)
     shutil.copy(ws / "good.tif", ws / "g2.tif")

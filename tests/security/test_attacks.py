@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import DATA
-from tests.security.conftest import REFUSED, Canary, Secrets, attack, everything_returned, session, workspace
+from tests.helpers import DATA
+from tests.security.helpers import REFUSED, Canary, Secrets, attack, everything_returned, session, workspace
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from gdal_mcp import jobs
 from gdal_mcp.config import Settings
 from gdal_mcp.execution import confine
 from gdal_mcp.server.app import App
-from tests.security.conftest import Canary, Secrets
+from tests.security.helpers import Canary, Secrets
 
 pytestmark = pytest.mark.skipif(
     confine.abi() < confine.MIN_ABI,
@@ -64,6 +64,7 @@ async def test_local_workers_cannot_reach_outside(tmp_path: Path, secrets: Secre
         app.executor.close()
 
 
+@pytest.mark.dask
 async def test_dask_task_threads_cannot_reach_outside(
     tmp_path: Path, secrets: Secrets, canary: Canary, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from gdal_mcp.crs_text import crs_value
 from gdal_mcp.errors import GdalMcpError
-from tests.security.conftest import Canary, Secrets, attack, session, workspace
+from tests.security.helpers import Canary, Secrets, attack, session, workspace
 
 
 def file_and_url_forms(secrets: Secrets, canary: Canary) -> list[str]:

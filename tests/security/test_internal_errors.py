@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import rasterio
 
-from tests.conftest import DATA
-from tests.security.conftest import session, workspace
+from tests.helpers import DATA
+from tests.security.helpers import session, workspace
 
 
 def digests(ws: Path) -> dict[str, str]:

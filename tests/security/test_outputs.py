@@ -14,7 +14,7 @@ import pytest
 
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox import Sandbox, rename_noreplace
-from tests.security.conftest import Canary, Secrets, attack, session, workspace
+from tests.security.helpers import Canary, Secrets, attack, session, workspace
 
 
 def digest(path: Path) -> str:
@@ -30,6 +30,7 @@ def ws(tmp_path: Path) -> Path:
     return ws
 
 
+@pytest.mark.slow
 async def test_side_files_never_replace_existing_files(ws: Path, secrets: Secrets, canary: Canary) -> None:
     """roads.shp would write roads.dbf, plan.gml plan.xsd, img.tif with TFW=YES img.tfw: all refused already-exists,
     the existing files byte for byte as they were, no part of the new output left behind."""

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA
-from tests.security.conftest import session, workspace
+from tests.helpers import DATA
+from tests.security.helpers import session, workspace
 
 GML = """<?xml version="1.0" encoding="utf-8"?>
 <ogr:FeatureCollection xmlns:ogr="http://ogr.maptools.org/" xmlns:gml="http://www.opengis.net/gml">
@@ -54,6 +54,7 @@ READS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
 async def test_read_tools_leave_the_workspace_untouched(ws: Path, read_only: bool) -> None:
     before = snapshot(ws)
@@ -79,6 +80,7 @@ async def test_a_read_job_cannot_write_even_where_gdal_tries(ws: Path) -> None:
     assert snapshot(ws) == before and not os.path.exists(ws / "plan.gfs")
 
 
+@pytest.mark.dask
 async def test_read_tools_write_nothing_on_the_dask_executor(ws: Path) -> None:
     """The same on a Dask cluster's workers (a red team had vector_info write a .gfs there): each job, and each
     tile, runs on a thread confined to write only the job's output."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import Canary, Secrets, attack, session, workspace
+from tests.security.helpers import Canary, Secrets, attack, session, workspace
 
 
 @pytest.fixture(scope="module")

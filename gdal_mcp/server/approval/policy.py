@@ -1,6 +1,6 @@
 """Human confirmation before a tool changes data (--confirm never|destructive|writes|all).
 
-Used from one place, the tool-call middleware in server.py (`check()`): it runs before FastMCP's
+Used from one place, the tool-call middleware in server/build.py (`check()`): it runs before FastMCP's
 tasks extension turns a call into a background task and before the tool body, with the live request
 (protocol era, the client's capabilities, the answers of a retried call), so confirmation happens
 before anything starts, in both protocol eras. Its parts:
@@ -8,7 +8,7 @@ before anything starts, in both protocol eras. Its parts:
   question concretely (tool, what changes, size and date of what gets replaced, workspace-relative paths);
 - `obtain()` asks it through the channel the client offers: elicitation (`ctx.elicit` on 2025-11-25
   and earlier; an InputRequiredResult the client answers by calling again on 2026-07-28), or the
-  approval console (`console_channel`: HTTP with --console, see console.py), or else fails closed with
+  approval console (`console_channel`: HTTP with --console, see parked.py), or else fails closed with
   `confirmation-required`. It never asks the model. Every answer is written to the audit log.
 """
 
@@ -18,20 +18,25 @@ import hashlib
 import inspect
 import json
 import logging
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, get_args
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.server.app import App
+from gdal_mcp.server.approval.question import Existing, Kind, Question
+
+if TYPE_CHECKING:
+    from fastmcp import Context
+    from fastmcp.tools import ToolResult
+    from mcp.types import InputRequiredResult
 
 log = logging.getLogger("gdal_mcp.server.approval.policy")
 
 Policy = Literal["never", "destructive", "writes", "all"]
 POLICIES: tuple[str, ...] = get_args(Policy)
-Kind = Literal["replace", "modify", "create", "call"]
 DESTRUCTIVE: tuple[str, ...] = ("replace", "modify")
 ASKS: dict[str, tuple[str, ...]] = {
     "never": (),
@@ -42,8 +47,8 @@ ASKS: dict[str, tuple[str, ...]] = {
 # Tools whose argument makes an ordinary write change an existing dataset instead of creating one.
 MODIFYING_MODES: dict[str, tuple[str, frozenset[str]]] = {"vector_convert": ("mode", frozenset({"append", "add_layer"}))}
 REQUEST_KEY = "confirm"
-STATUS_TOOL = "confirmation_status"  # the console's read-only tool (console.py)
-CONFIRMATION_ARG = "confirmation_id"  # taken off every tools/call by the middleware (server.py)
+STATUS_TOOL = "confirmation_status"  # the console's read-only tool (server/tools/approval.py)
+CONFIRMATION_ARG = "confirmation_id"  # taken off every tools/call by the middleware (server/build.py)
 MAX_LEGACY_ROUNDS = 3
 FLAGS = ("overwrite", "external", "unset_nodata")  # booleans the question depends on (lax input: "true" is true)
 _BOOL = TypeAdapter(bool)
@@ -53,44 +58,6 @@ class Approval(BaseModel):
     """The form the person answers (one checkbox: clients render an empty form badly)."""
 
     confirm: bool = Field(title="Approve", description="Tick to let the server go ahead; decline to leave every file as it is")
-
-
-@dataclass(frozen=True)
-class Existing:
-    """A file that the call would replace or change, as the person is shown it."""
-
-    display: str
-    size: int
-    mtime: float
-    mtime_ns: int
-    inode: int
-
-    def describe(self) -> str:
-        return f"{self.display} ({human_size(self.size)}, modified {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.mtime))})"
-
-
-@dataclass(frozen=True)
-class Question:
-    """What a call will do, in plain words, and the state of the files it describes."""
-
-    tool: str
-    kind: Kind
-    message: str
-    targets: tuple[Existing, ...]
-    arguments: dict[str, Any]
-    state: str  # digest of tool, arguments and the targets' identity: an answer binds to exactly this
-
-
-def human_size(n: int) -> str:
-    """1.2 GB, 340 KB, 12 bytes (decimal units, as file managers show them)."""
-    if n < 1000:
-        return f"{n} byte" + ("" if n == 1 else "s")
-    value = float(n)
-    for unit in ("KB", "MB", "GB", "TB", "PB"):
-        value /= 1000
-        if value < 999.95 or unit == "PB":
-            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
-    raise AssertionError("unreachable")
 
 
 def _existing(app: App, path: Any, *, dataset: bool = False) -> Existing | None:
@@ -266,10 +233,11 @@ def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str,
     return None
 
 
-def _can_elicit(ctx: Any) -> bool:
+def _can_elicit(ctx: Context) -> bool:
     """The client declared elicitation (form mode) in its capabilities."""
     try:
-        cap = ctx.session.client_capabilities.elicitation
+        capabilities = ctx.session.client_capabilities
+        cap = capabilities.elicitation if capabilities is not None else None
     except Exception:  # noqa: BLE001 - no session, no request: nobody to ask
         return False
     if cap is None:
@@ -278,22 +246,25 @@ def _can_elicit(ctx: Any) -> bool:
     return getattr(cap, "form", None) is not None or getattr(cap, "url", None) is None
 
 
-def _modern(ctx: Any) -> bool:
+def _modern(ctx: Context) -> bool:
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     rc = getattr(ctx, "request_context", None)
     return rc is not None and rc.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def console_channel(app: App, question: Question) -> Any:
+def console_channel(app: App, question: Question) -> ToolResult | None:
     """The approval console (HTTP, --console): park the question and tell the agent where it waits.
 
     Returns None without a console (stdio, or --no-console), so the call fails closed; else the
-    confirmation-required result with the confirmation id, the console URL and the expiry (console.py).
+    confirmation-required result with the confirmation id, the console URL and the expiry (parked.py).
     """
-    if app.console is None:
+    approvals, console = app.approvals, app.console
+    if approvals is None or console is None:
         return None
-    return app.console.required(app.console.park(question), "This client cannot ask its user (no elicitation).")
+    return approvals.required(
+        approvals.park(question), "This client cannot ask its user (no elicitation).", console_url=console.url()
+    )
 
 
 def _answer(app: App, question: Question, action: str, approved: bool, channel: str, *, detail: str | None = None) -> None:
@@ -322,7 +293,9 @@ def _approved(action: str, content: Any) -> bool:
     return confirm is True
 
 
-async def obtain(app: App, ctx: Any, question: Question, replan: Any) -> Any:
+async def obtain(
+    app: App, ctx: Context | None, question: Question, replan: Callable[[], Question | None]
+) -> InputRequiredResult | ToolResult | None:
     """Get the person's answer to `question`. Returns None to go ahead, or a result to hand back to the client
     (an InputRequiredResult on 2026-07-28, or what the console returns); raises `declined` or
     `confirmation-required`. `replan()` recomputes the question just before the job runs: an answer given
@@ -370,13 +343,13 @@ def _refuse(app: App, question: Question, why: str) -> NoReturn:
     )
 
 
-def _modern_round(app: App, ctx: Any, question: Question) -> Any:
+def _modern_round(app: App, ctx: Context, question: Question) -> InputRequiredResult | None:
     """2026-07-28: the server cannot push a request; return one, and read the answer when the client calls again."""
-    from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+    from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
     responses = ctx.input_responses
     answer = responses.get(REQUEST_KEY) if responses is not None else None
-    if answer is not None and ctx.request_state == question.state:
+    if isinstance(answer, ElicitResult) and ctx.request_state == question.state:
         approved = _approved(answer.action, answer.content)
         _answer(app, question, answer.action, approved, "elicitation", detail="input-required retry (2026-07-28)")
         return None
@@ -425,7 +398,7 @@ class ToolSpec:
         return a
 
 
-async def tool_spec(ctx: Any, name: str, cache: dict[str, ToolSpec | None]) -> ToolSpec | None:
+async def tool_spec(ctx: Context, name: str, cache: dict[str, ToolSpec | None]) -> ToolSpec | None:
     """The spec of tool `name` on this server (None for an unknown tool), looked up once."""
     if name not in cache:
         tool = await ctx.fastmcp.get_tool(name)
@@ -443,14 +416,22 @@ async def tool_spec(ctx: Any, name: str, cache: dict[str, ToolSpec | None]) -> T
 
 
 async def check(
-    app: App, ctx: Any, name: str, raw: dict[str, Any], cache: dict[str, ToolSpec | None], *, confirmation_id: str | None = None
-) -> Any:
+    app: App,
+    ctx: Context | None,
+    name: str,
+    raw: dict[str, Any],
+    cache: dict[str, ToolSpec | None],
+    *,
+    confirmation_id: str | None = None,
+) -> ToolResult | None:
     """Apply --confirm to a tools/call before it runs: None to go ahead, or a result to hand back instead
     (the question as an InputRequiredResult on 2026-07-28, or the console's confirmation-required); raises
     `declined` or `confirmation-required`. `confirmation_id`: the call repeats one parked in the approval
     console; it goes ahead if the person approved exactly this call on these files."""
     if name == STATUS_TOOL:
         return None  # asking about a confirmation is never itself asked about
+    if ctx is None:  # never in a tools/call; fail closed rather than run unasked
+        raise GdalMcpError("internal-error", f"{name}: no request context to apply --confirm to; nothing was done")
     spec = await tool_spec(ctx, name, cache)
     if spec is None:
         return None  # unknown tool: the call fails with not-found by itself
@@ -463,12 +444,12 @@ async def check(
     if question is None:
         return None
     if confirmation_id is not None:
-        if app.console is None:
+        if app.approvals is None or app.console is None:
             raise GdalMcpError(
                 "invalid-argument",
                 "confirmation_id is only for the approval console (HTTP transport with --console); call the tool without it",
             )
-        return app.console.redeem(confirmation_id, question)
+        return app.approvals.redeem(confirmation_id, question, console_url=app.console.url())
     result = await obtain(app, ctx, question, replan)
     if result is None:
         return None

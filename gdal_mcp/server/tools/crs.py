@@ -10,8 +10,8 @@ from pydantic import Field
 from gdal_mcp import jobs
 from gdal_mcp.models import CrsDescription, CrsSearchResult, TransformResult
 from gdal_mcp.server.app import App
-from gdal_mcp.server.tools._base import READ, tool
 from gdal_mcp.server.tools.params import CRS_FORMS, CrsCheck, as_bbox
+from gdal_mcp.server.tools.registry import READ, tool
 
 Point = Annotated[list[float], Field(min_length=2, max_length=3)]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 from fastmcp import Context
 from pydantic import Field
@@ -11,9 +11,10 @@ from gdal_mcp import jobs
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import DatasetList, RasterInfo, VectorInfo
 from gdal_mcp.server.app import App
-from gdal_mcp.server.tools._base import READ, gdal_tool, read_result
+from gdal_mcp.server.results import read_result
 from gdal_mcp.server.tools.params import InspectPath as DatasetPath
 from gdal_mcp.server.tools.params import Layer
+from gdal_mcp.server.tools.registry import READ, tool
 
 M = TypeVar("M", RasterInfo, VectorInfo)
 
@@ -25,70 +26,72 @@ def _shown(app: App, result: M, display: str) -> M:
     return shown
 
 
-def register(mcp: Any, app: App) -> None:
-    @gdal_tool(mcp, app, title="Raster info", annotations=READ, tags={"raster"})
-    async def raster_info(
-        path: DatasetPath,
-        band: Annotated[int | None, Field(ge=1, description="Only this band (1-based); default all bands")] = None,
-        stats: Annotated[
-            bool,
-            Field(
-                description="Compute exact statistics from the pixels (reads the whole "
-                "band, streamed); never the values stored in the file"
-            ),
-        ] = False,
-        ctx: Context | None = None,
-    ) -> RasterInfo:
-        """Describe a raster (like gdalinfo): driver, size, bands, CRS (EPSG code, name, WKT), geotransform,
-        bounds (native and WGS84), resolution, per band dtype/nodata/scale/offset/unit/colour/block
-        size/overviews, subdatasets, compression, tiling and whether it is a valid COG.
+@tool(title="Raster info", annotations=READ, tags={"raster"})
+async def raster_info(
+    app: App,
+    path: DatasetPath,
+    band: Annotated[int | None, Field(ge=1, description="Only this band (1-based); default all bands")] = None,
+    stats: Annotated[
+        bool,
+        Field(
+            description="Compute exact statistics from the pixels (reads the whole "
+            "band, streamed); never the values stored in the file"
+        ),
+    ] = False,
+    ctx: Context | None = None,
+) -> RasterInfo:
+    """Describe a raster (like gdalinfo): driver, size, bands, CRS (EPSG code, name, WKT), geotransform,
+    bounds (native and WGS84), resolution, per band dtype/nodata/scale/offset/unit/colour/block
+    size/overviews, subdatasets, compression, tiling and whether it is a valid COG.
 
-        Use it first on any raster. stats=true scans every pixel (slower on large rasters) and returns exact
-        min, max, mean, std and valid percent honouring nodata and masks. For HDF/NetCDF containers, open
-        a listed subdataset to see its bands."""
-        src = app.sandbox.resolve_input(path)
-        job = jobs.RasterInfoJob(path=src.gdal_path, band=band, stats=stats)
-        if stats:
-            return await read_result(app, ctx, job, display=src.display)
-        return _shown(app, await app.metadata(job, src, ctx=ctx), src.display)
+    Use it first on any raster. stats=true scans every pixel (slower on large rasters) and returns exact
+    min, max, mean, std and valid percent honouring nodata and masks. For HDF/NetCDF containers, open
+    a listed subdataset to see its bands."""
+    src = app.sandbox.resolve_input(path)
+    job = jobs.RasterInfoJob(path=src.gdal_path, band=band, stats=stats)
+    if stats:
+        return await read_result(app, ctx, job, display=src.display)
+    return _shown(app, await app.metadata(job, src, ctx=ctx), src.display)
 
-    @gdal_tool(mcp, app, title="Vector info", annotations=READ, tags={"vector"})
-    async def vector_info(
-        path: DatasetPath,
-        layer: Layer = None,
-        ctx: Context | None = None,
-    ) -> VectorInfo:
-        """Describe a vector dataset (like ogrinfo -so): every layer with geometry type, exact feature count,
-        CRS, extent and fields with types. With layer=, also the first 5 features as a GeoJSON
-        FeatureCollection (large geometries are summarised). Use it before any vector work; multi-layer
-        sources (GPKG, GPX, OSM) list their layers here."""
-        src = app.sandbox.resolve_input(path)
-        job = jobs.VectorInfoJob(path=src.gdal_path, layer=layer)
-        return _shown(app, await app.metadata(job, src, ctx=ctx), src.display)
 
-    @gdal_tool(mcp, app, title="List datasets", annotations=READ, tags={"workspace"})
-    async def list_datasets(
-        path: Annotated[str, Field(description="Directory to list, relative to the workspace")] = ".",
-        pattern: Annotated[
-            str | None, Field(description="Glob on the file name or relative path, e.g. '*.tif' or 'dem/**'")
-        ] = None,
-        recursive: Annotated[bool, Field(description="Descend into subdirectories")] = True,
-        limit: Annotated[int, Field(ge=1, le=1000, description="Most entries to return")] = 200,
-        ctx: Context | None = None,
-    ) -> DatasetList:
-        """List the files in a workspace directory and whether GDAL reads each as raster, vector or other
-        (sidecars such as .prj/.aux.xml, archives and unreadable files are 'other', with a reason).
-        Bounded: `truncated` and `remaining` say what was left out. Use it to find inputs."""
-        directory, shown = app.sandbox.resolve_dir(path)
-        if pattern is not None and (pattern.startswith(("/", "~")) or ".." in pattern.replace("\\", "/").split("/")):
-            raise GdalMcpError(
-                "invalid-argument",
-                f"pattern '{pattern}' must match names below path, without '..' "
-                "or an absolute path (list another directory with path=)",
-            )
-        job = jobs.ListDatasetsJob(directory=str(directory), pattern=pattern, recursive=recursive, limit=limit)
-        result = await app.execute(job, ctx=ctx, quick=True)
-        for entry in result.entries:
-            entry.path = app.sandbox.display(entry.path)
-        result.path = shown
-        return result
+@tool(title="Vector info", annotations=READ, tags={"vector"})
+async def vector_info(
+    app: App,
+    path: DatasetPath,
+    layer: Layer = None,
+    ctx: Context | None = None,
+) -> VectorInfo:
+    """Describe a vector dataset (like ogrinfo -so): every layer with geometry type, exact feature count,
+    CRS, extent and fields with types. With layer=, also the first 5 features as a GeoJSON
+    FeatureCollection (large geometries are summarised). Use it before any vector work; multi-layer
+    sources (GPKG, GPX, OSM) list their layers here."""
+    src = app.sandbox.resolve_input(path)
+    job = jobs.VectorInfoJob(path=src.gdal_path, layer=layer)
+    return _shown(app, await app.metadata(job, src, ctx=ctx), src.display)
+
+
+@tool(title="List datasets", annotations=READ, tags={"workspace"})
+async def list_datasets(
+    app: App,
+    path: Annotated[str, Field(description="Directory to list, relative to the workspace")] = ".",
+    pattern: Annotated[str | None, Field(description="Glob on the file name or relative path, e.g. '*.tif' or 'dem/**'")] = None,
+    recursive: Annotated[bool, Field(description="Descend into subdirectories")] = True,
+    limit: Annotated[int, Field(ge=1, le=1000, description="Most entries to return")] = 200,
+    ctx: Context | None = None,
+) -> DatasetList:
+    """List the files in a workspace directory and whether GDAL reads each as raster, vector or other
+    (sidecars such as .prj/.aux.xml, archives and unreadable files are 'other', with a reason).
+    Bounded: `truncated` and `remaining` say what was left out. Use it to find inputs."""
+    directory, shown = app.sandbox.resolve_dir(path)
+    if pattern is not None and (pattern.startswith(("/", "~")) or ".." in pattern.replace("\\", "/").split("/")):
+        raise GdalMcpError(
+            "invalid-argument",
+            f"pattern '{pattern}' must match names below path, without '..' "
+            "or an absolute path (list another directory with path=)",
+        )
+    job = jobs.ListDatasetsJob(directory=str(directory), pattern=pattern, recursive=recursive, limit=limit)
+    result = await app.execute(job, ctx=ctx, quick=True)
+    for entry in result.entries:
+        entry.path = app.sandbox.display(entry.path)
+    result.path = shown
+    return result

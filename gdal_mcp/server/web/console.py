@@ -1,11 +1,11 @@
 """The approval console: a web page on the HTTP transport where a person approves or denies parked
 confirmations, watches and cancels running jobs, and sees the audit log and new outputs.
 
-Over HTTP with --console (the default), a call that needs approval from a client that cannot elicit is
-parked here (`Console.park`, from confirm.console_channel): the agent gets `confirmation-required` with the
-confirmation id and the console URL, and calls again with `confirmation_id=<id>` once the person approved
-(or asks `confirmation_status`). An approval binds to the tool, its exact arguments and the state of the
-files the question describes (confirm.Question.state): if they changed, it is void.
+A thin view: the state and its rules live in the parked confirmations (server/approval/parked.py: a call that
+needs approval from a client that cannot elicit is parked there, and the agent calls again with
+`confirmation_id=<id>` once the person approved here, or asks `confirmation_status`, server/tools/approval.py) and
+in the job board (server/jobboard.py: running jobs, the audit ring, new outputs). This module has the sessions,
+the login links, the console's address, the routes, the static files and the page state built from those two.
 
 Auth: deciding (approve, deny, cancel) needs a *person's* credential, one the MCP client does not have: the
 console token (GDAL_MCP_CONSOLE_TOKEN), or a one-time login link the server prints on its stderr (at start-up,
@@ -25,90 +25,25 @@ import asyncio
 import hmac
 import secrets
 import time
-from collections import deque
-from collections.abc import Awaitable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
-
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.server.approval.parked import ParkedConfirmations
+from gdal_mcp.server.audit import iso
+from gdal_mcp.server.jobboard import JobBoard
 
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
     from gdal_mcp.server.app import App
-    from gdal_mcp.server.approval.policy import Question
 
-T = TypeVar("T")
 COOKIE = "gdal_mcp_console"
 SESSION_LIFETIME = 12 * 3600.0
-KEEP_DECIDED = 50  # decided confirmations kept for confirmation_status and the page
-KEEP_JOBS = 20  # finished jobs kept on the page
-KEEP_OUTPUTS = 20
 THUMBNAIL_SIZE = 160
-#: the tool a call runs (set by the middleware: the job registry names jobs by it)
-CURRENT_TOOL: ContextVar[str | None] = ContextVar("gdal_mcp_current_tool", default=None)
-
-
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-@dataclass
-class Pending:
-    """A parked confirmation: what the person is asked, bound to question.state (tool, arguments, files)."""
-
-    id: str
-    question: Question
-    created: float
-    expires: float
-    status: str = "pending"  # pending | approved | denied | expired | void | used
-    decided: float | None = None
-    token: str | None = None  # fingerprint of the token the decision was made with
-
-    def view(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tool": self.question.tool,
-            "kind": self.question.kind,
-            "question": self.question.message,
-            "status": self.status,
-            "created": _iso(self.created),
-            "expires": _iso(self.expires),
-            "decided": _iso(self.decided) if self.decided else None,
-        }
-
-
-@dataclass
-class JobEntry:
-    """A job running in a worker, as the console shows it; `task` is its cancel handle."""
-
-    id: str
-    tool: str
-    started: float
-    task: asyncio.Task[Any] | None = None
-    message: str = ""
-    fraction: float | None = None
-    status: str = "running"  # running | finished | failed | cancelled
-    ended: float | None = None
-    cancelled_by: str | None = None
-
-    def view(self) -> dict[str, Any]:
-        end = self.ended or time.time()
-        return {
-            "id": self.id,
-            "tool": self.tool,
-            "started": _iso(self.started),
-            "status": self.status,
-            "message": self.message,
-            "progress": None if self.fraction is None else round(100 * self.fraction, 1),
-            "seconds": round(end - self.started, 1),
-        }
 
 
 #: how long a login link printed on stderr stays valid (it works once)
@@ -125,60 +60,19 @@ class Session:
     created: float = field(default_factory=time.time)
 
 
-class Tracker:
-    """One job in the registry: App.execute runs the runner's coroutine through `run()`."""
-
-    def __init__(self, console: Console, entry: JobEntry) -> None:
-        self.console = console
-        self.entry = entry
-
-    def progress(self, fraction: float, message: str) -> None:
-        self.entry.fraction = fraction
-        self.entry.message = message
-
-    async def run(self, work: Awaitable[T]) -> T:
-        """Run `work` as its own task (the Cancel button's handle). Cancelled from the console, the caller
-        gets `cancelled` (the runner kills the worker; App.execute discards the partial output)."""
-        entry = self.entry
-        inner: asyncio.Task[T] = asyncio.ensure_future(work)
-        entry.task = inner
-        try:
-            result = await inner
-        except asyncio.CancelledError:
-            entry.status, entry.ended = "cancelled", time.time()
-            current = asyncio.current_task()
-            if entry.cancelled_by is not None and inner.cancelled() and (current is None or not current.cancelling()):
-                raise GdalMcpError(
-                    "cancelled",
-                    f"{entry.tool} was stopped from the approval console; nothing was "
-                    "written. Do not retry unless the user asks for it",
-                ) from None
-            raise
-        except BaseException:
-            entry.status, entry.ended = "failed", time.time()
-            raise
-        finally:
-            entry.task = None
-            self.console.retire(entry)
-        entry.status, entry.ended = "finished", time.time()
-        return result
-
-
 class Console:
-    """The console's state: parked confirmations, running jobs, the audit ring, new outputs, sessions."""
+    """The console's web view: sessions and login links, and the page built from the parked confirmations
+    (`approvals`) and the job board (`jobs`), which hold the state and the rules."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, approvals: ParkedConfirmations, jobs: JobBoard) -> None:
         self.app = app
-        self.pending: dict[str, Pending] = {}
-        self.jobs: dict[str, JobEntry] = {}
-        self.audit: deque[dict[str, Any]] = deque(maxlen=100)
-        self.outputs: deque[dict[str, Any]] = deque(maxlen=KEEP_OUTPUTS)
+        self.approvals = approvals
+        self.jobs = jobs
         self.sessions: dict[str, Session] = {}
         self._thumbs: dict[tuple[str, int, int], bytes] = {}
         #: one-time login links: key -> expiry
         self.login_keys: dict[str, float] = {}
         self._last_link = 0.0
-        app.audit.listeners.append(self._audited)
 
     # ----- the person's credential ----------------------------------------------------------------
     def login_link(self, *, why: str = "") -> bool:
@@ -211,80 +105,7 @@ class Console:
         token = self.app.settings.console_token
         return token is not None and bool(given) and hmac.compare_digest(given.encode(), token.encode())
 
-    # ----- audit ring and outputs (AuditLog calls _audited with every record) ---------------------
-    def _audited(self, record: dict[str, Any]) -> None:
-        self.audit.append(record)
-        if record.get("outcome") == "ok":
-            for out in record.get("outputs") or ():
-                for old in [o for o in self.outputs if o["path"] == out]:
-                    self.outputs.remove(old)  # rewritten: shown once, as the newest
-                self.outputs.append({"path": out, "tool": record.get("tool"), "time": record.get("time")})
-
-    # ----- confirmations ------------------------------------------------------------------------
-    def _expire(self) -> None:
-        now = time.time()
-        for p in self.pending.values():
-            if p.status in ("pending", "approved") and now > p.expires:
-                p.status = "expired"
-                self.app.audit.confirmation(
-                    tool=p.question.tool,
-                    arguments=p.question.arguments,
-                    question=p.question.message,
-                    kind=p.question.kind,
-                    answer="expired",
-                    channel="console",
-                    detail=f"confirmation {p.id} expired unanswered"
-                    if p.decided is None
-                    else f"confirmation {p.id} expired unused",
-                )
-        decided = [p for p in self.pending.values() if p.status != "pending"]
-        for p in sorted(decided, key=lambda p: p.created)[: -KEEP_DECIDED or None]:
-            del self.pending[p.id]
-
-    def get(self, cid: str) -> Pending | None:
-        self._expire()
-        return self.pending.get(cid)
-
-    def park(self, question: Question) -> Pending:
-        """The pending confirmation for `question` (an existing one for the same call and files, else new)."""
-        self._expire()
-        for p in self.pending.values():
-            if p.status == "pending" and p.question.state == question.state:
-                return p
-        now = time.time()
-        p = Pending(id=secrets.token_urlsafe(9), question=question, created=now, expires=now + self.app.settings.confirm_timeout)
-        self.pending[p.id] = p
-        self.app.audit.confirmation(
-            tool=question.tool,
-            arguments=question.arguments,
-            question=question.message,
-            kind=question.kind,
-            answer="pending",
-            channel="console",
-            detail=f"parked as confirmation {p.id}",
-        )
-        return p
-
-    def decide(self, cid: str, approve: bool, token: str | None) -> Pending:
-        p = self.get(cid)
-        if p is None:
-            raise GdalMcpError("not-found", f"no confirmation {cid}")
-        if p.status != "pending":
-            raise GdalMcpError("invalid-argument", f"confirmation {cid} is {p.status} already")
-        p.status, p.decided, p.token = ("approved" if approve else "denied"), time.time(), token
-        q = p.question
-        self.app.audit.confirmation(
-            tool=q.tool,
-            arguments=q.arguments,
-            question=q.message,
-            kind=q.kind,
-            answer="approved" if approve else "declined",
-            channel="console",
-            detail=f"confirmation {cid}" + ("" if token else " (no token: loopback)"),
-            token_fingerprint=token,
-        )
-        return p
-
+    # ----- where the console is ----------------------------------------------------------------
     def base_url(self) -> str:
         """This server's own address, from its settings (the bind address, loopback for a wildcard)."""
         s = self.app.settings
@@ -318,110 +139,15 @@ class Console:
         host = (get_http_headers(include_all=True) or {}).get("host")
         return f"http://{host}/console" if self.trusted_host(host) else self.base_url() + "/console"
 
-    def required(self, p: Pending, why: str) -> Any:
-        """The confirmation-required result that tells the agent where the approval waits."""
-        import json
-
-        import mcp.types as mt
-        from fastmcp.tools import ToolResult
-
-        url = self.url()
-        message = (
-            f"{p.question.tool} needs a person's approval first: {p.question.message} {why} It waits as "
-            f"confirmation {p.id} in the approval console ({url}) until {_iso(p.expires)}. Ask the user to "
-            f"approve or deny it there (never approve it yourself); then call {p.question.tool} again with "
-            f'the same arguments plus confirmation_id="{p.id}" (confirmation_status tells whether it was '
-            "decided). Nothing was changed."
-        )
-        payload = {
-            "success": False,
-            "error": {
-                "code": "confirmation-required",
-                "message": message,
-                "confirmation_id": p.id,
-                "console_url": url,
-                "expires": _iso(p.expires),
-            },
-        }
-        return ToolResult(
-            content=[mt.TextContent(type="text", text=json.dumps(payload))], structured_content=payload, is_error=True
-        )
-
-    def redeem(self, cid: str, question: Question) -> Any:
-        """A call repeated with confirmation_id: None to go ahead (the approval is used up), or the result to
-        hand back; raises `declined` when the person denied it."""
-        p = self.get(cid)
-        if p is None:
-            return self.required(self.park(question), f"Confirmation {cid} is unknown or expired; a new one was parked.")
-        if p.question.state != question.state:
-            if p.status in ("pending", "approved"):
-                p.status = "void"
-                self.app.audit.confirmation(
-                    tool=question.tool,
-                    arguments=question.arguments,
-                    question=question.message,
-                    kind=question.kind,
-                    answer="void",
-                    channel="console",
-                    detail=f"confirmation {cid} was for other arguments or the files changed since",
-                )
-            return self.required(
-                self.park(question),
-                f"Confirmation {cid} was given for other arguments or for "
-                "the files as they were before they changed, so it is void; "
-                "a new one was parked.",
-            )
-        if p.status == "pending":
-            return self.required(p, "The person has not decided yet.")
-        if p.status == "denied":
-            raise GdalMcpError(
-                "declined",
-                f"the user denied {question.tool} in the approval console: "
-                f"{question.message} Nothing was changed; do not retry unless the user asks for it",
-            )
-        if p.status == "approved":
-            p.status = "used"
-            return None
-        return self.required(self.park(question), f"Confirmation {cid} is {p.status}; a new one was parked.")
-
-    # ----- jobs ---------------------------------------------------------------------------------
-    def track(self, func: str) -> Tracker:
-        tool = CURRENT_TOOL.get() or func.rpartition(":")[2]
-        entry = JobEntry(id=secrets.token_urlsafe(6), tool=tool, started=time.time())
-        self.jobs[entry.id] = entry
-        return Tracker(self, entry)
-
-    def retire(self, entry: JobEntry) -> None:
-        done = [j for j in self.jobs.values() if j.status != "running" and j is not entry]
-        for j in sorted(done, key=lambda j: j.ended or 0)[: -KEEP_JOBS or None]:
-            del self.jobs[j.id]
-
-    def cancel(self, jid: str, token: str | None) -> JobEntry:
-        entry = self.jobs.get(jid)
-        if entry is None or entry.status != "running" or entry.task is None:
-            raise GdalMcpError("not-found", f"no running job {jid}")
-        entry.cancelled_by = token or "console"
-        entry.task.cancel()
-        self.app.audit.write(
-            tool=entry.tool,
-            arguments={"job": jid, "by": "console", "token": token},
-            outcome="cancel-requested",
-            duration_ms=1000 * (time.time() - entry.started),
-        )
-        return entry
-
     # ----- page state ---------------------------------------------------------------------------
     def state(self, role: str = "viewer") -> dict[str, Any]:
-        self._expire()
-        pending = sorted(self.pending.values(), key=lambda p: p.created, reverse=True)
-        jobs = sorted(self.jobs.values(), key=lambda j: j.started, reverse=True)
         return {
-            "now": _iso(time.time()),
+            "now": iso(time.time()),
             "role": role,
-            "pending": [p.view() for p in pending],
-            "jobs": [j.view() for j in jobs],
-            "audit": list(reversed(self.audit)),
-            "outputs": list(reversed(self.outputs)),
+            "pending": self.approvals.views(),
+            "jobs": self.jobs.views(),
+            "audit": self.jobs.recent_audit(),
+            "outputs": self.jobs.recent_outputs(),
         }
 
     # ----- sessions and auth --------------------------------------------------------------------
@@ -543,15 +269,14 @@ SECURITY_HEADERS = {
 }
 
 
-def register(mcp: Any, app: App) -> Console:
-    """The console routes beside /mcp, and the confirmation_status tool (custom routes are not behind
-    FastMCP's auth: every route checks here)."""
+def register(mcp: Any, app: App, approvals: ParkedConfirmations, jobs: JobBoard) -> Console:
+    """The console routes beside /mcp, over the parked confirmations and the job board (custom routes are not
+    behind FastMCP's auth: every route checks here). The confirmation_status tool is server/tools/approval.py."""
     import html
 
     from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-    console = Console(app)
-    app.console = console
+    console = Console(app, approvals, jobs)
 
     def cookie(resp: Response, sid: str) -> Response:
         resp.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/", max_age=int(SESSION_LIFETIME), secure=False)
@@ -671,7 +396,7 @@ def register(mcp: Any, app: App) -> Console:
         if action not in ("approve", "deny"):
             return refused(404, "approve or deny")
         try:
-            p = console.decide(request.path_params["cid"], action == "approve", token)
+            p = approvals.decide(request.path_params["cid"], action == "approve", token)
         except GdalMcpError as e:
             return JSONResponse(e.payload(), status_code=404 if e.code == "not-found" else 409)
         return JSONResponse({"success": True, "confirmation": p.view()})
@@ -682,7 +407,7 @@ def register(mcp: Any, app: App) -> Console:
         if not ok:
             return refused(403, why)
         try:
-            entry = console.cancel(request.path_params["jid"], token)
+            entry = jobs.cancel(request.path_params["jid"], token)
         except GdalMcpError as e:
             return JSONResponse(e.payload(), status_code=404)
         return JSONResponse({"success": True, "job": entry.view()})
@@ -697,45 +422,4 @@ def register(mcp: Any, app: App) -> Console:
             return JSONResponse(app.scrub_error(e).payload(), status_code=404 if e.code == "not-found" else 400)
         return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=60"})
 
-    _register_status_tool(mcp, app, console)
     return console
-
-
-class ConfirmationStatus(BaseModel):
-    """What confirmation_status answers."""
-
-    confirmation_id: str
-    status: str = Field(
-        description="pending (the person has not decided), approved (call the tool again with "
-        "confirmation_id), denied, expired, void (the arguments or files changed), "
-        "used (an approval runs one call)"
-    )
-    tool: str
-    question: str = Field(description="What the person was asked")
-    expires: str
-    console_url: str
-
-
-def _register_status_tool(mcp: Any, app: App, console: Console) -> None:
-    from gdal_mcp.server.tools._base import READ, gdal_tool
-
-    @gdal_tool(mcp, app, title="Confirmation status", annotations=READ, tags={"confirm"}, task=False)
-    async def confirmation_status(
-        confirmation_id: Annotated[str, Field(description="The id a confirmation-required error gave")],
-    ) -> ConfirmationStatus:
-        """Whether the person decided a parked confirmation in the approval console (HTTP). Once approved,
-        call the tool again with the same arguments plus confirmation_id."""
-        p = console.get(confirmation_id)
-        if p is None:
-            raise GdalMcpError(
-                "not-found",
-                f"no confirmation {confirmation_id} (unknown, or expired long ago); call the tool again to park a new one",
-            )
-        return ConfirmationStatus(
-            confirmation_id=p.id,
-            status=p.status,
-            tool=p.question.tool,
-            question=p.question.message,
-            expires=_iso(p.expires),
-            console_url=console.url(),
-        )

@@ -49,7 +49,7 @@ def file_response(app: App, request: Request) -> Response:
             {"WWW-Authenticate": 'Bearer error="invalid_token"'},
         )
     path = request.path_params.get("path", "")
-    from gdal_mcp.server.tools.resources import mime_type
+    from gdal_mcp.formats import mime_type
 
     try:
         if any(part.startswith(TMP_PREFIX) for part in path.split("/")):

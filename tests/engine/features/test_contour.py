@@ -10,7 +10,7 @@ import shapely
 from gdal_mcp.engine.features.contour import contour
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 DEM = str(DATA / "raster" / "jacksboro_dem.tif")
 

@@ -20,7 +20,7 @@ from gdal_mcp.engine.features.masks import (
     same_crs,
 )
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 V = DATA / "vector"
 WORLD = str(V / "naturalearth_lowres.shp")

@@ -18,7 +18,7 @@ import gdal_mcp.engine.features.polygonize as polygonize_module
 from gdal_mcp.engine.features.polygonize import polygonize
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 SHADE = str(DATA / "raster" / "shade.tif")
 SLOPE = str(DATA / "raster" / "slope.tif")

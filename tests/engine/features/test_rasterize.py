@@ -18,7 +18,7 @@ import gdal_mcp.engine.features.rasterize as rasterize_module
 from gdal_mcp.engine.features.rasterize import rasterize
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 SLOPE = str(DATA / "raster" / "slope.tif")
 POLYGONS = str(DATA / "vector" / "polygons.shp")

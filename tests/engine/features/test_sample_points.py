@@ -18,7 +18,7 @@ from pyproj import Transformer
 import gdal_mcp.engine.features.sample_points as sample_module
 from gdal_mcp.engine.features.sample_points import sample_layer
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 SLOPE = str(DATA / "raster" / "slope.tif")
 RGB = str(DATA / "raster" / "RGB.byte.tif")

@@ -18,7 +18,7 @@ import gdal_mcp.engine.features.zonal as zonal_module
 import gdal_mcp.engine.tiles as tiles_module
 from gdal_mcp.engine.features.zonal import zonal_stats
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 SLOPE = str(DATA / "raster" / "slope.tif")
 POLYGONS = str(DATA / "vector" / "polygons.shp")

@@ -9,7 +9,7 @@ import rasterio
 from rasterio.control import GroundControlPoint
 from rasterio.rpc import RPC
 
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 RGB = DATA / "raster" / "RGB.byte.tif"
 

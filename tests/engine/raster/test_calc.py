@@ -12,9 +12,10 @@ import rasterio
 from rasterio.transform import from_origin
 
 import gdal_mcp.engine.raster.calc as calc_module
-from gdal_mcp.engine.raster.calc import calc, compile_expression, split_band
+from gdal_mcp.engine.raster.calc import calc, split_band
+from gdal_mcp.engine.raster.expression import compile_expression
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 TRANSFORM = from_origin(300000.0, 4500000.0, 30.0, 30.0)
 H5 = f'HDF5:"{DATA}/raster/two-subs.h5"://data'

@@ -26,7 +26,7 @@ from rasterio.transform import from_origin
 from gdal_mcp.engine.features.zonal import zonal_stats
 from gdal_mcp.engine.raster.categories import MAX_CLASSES, categories
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 COUNTRIES = str(DATA / "vector" / "naturalearth_lowres.shp")
 RGB = str(DATA / "raster" / "RGB.byte.tif")

@@ -21,7 +21,7 @@ import gdal_mcp.engine.raster.clip as clip_module
 from gdal_mcp.engine.raster.clip import clip
 from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 RGB = str(DATA / "raster" / "RGB.byte.tif")
 BOX = str(DATA / "vector" / "box.shp")

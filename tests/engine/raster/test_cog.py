@@ -6,7 +6,7 @@ import rasterio
 import rasterio.shutil
 
 from gdal_mcp.engine.raster.cog import cog_check
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 
 def test_cog_driver_output_is_valid(tmp_path) -> None:

@@ -10,7 +10,7 @@ from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.engine.raster.convert import convert
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 RGB = str(DATA / "raster" / "RGB.byte.tif")
 

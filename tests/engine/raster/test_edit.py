@@ -13,7 +13,7 @@ import rasterio
 
 from gdal_mcp.engine.raster.edit import edit
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 SLOPE = DATA / "raster" / "slope.tif"
 

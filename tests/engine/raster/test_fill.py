@@ -10,7 +10,7 @@ import gdal_mcp.engine.raster.fill as fill_module
 from gdal_mcp.engine.raster.fill import fill_nodata
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 DEM = DATA / "raster" / "jacksboro_dem.tif"
 

@@ -7,7 +7,7 @@ import rasterio
 
 from gdal_mcp.engine.raster.info import raster_info
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 R = DATA / "raster"
 

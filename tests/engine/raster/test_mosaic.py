@@ -9,7 +9,7 @@ import rasterio
 from gdal_mcp.engine.raster.mosaic import mosaic
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 R = DATA / "raster"
 TILES = [str(R / f"rgb{i}.tif") for i in (1, 2, 3, 4)]

@@ -17,7 +17,7 @@ from gdal_mcp.engine.raster import opening
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.warp import reproject
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 RGB = str(DATA / "raster" / "RGB.byte.tif")
 

@@ -13,7 +13,7 @@ from rasterio.windows import Window
 from gdal_mcp.engine.raster.overviews import auto_levels, overviews
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import rasterio
 from gdal_mcp.engine.raster.proximity import proximity
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 
 def classes(path, source: str, divisor: int) -> str:

@@ -19,8 +19,8 @@ from gdal_mcp.engine import tiles
 from gdal_mcp.engine.raster import rawtiff
 from gdal_mcp.engine.raster.warp import reproject
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
 from tests.engine.mappers import ProcessMapper, spawned_pool
+from tests.helpers import DATA
 
 RGB = str(DATA / "raster" / "RGB.byte.tif")
 

@@ -12,7 +12,7 @@ import rasterio
 
 from gdal_mcp.engine.raster.reclassify import reclassify
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 SLOPE = DATA / "raster" / "slope.tif"  # Float32, nodata -9999, values 0 .. 737.93
 CLASSES = [

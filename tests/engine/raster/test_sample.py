@@ -13,7 +13,7 @@ from rasterio.warp import transform
 
 from gdal_mcp.engine.raster.sample import sample
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 R = DATA / "raster"
 RGB = str(R / "RGB.byte.tif")

@@ -10,7 +10,7 @@ import gdal_mcp.engine.raster.sieve as sieve_module
 from gdal_mcp.engine.raster.sieve import sieve
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 
 def elevation_classes(path, nodata: int | None = None) -> str:

@@ -18,7 +18,7 @@ import gdal_mcp.engine.raster.stats as stats_mod
 import gdal_mcp.engine.tiles as tiles_mod
 from gdal_mcp.engine.raster.stats import raster_stats
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA, huge_vrt
+from tests.helpers import DATA, huge_vrt
 
 R = DATA / "raster"
 RGB = str(R / "RGB.byte.tif")

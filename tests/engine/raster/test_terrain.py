@@ -16,7 +16,7 @@ import gdal_mcp.engine.raster.terrain as terrain_module
 from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.engine.raster.terrain import terrain
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 RES = 10.0
 ORIGIN = (500000.0, 4000000.0)

@@ -18,8 +18,8 @@ from gdal_mcp.engine.raster.mosaic import mosaic
 from gdal_mcp.engine.raster.warp import reproject
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
 from tests.engine.mappers import ProcessMapper, spawned_pool
+from tests.helpers import DATA
 
 R = DATA / "raster"
 RGB = str(R / "RGB.byte.tif")

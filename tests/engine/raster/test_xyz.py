@@ -16,7 +16,7 @@ from rasterio.windows import Window
 import gdal_mcp.engine.raster.xyz as xyz_mod
 from gdal_mcp.engine.raster.xyz import to_xyz
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 R = DATA / "raster"
 RGB = str(R / "RGB.byte.tif")

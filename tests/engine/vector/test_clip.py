@@ -16,7 +16,7 @@ from pyproj import CRS, Transformer
 import gdal_mcp.engine.vector.layer_map as layer_map
 from gdal_mcp.engine.vector.clip import clip
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 V = DATA / "vector"
 WORLD = str(V / "naturalearth_lowres.shp")

@@ -26,7 +26,7 @@ from gdal_mcp.engine.vector import stream
 from gdal_mcp.engine.vector.convert import convert, reproject
 from gdal_mcp.errors import GdalMcpError
 from tests.cli_reference import gdal_cli
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 V = DATA / "vector"
 NE = str(V / "naturalearth_lowres.shp")

@@ -16,7 +16,7 @@ from pyproj import Transformer
 
 from gdal_mcp.engine.vector.features import BUDGET, MAX_VERTICES, features
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 V = DATA / "vector"
 NE = str(V / "naturalearth_lowres.shp")

@@ -14,7 +14,7 @@ from pyproj import Geod, Transformer
 import gdal_mcp.engine.vector.layer_map as layer_map
 from gdal_mcp.engine.vector.geometry import GeomType, buffer, dissolve, keep_dimension, layer_type, simplify, to_multi
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 V = DATA / "vector"
 WORLD = str(V / "naturalearth_lowres.shp")

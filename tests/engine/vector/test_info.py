@@ -6,7 +6,7 @@ import pytest
 
 from gdal_mcp.engine.vector.info import vector_info
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 V = DATA / "vector"
 

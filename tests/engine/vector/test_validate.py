@@ -11,7 +11,7 @@ import shapely
 import gdal_mcp.engine.vector.layer_map as layer_map
 from gdal_mcp.engine.vector.validate import split_reason, validate
 from gdal_mcp.errors import GdalMcpError
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 BOWTIE = shapely.Polygon([(0, 0), (2, 2), (2, 0), (0, 2), (0, 0)])  # two triangles of area 1 meeting at (1, 1)
 SELF_TOUCHING = shapely.Polygon([(10, 0), (20, 0), (20, 10), (15, 0), (10, 10), (10, 0)])  # shell touches itself

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from fastmcp import Client
 
-from tests.conftest import call
+from tests.helpers import call
 
 gpd = pytest.importorskip("geopandas")
 

@@ -9,7 +9,7 @@ import numpy as np
 import rasterio
 from fastmcp import Client
 
-from tests.conftest import call
+from tests.helpers import call
 
 
 async def test_clip_by_box_mask(client: Client, ws: Path) -> None:

@@ -15,7 +15,7 @@ from pyproj import Geod
 
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox import Sandbox
-from tests.conftest import call
+from tests.helpers import call
 
 
 def read(path: Path, **kw: object) -> gpd.GeoDataFrame:

@@ -9,7 +9,7 @@ import pytest
 import rasterio
 from fastmcp import Client
 
-from tests.conftest import call
+from tests.helpers import call
 
 
 async def test_hillshade_of_zipped_srtm(client: Client, ws: Path) -> None:

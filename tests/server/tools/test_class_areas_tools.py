@@ -15,8 +15,8 @@ from fastmcp import Client
 from rasterio.features import geometry_mask
 from rasterio.transform import from_origin
 
-from tests.conftest import call
 from tests.engine.raster.test_categories import countries_grid, reference_areas, write_zones
+from tests.helpers import call
 
 
 async def test_raster_stats_categorical_geodesic_areas(client: Client, ws: Path) -> None:

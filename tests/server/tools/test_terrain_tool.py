@@ -9,7 +9,7 @@ import numpy as np
 import rasterio
 from fastmcp import Client
 
-from tests.conftest import call
+from tests.helpers import call
 
 RAMP = [[-1500, 8, 29, 88], [0, 29, 145, 192], [300, 86, 153, 62], [2200, 255, 255, 255]]
 

@@ -17,7 +17,7 @@ from gdal_mcp import jobs
 from gdal_mcp.config import Settings
 from gdal_mcp.server.build import build_server
 from gdal_mcp.server.cache import MetadataCache, file_identity
-from tests.conftest import DATA, call
+from tests.helpers import DATA, call
 
 SETTLE = 0.2  # the tests' settle time (the server's default is 1 s), so they need not sleep long
 

@@ -9,7 +9,7 @@ import rasterio
 import shapely
 from fastmcp import Client
 
-from tests.conftest import call
+from tests.helpers import call
 
 
 async def test_extract_values_to_points(client: Client, ws: Path) -> None:

@@ -19,8 +19,8 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.execution import local as runner_module
 from gdal_mcp.execution.common import classify as _classify
 from gdal_mcp.execution.local import NEAR_LIMIT, LocalExecutor
-from tests.conftest import DATA, huge_vrt
 from tests.faults import DiesAfterStart, DiesOnArrival, MiB, one_tile_tiff
+from tests.helpers import DATA, huge_vrt
 
 STATUS = jobs.WorkerStatusJob()
 
@@ -315,6 +315,7 @@ async def test_gdal_allocation_over_the_memory_limit_is_a_resource_limit_naming_
         r.close()
 
 
+@pytest.mark.slow
 async def test_worker_killed_near_its_memory_limit_is_a_resource_limit(big: Path) -> None:
     """A worker SIGKILLed while its job uses nearly all of its --max-memory died of memory.
 

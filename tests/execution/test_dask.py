@@ -31,8 +31,8 @@ from gdal_mcp.execution.dask_executor import GRACE, DaskExecutor  # noqa: E402
 from gdal_mcp.execution.local import MEMORY_SAMPLE_INTERVAL  # noqa: E402
 from gdal_mcp.sandbox import TMP_PREFIX  # noqa: E402
 from gdal_mcp.server.app import App  # noqa: E402
-from tests.conftest import DATA, huge_vrt  # noqa: E402
 from tests.faults import DiesAfterStart, MiB, one_tile_tiff, pid_alive  # noqa: E402
+from tests.helpers import DATA, huge_vrt  # noqa: E402
 
 GiB = 1024**3
 
@@ -400,6 +400,7 @@ async def test_cancel_stops_a_long_job_between_windows_and_leaves_nothing(app: A
     assert info.width == 84
 
 
+@pytest.mark.slow
 async def test_a_stuck_job_gets_its_worker_restarted(app: App, runner: DaskExecutor, dask_ws: Path) -> None:
     await settled(runner)
     # COG from a plain source is one GDAL CreateCopy call: no progress call, so no cancel check, until it ends.
@@ -457,6 +458,7 @@ async def test_a_job_whose_worker_died_is_never_run_again(runner: DaskExecutor, 
     await settled(runner)
 
 
+@pytest.mark.slow
 async def test_a_worker_its_nanny_stops_for_memory_gives_a_resource_limit(tmp_path: Path) -> None:
     # Reading any pixel of this raster needs its single 32768 x 32768 byte tile in memory: 1 GiB > 640 MiB.
     tile = one_tile_tiff(tmp_path / "one_tile.tif", size=32768)

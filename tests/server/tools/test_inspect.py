@@ -10,7 +10,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.exceptions import McpError
 
-from tests.conftest import call
+from tests.helpers import call
 
 ENVELOPE_KEYS = {"success", "error"}
 

@@ -9,7 +9,7 @@ import pyogrio
 import rasterio
 from fastmcp import Client
 
-from tests.conftest import call
+from tests.helpers import call
 
 DEM = "raster/jacksboro_dem.tif"
 

@@ -18,7 +18,7 @@ from fastmcp.exceptions import McpError
 from gdal_mcp.config import Settings
 from gdal_mcp.sandbox import TMP_PREFIX
 from gdal_mcp.server.build import build_server
-from tests.conftest import call
+from tests.helpers import call
 
 BIG_JOB = {"input": "huge.vrt", "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"}}
 

@@ -11,7 +11,7 @@ from fastmcp import Client
 
 from gdal_mcp.config import Settings
 from gdal_mcp.server.build import build_server
-from tests.conftest import call
+from tests.helpers import DATA, call
 
 
 def digest(path: Path) -> str:
@@ -56,7 +56,7 @@ async def test_refusals(client: Client, ws: Path) -> None:
 
 
 async def test_read_only_server_refuses(tmp_path: Path) -> None:
-    shutil.copy(Path(__file__).parent.parent / "data" / "raster" / "slope.tif", tmp_path / "s.tif")
+    shutil.copy(DATA / "raster" / "slope.tif", tmp_path / "s.tif")
     mcp, app = build_server(Settings(workspaces=(tmp_path,), workers=1, read_only=True))
     try:
         async with Client(mcp) as c:

@@ -1,4 +1,6 @@
-"""What every tool shares: annotations, and the wrapper that turns failures into the envelope."""
+"""How tools, resources and prompts are declared and registered: module-level functions marked with @tool, @resource
+or @prompt, taking `app: App` first, bound to the server's App when registered (register_tools & co.). The wrapper
+turns a failure into the envelope, applies --read-only, adds resource links to write results and audits task runs."""
 
 from __future__ import annotations
 
@@ -20,11 +22,10 @@ from mcp.types import InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel
 
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.jobs import Job
-from gdal_mcp.sandbox import OutputTarget
 from gdal_mcp.server.app import App
 from gdal_mcp.server.envelope import envelope
-from gdal_mcp.server.web.console import CURRENT_TOOL
+from gdal_mcp.server.jobboard import CURRENT_TOOL
+from gdal_mcp.server.results import with_links
 
 S = TypeVar("S")
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
@@ -60,7 +61,7 @@ def tool(
     """Mark a module-level function as a tool; `register_tools` registers the module's tools on a server.
 
     The function's first parameter is `app: App` (given by the server, not part of the tool's schema), then the
-    tool's parameters (types from tools/params.py), then `ctx: Context | None = None`. Its name is the tool's name,
+    tool's parameters (types from server/tools/params.py), then `ctx: Context | None = None`. Its name is the tool's name,
     its docstring the description. `writes`: the tool writes files (refused with --read-only; the approval policy
     treats it as a writer). `task`: the tool may run as an MCP task (a 2026-07-28 client that asks for one gets a
     task id at once and polls it); by default every tool that is not read-only, the ones that can run long.
@@ -137,94 +138,86 @@ def register_tool(mcp: Any, app: App, fn: Callable[..., Any]) -> None:
     )(audited_as_task(app, name, linked(app, wrapper)) if meta.task else linked(app, wrapper))
 
 
-def gdal_tool(
-    mcp: Any,
-    app: App,
-    *,
-    title: str,
-    annotations: ToolAnnotations,
-    tags: set[str],
-    writes: bool = False,
-    task: bool | None = None,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Transitional: register a closure tool (no `app` parameter). Being replaced by @tool + register_tools."""
+RESOURCE_META = "__gdal_mcp_resource__"
+PROMPT_META = "__gdal_mcp_prompt__"
 
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        async def bound(app: App, *args: Any, **kwargs: Any) -> Any:
-            return await fn(*args, **kwargs)
 
-        bound.__name__ = fn.__name__
-        bound.__module__ = fn.__module__
-        bound.__doc__ = fn.__doc__
-        hints = typing.get_type_hints(fn, include_extras=True)
-        sig = inspect.signature(fn)
-        app_param = inspect.Parameter("app", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        bound.__signature__ = sig.replace(parameters=[app_param, *sig.parameters.values()])  # type: ignore[attr-defined]
-        bound.__annotations__ = hints
-        tool(title=title, annotations=annotations, tags=tags, writes=writes, task=task)(bound)
-        register_tool(mcp, app, bound)
+def resource(uri: str, **kwargs: Any) -> Callable[[ToolFn], ToolFn]:
+    """Mark a module-level function as an MCP resource; `register_resources` registers the module's resources.
+
+    Like a tool: the function's first parameter is `app: App`, then the URI's parameters (a `uri` with
+    `{parameters}` makes a resource template). `kwargs` go to `mcp.resource` (name, mime_type, description …);
+    without a description, the docstring is the description.
+    """
+
+    def mark(fn: ToolFn) -> ToolFn:
+        setattr(fn, RESOURCE_META, (uri, kwargs))
         return fn
 
-    return decorate
+    return mark
 
 
-def download_url(app: App, display: str) -> str | None:
-    """Over HTTP, where a workspace file can be downloaded (GET /files/<path>, see gdal_mcp/server/web/downloads.py).
+def prompt(**kwargs: Any) -> Callable[[ToolFn], ToolFn]:
+    """Mark a module-level function as an MCP prompt; `register_prompts` registers the module's prompts.
 
-    The host is the one the client reached this server by (its Host header, checked by the Host guard;
-    a task's worker sees the headers of the call that created it); else the bind address.
+    Like a tool: the function's first parameter is `app: App`, then the prompt's arguments; its name is the
+    prompt's name, its docstring the description. `kwargs` go to `mcp.prompt` (title, tags …).
     """
-    if app.settings.transport != "http":
-        return None
-    from urllib.parse import quote
 
-    from fastmcp.server.dependencies import get_http_headers
+    def mark(fn: ToolFn) -> ToolFn:
+        setattr(fn, PROMPT_META, kwargs)
+        return fn
 
-    host = (get_http_headers(include_all=True) or {}).get("host")
-    if not host:
-        bind = app.settings.host if app.settings.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-        host = f"[{bind}]:{app.settings.port}" if ":" in bind else f"{bind}:{app.settings.port}"
-    return f"http://{host}/files/{quote(display)}"
+    return mark
 
 
-def with_links(app: App, result: BaseModel) -> ToolResult:
-    """A write result as the tool's answer: the structured result, with download_url set over HTTP, and
-    an MCP resource link to each file it names (its gdal-mcp://files/ URI, name, media type and size)."""
-    from urllib.parse import unquote
+def marked(module: ModuleType, meta: str) -> list[Callable[..., Any]]:
+    """The functions `module` defines with the marker `meta` (RESOURCE_META, PROMPT_META), in definition order."""
+    return [fn for fn in vars(module).values() if callable(fn) and hasattr(fn, meta) and fn.__module__ == module.__name__]
 
-    import mcp.types as mt
 
-    from gdal_mcp.sandbox import RESOURCE_PREFIX
-    from gdal_mcp.server.tools.resources import mime_type
+def register_resources(mcp: Any, app: App, *modules: ModuleType) -> None:
+    """Register every @resource function of `modules` on `mcp`, bound to `app`."""
+    for module in modules:
+        for fn in marked(module, RESOURCE_META):
+            uri, kwargs = getattr(fn, RESOURCE_META)
+            mcp.resource(uri, **{"description": description_of(fn), **kwargs})(bound_to(app, fn))
 
-    links: list[mt.ResourceLink] = []
-    for field in type(result).model_fields:
-        uri = getattr(result, field)
-        if not (field == "uri" or field.endswith("_uri")) or not isinstance(uri, str) or not uri.startswith(RESOURCE_PREFIX):
-            continue
-        display = unquote(uri.removeprefix(RESOURCE_PREFIX))
-        try:
-            real = app.sandbox.resolve_file(display, what="output")
-            size = real.stat().st_size if real.is_file() else None
-        except (GdalMcpError, OSError):
-            continue
-        url = download_url(app, display)
-        if field == "uri" and url and "download_url" in type(result).model_fields:
-            result = result.model_copy(update={"download_url": url})
-        links.append(
-            mt.ResourceLink(
-                type="resource_link",
-                uri=uri,
-                name=real.name,
-                mime_type=mime_type(real.name),
-                size=size,
-                description=f"{display}, written by this call" + (f" (download: {url})" if url else ""),
-            )
-        )
-    return ToolResult(
-        content=[mt.TextContent(type="text", text=result.model_dump_json()), *links],
-        structured_content=result.model_dump(mode="json"),
+
+def register_prompts(mcp: Any, app: App, *modules: ModuleType) -> None:
+    """Register every @prompt function of `modules` on `mcp`, bound to `app`."""
+    for module in modules:
+        for fn in marked(module, PROMPT_META):
+            mcp.prompt(**{"description": description_of(fn), **getattr(fn, PROMPT_META)})(bound_to(app, fn))
+
+
+def description_of(fn: Callable[..., Any]) -> str | None:
+    """The docstring as a description, given as is (FastMCP would otherwise import griffe to parse it)."""
+    return inspect.cleandoc(fn.__doc__) if fn.__doc__ else None
+
+
+def bound_to(app: App, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An async `fn(app, …)` as FastMCP registers it: `app` given, the signature without it, annotations
+    evaluated (as register_tool does) and no docstring (see description_of)."""
+    name = fn.__name__
+    hints = typing.get_type_hints(fn, include_extras=True)
+    signature = inspect.signature(fn)
+    first, *params = signature.parameters.values()
+    if first.name != "app":
+        raise TypeError(f"{name}: its first parameter must be `app: App` (the server's application)")
+
+    async def bound(*args: Any, **kwargs: Any) -> Any:
+        return await fn(app, *args, **kwargs)
+
+    bound.__name__ = bound.__qualname__ = name
+    bound.__module__ = fn.__module__
+    bound.__doc__ = None
+    bound.__annotations__ = {k: v for k, v in hints.items() if k != "app"}
+    bound.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[p.replace(annotation=hints.get(p.name, p.annotation)) for p in params],
+        return_annotation=hints.get("return", signature.return_annotation),
     )
+    return bound
 
 
 def linked(app: App, wrapper: Callable[..., Any]) -> Callable[..., Any]:
@@ -330,70 +323,3 @@ def hashable_signature(name: str, fn: Callable[..., Any]) -> inspect.Signature:
             "task; use an immutable default (a tuple, None) or task=False"
         ) from None
     return sig
-
-
-async def write_output(
-    app: App,
-    ctx: Any,
-    job: Job[tuple[S, list[str]]],
-    *,
-    inputs: list[Any],
-    output: str,
-    overwrite: bool,
-    final_dir_arg: str | None = None,
-) -> tuple[OutputTarget, S, list[str]]:
-    """Run a job that writes a file: atomic output, scrubbed result, clients told of the new file.
-
-    `final_dir_arg` names a job field that receives the output's final directory (a VRT's sources
-    are written relative to where it will live, not to the temporary directory).
-    Returns (output target, engine result, warnings) for the tool to shape into its result model.
-    """
-    import mcp.types as mt
-
-    target = app.sandbox.resolve_output(output, overwrite=overwrite, inputs=inputs)
-    job = job.writing_to(str(target.tmp_path))
-    if final_dir_arg:
-        job = dataclasses.replace(job, **{final_dir_arg: str(target.final.parent)})
-    result, warnings = await app.execute(job, ctx=ctx, output=target)
-    if ctx is not None:
-        try:
-            await ctx.send_notification(mt.ResourceListChangedNotification())
-        except Exception:  # noqa: BLE001 - a client without notifications still gets its result
-            log.debug("resource list notification failed", exc_info=True)
-    scrubbed = app.scrub_model(result) if isinstance(result, BaseModel) else app.sandbox.scrub_obj(result)
-    return target, scrubbed, [app.sandbox.scrub(w) for w in warnings]  # type: ignore[return-value]
-
-
-async def write_result(
-    app: App,
-    ctx: Any,
-    job: Job[tuple[S, list[str]]],
-    *,
-    model: type[W],
-    inputs: list[Any],
-    output: str,
-    overwrite: bool,
-    final_dir_arg: str | None = None,
-) -> W:
-    """write_output shaped as the usual {output, uri, summary, warnings} result model."""
-    target, summary, warnings = await write_output(
-        app, ctx, job, inputs=inputs, output=output, overwrite=overwrite, final_dir_arg=final_dir_arg
-    )
-    return model(output=target.display, uri=app.sandbox.uri(target.display), summary=summary, warnings=warnings)
-
-
-async def read_result(app: App, ctx: Any, job: Job[M], *, display: str | None = None, quick: bool = False) -> M:
-    """Run a job that only reads; its result with paths made workspace-relative (and `path` set to `display`)."""
-    result = app.scrub_model(await app.execute(job, ctx=ctx, quick=quick))
-    if display is not None and hasattr(result, "path"):
-        result.path = display
-    return result
-
-
-def optional_input(app: App, value: str | None, what: str, inputs: list[Any]) -> str | None:
-    """Resolve an optional secondary dataset (mask, like …): appended to `inputs`, its GDAL path returned."""
-    if value is None:
-        return None
-    resolved = app.sandbox.resolve_input(value, what=what)
-    inputs.append(resolved)
-    return resolved.gdal_path

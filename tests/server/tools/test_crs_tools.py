@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastmcp import Client
 from pyproj import Transformer
 
-from tests.conftest import call
+from tests.helpers import call
 
 
 async def test_crs_tools(client: Client) -> None:

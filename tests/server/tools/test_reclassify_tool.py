@@ -8,7 +8,7 @@ import numpy as np
 import rasterio
 from fastmcp import Client
 
-from tests.conftest import call
+from tests.helpers import call
 
 
 async def test_reclassify_slope(client: Client, ws: Path) -> None:

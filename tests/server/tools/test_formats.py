@@ -16,8 +16,8 @@ import rasterio.shutil
 from rasterio.transform import from_origin
 
 from gdal_mcp.formats import ALLOWED_DRIVERS
-from tests.conftest import DATA
-from tests.security.conftest import session
+from tests.helpers import DATA
+from tests.security.helpers import session
 
 #: raster driver -> file name (written by rasterio here)
 RASTERS = {

@@ -10,7 +10,7 @@ import shapely
 from fastmcp import Client
 from pyproj import Geod
 
-from tests.conftest import call
+from tests.helpers import call
 
 
 async def test_from_table_reports_unparsed_rows(client: Client, ws: Path) -> None:

@@ -10,7 +10,7 @@ import shapely
 from fastmcp import Client
 from pyproj import Geod, Transformer
 
-from tests.conftest import call
+from tests.helpers import call
 
 
 async def test_convert_with_filter_and_reprojection(client: Client, ws: Path) -> None:

@@ -1,0 +1,103 @@
+"""`Sandbox`: the workspace roots and the network switch, and one thin method per decision.
+
+Each method calls the function of the module that holds its concern (paths, inputs, references, options, outputs,
+temporaries); see the package docstring. `_resolve_gdal` is the way back into input resolution for the modules
+that resolve what a dataset or an argument names (references.py, options.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from gdal_mcp.sandbox import inputs as _inputs
+from gdal_mcp.sandbox import options as _options
+from gdal_mcp.sandbox import outputs as _outputs
+from gdal_mcp.sandbox import paths as _paths
+from gdal_mcp.sandbox import references as _references
+from gdal_mcp.sandbox import temporaries as _temporaries
+from gdal_mcp.sandbox.inputs import MAX_PATTERN_MATCHES, ResolvedInput
+from gdal_mcp.sandbox.outputs import OutputTarget
+from gdal_mcp.sandbox.temporaries import SWEEP_MAX_DIRS, SWEEP_MAX_SECONDS
+
+
+class Sandbox:
+    """Decides every path. Built from the workspace roots given on the command line."""
+
+    def __init__(self, workspaces: Iterable[os.PathLike[str] | str], *, allow_network: bool = False) -> None:
+        self.roots: tuple[Path, ...] = _paths.workspace_roots(workspaces)
+        self.allow_network = allow_network
+
+    # ----- display (paths.py) ----------------------------------------------------------------
+    def display(self, path: os.PathLike[str] | str) -> str:
+        """Workspace-relative form of a real path (absolute only for secondary workspaces)."""
+        return _paths.display(self.roots, path)
+
+    def uri(self, display: str) -> str:
+        """The resource URI of a workspace file (see tools/resources.py)."""
+        return _paths.uri(display)
+
+    def scrub(self, text: str) -> str:
+        """Remove the server's absolute layout from a message (GDAL errors quote full paths)."""
+        return _paths.scrub(self.roots, text)
+
+    def scrub_obj(self, obj: object) -> object:
+        return _paths.scrub_obj(self.roots, obj)
+
+    # ----- plain files (paths.py) ------------------------------------------------------------
+    def resolve_dir(self, path: str, *, what: str = "path") -> tuple[Path, str]:
+        return _paths.resolve_dir(self.roots, path, what=what)
+
+    def resolve_file(self, path: str, *, what: str = "path") -> Path:
+        """A plain workspace file (no GDAL syntax): for resource reads and listings."""
+        return _paths.resolve_file(self.roots, path, what=what)
+
+    # ----- GDAL dataset names (inputs.py) ----------------------------------------------------
+    def resolve_input(self, path: str, *, what: str = "input") -> ResolvedInput:
+        """Resolve a dataset name as GDAL understands it: file, /vsi chain or connection string."""
+        return _inputs.resolve_input(self, path, what=what)
+
+    def resolve_inputs(
+        self, inputs: list[str] | None, pattern: str | None, *, what: str = "inputs", limit: int = MAX_PATTERN_MATCHES
+    ) -> list[ResolvedInput]:
+        """Several datasets: the list given, or the workspace files a glob matches (sorted), never both."""
+        return _inputs.resolve_inputs(self, inputs, pattern, what=what, limit=limit)
+
+    def glob(self, pattern: str, *, limit: int = MAX_PATTERN_MATCHES) -> list[Path]:
+        """Regular files under the first workspace matching a glob ('tiles/*.tif', 'a/**/b.tif'), sorted."""
+        return _inputs.glob(self.roots, pattern, limit=limit)
+
+    def _resolve_gdal(self, path: str, *, base: Path | None, what: str, depth: int) -> tuple[str, list[Path], bool]:
+        """(what GDAL opens, the workspace files it reaches, whether it is a network location) for a dataset name."""
+        return _inputs.resolve_gdal(self, path, base=base, what=what, depth=depth)
+
+    # ----- datasets that reference other files (references.py) -------------------------------
+    def check_referenced(self, names: Iterable[str], *, what: str = "input") -> None:
+        """After opening: every file GDAL says the dataset uses must be inside a workspace."""
+        _references.check_referenced(self, names, what=what)
+
+    # ----- paths inside SQL and open options (options.py) ------------------------------------
+    def check_sql(self, sql: str, *, what: str = "sql") -> None:
+        """Refuse SQL (OGR SQL or the SQLite dialect) that could reach beyond the dataset it runs on."""
+        _options.check_sql(self, sql, what=what)
+
+    def check_open_options(self, options: Mapping[str, object] | None, *, what: str = "open_options") -> dict[str, str]:
+        """Dataset open options (GDAL -oo) made safe: values naming files resolved inside the workspace."""
+        return _options.check_open_options(self, options, what=what)
+
+    @staticmethod
+    def check_creation_options(options: Mapping[str, object] | None, *, what: str = "creation option") -> None:
+        """Creation options (GDAL -co, -lco) write only the output asked for (options.check_creation_options)."""
+        _options.check_creation_options(options, what=what)
+
+    # ----- outputs (outputs.py, temporaries.py) ----------------------------------------------
+    def sweep_stale_temporaries(self, *, max_dirs: int = SWEEP_MAX_DIRS, max_seconds: float = SWEEP_MAX_SECONDS) -> list[Path]:
+        """Remove the temporary output directories left in the workspaces by gdal-mcp servers that are gone."""
+        return _temporaries.sweep_stale_temporaries(self.roots, max_dirs=max_dirs, max_seconds=max_seconds)
+
+    def resolve_output(
+        self, path: str, *, overwrite: bool = False, inputs: Iterable[ResolvedInput] = (), what: str = "output"
+    ) -> OutputTarget:
+        """Check an output path and prepare its temporary directory beside it."""
+        return _outputs.resolve_output(self, path, overwrite=overwrite, inputs=inputs, what=what)

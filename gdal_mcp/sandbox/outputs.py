@@ -1,0 +1,248 @@
+"""Outputs: where a job may write, and how what it wrote reaches its final place.
+
+An output path must be a plain file path in a workspace. The job writes into a hidden temporary directory beside
+the final place (holding an owner marker, temporaries.py), and `OutputTarget.commit` renames what it wrote into
+place only when the job succeeds, never replacing a file unless overwrite was asked for (rename_noreplace).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import logging
+import os
+import shutil
+import stat
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.sandbox.inputs import (
+    _CONN_RE,
+    FILE_CONNECTION_PREFIXES,
+    NETWORK_CONNECTION_PREFIXES,
+    NETWORK_SCHEMES,
+    ResolvedInput,
+)
+from gdal_mcp.sandbox.paths import TMP_PREFIX, candidate, check_text, contained
+from gdal_mcp.sandbox.temporaries import OWNER_FILE, _owner_identity
+
+if TYPE_CHECKING:
+    from gdal_mcp.sandbox.core import Sandbox
+
+log = logging.getLogger("gdal_mcp.sandbox")
+
+
+@dataclass
+class OutputTarget:
+    """Where a job writes (`tmp_path`) and where the result lands on success (`final`).
+
+    `overwrite`: the caller asked to replace an existing dataset of that name (and the confirmation policy let it):
+    then the files of the new dataset replace those of the same names. Otherwise nothing is ever replaced: every
+    file is moved into place with no-replace semantics (renameat2 RENAME_NOREPLACE), so a file that appeared in
+    the meantime, or another file that shares a name the new dataset's side files take, stays as it was and the
+    commit fails with already-exists, leaving nothing of the new output behind.
+    """
+
+    final: Path
+    display: str
+    tmp_dir: Path
+    created_dirs: list[Path] = field(default_factory=list)
+    overwrite: bool = False
+
+    @property
+    def tmp_path(self) -> Path:
+        return self.tmp_dir / self.final.name
+
+    def commit(self) -> list[Path]:
+        """Move everything the job wrote (the file and its sidecars) into place; see the class docstring."""
+        if not self.tmp_path.exists():
+            self.discard()
+            raise GdalMcpError("internal-error", f"the job wrote no file for {self.display}")
+        # The dataset's own name last; never a symbolic link (a job's helper link, or one pointing anywhere).
+        items = sorted(
+            (p for p in self.tmp_dir.iterdir() if p.name != OWNER_FILE and not p.is_symlink()),
+            key=lambda p: (p.name == self.final.name, p.name),
+        )
+        placed: list[tuple[Path, Path]] = []
+        try:
+            for item in items:
+                target = self.final.parent / item.name
+                if self.overwrite:
+                    if target.is_dir() and not target.is_symlink() and item.is_dir():
+                        shutil.rmtree(target)
+                    os.replace(item, target)
+                else:
+                    rename_noreplace(item, target)
+                placed.append((item, target))
+        except FileExistsError as e:
+            for item, target in reversed(placed):  # put back what this commit placed: nothing of it stays
+                try:
+                    rename_noreplace(target, item)
+                except OSError:
+                    log.warning("could not take back %s after a refused commit", target)
+            self.discard()
+            name = Path(e.filename or "").name or self.final.name
+            shown = self.display if name == self.final.name else f"{name}' (a file the new dataset '{self.display}' also writes"
+            raise GdalMcpError(
+                "already-exists",
+                f"output '{shown}' already exists; nothing was written. Choose "
+                "another name, or pass overwrite=true to replace it",
+            ) from None
+        except BaseException:
+            self.discard()
+            raise
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        return [target for _, target in placed]
+
+    def discard(self) -> None:
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        for d in reversed(self.created_dirs):
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2() -> object | None:
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename `src` to `dst` atomically unless `dst` exists (FileExistsError then, naming dst). renameat2 with
+    RENAME_NOREPLACE; where the file system or C library lacks it, a hard link (which fails if dst exists) and
+    an unlink for files, and a checked rename for directories."""
+    import ctypes
+
+    fn = _renameat2()
+    if fn is not None:
+        if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:  # type: ignore[operator]
+            return
+        err = ctypes.get_errno()
+        if err == errno.EEXIST:
+            raise FileExistsError(err, os.strerror(err), str(dst))
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), str(src))
+    if src.is_dir() and not src.is_symlink():
+        if os.path.lexists(dst):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst))
+        os.rename(src, dst)
+        return
+    os.link(src, dst, follow_symlinks=False)  # FileExistsError when dst exists
+    os.unlink(src)
+
+
+# ----- outputs ---------------------------------------------------------------------------
+def check_side_files(sb: Sandbox, final: Path, what: str) -> None:
+    """already-exists when a new dataset's side files (a shapefile's .dbf, a GML's .xsd …) would take the name of
+    files that exist: they belong to something else, and a new output replaces nothing."""
+    from gdal_mcp.formats import SIDECARS
+
+    suffix = final.suffix.lower()
+    for ext in sorted(SIDECARS.get(suffix, ())):
+        for name in {f"{final.stem}.{ext}", f"{final.stem}.{ext.upper()}"}:
+            side = final.parent / name
+            if os.path.lexists(side):
+                raise GdalMcpError(
+                    "already-exists",
+                    f"{what} '{sb.display(final)}' would also write '{sb.display(side)}', which already "
+                    "exists (a file of another dataset?); choose another name, or pass overwrite=true to "
+                    "replace both",
+                )
+
+
+def resolve_output(
+    sb: Sandbox, path: str, *, overwrite: bool = False, inputs: Iterable[ResolvedInput] = (), what: str = "output"
+) -> OutputTarget:
+    """Check an output path and prepare its temporary directory beside it."""
+    check_text(path, what)
+    low = path.lower()
+    if (
+        low.startswith(("/vsi", "file:"))
+        or low.startswith(NETWORK_SCHEMES)
+        or (
+            _CONN_RE.match(path)
+            and _CONN_RE.match(path).group(1).upper()  # type: ignore[union-attr]
+            in FILE_CONNECTION_PREFIXES | NETWORK_CONNECTION_PREFIXES
+        )
+    ):
+        raise GdalMcpError("unsupported", f"{what} '{path}' must be a plain file path in the workspace")
+    cand = candidate(sb.roots, path)
+    name = cand.name
+    if name in ("", ".", "..") or path.endswith("/"):
+        raise GdalMcpError("invalid-argument", f"{what} '{path}' must name a file, not a directory")
+    if name.startswith(TMP_PREFIX):
+        raise GdalMcpError("invalid-argument", f"{what} '{path}' uses a name reserved for temporary files")
+    parent = Path(os.path.realpath(cand.parent))
+    if not contained(sb.roots, parent):
+        raise GdalMcpError("out-of-root", f"{what} '{path}' is outside the workspace; write inside it")
+    final = parent / name
+    if final.is_symlink():
+        target = Path(os.path.realpath(final))
+        if not contained(sb.roots, target):
+            raise GdalMcpError("out-of-root", f"{what} '{path}' is a link to outside the workspace")
+    if final.exists() or final.is_symlink():
+        if final.is_dir():
+            raise GdalMcpError("invalid-argument", f"{what} '{path}' is an existing directory")
+        st = final.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise GdalMcpError("unsupported", f"{what} '{path}' is not a regular file")
+        if not overwrite:
+            raise GdalMcpError(
+                "already-exists",
+                f"{what} '{sb.display(final)}' already exists; pass overwrite=true to replace it or choose another name",
+            )
+    if not overwrite:
+        check_side_files(sb, final, what)
+    for inp in inputs:
+        for f in inp.files:
+            same = f == final or (final.exists() and f.exists() and os.path.samefile(f, final))
+            if same:
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"{what} '{sb.display(final)}' is also an input; write to a different file",
+                )
+    created: list[Path] = []
+    missing = []
+    d = parent
+    while not d.exists():
+        missing.append(d)
+        d = d.parent
+    if missing:
+        if not contained(sb.roots, Path(os.path.realpath(d))):
+            raise GdalMcpError("out-of-root", f"{what} '{path}' is outside the workspace")
+        for m in reversed(missing):
+            m.mkdir()
+            created.append(m)
+    elif not parent.is_dir():
+        raise GdalMcpError("invalid-argument", f"{what} '{path}': {sb.display(parent)} is not a directory")
+    tmp_dir = parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+    try:
+        tmp_dir.mkdir()
+        (tmp_dir / OWNER_FILE).write_text(json.dumps(_owner_identity()))
+    except OSError as e:
+        OutputTarget(final=final, display="", tmp_dir=tmp_dir, created_dirs=created).discard()
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise GdalMcpError(
+                "resource-limit",
+                f"the disk is full ({e.strerror}) where {what} '{path}' would be written; free space or write elsewhere",
+            ) from None
+        raise
+    return OutputTarget(final=final, display=sb.display(final), tmp_dir=tmp_dir, created_dirs=created, overwrite=overwrite)

@@ -1,0 +1,149 @@
+"""Workspace roots and plain paths: which real paths are inside a workspace, and how a path is shown.
+
+Containment is decided on canonical paths (symlinks resolved) component by component, never by string prefix.
+Everything here works on the tuple of canonical workspace roots (`Sandbox.roots`), the first being the one
+relative paths start from and the one messages show paths relative to.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import unicodedata
+from collections.abc import Iterable
+from pathlib import Path
+
+from gdal_mcp.errors import GdalMcpError
+
+MAX_PATH_LENGTH = 4096
+MAX_COMPONENT_LENGTH = 255
+TMP_PREFIX = ".gdal-mcp-tmp-"
+TMP_DIR_RE = re.compile(re.escape(TMP_PREFIX) + r"[0-9a-f]{32}")
+RESOURCE_PREFIX = "gdal-mcp://files/"
+
+# Kernel pseudo-filesystems: never a dataset, whatever the workspace.
+FORBIDDEN_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+#: the canonical workspace roots, the first one first
+Roots = tuple[Path, ...]
+
+
+def workspace_roots(workspaces: Iterable[os.PathLike[str] | str]) -> Roots:
+    """The canonical roots of the workspaces given on the command line (duplicates once)."""
+    roots: list[Path] = []
+    for w in workspaces:
+        p = Path(w).expanduser()
+        if not p.is_dir():
+            raise ValueError(f"workspace {w} is not a directory")
+        real = Path(os.path.realpath(p))
+        if any(real == t or real.is_relative_to(t) for t in FORBIDDEN_TREES):
+            raise ValueError(f"workspace {w} lies in a system pseudo-filesystem")
+        if real not in roots:
+            roots.append(real)
+    if not roots:
+        raise ValueError("at least one workspace is required")
+    return tuple(roots)
+
+
+# ----- display -------------------------------------------------------------------------
+def display(roots: Roots, path: os.PathLike[str] | str) -> str:
+    """Workspace-relative form of a real path (absolute only for secondary workspaces)."""
+    p = Path(path)
+    for i, root in enumerate(roots):
+        if p == root or p.is_relative_to(root):
+            rel = p.relative_to(root).as_posix()
+            if i == 0:
+                return rel if rel != "." else "."
+            return str(p)
+    return p.name or str(p)
+
+
+def uri(display: str) -> str:
+    """The resource URI of a workspace file (see tools/resources.py)."""
+    from urllib.parse import quote
+
+    return RESOURCE_PREFIX + quote(display.lstrip("/"))
+
+
+def scrub(roots: Roots, text: str) -> str:
+    """Remove the server's absolute layout from a message (GDAL errors quote full paths)."""
+    text = re.sub(re.escape(TMP_PREFIX) + r"[0-9a-f]{32}/", "", text)
+    first = str(roots[0])
+    text = text.replace(first + os.sep, "").replace(first, ".")
+    return text
+
+
+def scrub_obj(roots: Roots, obj: object) -> object:
+    if isinstance(obj, str):
+        return scrub(roots, obj)
+    if isinstance(obj, dict):
+        return {k: scrub_obj(roots, v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [scrub_obj(roots, v) for v in obj]
+    return obj
+
+
+# ----- plain files ---------------------------------------------------------------------
+def check_text(path: str, what: str) -> None:
+    if not isinstance(path, str) or path == "":
+        raise GdalMcpError("invalid-argument", f"{what} is empty; give a workspace-relative path")
+    if "\x00" in path:
+        raise GdalMcpError("invalid-argument", f"{what} contains a NUL byte")
+    if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in path):
+        # Control and format characters (a right-to-left override …) make a name read as another one in an
+        # approval question, the console or the audit log.
+        raise GdalMcpError("invalid-argument", f"{what} contains a control or formatting character; use a plain file name")
+    if len(path) > MAX_PATH_LENGTH:
+        raise GdalMcpError("invalid-argument", f"{what} is longer than {MAX_PATH_LENGTH} characters")
+    if any(len(part) > MAX_COMPONENT_LENGTH for part in path.split("/")):
+        raise GdalMcpError("invalid-argument", f"{what} has a path component over {MAX_COMPONENT_LENGTH} characters")
+
+
+def candidate(roots: Roots, path: str, base: Path | None = None) -> Path:
+    p = Path(path).expanduser() if path.startswith("~") else Path(path)
+    if not p.is_absolute():
+        p = (base or roots[0]) / p
+    return p
+
+
+def contained(roots: Roots, real: Path) -> bool:
+    if any(real == t or real.is_relative_to(t) for t in FORBIDDEN_TREES):
+        return False
+    return any(real == r or real.is_relative_to(r) for r in roots)
+
+
+def real_file(roots: Roots, path: str, *, what: str, base: Path | None = None, shown: str | None = None) -> Path:
+    """Canonical path of an existing, contained, regular file or directory."""
+    shown = shown if shown is not None else path
+    real = Path(os.path.realpath(candidate(roots, path, base)))
+    if not contained(roots, real):
+        raise GdalMcpError(
+            "out-of-root",
+            f"{what} '{shown}' is outside the workspace; use a path inside it (list_datasets shows what is there)",
+        )
+    try:
+        st = real.stat()
+    except FileNotFoundError:
+        raise GdalMcpError(
+            "not-found", f"{what} '{shown}' does not exist; list_datasets shows what the workspace holds"
+        ) from None
+    except OSError as e:
+        raise GdalMcpError("not-found", f"{what} '{shown}' cannot be read ({e.strerror})") from None
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise GdalMcpError("unsupported", f"{what} '{shown}' is not a regular file (device, FIFO or socket)")
+    return real
+
+
+def resolve_dir(roots: Roots, path: str, *, what: str = "path") -> tuple[Path, str]:
+    check_text(path, what)
+    real = real_file(roots, path, what=what)
+    if not real.is_dir():
+        raise GdalMcpError("invalid-argument", f"{what} '{path}' is a file, not a directory")
+    return real, display(roots, real)
+
+
+def resolve_file(roots: Roots, path: str, *, what: str = "path") -> Path:
+    """A plain workspace file (no GDAL syntax): for resource reads and listings."""
+    check_text(path, what)
+    return real_file(roots, path, what=what)

@@ -1,0 +1,95 @@
+"""The audit log: one JSON line per tool call and per confirmation answer, and the listeners that see every record
+(the job board keeps the last ones for the approval console). Imports nothing else of the server: the approval
+state, the job board and App all use it."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from gdal_mcp.sandbox import Sandbox
+
+
+def iso(t: float) -> str:
+    """A time as the approval console and its confirmation results show it: UTC, whole seconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+class AuditLog:
+    """One JSON line per tool call: time, tool, arguments (workspace-relative), outcome, duration, outputs."""
+
+    def __init__(self, path: Any, sandbox: Sandbox) -> None:
+        self.path = path
+        self.sandbox = sandbox
+        self._lock = threading.Lock()
+        #: called with every record, written to a file or not (the approval console keeps the last 100)
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+
+    def write(
+        self,
+        *,
+        tool: str,
+        arguments: dict[str, Any],
+        outcome: str,
+        duration_ms: float,
+        outputs: Iterable[str] = (),
+        task: str | None = None,
+    ) -> None:
+        """`task`: the MCP task id of a call run as a task (its creation and its run are two records)."""
+        if self.path is None and not self.listeners:
+            return
+        record: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
+            "tool": tool,
+            "arguments": self.sandbox.scrub_obj(arguments),
+            "outcome": outcome,
+            "duration_ms": round(duration_ms, 1),
+            "outputs": list(outputs),
+        }
+        if task is not None:
+            record["task"] = task
+        self._append(record)
+
+    def confirmation(
+        self,
+        *,
+        tool: str,
+        arguments: dict[str, Any],
+        question: str,
+        kind: str,
+        answer: str,
+        channel: str,
+        detail: str | None = None,
+        token_fingerprint: str | None = None,
+    ) -> None:
+        """A confirmation record: what the person was shown, the answer (approved, declined, cancelled, refused),
+        the channel (elicitation, console with the fingerprint of the token used, or policy), when."""
+        if self.path is None and not self.listeners:
+            return
+        record: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
+            "event": "confirmation",
+            "tool": tool,
+            "arguments": self.sandbox.scrub_obj(arguments),
+            "kind": kind,
+            "shown": self.sandbox.scrub(question),
+            "answer": answer,
+            "channel": channel,
+        }
+        if detail is not None:
+            record["detail"] = detail
+        if token_fingerprint is not None:
+            record["token"] = token_fingerprint
+        self._append(record)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        for listener in self.listeners:
+            listener(record)
+        if self.path is None:
+            return
+        line = json.dumps(record, default=str)
+        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
