@@ -300,3 +300,13 @@ def test_modules_stay_under_the_size_limit() -> None:
     assert not too_long, f"modules over {MAX_LINES} lines: {too_long}"
     stale = {name: sizes.get(name) for name in LONG_MODULES if sizes.get(name, 0) <= MAX_LINES}
     assert not stale, f"LONG_MODULES lists modules no longer over {MAX_LINES} lines (remove them): {stale}"
+
+
+def test_no_module_is_named_like_a_standard_library_one() -> None:
+    """`http.py`, `inspect.py` … shadow the standard library for a reader (and for tools that run a module's
+    directory as a script)."""
+    import sys
+
+    names = {p.stem for p in PACKAGE.rglob("*.py")} | {p.name for p in PACKAGE.rglob("*") if p.is_dir()}
+    clashes = sorted(n for n in names if n in sys.stdlib_module_names)
+    assert not clashes, f"modules named like standard library ones: {clashes}"

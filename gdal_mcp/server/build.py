@@ -1,4 +1,5 @@
-"""Builds the FastMCP server: tools, middleware (envelope for protocol-level failures, audit)."""
+"""Builds the FastMCP server: the instructions, the tools, resources and prompts, the middleware (middleware.py),
+MCP tasks, and over HTTP the console, downloads and /healthz."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import asyncio
 import logging
 import os
 import secrets
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -17,21 +17,16 @@ os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
 
 from fastmcp import FastMCP  # noqa: E402
-from fastmcp.exceptions import NotFoundError, ValidationError  # noqa: E402
 from fastmcp.server.lifespan import lifespan  # noqa: E402
-from fastmcp.server.middleware import Middleware, MiddlewareContext  # noqa: E402
-from fastmcp.tools import InputRequiredToolResult, ToolResult  # noqa: E402
 from fastmcp_tasks import TasksExtension  # noqa: E402
 from fastmcp_tasks.settings import DocketSettings  # noqa: E402
 
 from gdal_mcp import __version__  # noqa: E402
 from gdal_mcp.config import Settings  # noqa: E402
-from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.server.app import App  # noqa: E402
-from gdal_mcp.server.approval import policy as confirm  # noqa: E402
 from gdal_mcp.server.approval.parked import ParkedConfirmations  # noqa: E402
-from gdal_mcp.server.envelope import envelope  # noqa: E402
 from gdal_mcp.server.jobboard import JobBoard  # noqa: E402
+from gdal_mcp.server.middleware import EnvelopeAndAudit  # noqa: E402
 from gdal_mcp.server.tools import analysis as analysis_tools  # noqa: E402
 from gdal_mcp.server.tools import approval as approval_tools  # noqa: E402
 from gdal_mcp.server.tools import crs as crs_tools  # noqa: E402
@@ -82,83 +77,6 @@ inside a sandboxed workspace.
   tell the user, wait (confirmation_status), then repeat the call with the same arguments plus
   confirmation_id=<id> (every tool accepts it).
 """
-
-
-def _validation_message(exc: BaseException) -> str:
-    cause = exc.__cause__ or exc.__context__
-    errors = getattr(cause, "errors", None)
-    if callable(errors):
-        parts = []
-        for err in errors():
-            loc = ".".join(str(x) for x in err.get("loc", ()) if x not in ("call",)) or "arguments"
-            parts.append(f"{loc}: {err.get('msg')}")
-        if parts:
-            return "invalid arguments: " + "; ".join(parts) + " (see the tool's input schema)"
-    return f"invalid arguments: {exc}"
-
-
-class EnvelopeAndAudit(Middleware):
-    """Protocol-level tool failures (bad arguments, unknown tool) get the envelope; every call is audited;
-    --confirm is applied (confirm.check) before the call runs or becomes a background task."""
-
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.tool_specs: dict[str, confirm.ToolSpec | None] = {}
-
-    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
-        params = context.message
-        name = params.name
-        arguments = dict(params.arguments or {})
-        # confirmation_id (approval console) is an argument of every call, taken off before the tool validates
-        confirmation_id = arguments.pop(confirm.CONFIRMATION_ARG, None) if name != confirm.STATUS_TOOL else None
-        if name != confirm.STATUS_TOOL and confirm.CONFIRMATION_ARG in (params.arguments or {}):
-            context = context.copy(message=params.model_copy(update={"arguments": dict(arguments)}))
-        t0 = time.perf_counter()
-        outcome = "internal-error"
-        outputs: list[str] = []
-        task: str | None = None
-        try:
-            try:
-                if confirmation_id is not None and not isinstance(confirmation_id, str):
-                    raise GdalMcpError(
-                        "invalid-argument", "confirmation_id must be the string a confirmation-required error gave"
-                    )
-                asked = await confirm.check(
-                    self.app, context.fastmcp_context, name, arguments, self.tool_specs, confirmation_id=confirmation_id
-                )
-                result = asked if asked is not None else await call_next(context)
-            except ValidationError as e:
-                result = envelope(GdalMcpError("invalid-argument", _validation_message(e)))
-            except NotFoundError:
-                result = envelope(GdalMcpError("not-found", f"unknown tool '{name}'; tools/list shows the tools"))
-            except GdalMcpError as e:
-                result = envelope(self.app.scrub_error(e))
-            if not isinstance(result, ToolResult):  # a CreateTaskResult: the task's run is audited when it ends
-                outcome, task = "task-created", getattr(result, "task_id", None)
-                return result
-            sc = result.structured_content or {}
-            if isinstance(result, InputRequiredToolResult):
-                outcome = "input-required"  # a confirmation question went to the client; the call comes again
-            elif result.is_error:
-                outcome = (sc.get("error") or {}).get("code", "internal-error")
-            else:
-                outcome = "ok"
-                out = sc.get("output")
-                if isinstance(out, str):
-                    outputs.append(out)
-            return result
-        except asyncio.CancelledError:
-            outcome = "cancelled"
-            raise
-        finally:
-            self.app.audit.write(
-                tool=name,
-                arguments=arguments,
-                outcome=outcome,
-                duration_ms=1000 * (time.perf_counter() - t0),
-                outputs=outputs,
-                task=task,
-            )
 
 
 async def _index_tool_schemas(mcp: FastMCP) -> None:

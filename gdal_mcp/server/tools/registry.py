@@ -14,7 +14,7 @@ import time
 import typing
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastmcp.tools import ToolResult
 from fastmcp.utilities.tasks import TaskConfig
@@ -26,6 +26,9 @@ from gdal_mcp.server.app import App
 from gdal_mcp.server.envelope import envelope
 from gdal_mcp.server.jobboard import CURRENT_TOOL
 from gdal_mcp.server.results import with_links
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 S = TypeVar("S")
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
@@ -86,14 +89,14 @@ def tools_of(module: ModuleType) -> list[Callable[..., Any]]:
     return [fn for fn in vars(module).values() if callable(fn) and hasattr(fn, TOOL_META) and fn.__module__ == module.__name__]
 
 
-def register_tools(mcp: Any, app: App, *modules: ModuleType) -> None:
+def register_tools(mcp: FastMCP, app: App, *modules: ModuleType) -> None:
     """Register every @tool function of `modules` on `mcp`, bound to `app`."""
     for module in modules:
         for fn in tools_of(module):
             register_tool(mcp, app, fn)
 
 
-def register_tool(mcp: Any, app: App, fn: Callable[..., Any]) -> None:
+def register_tool(mcp: FastMCP, app: App, fn: Callable[..., Any]) -> None:
     """Register one @tool function: bound to `app`, its GdalMcpError (or crash) turned into an isError envelope,
     --read-only applied, its write results carrying resource links, audited when it runs as a task."""
     meta: ToolMeta = getattr(fn, TOOL_META)
@@ -176,7 +179,7 @@ def marked(module: ModuleType, meta: str) -> list[Callable[..., Any]]:
     return [fn for fn in vars(module).values() if callable(fn) and hasattr(fn, meta) and fn.__module__ == module.__name__]
 
 
-def register_resources(mcp: Any, app: App, *modules: ModuleType) -> None:
+def register_resources(mcp: FastMCP, app: App, *modules: ModuleType) -> None:
     """Register every @resource function of `modules` on `mcp`, bound to `app`."""
     for module in modules:
         for fn in marked(module, RESOURCE_META):
@@ -184,7 +187,7 @@ def register_resources(mcp: Any, app: App, *modules: ModuleType) -> None:
             mcp.resource(uri, **{"description": description_of(fn), **kwargs})(bound_to(app, fn))
 
 
-def register_prompts(mcp: Any, app: App, *modules: ModuleType) -> None:
+def register_prompts(mcp: FastMCP, app: App, *modules: ModuleType) -> None:
     """Register every @prompt function of `modules` on `mcp`, bound to `app`."""
     for module in modules:
         for fn in marked(module, PROMPT_META):

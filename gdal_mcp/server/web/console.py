@@ -36,6 +36,7 @@ from gdal_mcp.server.audit import iso
 from gdal_mcp.server.jobboard import JobBoard
 
 if TYPE_CHECKING:
+    from fastmcp import FastMCP
     from starlette.requests import Request
     from starlette.responses import Response
 
@@ -269,7 +270,7 @@ SECURITY_HEADERS = {
 }
 
 
-def register(mcp: Any, app: App, approvals: ParkedConfirmations, jobs: JobBoard) -> Console:
+def register(mcp: FastMCP, app: App, approvals: ParkedConfirmations, jobs: JobBoard) -> Console:
     """The console routes beside /mcp, over the parked confirmations and the job board (custom routes are not
     behind FastMCP's auth: every route checks here). The confirmation_status tool is server/tools/approval.py."""
     import html

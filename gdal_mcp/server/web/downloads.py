@@ -9,7 +9,7 @@ puts the whole file in one JSON message), with single and multiple byte ranges, 
 from __future__ import annotations
 
 import hmac
-from typing import Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -17,6 +17,9 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox import TMP_PREFIX
 from gdal_mcp.server.app import App
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 ROUTE = "/files/{path:path}"
 STATUS = {"out-of-root": 403, "not-found": 404, "invalid-argument": 400, "unsupported": 400}
@@ -62,7 +65,7 @@ def file_response(app: App, request: Request) -> Response:
     return FileResponse(real, media_type=mime_type(real.name), filename=real.name, content_disposition_type="attachment")
 
 
-def register(mcp: Any, app: App) -> None:
+def register(mcp: FastMCP, app: App) -> None:
     """Add the /files route to the server's HTTP app (custom routes are not behind FastMCP's auth: checked here)."""
 
     @mcp.custom_route(ROUTE, methods=["GET", "HEAD"], name="download")

@@ -6,15 +6,18 @@ import hmac
 import ipaddress
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from fastmcp.server.auth import AccessToken, TokenVerifier
 
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
 HEALTH_ROUTE = "/healthz"
 
 
-def register_health(mcp: Any, confined: bool = True) -> None:
+def register_health(mcp: FastMCP, confined: bool = True) -> None:
     """GET /healthz: {"status": "ok", "confined": true} without a token, for container and load-balancer health
     checks.
 

@@ -1,0 +1,101 @@
+"""The tool-call middleware: every tools/call goes through it, before the tool runs or becomes an MCP task.
+
+It applies --confirm (server/approval/policy.check), gives protocol-level failures (bad arguments, an unknown tool)
+the envelope, and writes the call's audit record (a task's run is audited when it ends: tools/registry.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import mcp.types as mt
+from fastmcp.exceptions import NotFoundError, ValidationError
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools import InputRequiredToolResult, ToolResult
+
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.server.app import App
+from gdal_mcp.server.approval import policy as confirm
+from gdal_mcp.server.envelope import envelope
+
+
+def _validation_message(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    errors = getattr(cause, "errors", None)
+    if callable(errors):
+        parts = []
+        for err in errors():
+            loc = ".".join(str(x) for x in err.get("loc", ()) if x not in ("call",)) or "arguments"
+            parts.append(f"{loc}: {err.get('msg')}")
+        if parts:
+            return "invalid arguments: " + "; ".join(parts) + " (see the tool's input schema)"
+    return f"invalid arguments: {exc}"
+
+
+class EnvelopeAndAudit(Middleware):
+    """Protocol-level tool failures (bad arguments, unknown tool) get the envelope; every call is audited;
+    --confirm is applied (confirm.check) before the call runs or becomes a background task."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.tool_specs: dict[str, confirm.ToolSpec | None] = {}
+
+    async def on_call_tool(
+        self,
+        context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
+    ) -> ToolResult:
+        params = context.message
+        name = params.name
+        arguments = dict(params.arguments or {})
+        # confirmation_id (approval console) is an argument of every call, taken off before the tool validates
+        confirmation_id = arguments.pop(confirm.CONFIRMATION_ARG, None) if name != confirm.STATUS_TOOL else None
+        if name != confirm.STATUS_TOOL and confirm.CONFIRMATION_ARG in (params.arguments or {}):
+            context = context.copy(message=params.model_copy(update={"arguments": dict(arguments)}))
+        t0 = time.perf_counter()
+        outcome = "internal-error"
+        outputs: list[str] = []
+        task: str | None = None
+        try:
+            try:
+                if confirmation_id is not None and not isinstance(confirmation_id, str):
+                    raise GdalMcpError(
+                        "invalid-argument", "confirmation_id must be the string a confirmation-required error gave"
+                    )
+                asked = await confirm.check(
+                    self.app, context.fastmcp_context, name, arguments, self.tool_specs, confirmation_id=confirmation_id
+                )
+                result = asked if asked is not None else await call_next(context)
+            except ValidationError as e:
+                result = envelope(GdalMcpError("invalid-argument", _validation_message(e)))
+            except NotFoundError:
+                result = envelope(GdalMcpError("not-found", f"unknown tool '{name}'; tools/list shows the tools"))
+            except GdalMcpError as e:
+                result = envelope(self.app.scrub_error(e))
+            if not isinstance(result, ToolResult):  # a CreateTaskResult: the task's run is audited when it ends
+                outcome, task = "task-created", getattr(result, "task_id", None)
+                return result
+            sc = result.structured_content or {}
+            if isinstance(result, InputRequiredToolResult):
+                outcome = "input-required"  # a confirmation question went to the client; the call comes again
+            elif result.is_error:
+                outcome = (sc.get("error") or {}).get("code", "internal-error")
+            else:
+                outcome = "ok"
+                out = sc.get("output")
+                if isinstance(out, str):
+                    outputs.append(out)
+            return result
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            self.app.audit.write(
+                tool=name,
+                arguments=arguments,
+                outcome=outcome,
+                duration_ms=1000 * (time.perf_counter() - t0),
+                outputs=outputs,
+                task=task,
+            )
