@@ -2,7 +2,7 @@
 
 One frozen dataclass per engine entry point. Its fields are the engine function's keyword arguments
 (`progress` excepted) and `FUNC` names the function as "module:function". The server builds a job,
-the runner sends it over the pipe as it is, and the worker calls `FUNC(**job.kwargs(), progress=…)`.
+the executor sends it to a worker as it is, and the worker calls `FUNC(**job.kwargs(), progress=…)`.
 A misspelt field or a wrong type fails in mypy; a job that drifts from its engine function fails
 tests/test_jobs.py, which checks every job here against the function's signature.
 

@@ -1,7 +1,7 @@
 """The Dask executor (`--executor dask`): every job runs on a Dask cluster's workers, never in the server.
 
-`DaskExecutor` has the interface the App uses from `runner.LocalExecutor` (start, close, run, pids, busy_pids). The
-server imports this module, and distributed, only with --executor dask. The worker side is
+`DaskExecutor` has the `Executor` protocol (`gdal_mcp.execution`), as `local.LocalExecutor` does (start, close, run,
+pids, busy_pids). The server imports this module, and distributed, only with --executor dask. The worker side is
 gdal_mcp.execution.dask_worker.
 
 Design:

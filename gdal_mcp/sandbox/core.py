@@ -35,7 +35,7 @@ class Sandbox:
         return _paths.display(self.roots, path)
 
     def uri(self, display: str) -> str:
-        """The resource URI of a workspace file (see tools/resources.py)."""
+        """The resource URI of a workspace file (see server/tools/resources.py)."""
         return _paths.uri(display)
 
     def scrub(self, text: str) -> str:

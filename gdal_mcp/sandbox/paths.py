@@ -60,7 +60,7 @@ def display(roots: Roots, path: os.PathLike[str] | str) -> str:
 
 
 def uri(display: str) -> str:
-    """The resource URI of a workspace file (see tools/resources.py)."""
+    """The resource URI of a workspace file (see server/tools/resources.py)."""
     from urllib.parse import quote
 
     return RESOURCE_PREFIX + quote(display.lstrip("/"))

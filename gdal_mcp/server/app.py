@@ -1,4 +1,4 @@
-"""The application core shared by all tools: settings, sandbox, runner, audit, and job execution."""
+"""The application core shared by all tools: settings, sandbox, executor, audit, and job execution."""
 
 from __future__ import annotations
 

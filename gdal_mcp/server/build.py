@@ -103,7 +103,7 @@ def tasks_check_interval() -> timedelta | None:
 
 
 def build_server(settings: Settings, *, auth: Any = None, app: App | None = None) -> tuple[FastMCP, App]:
-    """The FastMCP server and its App (sandbox, runner, audit); `app` if one was built already."""
+    """The FastMCP server and its App (sandbox, executor, audit); `app` if one was built already."""
     app = App(settings) if app is None else app
 
     swept = False
@@ -129,7 +129,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
         mask_error_details=True,
     )
     # MCP tasks (2026-07-28 clients): the write tools may run in the background, polled by task id. One
-    # server, so the in-memory backend; Docket's worker runs in this event loop, beside the runner. Its own
+    # server, so the in-memory backend; Docket's worker runs in this event loop, beside the executor. Its own
     # memory:// name: servers built in one process (tests) must not take each other's tasks.
     tasks_backend = f"gdal-mcp-{secrets.token_hex(6)}"
     mcp.add_extension(

@@ -55,7 +55,7 @@ class JobEntry:
 
 
 class Tracker:
-    """One job on the board: App.execute runs the runner's coroutine through `run()`."""
+    """One job on the board: App.execute runs the executor's run() coroutine through `run()`."""
 
     def __init__(self, board: JobBoard, entry: JobEntry) -> None:
         self.board = board
@@ -67,7 +67,7 @@ class Tracker:
 
     async def run(self, work: Awaitable[T]) -> T:
         """Run `work` as its own task (the Cancel button's handle). Cancelled from the console, the caller
-        gets `cancelled` (the runner kills the worker; App.execute discards the partial output)."""
+        gets `cancelled` (the executor stops the job: the local one kills its worker; App.execute discards the partial output)."""
         entry = self.entry
         inner: asyncio.Task[T] = asyncio.ensure_future(work)
         entry.task = inner

@@ -65,16 +65,11 @@ class ParkedConfirmations:
         for p in self.pending.values():
             if p.status in ("pending", "approved") and now > p.expires:
                 p.status = "expired"
-                self.audit.confirmation(
-                    tool=p.question.tool,
-                    arguments=p.question.arguments,
-                    question=p.question.message,
-                    kind=p.question.kind,
-                    answer="expired",
-                    channel="console",
-                    detail=f"confirmation {p.id} expired unanswered"
-                    if p.decided is None
-                    else f"confirmation {p.id} expired unused",
+                p.question.record(
+                    self.audit,
+                    "expired",
+                    "console",
+                    f"confirmation {p.id} expired unanswered" if p.decided is None else f"confirmation {p.id} expired unused",
                 )
         decided = [p for p in self.pending.values() if p.status != "pending"]
         for p in sorted(decided, key=lambda p: p.created)[: -KEEP_DECIDED or None]:
@@ -98,14 +93,11 @@ class ParkedConfirmations:
         now = time.time()
         p = Pending(id=secrets.token_urlsafe(9), question=question, created=now, expires=now + self.timeout)
         self.pending[p.id] = p
-        self.audit.confirmation(
-            tool=question.tool,
-            arguments=question.arguments,
-            question=question.message,
-            kind=question.kind,
-            answer="pending",
-            channel="console",
-            detail=f"parked as confirmation {p.id}",
+        question.record(
+            self.audit,
+            "pending",
+            "console",
+            f"parked as confirmation {p.id}",
         )
         return p
 
@@ -118,14 +110,11 @@ class ParkedConfirmations:
             raise GdalMcpError("invalid-argument", f"confirmation {cid} is {p.status} already")
         p.status, p.decided, p.token = ("approved" if approve else "denied"), time.time(), token
         q = p.question
-        self.audit.confirmation(
-            tool=q.tool,
-            arguments=q.arguments,
-            question=q.message,
-            kind=q.kind,
-            answer="approved" if approve else "declined",
-            channel="console",
-            detail=f"confirmation {cid}" + ("" if token else " (no token: loopback)"),
+        q.record(
+            self.audit,
+            "approved" if approve else "declined",
+            "console",
+            f"confirmation {cid}" + ("" if token else " (no token: loopback)"),
             token_fingerprint=token,
         )
         return p
@@ -169,14 +158,11 @@ class ParkedConfirmations:
         if p.question.state != question.state:
             if p.status in ("pending", "approved"):
                 p.status = "void"
-                self.audit.confirmation(
-                    tool=question.tool,
-                    arguments=question.arguments,
-                    question=question.message,
-                    kind=question.kind,
-                    answer="void",
-                    channel="console",
-                    detail=f"confirmation {cid} was for other arguments or the files changed since",
+                question.record(
+                    self.audit,
+                    "void",
+                    "console",
+                    f"confirmation {cid} was for other arguments or the files changed since",
                 )
             return self.required(
                 self.park(question),

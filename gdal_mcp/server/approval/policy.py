@@ -1,6 +1,6 @@
 """Human confirmation before a tool changes data (--confirm never|destructive|writes|all).
 
-Used from one place, the tool-call middleware in server/build.py (`check()`): it runs before FastMCP's
+Used from one place, the tool-call middleware in server/middleware.py (`check()`): it runs before FastMCP's
 tasks extension turns a call into a background task and before the tool body, with the live request
 (protocol era, the client's capabilities, the answers of a retried call), so confirmation happens
 before anything starts, in both protocol eras. Its parts:
@@ -48,7 +48,7 @@ ASKS: dict[str, tuple[str, ...]] = {
 MODIFYING_MODES: dict[str, tuple[str, frozenset[str]]] = {"vector_convert": ("mode", frozenset({"append", "add_layer"}))}
 REQUEST_KEY = "confirm"
 STATUS_TOOL = "confirmation_status"  # the console's read-only tool (server/tools/approval.py)
-CONFIRMATION_ARG = "confirmation_id"  # taken off every tools/call by the middleware (server/build.py)
+CONFIRMATION_ARG = "confirmation_id"  # taken off every tools/call by the middleware (server/middleware.py)
 MAX_LEGACY_ROUNDS = 3
 FLAGS = ("overwrite", "external", "unset_nodata")  # booleans the question depends on (lax input: "true" is true)
 _BOOL = TypeAdapter(bool)
@@ -269,14 +269,11 @@ def console_channel(app: App, question: Question) -> ToolResult | None:
 
 def _answer(app: App, question: Question, action: str, approved: bool, channel: str, *, detail: str | None = None) -> None:
     answer = "approved" if approved else ("declined" if action in ("accept", "decline") else "cancelled")
-    app.audit.confirmation(
-        tool=question.tool,
-        arguments=question.arguments,
-        question=question.message,
-        kind=question.kind,
-        answer=answer,
-        channel=channel,
-        detail=detail,
+    question.record(
+        app.audit,
+        answer,
+        channel,
+        detail,
     )
     if not approved:
         raise GdalMcpError(
@@ -326,14 +323,11 @@ async def obtain(
 
 def _refuse(app: App, question: Question, why: str) -> NoReturn:
     """Fail closed: nobody could be asked, so nothing is done."""
-    app.audit.confirmation(
-        tool=question.tool,
-        arguments=question.arguments,
-        question=question.message,
-        kind=question.kind,
-        answer="refused",
-        channel="policy",
-        detail=why,
+    question.record(
+        app.audit,
+        "refused",
+        "policy",
+        why,
     )
     raise GdalMcpError(
         "confirmation-required",

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from gdal_mcp.server.audit import AuditLog
 
 Kind = Literal["replace", "modify", "create", "call"]
 
@@ -35,6 +38,22 @@ class Question:
     targets: tuple[Existing, ...]
     arguments: dict[str, Any]
     state: str  # digest of tool, arguments and the targets' identity: an answer binds to exactly this
+
+    def record(
+        self, audit: AuditLog, answer: str, channel: str, detail: str | None = None, *, token_fingerprint: str | None = None
+    ) -> None:
+        """The audit record of what happened to this question: what the person was shown and the answer (approved,
+        declined, cancelled, refused, pending, expired, void), through which channel."""
+        audit.confirmation(
+            tool=self.tool,
+            arguments=self.arguments,
+            question=self.message,
+            kind=self.kind,
+            answer=answer,
+            channel=channel,
+            detail=detail,
+            token_fingerprint=token_fingerprint,
+        )
 
 
 def human_size(n: int) -> str:

@@ -101,34 +101,21 @@ def register_tool(mcp: FastMCP, app: App, fn: Callable[..., Any]) -> None:
     --read-only applied, its write results carrying resource links, audited when it runs as a task."""
     meta: ToolMeta = getattr(fn, TOOL_META)
     name = fn.__name__
-    # Evaluate the string annotations once: FastMCP reads them ~7 times per tool (signature, injected
-    # parameters, session ids, the output schema), and each time re-evaluated every Annotated[..., Field(...)]
-    # (about a third of building the server).
-    hints = typing.get_type_hints(fn, include_extras=True)
-    signature = inspect.signature(fn)
-    first, *params = signature.parameters.values()
-    if first.name != "app":
-        raise TypeError(f"tool {name}: its first parameter must be `app: App` (the server's application)")
+    bound = bound_to(app, fn)
 
+    @functools.wraps(bound)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         CURRENT_TOOL.set(name)  # the approval console names this call's jobs by it (inline or task)
         try:
             if meta.writes:
                 app.require_writable(name)
-            return await fn(app, *args, **kwargs)
+            return await bound(*args, **kwargs)
         except GdalMcpError as e:
             return envelope(app.scrub_error(e))
         except Exception as e:  # noqa: BLE001 - never a traceback to the client
             log.exception("unexpected error in tool %s", name)
             return envelope(GdalMcpError("internal-error", app.sandbox.scrub(f"unexpected {type(e).__name__} in {name}: {e}")))
 
-    wrapper.__name__ = wrapper.__qualname__ = name
-    wrapper.__module__ = fn.__module__
-    wrapper.__annotations__ = {k: v for k, v in hints.items() if k != "app"}
-    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[p.replace(annotation=hints.get(p.name, p.annotation)) for p in params],
-        return_annotation=hints.get("return", signature.return_annotation),
-    )
     # The description is given as is and the docstring left off: FastMCP would otherwise import griffe to parse
     # every docstring at start-up (~0.3 s of the cold start); parameter docs live in the Annotated Fields.
     description = inspect.cleandoc(fn.__doc__ or "")
@@ -201,7 +188,11 @@ def description_of(fn: Callable[..., Any]) -> str | None:
 
 def bound_to(app: App, fn: Callable[..., Any]) -> Callable[..., Any]:
     """An async `fn(app, …)` as FastMCP registers it: `app` given, the signature without it, annotations
-    evaluated (as register_tool does) and no docstring (see description_of)."""
+    evaluated and no docstring (see description_of).
+
+    The annotations are evaluated once here: FastMCP reads them ~7 times per tool (signature, injected parameters,
+    session ids, the output schema), and each time re-evaluated every Annotated[..., Field(...)] (about a third of
+    building the server)."""
     name = fn.__name__
     hints = typing.get_type_hints(fn, include_extras=True)
     signature = inspect.signature(fn)
@@ -279,7 +270,7 @@ def audited_as_task(app: App, name: str, wrapper: Callable[..., Any]) -> Callabl
             result = await wrapper(*args, **kwargs)
             outcome, outputs = audit_outcome(result)
             return result
-        except asyncio.CancelledError:  # tasks/cancel: the runner kills the worker, the partial output goes
+        except asyncio.CancelledError:  # tasks/cancel: the executor stops the job, the partial output goes
             outcome = "cancelled"
             raise
         finally:
