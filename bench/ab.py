@@ -49,7 +49,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
             "output": "raw_{side}_{i}.tif",
             "dst_crs": "EPSG:4326",
             "resampling": "nearest",
-            "creation_options": {"TILED": "YES"},
+            "creation_options": {"TILED": "YES", "COMPRESS": "NONE"},  # else the DEFLATE input's codec is kept
         },
     ),
     "cog": (

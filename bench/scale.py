@@ -133,7 +133,8 @@ async def reproject(
             "dst_crs": DST_CRS,
             "resampling": resampling,
             "overwrite": True,
-            **({"creation_options": {"TILED": "YES"}} if tiled else {}),
+            # COMPRESS=NONE: an output keeps its input's codec unless told
+            "creation_options": {"TILED": "YES", "COMPRESS": "NONE"} if tiled else {"COMPRESS": "NONE"},
         },
         read_timeout_seconds=3600,
         progress_callback=on_progress,

@@ -127,7 +127,13 @@ def main() -> None:
                     tiles.plan = functools.partial(plan, tile_bytes=size)  # type: ignore[assignment]
                     try:
                         with tiles.using(mapper):
-                            reproject(str(src), str(dst), dst_crs=DST_CRS, options={"TILED": "YES"}, threads=args.threads)
+                            reproject(
+                                str(src),
+                                str(dst),
+                                dst_crs=DST_CRS,
+                                options={"TILED": "YES", "COMPRESS": "NONE"},
+                                threads=args.threads,
+                            )
                     finally:
                         tiles.plan = plan  # type: ignore[assignment]
                     wall = time.perf_counter() - t0

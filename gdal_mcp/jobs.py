@@ -24,10 +24,13 @@ from gdal_mcp.models import (
     DatasetList,
     FeaturePage,
     FromTableResult,
+    JoinResult,
     MeasureResult,
     MergeResult,
     OverviewsResult,
     PreviewResult,
+    QueryResult,
+    RasterClipResult,
     RasterInfo,
     RasterStatsResult,
     RasterSummary,
@@ -277,7 +280,7 @@ class MosaicJob(WriteJob[tuple[RasterSummary, Warnings]]):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ClipRasterJob(WriteJob[tuple[RasterSummary, Warnings]]):
+class ClipRasterJob(WriteJob[tuple[RasterClipResult, Warnings]]):
     FUNC = "gdal_mcp.engine.raster.clip:clip"
     src: str
     dst: str = ""
@@ -362,6 +365,8 @@ class RasterStatsJob(Job[RasterStatsResult]):
     histogram_bins: int | None = None
     bbox: BBox | None = None
     bbox_crs: str | None = None
+    thresholds: list[float] | None = None
+    weights: str = "none"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -500,6 +505,7 @@ class ZonalJob(Job[tuple[ZonalResult, Warnings]]):
     all_touched: bool = False
     id_field: str | None = None
     categorical: bool = False
+    thresholds: list[float] | None = None
     limit: int = 200
     dst: str | None = None
     format: str | None = None
@@ -632,6 +638,29 @@ class FeaturesJob(Job[FeaturePage]):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LayerNamesJob(Job[list[str]]):
+    FUNC = "gdal_mcp.engine.vector.opening:layer_names"
+    path: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryJob(Job[QueryResult]):
+    FUNC = "gdal_mcp.engine.vector.query:query"
+    src: str
+    sql: str | None = None
+    sql_dialect: str | None = None
+    layer: str | None = None
+    where: str | None = None
+    fields: list[str] | None = None
+    group_by: list[str] | None = None
+    aggregate: dict[str, list[str]] | None = None
+    order_by: list[str] | None = None
+    limit: int = 100
+    offset: int = 0
+    geometry: Literal["none", "wkt", "geojson"] = "none"
+
+
+@dataclass(frozen=True, kw_only=True)
 class BufferJob(WriteJob[tuple[VectorSummary, Warnings]]):
     FUNC = "gdal_mcp.engine.vector.geometry:buffer"
     src: str
@@ -690,7 +719,7 @@ class OverlayJob(WriteJob[tuple[VectorSummary, Warnings]]):
 
 
 @dataclass(frozen=True, kw_only=True)
-class JoinJob(WriteJob[tuple[VectorSummary, Warnings]]):
+class JoinJob(WriteJob[tuple[JoinResult, Warnings]]):
     FUNC = "gdal_mcp.engine.vector.join:join"
     src: str
     dst: str = ""
@@ -699,9 +728,11 @@ class JoinJob(WriteJob[tuple[VectorSummary, Warnings]]):
     on: str | list[str] | None = None
     max_distance: float | None = None
     units: str = "m"
+    k: int = 1
     how: str = "left"
     aggregate: dict[str, Any] | None = None
     distance_field: str | None = None
+    key_cast: str | None = None
     layer: str | None = None
     join_layer: str | None = None
     format: str | None = None
@@ -750,6 +781,8 @@ class MeasureJob(Job[tuple[MeasureResult, Warnings]]):
     offset: int = 0
     format: str | None = None
     output_layer: str | None = None
+    where: str | None = None
+    geodesic: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -790,6 +823,7 @@ class RasterPreviewJob(Job[PreviewResult]):
     max_size: int = 768
     bbox: BBox | None = None
     bbox_crs: str | None = None
+    scale_bar: bool = True
     dst: str | None = None
 
 
@@ -804,6 +838,7 @@ class VectorPreviewJob(Job[PreviewResult]):
     bbox: BBox | None = None
     bbox_crs: str | None = None
     where: str | None = None
+    scale_bar: bool = True
     dst: str | None = None
 
 

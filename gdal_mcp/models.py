@@ -41,6 +41,30 @@ class BandStatistics(BaseModel):
     valid_percent: float
 
 
+BAND_DIMENSIONS_DOC = (
+    'Where this band sits on the variable\'s other dimensions (netCDF/HDF5/Zarr), e.g. {"time": '
+    '"2020-07-01T00:00:00", "level": 850.0}: times as ISO 8601 in the file\'s calendar, other values in the '
+    "dimension's units (see dimensions); empty for an ordinary raster"
+)
+
+
+class DimensionInfo(BaseModel):
+    """A non-spatial dimension of a netCDF/HDF5/Zarr variable, each of whose values is a band."""
+
+    name: str
+    units: str | None = Field(None, description="Units as the file states them (e.g. 'hPa', 'days since 2000-01-01')")
+    calendar: str | None = Field(None, description="CF calendar the times were decoded in (standard, noleap, 360_day …)")
+    values: Literal["iso_datetime", "coordinate", "index"] = Field(
+        description="What the bands' values of this dimension are: iso_datetime (CF time decoded to ISO 8601), "
+        "coordinate (the coordinate value, in units) or index (0-based position: the file gives no coordinate)"
+    )
+
+
+class SubdatasetInfo(BaseModel):
+    path: str = Field(description="Pass it as path to raster_info or any raster tool to open this subdataset")
+    description: str | None = Field(None, description="GDAL's description: shape, variable name and data type")
+
+
 class BandInfo(BaseModel):
     index: int = Field(description="1-based band number")
     dtype: str
@@ -53,6 +77,7 @@ class BandInfo(BaseModel):
     block_size: tuple[int, int] = Field(description="[width, height] of a block")
     overviews: list[int] = Field(default_factory=list, description="Overview decimation factors")
     mask_flags: list[str] = Field(default_factory=list)
+    dimensions: dict[str, str | int | float] = Field(default_factory=dict, description=BAND_DIMENSIONS_DOC)
     statistics: BandStatistics | None = Field(None, description="Exact statistics (only with stats=true)")
 
 
@@ -64,14 +89,22 @@ class GcpInfo(BaseModel):
 class RasterInfo(BaseModel):
     path: str
     driver: str
-    width: int
-    height: int
+    kind: Literal["raster", "container"] = Field(
+        "raster",
+        description="container: a file of subdatasets (netCDF/HDF5 variables) with no bands of its own; size, "
+        "transform, bounds and resolution are then null: open one of subdatasets",
+    )
+    width: int | None = Field(description="Pixels; null for a container")
+    height: int | None = Field(description="Pixels; null for a container")
     count: int = Field(description="Number of bands")
     crs: CRSInfo | None = None
-    transform: list[float] = Field(description="GDAL geotransform (x0, dx, rx, y0, ry, dy)")
-    bounds: Bounds
+    transform: list[float] | None = Field(description="GDAL geotransform (x0, dx, rx, y0, ry, dy); null for a container")
+    bounds: Bounds | None = Field(description="Bounds in the raster's CRS; null for a container")
     bounds_wgs84: Bounds | None = Field(None, description="Bounds in EPSG:4326 (lon/lat) when computable")
-    resolution: tuple[float, float]
+    resolution: tuple[float, float] | None = Field(description="Pixel size (x, y); null for a container")
+    dimensions: list[DimensionInfo] = Field(
+        default_factory=list, description="Non-spatial dimensions (time, level …) the bands stand for; see bands[].dimensions"
+    )
     gcps: GcpInfo | None = Field(
         None,
         description=("Ground control points, when the raster is georeferenced by them (raster_reproject warps through them)"),
@@ -79,13 +112,14 @@ class RasterInfo(BaseModel):
     rpc: bool = Field(False, description="Whether the raster has RPCs (rational polynomial coefficients)")
     bands: list[BandInfo]
     bands_truncated: bool = False
-    subdatasets: list[str] = Field(default_factory=list)
+    subdatasets: list[SubdatasetInfo] = Field(default_factory=list, description="Variables of a netCDF/HDF5/Zarr file")
     subdatasets_remaining: int = 0
     compression: str | None = None
     interleave: str | None = None
     tiled: bool = False
     is_cog: bool = False
     cog_issues: list[str] = Field(default_factory=list, description="Why the file is not a valid COG")
+    cog_note: str | None = Field(None, description="Why a valid COG needs no tiles or overviews (small images)")
     file_size: int | None = Field(None, description="Bytes on disk of the main file")
     metadata: dict[str, str] = Field(default_factory=dict, description="Dataset metadata (bounded)")
     warnings: list[str] = Field(default_factory=list)
@@ -163,6 +197,11 @@ class RasterSummary(BaseModel):
     resolution: tuple[float, float]
     nodata: NoData = None
     compression: str | None = None
+    creation_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="GDAL creation options the file was written with: the caller's, plus the input's compression "
+        "(COMPRESS, PREDICTOR …) kept when the caller named none; empty when the call created no file",
+    )
     file_size: int = Field(description="Bytes on disk, sidecars included")
 
 
@@ -179,15 +218,65 @@ class RasterWriteResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class PixelWindow(BaseModel):
+    """A block of whole pixels of a raster's grid."""
+
+    col_off: int = Field(description="First column (0-based) of the source raster")
+    row_off: int = Field(description="First row (0-based) of the source raster")
+    width: int = Field(description="Columns")
+    height: int = Field(description="Rows")
+
+
+class RasterClipResult(BaseModel):
+    """raster_clip: the raster written and the source pixels it kept."""
+
+    output: str = Field("", description="Workspace-relative path of the file written")
+    uri: str = Field("", description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: RasterSummary
+    window: PixelWindow = Field(
+        description="The clip window in the source raster's grid: with crop=true the output is exactly these source "
+        "pixels (output pixel (0, 0) is source pixel (col_off, row_off)); with crop=false the output keeps the full "
+        "grid and pixels outside this window are nodata"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
 class Histogram(BaseModel):
     edges: list[float] = Field(description="bins + 1 bin edges")
     counts: list[int]
 
 
+class ThresholdSide(BaseModel):
+    count: int = Field(description="Valid pixels on this side of the threshold")
+    share: float | None = Field(description="count / valid pixels (0-1); null when there is no valid pixel")
+    area_m2: float | None = Field(description="Their ground area in m² (null when the raster has no CRS)")
+    area_ha: float | None = Field(description="Their ground area in hectares")
+    area_share: float | None = Field(
+        description="area / area of the valid pixels (0-1); differs from share on lon/lat rasters, whose pixel "
+        "areas vary with latitude"
+    )
+
+
+class ThresholdStats(BaseModel):
+    threshold: float
+    above: ThresholdSide = Field(description="Valid pixels with value > threshold (strictly greater)")
+    at_or_below: ThresholdSide = Field(description="Valid pixels with value <= threshold")
+
+
 class BandStatsDetail(BandStatistics):
     index: int
-    percentiles: dict[str, float | None] = Field(default_factory=dict, description="Exact, keyed by percent")
+    dimensions: dict[str, str | int | float] = Field(default_factory=dict, description=BAND_DIMENSIONS_DOC)
+    percentiles: dict[str, float | None] = Field(
+        default_factory=dict,
+        description="Exact, keyed by percent (numpy's linear definition; with weights=area numpy's weighted "
+        "inverted_cdf: the smallest value whose cumulative area reaches q% of the valid area)",
+    )
     histogram: Histogram | None = None
+    area_m2: float | None = Field(
+        None, description="With thresholds or weights=area: ground area of the valid pixels in m² (null without a CRS)"
+    )
+    thresholds: list[ThresholdStats] | None = Field(None, description="With thresholds: one entry per threshold, in order")
 
 
 class ClassArea(BaseModel):
@@ -241,7 +330,15 @@ class RasterStatsResult(BaseModel):
     )
     area_method: AreaMethod | None = Field(None, description=AREA_METHOD_DOC)
     pixel_area_m2: float | None = Field(
-        None, description="With categorical=true on a projected raster: the area of every pixel in m²"
+        None, description="With categorical, thresholds or weights=area on a projected raster: the area of every pixel in m²"
+    )
+    weights: Literal["none", "area"] = Field(
+        "none",
+        description="none: every valid pixel counts once; area: mean, std and percentiles weighted by each pixel's "
+        "ground area (min, max, sum, counts and histogram stay per pixel)",
+    )
+    dimensions: list[DimensionInfo] = Field(
+        default_factory=list, description="Non-spatial dimensions (time, level …) the bands stand for; see bands[].dimensions"
     )
     warnings: list[str] = Field(default_factory=list)
 
@@ -333,14 +430,17 @@ class MeasureResult(BaseModel):
     """vector_measure: measures per feature (bounded rows), or the layer written with measure fields."""
 
     method: Literal["geodesic", "planar"] = Field(
-        description="geodesic on the ellipsoid (geographic layers) or planar in the layer's projected CRS"
+        description="geodesic on the ellipsoid (geographic layers, or geodesic=true) or planar in the layer's projected CRS"
     )
     fields: dict[str, str] = Field(description="Measure field -> what it holds and its unit")
     rows: list[dict[str, Any]] = Field(
         default_factory=list,
-        description=("One row per feature (layer order; 'index' is the 0-based feature index), only when no output is written"),
+        description=(
+            "One row per feature (layer order; 'index' is the 0-based position among the features measured), only when "
+            "no output is written"
+        ),
     )
-    row_count: int = Field(description="Features measured (every feature of the layer)")
+    row_count: int = Field(description="Features measured (every feature of the layer, or those matching where)")
     offset: int = 0
     truncated: bool = Field(False, description="More rows than returned (page with offset, or write an output)")
     remaining: int = Field(0, description="Rows after this page")
@@ -349,6 +449,35 @@ class MeasureResult(BaseModel):
     uri: str | None = None
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
     summary: VectorSummary | None = Field(None, description="The vector file written with output")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class NearestInfo(BaseModel):
+    """vector_join predicate='nearest': where the distances are and how they were measured."""
+
+    distance_field: str = Field(description="Field holding each row's distance to its join feature")
+    rank_field: str | None = Field(
+        None,
+        description="Field holding the neighbour's rank (1 = nearest; ties share a rank), written when k > 1",
+    )
+    units: str = Field(description="Units of the distances: m, km, ft, mi, or deg / layer (the layer's own unit)")
+    method: Literal["geodesic", "planar"] = Field(
+        description=(
+            "geodesic: on the ellipsoid, between the features' nearest points (lon/lat layer, linear units); "
+            "planar: in the layer's CRS (a projected layer, or units deg / layer)"
+        )
+    )
+    k: int = Field(description="Neighbours asked for per input feature (ties at the k-th are all kept)")
+
+
+class JoinResult(BaseModel):
+    """vector_join: the layer written and, for nearest, how its distances were measured."""
+
+    output: str = Field("", description="Workspace-relative path of the file written")
+    uri: str = Field("", description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: VectorSummary
+    nearest: NearestInfo | None = Field(None, description="predicate='nearest': the distance (and rank) fields, units, method")
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -379,6 +508,24 @@ class FeaturePage(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class QueryResult(BaseModel):
+    """vector_query: the rows of one layer or of an SQL SELECT, one page at a time, no file written."""
+
+    layer: str | None = Field(None, description="The layer read (null with sql)")
+    columns: dict[str, str] = Field(
+        description="Each column of the rows, in order, and its type (integer, float, text, boolean, date, datetime …)"
+    )
+    rows: list[dict[str, Any]] = Field(
+        description="One object per row: column -> value; with geometry, the shape under 'geometry' as WKT text or GeoJSON"
+    )
+    offset: int
+    total: int | None = Field(None, description="Rows the query gives in all (null when not counted)")
+    truncated: bool = Field(description="More rows follow this page (page with offset)")
+    remaining: int | None = Field(None, description="Rows after this page (null when not counted)")
+    crs: str | None = Field(None, description="CRS of the geometries returned (with geometry)")
+    warnings: list[str] = Field(default_factory=list)
+
+
 class ValidationReport(BaseModel):
     path: str
     layer: str
@@ -397,7 +544,10 @@ class ZonalResult(BaseModel):
         description="One row per zone, in layer order: id (the id_field value, else "
         "the 0-based feature index) and each statistic (null when the "
         "zone has no valid pixel); with categorical=true also "
-        "classes: {value: {count, area_m2, area_ha, fraction}}"
+        "classes: {value: {count, area_m2, area_ha, fraction}}; with thresholds, per threshold t the fields "
+        "above_<t>_<measure> (value > t) and at_or_below_<t>_<measure> (value <= t), measure count, share (of the "
+        "zone's valid pixels), area_m2, area_ha, area_share (of their area); t written with _ for the decimal "
+        "point and m for a minus sign: above_0_3_share, at_or_below_m5_count"
     )
     row_count: int = Field(description="Zones processed (every feature of the layer)")
     truncated: bool = Field(description="More zones than rows returned (raise limit, or pass dst for all)")
@@ -409,6 +559,23 @@ class ZonalResult(BaseModel):
 
 
 PreviewMode = Literal["rgb", "gray", "colormap", "palette", "vector"]
+
+
+class ScaleBar(BaseModel):
+    """The scale of a preview at the image centre, and the bar drawn for it."""
+
+    label: str = Field(description="The bar's length as drawn under it, e.g. '500 m', '2 km'")
+    length_m: float = Field(description="The bar's length in metres: 1, 2 or 5 x 10^n")
+    length_px: int = Field(description="The bar's length in image pixels (length_m / metres_per_pixel, rounded)")
+    metres_per_pixel: float = Field(description="Ground length of one image pixel along its rows, at the image centre")
+    method: Literal["map units", "geodesic"] = Field(
+        description="map units: the projected CRS's own unit in metres; geodesic: metres on the ellipsoid (lon/lat "
+        "data, or a projection whose scale at the centre is off by more than 1%)"
+    )
+    box: tuple[int, int, int, int] | None = Field(
+        None,
+        description="[x, y, width, height] of the panel drawn (bar and label), from the image's top-left; null when not drawn",
+    )
 
 
 class PreviewResult(BaseModel):
@@ -438,7 +605,8 @@ class PreviewResult(BaseModel):
         None, description="Raster: source pixels per image pixel (< 1 when a small raster is enlarged)"
     )
     features: int | None = Field(None, description="Vector: features drawn")
-    legend: str = Field(description="How to read the image: bands, stretch, colours, CRS, extent, nodata")
+    scale_bar: ScaleBar | None = Field(None, description="The scale at the image centre; null when the data has no CRS")
+    legend: str = Field(description="How to read the image: bands, stretch, colours, CRS, extent, nodata, scale")
     dst: str | None = Field(None, description="Where the PNG was also written")
     warnings: list[str] = Field(default_factory=list)
 
@@ -482,6 +650,10 @@ class CrsMatch(BaseModel):
     name: str
     kind: str
     area_of_use: AreaOfUse | None = None
+    bbox_share: float | None = Field(
+        default=None,
+        description="Share of the search bbox inside this CRS's area of use: 1 when the area contains it; null without a bbox",
+    )
 
 
 class CrsSearchResult(BaseModel):
@@ -506,3 +678,23 @@ class TransformResult(BaseModel):
     operation: str = Field(description="The coordinate operation PROJ used")
     failed: int = 0
     warnings: list[str] = Field(default_factory=list)
+
+
+class WorkspaceResult(BaseModel):
+    """What workspace_copy, workspace_move or workspace_delete did to a dataset and its side files."""
+
+    action: Literal["copy", "move", "delete"]
+    input: str = Field(description="The dataset the call named (workspace-relative)")
+    output: str | None = Field(None, description="Where the dataset is now (copy, move): workspace-relative")
+    uri: str | None = Field(None, description="Resource URI of the output (copy, move)")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    files: list[str] = Field(
+        description="Every file copied, moved (their new names) or deleted: the dataset and its side files (workspace-relative)"
+    )
+    kept: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Side files of the same name stem left alone, because another dataset of that stem may use them "
+            "(dem.prj beside both dem.tif and dem.shp)"
+        ),
+    )

@@ -288,7 +288,6 @@ MAX_LINES = 800
 #: modules allowed over MAX_LINES, and why (remove an entry once its module is back under the limit)
 LONG_MODULES = {
     "jobs.py": "one job dataclass per engine entry point, which the server imports GDAL-free; split by domain next",
-    "engine/raster/terrain.py": "every gdaldem mode shares one tiled, haloed read and gdaldem's edge rules",
 }
 
 

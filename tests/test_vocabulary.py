@@ -18,7 +18,7 @@ RETIRED = {"projwin", "projwin_crs", "dtype", "fix_output", "raster", "src", "ds
 # bbox/bbox_crs: the data's CRS, or the output grid's (gdalwarp -te); input/output/format: raster, vector, CSV …
 SAME_EVERYWHERE = {"overwrite", "creation_options", "layer", "where", "src_crs", "units", "output_layer"}
 # Deliberate variants of a shared name (from gdal_mcp/server/tools/params.py): measure units include areas (ha), not degrees.
-VARIANTS = {("vector_measure", "units")}
+VARIANTS = {("vector_measure", "units"), ("vector_join", "units")}  # vector_join: units of max_distance and the distance field
 ENUMS = {"resampling", "output_type", "units", "overview_resampling"}
 
 

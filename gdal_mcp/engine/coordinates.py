@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import Any, Literal
 
 from gdal_mcp.engine.crs import parse_crs
@@ -19,13 +20,18 @@ from gdal_mcp.models import (
 )
 
 CrsKind = Literal["projected", "geographic", "any"]
+BBox = tuple[float, float, float, float]
 MAX_POINTS = 10_000
-# Datums of current national and continental realisations: their CRSs rank before historical ones.
-MODERN_DATUMS = (
+# Name prefixes of current national and continental systems: datums of current realisations ("ETRS89",
+# "NAD83", "GDA2020") and current national grids on older datums ("OSGB36 / British National Grid"). Their CRSs rank
+# before historical ones (NTF, ED50, Lisbon 1890 …).
+CURRENT_SYSTEMS = (
     "ETRS89",
     "NAD83(2011)",
     "NAD83(CSRS)",
     "NAD83(HARN)",
+    "NAD83(MA11)",
+    "NAD83(PA11)",
     "NAD83",
     "GDA2020",
     "GDA94",
@@ -53,8 +59,49 @@ MODERN_DATUMS = (
     "MGI 1901",
     "S-JTSK",
     "HTRS96",
-    "ETRS89-",
+    "LUREF",
+    "CH1903+",
+    "RDN2008",
+    "IRENET95",
+    "REGCAN95",
+    "PTRA08",
+    "TUREF",
+    "Slovenia 1996",
+    "Estonian Coordinate System of 1997",
+    "BGS2005",
+    "MOLDREF99",
+    "KOSOVAREF01",
+    "UCS-2000",
+    "GSK-2011",
+    "Mexico ITRF",
+    "CR05",
+    "PRS92",
+    "DGN95",
+    "SRGI2013",
+    "GDM2000",
+    "SVY21",
+    "ONGD",
+    "GR96",
+    "RGAF09",
+    "RGR92",
+    "RGM04",
+    "RGSPM06",
+    "RGPF",
+    "RGTAAF07",
+    "RGWF96",
+    "OSGB36 / British National Grid",
+    "Amersfoort / RD New",
+    "BD72 / Belgian Lambert 72",
+    "MGI / Austria",
+    "HD72 / EOV",
+    "GGRS87 / Greek Grid",
+    "Pulkovo 1942(58) / Stereo70",
+    "Israel 1993 / Israeli TM Grid",
+    "Hong Kong 1980 Grid System",
 )
+# An area of use covering this share of a bbox counts as containing it: people's bboxes of a country differ from
+# EPSG's by a few hundredths of a degree.
+NEARLY_CONTAINS = 0.9
 
 
 def _pyproj_crs(text: str, what: str) -> Any:
@@ -135,7 +182,9 @@ def describe(crs: str, progress: Progress = no_progress) -> CrsDescription:
 
 
 def _norm(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "", text.lower())
+    """Lower case without accents, spaces or punctuation: 'Lambert-93' = 'lambert 93', 'Métropole' = 'metropole'."""
+    plain = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "", plain.lower())
 
 
 def _size(area: Any) -> float:
@@ -157,109 +206,208 @@ def _pj_types(kind: CrsKind) -> list[Any]:
     return [PJType.PROJECTED_CRS, PJType.GEOGRAPHIC_2D_CRS, PJType.COMPOUND_CRS]
 
 
+def _lon_spans(west: float, east: float) -> list[tuple[float, float]]:
+    """A longitude range as one span, or two when it crosses the antimeridian (west > east)."""
+    return [(west, east)] if west <= east else [(west, 180.0), (-180.0, east)]
+
+
+def _bbox_share(area: Any, bbox: BBox) -> float | None:
+    """The share of `bbox` inside an area of use: 1.0 when the area contains it, None when they do not overlap.
+
+    Either may cross the antimeridian. A bbox of zero width or height (a line, a point) counts in the dimensions
+    it has."""
+    w, s, e, n = bbox
+    if area.south > n or area.north < s:
+        return None
+    spans, area_spans = _lon_spans(w, e), _lon_spans(area.west, area.east)
+    if not any(min(b1, a1) >= max(b0, a0) for b0, b1 in spans for a0, a1 in area_spans):
+        return None
+    if area.south <= s and n <= area.north and all(any(a0 <= b0 and b1 <= a1 for a0, a1 in area_spans) for b0, b1 in spans):
+        return 1.0
+    width = sum(b1 - b0 for b0, b1 in spans)
+    lon_in = sum(max(0.0, min(b1, a1) - max(b0, a0)) for b0, b1 in spans for a0, a1 in area_spans)
+    lat_in = min(n, area.north) - max(s, area.south)
+    share = (lon_in / width if width > 0 else 1.0) * (lat_in / (n - s) if n > s else 1.0)
+    return share if share > 0 else None  # touching along an edge is not overlapping
+
+
+def _utm_code(bbox: BBox) -> str:
+    """EPSG code of the WGS 84 / UTM zone of the bbox centre, as EPSG defines the zones: 6° of longitude from
+    180°W (no Norway or Svalbard exceptions), north or south by the centre's latitude; UPS beyond 84°N or 80°S."""
+    w, s, e, n = bbox
+    cx = (w + e) / 2 if w <= e else (w + e + 360.0) / 2
+    cx = cx - 360.0 if cx >= 180.0 else cx
+    cy = (s + n) / 2
+    if cy > 84.0:
+        return "32661"  # WGS 84 / UPS North (N,E)
+    if cy < -80.0:
+        return "32761"  # WGS 84 / UPS South (N,E)
+    zone = min(int((cx + 180.0) // 6) + 1, 60)
+    return str((32600 if cy >= 0 else 32700) + zone)
+
+
+_KIND_ORDER = {"PROJECTED_CRS": 0, "GEOGRAPHIC_2D_CRS": 1}  # then compound
+
+
+def _text_rank(info: Any, query: str | None) -> int | None:
+    """How `info` matches `query`: 0 EPSG code or exact name, 1 name starts or ends with it, 2 name contains it,
+    3 name contains all its words, 4 only the name of the area of use contains it (a place: 'Portugal'); None
+    when it does not match. 0 for everything without a query."""
+    if not query:
+        return 0
+    m = re.fullmatch(r"\s*(?:epsg\s*:?\s*)?(\d{4,6})\s*", query, re.I)
+    if m:
+        return 0 if info.code == m.group(1) else None
+    q, n = _norm(query), _norm(info.name)
+    if n == q:
+        return 0
+    if n.endswith(q) or n.startswith(q):
+        return 1
+    if q in n:
+        return 2
+    tokens = [t for t in (_norm(x) for x in re.split(r"[\s/,_]+", query)) if t]
+    if tokens and all(t in n for t in tokens):
+        return 3  # as people type it: "ETRS89 / LAEA Europe" for "ETRS89-extended / LAEA Europe"
+    if info.area_of_use is not None and q in _norm(info.area_of_use.name):
+        return 4
+    return None
+
+
+def _modern(name: str) -> bool:
+    return any(name.startswith(d) for d in CURRENT_SYSTEMS)
+
+
+def _describe_area(info: Any) -> str:
+    a = info.area_of_use
+    return f"EPSG:{info.code} {info.name} (area of use: {a.name} [{a.west}, {a.south}, {a.east}, {a.north}])"
+
+
 def search(
     query: str | None = None,
-    bbox: tuple[float, float, float, float] | None = None,
+    bbox: BBox | None = None,
     kind: CrsKind = "any",
     limit: int = 20,
     progress: Progress = no_progress,
 ) -> CrsSearchResult:
-    """CRSs of the EPSG database whose name matches `query` and/or whose area of use covers the lon/lat `bbox`.
+    """Current (not deprecated) EPSG CRSs whose name or area-of-use name matches `query` and/or whose area of use
+    overlaps the lon/lat `bbox`, best first.
 
-    Best first: for a bbox, the WGS 84 UTM zone of its centre, then current national/regional CRSs (modern
-    datums, smallest area of use first), then the rest; for text, exact names, then names starting with it,
-    then names containing it (shorter first).
+    Order: an EPSG code or exact name; for a bbox, the WGS 84 UTM zone of its centre (`_utm_code`); projected,
+    then geographic, then compound CRSs; current systems (CURRENT_SYSTEMS) before older ones; then by how the text
+    matches (`_text_rank`; with a bbox only: in the name before in the area-of-use name); for a bbox, areas of use
+    containing at least NEARLY_CONTAINS of it first, smaller areas first, then the others, larger shares of the
+    bbox first; then shorter names.
     """
-    from pyproj.aoi import AreaOfInterest
-    from pyproj.database import query_crs_info, query_utm_crs_info
+    from pyproj.database import query_crs_info
 
+    query = query if query and _norm(query) else None
     if query is None and bbox is None:
         raise GdalMcpError(
             "invalid-argument",
-            "give query (a name such as 'Lambert-93' or 'UTM zone 32N'), bbox ([west, south, east, north] in degrees), or both",
+            "give query (a CRS name such as 'Lambert-93' or 'UTM zone 32N', a country or region such as 'Portugal', "
+            "or an EPSG code), bbox ([west, south, east, north] in lon/lat degrees), or both",
         )
     if not 1 <= limit <= 200:
         raise GdalMcpError("invalid-argument", f"limit must be 1-200, got {limit}")
-    aoi = None
     if bbox is not None:
         w, s, e, n = bbox
         if not (-180 <= w <= 180 and -180 <= e <= 180 and -90 <= s <= n <= 90):
             raise GdalMcpError(
                 "invalid-argument",
                 f"bbox {list(bbox)} is not [west, south, east, north] in degrees "
-                "(longitudes -180..180, latitudes -90..90, south <= north)",
+                "(longitudes -180..180, west > east crosses the antimeridian; latitudes -90..90, south <= north)",
             )
-        aoi = AreaOfInterest(w, s, e, n)
-    infos = query_crs_info(auth_name="EPSG", pj_types=_pj_types(kind), area_of_interest=aoi, contains=aoi is not None)
-    infos = [i for i in infos if not i.deprecated]
-    progress(0.5, f"{len(infos)} candidates")
-
-    q = _norm(query) if query else ""
-    tokens = [t for t in (_norm(x) for x in re.split(r"[\s/,_]+", query or "")) if t]
-    code_query = None
-    if query:
-        m = re.fullmatch(r"\s*(?:epsg\s*:?\s*)?(\d{4,6})\s*", query, re.I)
-        code_query = m.group(1) if m else None
-
-    utm_codes: list[str] = []
-    if aoi is not None and kind in ("projected", "any"):
-        cx, cy = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2  # type: ignore[index]
-        utm = query_utm_crs_info(datum_name="WGS 84", area_of_interest=AreaOfInterest(cx, cy, cx, cy))
-        utm_codes = [u.code for u in utm]
-
-    def text_rank(name: str, code: str) -> int | None:
-        if not query:
-            return 0
-        if code_query is not None:
-            return 0 if code == code_query else None
-        n = _norm(name)
-        if n == q:
-            return 0
-        if n.endswith(q) or n.startswith(q):
-            return 1
-        if q in n:
-            return 2
-        if tokens and all(t in n for t in tokens):
-            return 3  # as people type it: "ETRS89 / LAEA Europe" for "ETRS89-extended / LAEA Europe"
-        return None
-
-    scored = []
-    seen: set[str] = set()
-    for info in infos:
-        if info.code in seen:  # one CRS can be listed once per area of use
-            continue
-        seen.add(info.code)
-        rank = text_rank(info.name, info.code)
+    wanted = {t.name for t in _pj_types(kind)}
+    utm = _utm_code(bbox) if bbox is not None and kind != "geographic" else None
+    best: dict[str, tuple[tuple[Any, ...], Any, float | None]] = {}
+    elsewhere: dict[str, Any] = {}  # matching the text but not the kind or the bbox: for the hint
+    for info in query_crs_info(auth_name="EPSG", pj_types=_pj_types("any")):
+        rank = _text_rank(info, query) if not info.deprecated else None
         if rank is None:
             continue
-        utm_first = 0 if info.code in utm_codes else 1
-        modern = 0 if any(info.name.startswith(d) for d in MODERN_DATUMS) else 1
-        if aoi is not None:
-            key: tuple[Any, ...] = (rank, utm_first, modern, _size(info.area_of_use), len(info.name), int(info.code))
+        share = _bbox_share(info.area_of_use, bbox) if bbox is not None and info.area_of_use is not None else None
+        if info.type.name not in wanted or (bbox is not None and share is None):
+            elsewhere.setdefault(info.code, info)
+            continue
+        text = rank if bbox is None else min(rank, 1) + (rank == 4)  # with a bbox: exact, in the name, in the area's
+        head = (rank != 0, info.code != utm, _KIND_ORDER.get(info.type.name, 2), not _modern(info.name), text)
+        if share is not None:  # one CRS is listed once per area of use: it keeps its best
+            near = share >= NEARLY_CONTAINS  # then smaller areas first; below, larger shares first
+            key: tuple[Any, ...] = (
+                *head,
+                not near,
+                0.0 if near else -share,
+                _size(info.area_of_use),
+                len(info.name),
+                int(info.code),
+            )
         else:
-            key = (rank, modern, len(info.name), int(info.code))
-        scored.append((key, info))
-    scored.sort(key=lambda t: t[0])
+            key = (*head, len(info.name), int(info.code))
+        if info.code not in best or key < best[info.code][0]:
+            best[info.code] = (key, info, share)
+    progress(0.8, f"{len(best)} CRSs match")
+    ranked = sorted(best.values(), key=lambda t: t[0])
     matches = [
         CrsMatch(
             crs=f"EPSG:{i.code}",
             name=i.name,
             kind=i.type.name.lower().replace("_crs", "").replace("_2d", ""),
             area_of_use=_area(i.area_of_use),
+            bbox_share=None if share is None else 1.0 if share == 1.0 else math.floor(share * 1000) / 1000,  # 1: contains
         )
-        for _, i in scored[:limit]
+        for _, i, share in ranked[:limit]
     ]
     warnings = []
     if not matches:
-        warnings.append("no CRS matched: try a shorter name (e.g. 'Lambert-93', 'UTM zone 33N', 'LAEA Europe') or a larger bbox")
+        warnings.append(_no_match_hint(query, bbox, kind, [i for c, i in elsewhere.items() if c not in best]))
+    elif bbox is not None and ranked[0][1].code == utm:
+        width = sum(b - a for a, b in _lon_spans(bbox[0], bbox[2]))
+        if width > 6:
+            whole = next((i for _, i, sh in ranked[1:] if sh == 1.0 and i.type.name == "PROJECTED_CRS"), None)
+            warnings.append(
+                f"the bbox is {width:g}° wide, more than one UTM zone (6°): {ranked[0][1].name} (first) distorts away "
+                "from its central meridian; for the whole bbox a CRS whose area of use contains it (bbox_share 1) "
+                "is better" + (f", e.g. EPSG:{whole.code} {whole.name}" if whole else "")
+            )
     return CrsSearchResult(
         query=query,
         bbox=list(bbox) if bbox else None,
         kind=kind,
         matches=matches,
-        total=len(scored),
-        truncated=len(scored) > limit,
+        total=len(ranked),
+        truncated=len(ranked) > limit,
         warnings=warnings,
+    )
+
+
+def _no_match_hint(query: str | None, bbox: BBox | None, kind: CrsKind, elsewhere: list[Any]) -> str:
+    """What to change when nothing matched, from what did match the text elsewhere."""
+    wanted = {t.name for t in _pj_types(kind)}
+    if query is not None and bbox is not None:
+        outside = sorted((i for i in elsewhere if i.type.name in wanted and i.area_of_use is not None), key=lambda i: len(i.name))
+        if outside:
+            return (
+                f"{len(outside)} {'' if kind == 'any' else kind + ' '}CRSs match {query!r} but none has an area of use "
+                f"overlapping bbox {list(bbox)}, e.g. {_describe_area(outside[0])}: check that bbox is [west, south, "
+                "east, north] in lon/lat degrees around the place, or leave bbox out to search by name alone"
+            )
+    if query is not None and elsewhere:
+        other = sorted(elsewhere, key=lambda i: len(i.name))[0]
+        kinds = sorted({i.type.name.lower().replace("_crs", "").replace("_2d", "") for i in elsewhere})
+        return (
+            f"no {kind} CRS matches {query!r}, but {len(elsewhere)} of kind {', '.join(kinds)} do "
+            f"(e.g. EPSG:{other.code} {other.name}): use kind='any'"
+        )
+    if query is not None:
+        return (
+            f"no CRS name, EPSG code or area-of-use name matches {query!r}: try part of a CRS name ('Lambert-93', "
+            "'UTM zone 33N', 'LAEA Europe') or fewer words, a country or region name ('Portugal', 'Texas'), an EPSG "
+            "code"
+            + (", or leave query out to list the CRSs for the bbox" if bbox else ", or give bbox to list the CRSs of a place")
+        )
+    return (
+        f"no {kind} CRS has an area of use overlapping bbox {list(bbox or [])}: check that it is [west, south, east, north] "
+        "in lon/lat degrees"
     )
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import errno
 import functools
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -140,12 +142,30 @@ def disk_full(exc: BaseException, dst: str | None = None) -> GdalMcpError | None
     return GdalMcpError("resource-limit", f"the disk is full ({cause}) while {where}; free space or write elsewhere{detail}")
 
 
+# Python reprs that libraries put in their messages: bytes (pyogrio names a layer "'b'roads''") and objects.
+_BYTES_REPR = re.compile(r"(?<!\w)b('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+_OBJECT_REPR = re.compile(r"<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-fA-F]+>")
+
+
+def _decoded(m: re.Match[str]) -> str:
+    try:
+        return bytes(ast.literal_eval("b" + m.group(1))).decode("utf-8", "replace")
+    except (ValueError, SyntaxError):
+        return m.group(1)[1:-1]
+
+
+def plain_text(text: str) -> str:
+    """A library's message without Python reprs: a bytes literal (b'roads') becomes its text (roads), an object
+    (<pyogrio._io.X object at 0x7f…>) its type name. Messages are read by a model, not a Python prompt."""
+    return _OBJECT_REPR.sub(lambda m: m.group(1), _BYTES_REPR.sub(_decoded, text))
+
+
 def gdal_message(exc: BaseException) -> str:
-    """The message of `exc` and its causes (rasterio chains GDAL's error as 'See previous exception')."""
+    """The message of `exc` and its causes (rasterio chains GDAL's error as 'See previous exception'), as plain text."""
     texts: list[str] = []
     e: BaseException | None = exc
     while e is not None and len(texts) < 4:
-        t = str(e).strip().replace(" See previous exception for details.", "")
+        t = plain_text(str(e).strip().replace(" See previous exception for details.", ""))
         if t and t not in texts:
             texts.append(t)
         e = e.__cause__ or e.__context__

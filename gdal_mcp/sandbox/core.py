@@ -8,7 +8,7 @@ that resolve what a dataset or an argument names (references.py, options.py).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 from gdal_mcp.sandbox import inputs as _inputs
@@ -78,9 +78,15 @@ class Sandbox:
         _references.check_referenced(self, names, what=what)
 
     # ----- paths inside SQL and open options (options.py) ------------------------------------
-    def check_sql(self, sql: str, *, what: str = "sql") -> None:
-        """Refuse SQL (OGR SQL or the SQLite dialect) that could reach beyond the dataset it runs on."""
-        _options.check_sql(self, sql, what=what)
+    def check_sql(self, sql: str, *, what: str = "sql", layers: Collection[str] = ()) -> None:
+        """Refuse SQL (OGR SQL or the SQLite dialect) that could reach beyond the dataset it runs on; `layers`, the
+        input's layer names, may be named alone even when they look like files ('nc.gpkg')."""
+        _options.check_sql(self, sql, what=what, layers=layers)
+
+    def sql_file_like_tables(self, sql: str, *, what: str = "sql") -> list[str]:
+        """The unqualified table names in `sql` that look like files: check_sql accepts them only as the input's
+        layer names (everything else it refuses is refused here already)."""
+        return _options.sql_file_like_tables(self, sql, what=what)
 
     def check_open_options(self, options: Mapping[str, object] | None, *, what: str = "open_options") -> dict[str, str]:
         """Dataset open options (GDAL -oo) made safe: values naming files resolved inside the workspace."""

@@ -8,7 +8,7 @@ like any input (`Sandbox._resolve_gdal`, inputs.py); a creation option never nam
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from gdal_mcp.errors import GdalMcpError
@@ -102,13 +102,20 @@ def _sql_name(kind: str, text: str) -> str:
 
 
 # ----- paths inside SQL and open options ---------------------------------------------------
-def check_sql(sb: Sandbox, sql: str, *, what: str = "sql") -> None:
+def check_sql(
+    sb: Sandbox, sql: str, *, what: str = "sql", layers: Collection[str] = (), file_like: list[str] | None = None
+) -> None:
     """Refuse SQL (OGR SQL or the SQLite dialect) that could reach beyond the dataset it runs on.
 
     GDAL opens any data source named as a table qualifier ("other.shp"."layer", JOIN 'x.gpkg'.layer) or
     given to ogr_datasource_load_layers(); SQLite can ATTACH databases and load extensions; SpatiaLite
     builds may have file functions (ImportSHP, BlobFromFile …) and virtual tables over files. A name of
     a path outside the workspace is `out-of-root`; any other such construct is `invalid-argument`.
+
+    A table named alone (no qualifier) that looks like a file ("nc.gpkg", 'a/b.shp') is refused too, unless it is
+    exactly one of `layers`, the input's own layer names: GDAL reads an unqualified table from the input's layers
+    only, so the input's layer called 'nc.gpkg' is that layer, never a file (a qualified name stays refused whatever
+    the layers are called). `file_like`: collect such names there instead of refusing them (sql_file_like_tables).
     """
     if not isinstance(sql, str) or not sql.strip():
         raise GdalMcpError("invalid-argument", f"{what} is empty")
@@ -154,8 +161,16 @@ def check_sql(sb: Sandbox, sql: str, *, what: str = "sql") -> None:
             if nxt[1] == "." and i + 2 < len(tokens) and tokens[i + 2][0] in ("word", "qid", "str"):
                 if name.lower() not in ("main", "temp"):
                     sql_source(sb, name, what)  # "datasource"."layer": another data source
-            elif kind != "word" and _PATH_LIKE_RE.search(name):
-                sql_source(sb, name, what)
+            elif kind != "word" and _PATH_LIKE_RE.search(name) and name not in layers:
+                spelt = next((n for n in layers if n.lower() == name.lower()), None)
+                if spelt is not None:
+                    raise GdalMcpError(
+                        "invalid-argument", f"{what} names '{name}': the input's layer is '{spelt}'; spell it exactly so"
+                    )
+                if file_like is None:
+                    sql_source(sb, name, what)
+                else:
+                    file_like.append(name)
             continue
         if (
             kind in ("str", "qid")
@@ -166,6 +181,15 @@ def check_sql(sb: Sandbox, sql: str, *, what: str = "sql") -> None:
         ):
             sql_source(sb, _sql_name(kind, text), what)
         expect_table = False
+
+
+def sql_file_like_tables(sb: Sandbox, sql: str, *, what: str = "sql") -> list[str]:
+    """The unqualified table names of `sql` that look like files ('nc.gpkg'): check_sql accepts them only when
+    they are layers of the input, so the caller asks for its layer names when there are any. Everything else
+    check_sql refuses is refused here already."""
+    found: list[str] = []
+    check_sql(sb, sql, what=what, file_like=found)
+    return found
 
 
 def sql_source(sb: Sandbox, name: str, what: str) -> None:

@@ -31,11 +31,14 @@ from gdal_mcp.server.tools import analysis as analysis_tools  # noqa: E402
 from gdal_mcp.server.tools import approval as approval_tools  # noqa: E402
 from gdal_mcp.server.tools import crs as crs_tools  # noqa: E402
 from gdal_mcp.server.tools import datasets as dataset_tools  # noqa: E402
+from gdal_mcp.server.tools import join as join_tools  # noqa: E402
 from gdal_mcp.server.tools import preview as preview_tools  # noqa: E402
 from gdal_mcp.server.tools import prompts as prompt_tools  # noqa: E402
+from gdal_mcp.server.tools import query as query_tools  # noqa: E402
 from gdal_mcp.server.tools import raster as raster_tools  # noqa: E402
 from gdal_mcp.server.tools import resources as resource_tools  # noqa: E402
 from gdal_mcp.server.tools import vector as vector_tools  # noqa: E402
+from gdal_mcp.server.tools import workspace as workspace_tools  # noqa: E402
 from gdal_mcp.server.tools.registry import register_prompts, register_resources, register_tools  # noqa: E402
 from gdal_mcp.server.web import console, downloads  # noqa: E402
 from gdal_mcp.server.web.guards import register_health  # noqa: E402
@@ -56,12 +59,18 @@ inside a sandboxed workspace.
   crs_info describes it, transform_coordinates converts points.
 - Prefer COG for raster outputs (raster_convert format="COG"); keep analysis in a projected CRS. Distances
   (vector_buffer, vector_simplify, vector_join max_distance) are in metres by default, also on lon/lat layers;
-  areas and lengths on lon/lat data are geodesic (vector_measure, raster_stats categorical=true).
-- Analysis: vector_join (points in polygons, nearest, attribute join; aggregate for counts/sums per zone),
+  areas and lengths on lon/lat data are geodesic (vector_measure, raster_stats categorical=true). "What share is
+  above 0.3": raster_stats / zonal_stats thresholds=[0.3] (share and area above and at-or-below each value).
+- Analysis: vector_join (points in polygons, k nearest with geodesic distances on lon/lat, attribute join;
+  aggregate for counts/sums per zone, count_by for counts per value of a join field),
   vector_overlay, vector_dissolve, vector_from_table (CSV/XLSX to points), vector_merge; raster_calc (band math,
   composites of many scenes), raster_reclassify, raster_contour, raster_terrain, zonal_stats (categorical=true for
   class areas per zone), raster_fill_nodata, raster_sieve, raster_proximity, raster_sample (points_input writes
   values to a point layer).
+- Questions about a layer's rows (features per continent, the ten largest, sums and means, any read-only SQL
+  SELECT) are answered by vector_query directly, paged, with no file written.
+- Workspace files: workspace_copy, workspace_move (rename) and workspace_delete take a dataset with its side files
+  (shapefile parts, .aux.xml, .ovr, world files); delete and move ask the user first.
 - Write tools never overwrite unless overwrite=true and never leave partial files. Each returns a
   gdal-mcp://files/… URI: resources/read returns the file (small files), gdal-mcp://info/raster|vector/… the
   metadata. Prompts help choose a CRS, a resampling method, web publishing and zonal workflows.
@@ -71,11 +80,11 @@ inside a sandboxed workspace.
   and resource-limit (work on a smaller area), cancelled, read-only (server started read-only), declined (the
   user refused the change: nothing was done; do not retry unless they ask), confirmation-required (this client
   cannot ask its user to approve a change: tell the user; never approve it yourself), internal-error.
-- Changing existing data (overwrite=true on an existing file, raster_overviews, raster_edit, vector_convert
-  mode=append/add_layer) first asks the user to approve, through the client (elicitation). Over HTTP a
-  client that cannot ask gets confirmation-required with a confirmation_id and the approval console's URL:
-  tell the user, wait (confirmation_status), then repeat the call with the same arguments plus
-  confirmation_id=<id> (every tool accepts it).
+- Changing existing data (overwrite=true on an existing file, raster_overviews, raster_edit, workspace_move,
+  workspace_delete, vector_convert mode=append/add_layer) first asks the user to approve, through the client
+  (elicitation). Over HTTP a client that cannot ask gets confirmation-required with a confirmation_id and the
+  approval console's URL: tell the user, wait (confirmation_status), then repeat the call with the same arguments
+  plus confirmation_id=<id> (every tool accepts it).
 """
 
 
@@ -138,9 +147,12 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     register_tools(mcp, app, dataset_tools)
     register_tools(mcp, app, raster_tools)
     register_tools(mcp, app, vector_tools)
+    register_tools(mcp, app, join_tools)
+    register_tools(mcp, app, query_tools)
     register_tools(mcp, app, preview_tools)
     register_tools(mcp, app, analysis_tools)
     register_tools(mcp, app, crs_tools)
+    register_tools(mcp, app, workspace_tools)
     register_resources(mcp, app, resource_tools)
     register_prompts(mcp, app, prompt_tools)
     if settings.transport == "http":

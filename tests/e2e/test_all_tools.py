@@ -142,6 +142,11 @@ CALLS = [
         lambda r: r["row_count"] == 177 and r["method"] == "geodesic" and r["rows"][0]["area_m2"] > 0,
     ),
     (
+        "vector_query",
+        {"input": "vector/naturalearth_lowres.shp", "group_by": "continent", "order_by": "count DESC", "limit": 1},
+        lambda r: r["total"] == 8 and r["rows"] == [{"continent": "Africa", "count": 51}] and r["remaining"] == 7,
+    ),
+    (
         "vector_geometry",
         {"input": "vector/naturalearth_lowres.shp", "output": "out/cent.gpkg", "operation": "centroid"},
         lambda r: r["summary"]["feature_count"] == 177 and r["summary"]["geometry_type"] == "Point",
@@ -201,6 +206,21 @@ CALLS = [
         "raster_proximity",
         {"input": "raster/RGB.byte.tif", "output": "out/prox.tif", "distance_units": "pixel"},
         lambda r: r["summary"]["dtype"] == "float32" and r["summary"]["crs"] == "EPSG:32618",
+    ),
+    (
+        "workspace_copy",
+        {"input": "vector/polygons.shp", "output": "out/scratch/zones.shp"},
+        lambda r: r["output"] == "out/scratch/zones.shp" and "out/scratch/zones.dbf" in r["files"],
+    ),
+    (
+        "workspace_move",
+        {"input": "out/scratch/zones.shp", "output": "out/scratch/areas.shp"},
+        lambda r: "out/scratch/areas.dbf" in r["files"] and "out/scratch/zones.shp" not in r["files"],
+    ),
+    (
+        "workspace_delete",
+        {"input": "out/scratch/areas.shp"},
+        lambda r: r["action"] == "delete" and "out/scratch/areas.shx" in r["files"],
     ),
 ]
 

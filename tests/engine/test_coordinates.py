@@ -1,4 +1,5 @@
-"""crs_info, crs_search and transform_coordinates engines against pyproj and the GDAL CLI (gdaltransform)."""
+"""crs_info, crs_search (by name; by bbox in test_crs_search.py) and transform_coordinates engines against pyproj and
+the GDAL CLI (gdaltransform)."""
 
 from __future__ import annotations
 
@@ -12,24 +13,6 @@ from pyproj import CRS, Transformer
 from gdal_mcp.engine.coordinates import describe, same_crs, search, transform, wgs84_bounds
 from gdal_mcp.errors import GdalMcpError
 
-LISBON = (-9.25, 38.65, -9.05, 38.80)
-
-
-def test_utm_zone_of_lisbon_comes_first() -> None:
-    res = search(bbox=LISBON, kind="projected", limit=100)
-    assert res.matches[0].crs == "EPSG:32629"
-    codes = [m.crs for m in res.matches]
-    # the current national CRS (ETRS89 / Portugal TM06) is offered before historical Portuguese grids
-    assert codes[1] == "EPSG:3763" and len(codes) == len(set(codes))
-    assert codes.index("EPSG:3763") < codes.index("EPSG:20790")
-    for m in res.matches:  # every match covers the bbox, as pyproj's database says
-        a = CRS.from_user_input(m.crs).area_of_use
-        assert a.south <= LISBON[1] and a.north >= LISBON[3], m
-        if a.west <= a.east:
-            assert a.west <= LISBON[0] and a.east >= LISBON[2], m
-        else:  # the area crosses the antimeridian
-            assert LISBON[0] >= a.west or LISBON[2] <= a.east, m
-
 
 def test_search_by_name() -> None:
     res = search(query="Lambert-93")
@@ -39,6 +22,13 @@ def test_search_by_name() -> None:
     geo = search(query="WGS 84", kind="geographic")
     assert geo.matches[0].crs == "EPSG:4326" and all(m.kind.startswith("geographic") for m in geo.matches)
     assert search(query="no such crs anywhere").matches == []
+    # a place: names of areas of use, accents and punctuation ignored
+    assert search(query="Portugal", kind="projected").matches[0].name == "ETRS89 / Portugal TM06"
+    ivory = search(query="Côte d'Ivoire", kind="projected", limit=200)
+    assert [m.crs for m in ivory.matches] == [m.crs for m in search(query="cote divoire", kind="projected", limit=200).matches]
+    for m in ivory.matches:
+        area = CRS.from_user_input(m.crs).area_of_use
+        assert "côte d'ivoire" in (m.name + area.name).lower(), m
     with pytest.raises(GdalMcpError) as e:
         search()
     assert e.value.code == "invalid-argument"

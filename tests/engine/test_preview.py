@@ -102,10 +102,13 @@ def test_colormaps_are_256_entry_luts_from_their_anchors() -> None:
 def test_preview_shape_rule() -> None:
     assert preview_shape(791, 718, 768) == (768, 697, 1)  # decimated: longest side = max_size
     assert preview_shape(20000, 100, 768) == (768, 4, 1)
-    assert preview_shape(84, 78, 768) == (84, 78, 3)  # small: whole-factor enlargement towards 256
-    assert preview_shape(3, 2, 768) == (3, 2, 85)
+    # small: enlarged by the largest whole factor that fits in max_size
+    assert preview_shape(50, 40, 400) == (50, 40, 8)
+    assert preview_shape(84, 78, 768) == (84, 78, 9)
+    assert preview_shape(3, 2, 768) == (3, 2, 256)
     assert preview_shape(3, 2, 100) == (3, 2, 33)  # never beyond max_size
     assert preview_shape(700, 500, 768) == (700, 500, 1)
+    assert preview_shape(384, 100, 768) == (384, 100, 2)
     assert preview_shape(791, 718, 1) == (1, 1, 1)
 
 
@@ -114,7 +117,7 @@ def test_preview_shape_rule() -> None:
 
 def test_rgb_composite_percentile_stretch_and_transparent_nodata() -> None:
     messages: list[str] = []
-    r = raster_preview(RGB, progress=lambda f, m="": messages.append(m))
+    r = raster_preview(RGB, scale_bar=False, progress=lambda f, m="": messages.append(m))
     img = decode(r.png)
     assert img.shape == (697, 768, 4) and (r.width, r.height) == (768, 697)
     assert r.mode == "rgb" and r.bands_used == [1, 2, 3] and r.colormap is None
@@ -139,7 +142,7 @@ def test_rgb_composite_percentile_stretch_and_transparent_nodata() -> None:
 
 
 def test_stretch_none_keeps_byte_values_and_minmax_uses_the_extremes() -> None:
-    r = raster_preview(RGB, stretch="none", max_size=400)
+    r = raster_preview(RGB, stretch="none", max_size=400, scale_bar=False)
     img = decode(r.png)
     assert max(img.shape[:2]) == 400 and r.value_range == [(0.0, 255.0)] * 3
     values, invalid = source_read(RGB, [1, 2, 3], img.shape[:2])
@@ -152,37 +155,38 @@ def test_stretch_none_keeps_byte_values_and_minmax_uses_the_extremes() -> None:
 
 
 def test_single_band_colormap_changes_colours_and_small_rasters_are_enlarged() -> None:
-    gray = raster_preview(SLOPE)
-    viridis = raster_preview(SLOPE, colormap="viridis")
+    gray = raster_preview(SLOPE, scale_bar=False)
+    viridis = raster_preview(SLOPE, colormap="viridis", scale_bar=False)
     g, c = decode(gray.png), decode(viridis.png)
-    assert g.shape == c.shape == (234, 252, 4)  # 84x78 enlarged 3x
+    assert g.shape == c.shape == (702, 756, 4)  # 84x78 enlarged 9x (768 // 84)
     assert gray.mode == "gray" and viridis.mode == "colormap" and viridis.colormap == "viridis"
-    assert gray.source_pixels_per_pixel == pytest.approx(1 / 3)
+    assert gray.source_pixels_per_pixel == pytest.approx(1 / 9)
     opaque = g[..., 3] == 255
     assert (g[..., 0] == g[..., 1])[opaque].all() and (g[..., 1] == g[..., 2])[opaque].all()
     assert not np.array_equal(g[..., :3], c[..., :3])
     values, invalid = source_read(SLOPE, [1], (78, 84))
-    assert np.array_equal(c[..., 3] == 0, enlarge(invalid[0], 3))  # -9999 is transparent
+    assert np.array_equal(c[..., 3] == 0, enlarge(invalid[0], 9))  # -9999 is transparent
     lo, hi = np.percentile(values[0][~invalid[0]], [2, 98])
     assert viridis.value_range == [(lo, hi)]
     expected = colormaps.lut("viridis")[stretched(values[0], lo, hi)]
-    assert np.array_equal(c[..., :3][opaque], enlarge(expected, 3)[opaque])
-    assert "viridis" in viridis.legend and "each pixel enlarged to 3x3" in viridis.legend
-    reverse = decode(raster_preview(SLOPE, colormap="viridis_r", percentiles=(5, 95)).png)
+    assert np.array_equal(c[..., :3][opaque], enlarge(expected, 9)[opaque])
+    assert "viridis" in viridis.legend and "each pixel enlarged to 9x9" in viridis.legend
+    reverse = decode(raster_preview(SLOPE, colormap="viridis_r", percentiles=(5, 95), scale_bar=False).png)
     assert not np.array_equal(reverse[..., :3], c[..., :3])
 
 
 def test_float_nan_south_up_is_flipped_north_up() -> None:
     r = raster_preview(FLOAT_NAN)
     img = decode(r.png)
-    assert img.shape == (170, 255, 4)  # 3x2 enlarged 85x
+    assert img.shape == (512, 768, 4)  # 3x2 enlarged 256x
     values, invalid = source_read(FLOAT_NAN, [1], (2, 3))
     # The geotransform has +100 pixel height: row 0 is the south, so the image shows it at the bottom.
-    assert np.array_equal(img[..., 3] == 0, enlarge(invalid[0][::-1], 85))
+    assert np.array_equal(img[..., 3] == 0, enlarge(invalid[0][::-1], 256))
     lo, hi = np.percentile(values[0][~invalid[0]], [2, 98])
     assert r.value_range == [(lo, hi)]
-    assert np.array_equal(img[::85, ::85, 0][~invalid[0][::-1]], stretched(values[0], lo, hi)[::-1][~invalid[0][::-1]])
+    assert np.array_equal(img[::256, ::256, 0][~invalid[0][::-1]], stretched(values[0], lo, hi)[::-1][~invalid[0][::-1]])
     assert r.extent == (0, 0, 300, 200) and r.crs is None and "north up" in r.legend
+    assert r.scale_bar is None and "No scale bar" in r.legend  # no CRS: no ground unit
 
 
 @pytest.mark.parametrize(
@@ -202,7 +206,7 @@ def test_float_nan_south_up_is_flipped_north_up() -> None:
     ],
 )
 def test_every_test_raster_previews_with_its_mask(path: str, bands: list[int], mode: str) -> None:
-    r = raster_preview(path, max_size=300)
+    r = raster_preview(path, max_size=300, scale_bar=False)
     img = decode(r.png)
     assert img.shape == (r.height, r.width, 4) and r.mode == mode and r.bands_used == bands
     with rasterio.open(path) as ds:
@@ -211,7 +215,7 @@ def test_every_test_raster_previews_with_its_mask(path: str, bands: list[int], m
         dataset_mask = ds.dataset_mask(out_shape=preview_shape(w, h, 300)[1::-1], resampling=Resampling.nearest)
     rw, rh, k = preview_shape(w, h, 300)
     assert (r.width, r.height) == (rw * k, rh * k)
-    assert max(r.width, r.height) == 300 if max(w, h) > 300 else k == max(1, 256 // max(w, h))
+    assert max(r.width, r.height) == 300 if max(w, h) > 300 else k == max(1, 300 // max(w, h))
     _, invalid = source_read(path, bands, (rh, rw))
     transparent = invalid.all(axis=0)
     if len(bands) == 3:  # GDAL's own dataset mask agrees with ours (any valid band makes a pixel visible)
@@ -232,8 +236,8 @@ def test_goes_masks_the_space_around_the_disc() -> None:
 
 def test_not_georeferenced_hdf5_and_containers() -> None:
     r = raster_preview(H5)
-    assert (r.width, r.height) == (255, 255) and r.crs is None and r.extent == (0, 0, 3, 3)
-    assert "pixel coordinates" in r.legend
+    assert (r.width, r.height) == (768, 768) and r.crs is None and r.extent == (0, 0, 3, 3)
+    assert "pixel coordinates" in r.legend and r.scale_bar is None and "No scale bar" in r.legend
     with pytest.raises(GdalMcpError) as e:
         raster_preview(str(R / "two-subs.h5"))
     assert e.value.code == "invalid-argument" and "subdataset" in e.value.message
@@ -268,10 +272,10 @@ def test_palette_band_uses_its_colour_table(tmp_path: Path) -> None:
     ) as ds:
         ds.write(data)
         ds.write_colormap(1, table)
-    r = raster_preview(str(path))
+    r = raster_preview(str(path), scale_bar=False)
     img = decode(r.png)
-    assert r.mode == "palette" and img.shape == (250, 250, 4) and r.value_range == [(0.0, 2.0)]
-    small = img[::25, ::25]
+    assert r.mode == "palette" and img.shape == (760, 760, 4) and r.value_range == [(0.0, 2.0)]  # 10x10 enlarged 76x
+    small = img[::76, ::76]
     band = data[0]
     assert (small[band == 1] == (255, 0, 0, 255)).all() and (small[band == 2] == (0, 128, 0, 255)).all()
     assert (small[band == 0] == (0, 0, 0, 255)).all()  # (GTiff colour tables keep no alpha)
@@ -295,7 +299,7 @@ def test_default_bands_without_colour_interpretation(tmp_path: Path) -> None:
         ds.write(np.stack([np.arange(64, dtype=np.uint8).reshape(8, 8), np.tile([0, 255], 32).reshape(8, 8)]))
     ga = raster_preview(str(gray_alpha))
     img = decode(ga.png)
-    assert ga.bands_used == [1] and ga.warnings == [] and (img[::32, ::32, 3] == 0).sum() == 32
+    assert ga.bands_used == [1] and ga.warnings == [] and (img[::96, ::96, 3] == 0).sum() == 32
     on_rgb = raster_preview(RGB, colormap="viridis")  # a colormap on an RGB raster: its first band
     assert on_rgb.bands_used == [1] and on_rgb.mode == "colormap" and "band 1 of 3" in on_rgb.warnings[0]
 
@@ -439,11 +443,11 @@ def test_many_text_values_keep_the_most_frequent_and_grey_the_rest() -> None:
 
 
 def test_where_matching_nothing_and_empty_layers_give_blank_images() -> None:
-    r = vector_preview(NE, where="continent = 'Atlantis'")
+    r = vector_preview(NE, where="continent = 'Atlantis'", scale_bar=False)
     img = decode(r.png)
     assert r.features == 0 and "where" in r.warnings[0] and "blank" in r.warnings[0]
     assert (img[..., :3] == 255).all() and (img[..., 3] == 255).all() and max(img.shape[:2]) == 768
-    empty = vector_preview(str(V / "test_gpx.gpx"), layer="routes", max_size=64)
+    empty = vector_preview(str(V / "test_gpx.gpx"), layer="routes", max_size=64, scale_bar=False)
     assert empty.features == 0 and "blank" in empty.warnings[0] and (decode(empty.png)[..., :3] == 255).all()
 
 

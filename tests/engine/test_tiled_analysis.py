@@ -214,7 +214,7 @@ def test_tiled_slope_is_gdaldems(tmp_path: Path, small_tiles: int, parallel: Pro
         ["gdaldem", "slope", "-s", "111120", "-compute_edges", DEM, str(tmp_path / "ref.tif")], check=True, capture_output=True
     )
     with tiles.using(parallel):
-        terrain(DEM, str(tmp_path / "ours.tif"), product="slope", compute_edges=True)
+        terrain(DEM, str(tmp_path / "ours.tif"), product="slope", compute_edges=True, scale=111120)  # gdaldem -s
     with rasterio.open(tmp_path / "ref.tif") as ref, rasterio.open(tmp_path / "ours.tif") as ours:
         np.testing.assert_allclose(ours.read(1), ref.read(1), rtol=1e-5, atol=1e-4)
 
@@ -338,3 +338,45 @@ def test_zonal_categorical_and_points_identical_in_parallel(tmp_path: Path, smal
     assert first["count"] == values.size and first["median"] == float(np.median(values))
     assert first["percentile_75"] == float(np.percentile(values, 75))
     assert sum(c["count"] for c in first["classes"].values()) == values.size
+
+
+@pytest.mark.parametrize("dtype", ["int16", "float32"])
+def test_raster_stats_thresholds_and_area_weights_identical_in_parallel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel: ProcessMapper, dtype: str
+) -> None:
+    """Area sums, weighted moments and weighted key histograms are floats: merged in tile order, they are the same
+    whichever order the tiles came in (int16: one weighted bincount; float32: weighted refinement passes)."""
+    import gdal_mcp.engine.raster.stats as stats_module
+
+    monkeypatch.setattr(stats_module, "COLLECT_LIMIT", 40)
+    monkeypatch.setattr(tiles, "TILE_ALIGN", 16)
+    monkeypatch.setattr(tiles, "MAX_TILE_SIDE", 32)
+    with rasterio.open(DEM) as ds:
+        data = ds.read(1).astype(dtype) + (np.float32(0.25) if dtype == "float32" else 0)
+        profile = dict(ds.profile, dtype=dtype)
+    path = tmp_path / "dem.tif"
+    with rasterio.open(path, "w", **profile) as out:
+        out.write(data, 1)
+    levels = [float(np.median(data)), 300.5]
+    local, spread = both(parallel, lambda: raster_stats(str(path), thresholds=levels, weights="area", percentiles=[10, 50, 90]))
+    assert local == spread and spread.weights == "area"
+    t = spread.bands[0].thresholds
+    assert [x.above.count for x in t] == [int((data > level).sum()) for level in levels]
+
+
+def test_zonal_thresholds_identical_in_parallel(tmp_path: Path, small_tiles: int, parallel: ProcessMapper) -> None:
+    with rasterio.open(DEM) as ds:
+        b = ds.bounds
+        data = ds.read(1)
+    w, h = b.right - b.left, b.top - b.bottom
+    zones = [shapely.Point(b.left + 0.5 * w, b.bottom + 0.5 * h).buffer(0.4 * h), shapely.box(b.left, b.bottom, b.right, b.top)]
+    path = str(tmp_path / "zones.gpkg")
+    pyogrio.raw.write(
+        path, shapely.to_wkb(np.asarray(zones, dtype=object)), [np.arange(2)], ["n"], geometry_type="Polygon", crs="EPSG:4326"
+    )
+    level = float(np.median(data))
+    local, spread = both(parallel, lambda: zonal_stats(DEM, path, stats=["count"], thresholds=[level]))
+    assert local == spread
+    whole = spread[0].rows[1]
+    token = str(int(level)) if level.is_integer() else str(level).replace(".", "_")
+    assert whole[f"above_{token}_count"] == int((data > level).sum()) and whole["count"] == data.size

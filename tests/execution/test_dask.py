@@ -326,6 +326,33 @@ async def test_uncompressed_outputs_are_written_by_the_tiles_on_the_workers(
         assert np.array_equal(a.read(), b.read())
 
 
+async def test_reprojected_margins_of_an_input_without_nodata_match_the_local_run(
+    runner: DaskExecutor, dask_ws: Path, tmp_path: Path, small_tiles: None
+) -> None:
+    """The nodata value chosen for the margins of an input without one (a scan of its values in tiles, run on the
+    workers) and the pixels: those of a local run, whatever the order the tiles came back in."""
+    from gdal_mcp.engine.raster.warp import reproject
+
+    (dask_ws / "tiled").mkdir(exist_ok=True)
+    src = dask_ws / "tiled" / f"{tmp_path.name}_plain.tif"
+    with rasterio.open(dask_ws / "raster" / "RGB.byte.tif") as rgb:
+        profile = {**rgb.profile, "nodata": None}
+        data = np.where(rgb.read() == 250, 249, rgb.read())
+    data[:, 100:110, 300:310] = 254
+    data[:, :8, :8] = 255  # in the first tile only (the collar, 0 else): the others are scanned again in full
+    expected = max(set(range(256)) - set(np.unique(data).tolist()))
+    assert expected == 250
+    with rasterio.open(src, "w", **profile) as out:
+        out.write(data)
+    on_cluster = dask_ws / "tiled" / f"{tmp_path.name}_warped.tif"
+    summary, warnings = await runner.run(jobs.ReprojectRasterJob(src=str(src), dst=str(on_cluster), dst_crs="EPSG:4326"))
+    assert summary.nodata == 250.0 and any("250" in w and "declared nodata" in w for w in warnings), warnings
+    reproject(str(src), str(tmp_path / "local.tif"), dst_crs="EPSG:4326")
+    with rasterio.open(on_cluster) as a, rasterio.open(tmp_path / "local.tif") as b:
+        assert (a.nodata, a.transform, a.shape) == (b.nodata, b.transform, b.shape)
+        assert np.array_equal(a.read(), b.read()) and (a.read() == 250).any()
+
+
 @pytest.mark.parametrize(
     "make",
     [
@@ -358,6 +385,69 @@ async def test_other_tiled_jobs_on_the_cluster_match_the_local_run(
     with rasterio.open(on_cluster) as a, rasterio.open(tmp_path / "local.tif") as b:
         assert (a.crs, a.transform, a.shape, a.dtypes) == (b.crs, b.transform, b.shape, b.dtypes)
         assert np.array_equal(a.read(), b.read(), equal_nan=True)
+
+
+def _tile_sides(align: int, side: int) -> tuple[int, int]:
+    """On a worker (and here): tiles of at most `side` px aligned to `align`, whatever their byte budget (the
+    reductions' too); the old values back."""
+    from gdal_mcp.engine import tiles
+
+    old = tiles.TILE_ALIGN, tiles.MAX_TILE_SIDE
+    tiles.TILE_ALIGN, tiles.MAX_TILE_SIDE = align, side
+    return old
+
+
+async def test_thresholds_and_area_weights_on_the_cluster_match_the_local_run(
+    runner: DaskExecutor, dask_ws: Path, tmp_path: Path
+) -> None:
+    """raster_stats (thresholds, weights="area": float sums merged in tile order) and zonal_stats thresholds over
+    64-px tiles spread on the cluster's workers: the local run's numbers to the last bit, the counts numpy's."""
+    import pyogrio.raw
+    import shapely
+    from affine import Affine
+
+    from gdal_mcp.engine.features.zonal import zonal_stats
+    from gdal_mcp.engine.raster.stats import raster_stats
+    from tests.engine.raster.test_stats_thresholds import geod_row_areas
+
+    (dask_ws / "thr").mkdir(exist_ok=True)
+    rng = np.random.default_rng(13)
+    a = (rng.random((300, 260)) * 100).astype("float32")
+    a[rng.random(a.shape) < 0.05] = -1
+    raster = dask_ws / "thr" / "lonlat.tif"
+    with rasterio.open(
+        raster, "w", driver="GTiff", width=260, height=300, count=1, dtype="float32", nodata=-1, crs="EPSG:4326",
+        transform=Affine(0.25, 0, -20, 0, -0.25, 70), tiled=True, blockxsize=64, blockysize=64,
+    ) as ds:  # fmt: skip
+        ds.write(a, 1)
+    zones = dask_ws / "thr" / "zones.gpkg"
+    pyogrio.raw.write(
+        str(zones), shapely.to_wkb(np.asarray([shapely.box(-15.1, 10.1, 40.3, 65.2)])), [np.arange(1)], ["n"],
+        geometry_type="Polygon", crs="EPSG:4326",
+    )  # fmt: skip
+    stats_job = jobs.RasterStatsJob(path=str(raster), thresholds=[25.0, 50.0], weights="area", percentiles=[10, 50, 90])
+    zonal_job = jobs.ZonalJob(raster=str(raster), zones=str(zones), stats=["count", "mean"], thresholds=[50.0])
+    seen: list[str] = []
+
+    async def sink(fraction: float, message: str) -> None:
+        seen.append(message)
+
+    old = runner._client.run(_tile_sides, 64, 64)
+    here = _tile_sides(64, 64)
+    try:
+        on_cluster = await runner.run(stats_job, progress=sink)
+        zonal_cluster, _ = await runner.run(zonal_job)
+        local = raster_stats(**stats_job.kwargs())
+        zonal_local, _ = zonal_stats(**zonal_job.kwargs())
+    finally:
+        runner._client.run(_tile_sides, *next(iter(old.values())))
+        _tile_sides(*here)
+    assert any(m.endswith("tile 25/25") for m in seen), seen[-3:]  # 5 x 5 tiles of 64 px
+    assert on_cluster == local and zonal_cluster.rows == zonal_local.rows
+    valid = a != -1
+    assert [t.above.count for t in on_cluster.bands[0].thresholds] == [int((valid & (a > t)).sum()) for t in (25, 50)]
+    weights = np.broadcast_to(geod_row_areas(Affine(0.25, 0, -20, 0, -0.25, 70), 300)[:, None], a.shape)[valid]
+    assert on_cluster.bands[0].mean == pytest.approx(np.average(a[valid].astype("float64"), weights=weights), rel=1e-7)
 
 
 async def test_progress_messages_arrive(runner: DaskExecutor, dask_ws: Path) -> None:

@@ -47,7 +47,7 @@ from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.region import select_bands
 from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.engine.vector.opening import list_layers
-from gdal_mcp.engine.vector.stream import read_layer, summarize_vector, vector_driver, write_layer
+from gdal_mcp.engine.vector.stream import output_layer_name, read_layer, summarize_vector, vector_driver, write_layer
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import VectorSummary
 
@@ -275,7 +275,7 @@ def contour(
     if interval is None and base != 0:
         warnings.append("base only shifts interval levels; ignored with fixed levels")
     driver = vector_driver(dst, format)
-    layer = output_layer or "contour"
+    layer = output_layer_name(dst, output_layer)
     options = ["ID_FIELD=0"] + (["ELEV_FIELD_MIN=1", "ELEV_FIELD_MAX=2", "POLYGONIZE=YES"] if polygons else ["ELEV_FIELD=1"])
     if fixed is not None:
         options.append("FIXED_LEVELS=" + ",".join(_number(v) for v in fixed))

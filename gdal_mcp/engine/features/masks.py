@@ -12,6 +12,7 @@ from typing import Any
 
 from gdal_mcp.engine.bbox import check_bbox
 from gdal_mcp.engine.crs import parse_crs
+from gdal_mcp.engine.failures import gdal_message
 from gdal_mcp.engine.geometry_transform import reproject_densified as reproject
 from gdal_mcp.engine.geometry_transform import same_crs  # noqa: F401 - (re-exported from its old home)
 from gdal_mcp.errors import GdalMcpError
@@ -83,7 +84,7 @@ def read_mask(path: str, layer: str | None, where: str | None) -> tuple[list[Any
         if where and (isinstance(e, ValueError) or (type(e).__module__ or "").startswith("pyogrio")):
             raise GdalMcpError(
                 "invalid-argument",
-                f"mask_where {where!r} was refused by GDAL ({e}); use an OGR SQL "
+                f"mask_where {where!r} was refused by GDAL ({gdal_message(e)}); use an OGR SQL "
                 "condition on the layer's fields, e.g. \"name = 'Fiji'\" (vector_info lists them)",
             ) from None
         raise

@@ -14,7 +14,7 @@ for a group of zones covering at most VALUE_PIXELS pixels (or one larger zone) a
 
 Tiles: the raster is split into tiles (engine/tiles.py); each tile that a zone's window reaches computes that
 zone's partial results there (`zonal_tile`, run wherever the executor runs it: count, nodata, moments, min/max,
-the distinct values with their counts, the class counts and areas), and the job merges each zone's partial
+the distinct values with their counts, the class counts and areas, the threshold tallies), and the job merges each zone's partial
 results in tile-index order, so the numbers are the same whichever order the tiles finished in. A valid polygon
 is sent to a tile clipped to the tile's extent plus two pixels (the pixels of the tile are the same).
 
@@ -48,10 +48,13 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.geometry_transform import reproject_2d as reproject_geometries
 from gdal_mcp.engine.geometry_transform import transformer
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.raster.categories import ClassTally, PixelAreas, check_categorical_dtype, pixel_areas
+from gdal_mcp.engine.raster.categories import ClassTally, check_categorical_dtype
 from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.engine.raster.order_keys import lerp_percentile, needed_ranks
+from gdal_mcp.engine.raster.pixel_areas import PixelAreas, pixel_areas
 from gdal_mcp.engine.raster.region import select_bands
-from gdal_mcp.engine.raster.stats import _Accumulator, _lerp_percentile, _needed_ranks
+from gdal_mcp.engine.raster.stats import _Accumulator
+from gdal_mcp.engine.raster.thresholds import ThresholdTally, check_thresholds, field_names
 from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS, iter_windows
 from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.engine.vector.stream import geometries, read_layer, summarize_vector, vector_driver, write_layer
@@ -132,13 +135,14 @@ def _boxify(geom: Any, ds: Any) -> Any:
 @dataclass
 class ZonePart:
     """What one tile (or all of them, merged) holds of one zone: the moments of its valid pixels, its nodata
-    pixels, its distinct values with their counts (when kept) and its class tally (categorical)."""
+    pixels, its distinct values with their counts (when kept), its class tally (categorical) and its threshold tally."""
 
     acc: _Accumulator = field(default_factory=_Accumulator)
     nodata: int = 0
     keys: list[np.ndarray] = field(default_factory=list)
     counts: list[np.ndarray] = field(default_factory=list)
     tally: ClassTally | None = None
+    thresholds: ThresholdTally | None = None
 
     def merge(self, other: ZonePart) -> None:
         with np.errstate(invalid="ignore", over="ignore"):
@@ -150,6 +154,10 @@ class ZonePart:
             if self.tally is None:
                 self.tally = ClassTally(other.tally.label)
             self.tally.merge(other.tally)
+        if other.thresholds is not None:
+            if self.thresholds is None:
+                self.thresholds = ThresholdTally(other.thresholds.thresholds)
+            self.thresholds.merge(other.thresholds)
 
     def values(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         """The distinct values, sorted, and how many pixels hold each."""
@@ -175,6 +183,8 @@ class ZonalTile:
     keep_values: bool
     categorical: bool
     window_pixels: int
+    #: each zone's valid pixels above and at or below these (engine/raster/thresholds.py)
+    thresholds: tuple[float, ...] = ()
 
 
 def zonal_tile(spec: ZonalTile) -> list[tuple[int, ZonePart]]:
@@ -183,10 +193,13 @@ def zonal_tile(spec: ZonalTile) -> list[tuple[int, ZonePart]]:
     col, row, width, height = spec.window
     out = []
     with open_raster(spec.path) as ds:
-        areas = pixel_areas(ds) if spec.categorical else None
+        areas = pixel_areas(ds) if spec.categorical or spec.thresholds else None
         block = ds.block_shapes[spec.band - 1]
         for number, wkb, (zc, zr, zw, zh) in spec.zones:
-            part = ZonePart(tally=ClassTally(f"band {spec.band} (under one zone)") if areas is not None else None)
+            part = ZonePart(
+                tally=ClassTally(f"band {spec.band} (under one zone)") if spec.categorical else None,
+                thresholds=ThresholdTally(spec.thresholds) if spec.thresholds else None,
+            )
             c0, r0 = max(col, zc), max(row, zr)
             c1, r1 = min(col + width, zc + zw), min(row + height, zr + zh)
             geom = shapely.from_wkb(wkb)
@@ -209,8 +222,11 @@ def zonal_tile(spec: ZonalTile) -> list[tuple[int, ZonePart]]:
                         invalid = invalid | np.isnan(data)
                     part.nodata += int(np.count_nonzero(inside & invalid))
                     values = data[inside & ~invalid]
-                    if part.tally is not None and areas is not None:
-                        part.tally.add(data, ~inside | invalid, areas.for_window(w))
+                    pixel = areas.for_window(w) if areas is not None else None
+                    if part.tally is not None:
+                        part.tally.add(data, ~inside | invalid, pixel)
+                    if part.thresholds is not None:
+                        part.thresholds.add(data, inside & ~invalid, pixel)
                     with np.errstate(invalid="ignore", over="ignore"):
                         part.acc.add(values, 0)
                     if spec.keep_values and values.size:
@@ -222,9 +238,17 @@ def zonal_tile(spec: ZonalTile) -> list[tuple[int, ZonePart]]:
     return out
 
 
-def _statistics(part: ZonePart, stats: list[str], dtype: np.dtype, areas: PixelAreas | None) -> dict[str, Any]:
-    """The statistics of one zone from its merged partial results; with `areas` (categorical) also "classes":
-    {value: {count, area_m2, area_ha, fraction}}, fraction of the zone's valid pixels."""
+def _statistics(
+    part: ZonePart,
+    stats: list[str],
+    dtype: np.dtype,
+    areas: PixelAreas | None,
+    categorical: bool = False,
+    thresholds: tuple[float, ...] = (),
+) -> dict[str, Any]:
+    """The statistics of one zone from its merged partial results; `categorical` adds "classes": {value: {count,
+    area_m2, area_ha, fraction}}, fraction of the zone's valid pixels; `thresholds` the fields above_<t>_count …
+    at_or_below_<t>_area_share (engine/raster/thresholds.py)."""
     acc = part.acc
     n = acc.n
     keys, counts = part.values(dtype) if part.keys else (np.empty(0, dtype=dtype), np.empty(0, dtype=np.int64))
@@ -266,10 +290,12 @@ def _statistics(part: ZonePart, stats: list[str], dtype: np.dtype, areas: PixelA
             out[s] = float(keys[int(np.argmin(counts))])
         else:
             q = float(s.split("_", 1)[1])
-            out[s] = _lerp_percentile(q, n, at(_needed_ranks(n, [q])), keys.dtype)
-    if areas is not None:
+            out[s] = lerp_percentile(q, n, at(needed_ranks(n, [q])), keys.dtype)
+    if categorical:
         tally = part.tally or ClassTally("")
-        out["classes"] = tally.as_json(areas.method != "none")
+        out["classes"] = tally.as_json(areas is not None and areas.method != "none")
+    if thresholds:
+        out.update((part.thresholds or ThresholdTally(thresholds)).fields(areas))
     return out
 
 
@@ -297,9 +323,13 @@ def zones_statistics(
     all_touched: bool,
     areas: PixelAreas | None,
     tick: Any = None,
+    *,
+    categorical: bool = False,
+    thresholds: tuple[float, ...] = (),
 ) -> list[dict[str, Any]]:
     """The statistics of `band` under each geometry (in the raster's CRS), in order, tile by tile.
-    `tick(finished)` is called after every tile with the number of these zones finished so far."""
+    `tick(finished)` is called after every tile with the number of these zones finished so far. `areas`: the
+    raster's pixel areas, for `categorical` (class areas) and `thresholds`."""
     keep_values = any(s in VALUE_STATS or s.startswith("percentile_") for s in stats)
     dtype = np.dtype(ds.dtypes[band - 1])
     bpp = dtype.itemsize
@@ -317,7 +347,7 @@ def zones_statistics(
     finished = {"zones": 0}
     for i, win in enumerate(windows):
         if win is None:
-            results[i] = _statistics(ZonePart(), stats, dtype, areas)
+            results[i] = _statistics(ZonePart(), stats, dtype, areas, categorical, thresholds)
             finished["zones"] += 1
     # Groups of zones computed together; when values are kept, at most VALUE_PIXELS of zone windows at once.
     groups: list[list[int]] = [[]]
@@ -377,8 +407,9 @@ def zones_statistics(
                     zones=tuple(zones),
                     all_touched=all_touched,
                     keep_values=keep_values,
-                    categorical=areas is not None,
+                    categorical=categorical,
                     window_pixels=WINDOW_PIXELS,
+                    thresholds=thresholds,
                 )
             )
         parts = {i: ZonePart() for i in group}
@@ -395,7 +426,7 @@ def zones_statistics(
                 parts[i].merge(part)
                 remaining[i] -= 1
                 if remaining[i] == 0:
-                    results[i] = _statistics(parts.pop(i), stats, dtype, areas)
+                    results[i] = _statistics(parts.pop(i), stats, dtype, areas, categorical, thresholds)
                     finished["zones"] += 1
         if tick is not None:
             tick(finished["zones"])
@@ -427,6 +458,7 @@ def zonal_stats(
     all_touched: bool = False,
     id_field: str | None = None,
     categorical: bool = False,
+    thresholds: list[float] | None = None,
     limit: int = 200,
     dst: str | None = None,
     format: str | None = None,
@@ -438,8 +470,13 @@ def zonal_stats(
     `categorical`: each zone also gets "classes", {value: {count, area_m2, area_ha, fraction}} (fraction of the
     zone's valid pixels; areas as raster_stats categorical computes them), written to `dst` as one JSON text
     field "classes". Without `stats`, only count is computed besides.
+
+    `thresholds`: each zone also gets, per threshold t, the count, share, area (m², ha) and area share of its valid
+    pixels > t and <= t, as the fields above_<t>_count … at_or_below_<t>_area_share (engine/raster/thresholds.py).
     """
     names = check_stats((["count"] if categorical else DEFAULT_STATS) if stats is None else stats)
+    levels = tuple(check_thresholds(thresholds))
+    level_fields = field_names(list(levels))
     if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
         raise GdalMcpError(
             "invalid-argument", f"limit must be an integer from 0 to {MAX_LIMIT}; pass dst to get every zone in a file"
@@ -468,6 +505,7 @@ def zonal_stats(
         areas = None
         if categorical:
             check_categorical_dtype(dtype, band)
+        if categorical or levels:
             areas = pixel_areas(ds)
             warnings.extend(areas.warnings)
         rows: list[dict[str, Any]] = []
@@ -496,7 +534,9 @@ def zonal_stats(
                         f"zonal statistics: {done}" + (f"/{total}" if total else "") + " zones",
                     )
 
-                out = zones_statistics(raster, ds, band, list(geoms), names, all_touched, areas, tick)
+                out = zones_statistics(
+                    raster, ds, band, list(geoms), names, all_touched, areas, tick, categorical=categorical, thresholds=levels
+                )
                 for i, values in enumerate(out):
                     index = state["done"]
                     state["done"] += 1
@@ -520,12 +560,13 @@ def zonal_stats(
                     state["done"] += max(0, batch.num_rows - max(room, 0))
                 row_count = state["done"]
             else:
-                replaced = [s for s in names + (["classes"] if categorical else []) if s in fields]
+                added = names + (["classes"] if categorical else []) + [n for n, _ in level_fields]
+                replaced = [s for s in added if s in fields]
                 if replaced:
                     warnings.append(
                         f"the zones' field(s) {', '.join(replaced)} are replaced by the statistics of the same name in dst"
                     )
-                schema, batches = _with_stats(st, names, compute, categorical)
+                schema, batches = _with_stats(st, names, compute, categorical, level_fields)
                 failure: list[BaseException] = []
 
                 def guarded() -> Iterator[pa.RecordBatch]:
@@ -573,10 +614,13 @@ def zonal_stats(
     return result, warnings
 
 
-def _with_stats(st: Any, names: list[str], compute: Any, categorical: bool = False) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+def _with_stats(
+    st: Any, names: list[str], compute: Any, categorical: bool = False, level_fields: list[tuple[str, bool]] | None = None
+) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     """The zones' schema plus one column per statistic (replacing a field of the same name), and the batches;
-    categorical adds the text field "classes" (the JSON of the zone's classes)."""
+    categorical adds the text field "classes" (the JSON of the zone's classes), thresholds their fields."""
     types = {s: (pa.int64() if s in INTEGER_STATS else pa.float64()) for s in names}
+    types.update((name, pa.int64() if is_int else pa.float64()) for name, is_int in level_fields or [])
     extra = [pa.field("classes", pa.string())] if categorical else []
     kept = [f for f in st.schema if f.name not in types and not (categorical and f.name == "classes")]
     schema = pa.schema(kept + [pa.field(s, t) for s, t in types.items()] + extra)
@@ -585,7 +629,7 @@ def _with_stats(st: Any, names: list[str], compute: Any, categorical: bool = Fal
         for batch in st.batches:
             values = compute(batch)
             arrays = [batch.column(f.name) for f in kept]
-            arrays += [pa.array([v[s] for v in values], type=types[s]) for s in names]
+            arrays += [pa.array([v[s] for v in values], type=t) for s, t in types.items()]
             if categorical:
                 arrays.append(pa.array([json.dumps(v["classes"]) for v in values], type=pa.string()))
             yield pa.record_batch(arrays, schema=schema)

@@ -4,9 +4,14 @@ Size rule (the longest side of the image, `max_size` from 1 to 4096):
 - a raster (or bbox window) longer than `max_size` is read decimated straight to the image size, so the
   longest side is exactly `max_size`; GDAL reads from overviews when there are some, and the full-resolution
   raster is never held in memory;
-- a smaller one is read at full resolution and enlarged by a whole factor k = max(1, min(256, max_size) //
-  longest side) with nearest neighbour: pixels stay crisp squares, a 3x2 raster becomes 255x170, an 84x78
-  one 252x234, and a 700x500 one stays as it is.
+- a smaller one is read at full resolution and enlarged by the largest whole factor that fits,
+  k = max_size // longest side (at least 1), with nearest neighbour: every source pixel becomes a k x k block,
+  so the longest side is at most `max_size` and within one source pixel's k of it (a 50x40 raster at
+  max_size 400 becomes 400x320, a 3x2 one at 768 becomes 768x512, an 84x78 one 756x702, and a 500x300 one
+  stays as it is: 768 // 500 = 1).
+
+A scale bar (scalebar.py) is drawn in the bottom-left corner unless `scale_bar=False`; the legend states the
+scale either way.
 
 Reads use nearest-neighbour resampling, so every preview pixel is a real data value (classes stay classes;
 overviews, when present, carry whatever resampling they were built with). Pixels that are nodata, masked
@@ -36,12 +41,12 @@ from gdal_mcp.engine.preview.common import (
     write_png,
 )
 from gdal_mcp.engine.preview.png import encode_png
+from gdal_mcp.engine.preview.scalebar import scale_bar as draw_scale_bar
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.region import bbox_window, read_bands, select_bands
 from gdal_mcp.errors import GdalMcpError
 
-MIN_SIDE = 256  # small rasters are enlarged towards this many pixels on their longest side
 STRETCHES = ("percentile", "minmax", "none")
 SLOW_READ_PIXELS = 64 * 1024 * 1024  # above this, a decimated read without overviews is worth a warning
 
@@ -52,7 +57,7 @@ def preview_shape(width: int, height: int, max_size: int) -> tuple[int, int, int
     if longest > max_size:
         scale = max_size / longest
         return max(1, round(width * scale)), max(1, round(height * scale)), 1
-    return width, height, max(1, min(MIN_SIDE, max_size) // longest)
+    return width, height, max(1, max_size // longest)
 
 
 def _check_percentiles(percentiles) -> tuple[float, float]:
@@ -170,6 +175,7 @@ def raster_preview(
     max_size: int = DEFAULT_MAX_SIZE,
     bbox: tuple[float, float, float, float] | None = None,
     bbox_crs: str | None = None,
+    scale_bar: bool = True,
     dst: str | None = None,
     progress: Progress = no_progress,
 ) -> PreviewResult:
@@ -208,6 +214,7 @@ def raster_preview(
             pixel_space = ds.transform.is_identity
             has_gcps = bool(ds.gcps[0])
             crs = crs_label(ds.crs)
+            crs_wkt = ds.crs.to_wkt() if ds.crs is not None and not pixel_space else None
             dtypes = [ds.dtypes[b - 1] for b in indexes]
             interp = [ds.colorinterp[b - 1].name for b in indexes]
     progress(0.7, "preview: colouring")
@@ -266,6 +273,15 @@ def raster_preview(
         rgba = np.repeat(np.repeat(rgba, k, axis=0), k, axis=1)
     height, width = rgba.shape[:2]
     extent = _extent(transform, win_w, win_h)
+    # One image pixel along the image's rows, in CRS units: win_w / width source columns (flips keep its length).
+    across = win_w / width
+    bar, bar_text = draw_scale_bar(
+        rgba,
+        crs_wkt,
+        tuple(transform @ (win_w / 2, win_h / 2)),  # type: ignore[arg-type]
+        (transform.a * across, transform.d * across),
+        draw=scale_bar,
+    )
 
     # -- the legend and warnings
     warn = list(notes)
@@ -339,7 +355,7 @@ def raster_preview(
         if share > 0
         else "No nodata, masked or NaN pixels in view (the image is fully opaque)."
     )
-    legend = " ".join([text, where, scale, nodata])
+    legend = " ".join([text, where, scale, nodata, bar_text])
     progress(0.9, "preview: encoding PNG")
     png = encode_png(rgba, text={"Description": legend, "Software": "gdal-mcp"})
     written = write_png(dst, png) if dst is not None else None
@@ -356,6 +372,7 @@ def raster_preview(
         extent=extent,
         window=(int(window.col_off), int(window.row_off), win_w, win_h),
         source_pixels_per_pixel=(win_w / read_w) / k,
+        scale_bar=bar,
         legend=legend,
         dst=written,
         warnings=warn,

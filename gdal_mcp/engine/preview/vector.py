@@ -4,7 +4,8 @@ Features stream in as Arrow batches (`read_layer`); each batch is burnt and drop
 by the canvas (a few arrays of max_size² pixels), not by the layer. The layer is drawn in its own CRS
 coordinates (lon/lat layers as plate carrée), one map unit the same length in x and y, on an opaque white
 background: polygons get a translucent fill (later ones show earlier ones through) and a darker 1-2 px
-outline, lines are 1-2 px wide, points are 5 px dots. The image's longest side is `max_size`.
+outline, lines are 1-2 px wide, points are 5 px dots. The image's longest side is `max_size`. A scale bar
+(scalebar.py) is drawn in the bottom-left corner unless `scale_bar=False`; the legend states the scale either way.
 
 `color_by` names an attribute. With at most 12 distinct values it is categorical (a qualitative palette;
 the legend and `categories` list value → colour); numeric attributes with more values are coloured with
@@ -40,6 +41,7 @@ from gdal_mcp.engine.preview.common import (
     write_png,
 )
 from gdal_mcp.engine.preview.png import encode_png
+from gdal_mcp.engine.preview.scalebar import scale_bar as draw_scale_bar
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.vector.opening import choose_layer, list_layers
 from gdal_mcp.engine.vector.stream import BATCH_SIZE, LayerStream, geometries, read_layer
@@ -324,6 +326,7 @@ def vector_preview(
     bbox: tuple[float, float, float, float] | None = None,
     bbox_crs: str | None = None,
     where: str | None = None,
+    scale_bar: bool = True,
     dst: str | None = None,
     progress: Progress = no_progress,
 ) -> PreviewResult:
@@ -455,6 +458,13 @@ def vector_preview(
     inks = np.vstack([colours.palette, darker])
     hit = ink > 0
     rgba[hit, :3] = inks[ink[hit].astype(np.int64) - 1]
+    bar, bar_text = draw_scale_bar(
+        rgba,
+        layer_crs,
+        ((shown[0] + shown[2]) / 2, (shown[1] + shown[3]) / 2),
+        ((shown[2] - shown[0]) / width, 0.0),
+        draw=scale_bar,
+    )
 
     # -- legend and warnings
     if drawn == 0:
@@ -495,6 +505,7 @@ def vector_preview(
         f"CRS {crs or 'none'}; extent {fmt_extent(shown)} (minx, miny, maxx, maxy), in {coords}, north up, "
         f"{fmt(round((shown[2] - shown[0]) / width, 6))} units per pixel; image {width}x{height} px."
     )
+    parts.append(bar_text)
     legend = " ".join(parts)
     progress(0.97, "preview: encoding PNG")
     png = encode_png(rgba, text={"Description": legend, "Software": "gdal-mcp"})
@@ -512,6 +523,7 @@ def vector_preview(
         crs=crs,
         extent=shown,
         features=drawn,
+        scale_bar=bar,
         legend=legend,
         dst=written,
         warnings=warn,

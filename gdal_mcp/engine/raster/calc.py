@@ -410,6 +410,7 @@ def calc(
             what="calc",
             prepare=describe,
             pixels=merge,
+            source=ref,
         )
     for i, (text, count) in enumerate(zip(expressions, counts, strict=True), start=1):
         label = f"band {i} ({text.strip()[:60]})" if len(expressions) > 1 else ""

@@ -1,17 +1,28 @@
 """Clipping a raster by a box, a GeoJSON geometry or a vector mask, streamed window by window.
 
-Semantics follow `gdalwarp -cutline … -crop_to_cutline` / `rasterio.mask.mask`: the output keeps the
-source grid (same resolution and alignment, no resampling); with crop the extent is the geometry's bounds
-snapped outward to whole source pixels (and limited to the raster); pixels outside the geometry become
-nodata: the input's, else NaN for floats; an integer input without nodata gets a GDAL internal mask band
-(GTiff, COG) or, for formats without masks, a value no kept pixel holds (never 0 by default, which may be
-real data inside the shape). A bbox is a pure window subset (whole pixels, like `gdal_translate -projwin`, snapped outward).
+The output keeps the source grid (same resolution and alignment, no resampling). Which source pixels form the
+clip window (`window_rule` below; the tool's description says the same):
+
+- a bbox, `all_touched=False` (the default): the window `gdal_translate -projwin` takes. With the bbox in
+  fractional pixel coordinates (col_min, row_min) - (col_max, row_max) of the source grid,
+  col_off = floor(col_min + 0.001), width = floor((col_max - col_min) + 0.5), and the same for rows: the pixel
+  holding the upper-left corner (to 1/1000 pixel), then the bbox's size rounded to whole pixels;
+- a bbox, `all_touched=True`: every pixel whose area the bbox overlaps (floor / ceil, to 1e-6 pixel);
+- a geometry or mask with crop: the pixels whose centres lie within the shapes' bounding box (`all_touched=False`,
+  so no pixel the mask keeps is cut off) or that the bounding box touches (`all_touched=True`); inside the window,
+  pixels outside the shapes become nodata: the input's, else NaN for floats; an integer input without nodata gets
+  a GDAL internal mask band (GTiff, COG) or, for formats without masks, a value no kept pixel holds (never 0 by
+  default, which may be real data inside the shape). The mask follows `gdalwarp -cutline` / `rasterio.mask`:
+  pixels whose centre is inside, or every pixel touched with all_touched.
+
+A window reaching past the raster's edge is limited to the raster (gdal_translate would pad it with nodata), with
+a warning; the window used is returned with the summary.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,7 +32,7 @@ from rasterio.windows import Window
 
 from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
-from gdal_mcp.engine.features.masks import check_bbox, check_choice, check_owners, mask_polygons
+from gdal_mcp.engine.features.masks import check_choice, check_owners, mask_polygons
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
@@ -33,15 +44,17 @@ from gdal_mcp.engine.raster.output import (
     summarize,
     write_windows,
 )
-from gdal_mcp.engine.raster.region import bbox_window
+from gdal_mcp.engine.raster.region import bbox_in_crs, box_in_pixels, no_overlap
 from gdal_mcp.engine.raster.windows import DEFAULT_WINDOW_PIXELS
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.models import RasterSummary
+from gdal_mcp.models import PixelWindow, RasterClipResult
 
 # Pixels per window summed over bands (tests lower it to exercise many windows).
 WINDOW_PIXELS = DEFAULT_WINDOW_PIXELS
 # Tolerance (in pixels) when snapping bounds to the grid, so float noise does not add a row or column.
 SNAP_EPS = 1e-6
+# gdal_translate -projwin's tolerance on the window's offset (apps/gdal_translate_lib.cpp: floor(off + 0.001)).
+PROJWIN_EPS = 0.001
 OUTPUT_BLOCK = (256, 256)
 # Output formats that keep a GDAL per-dataset mask band (GTiff internal mask; COG copies it).
 MASK_DRIVERS = ("GTiff", "COG")
@@ -53,22 +66,52 @@ OutsideFn = Callable[[Window], "np.ndarray | None"]
 # ---------------------------------------------------------------------------------------------- grid
 
 
-def _snapped_window(ds: Any, inverse_bounds: tuple[float, float, float, float]) -> Window | None:
-    """Whole-pixel window covering (col_min, row_min, col_max, row_max) pixel coordinates, limited to the raster."""
-    c0, r0, c1, r1 = inverse_bounds
-    col0 = max(0, math.floor(c0 + SNAP_EPS))
-    row0 = max(0, math.floor(r0 + SNAP_EPS))
-    col1 = min(ds.width, math.ceil(c1 - SNAP_EPS))
-    row1 = min(ds.height, math.ceil(r1 - SNAP_EPS))
-    if col1 <= col0 or row1 <= row0:
+def window_rule(pixels: tuple[float, float, float, float, float, float], rule: str) -> tuple[int, int, int, int]:
+    """Whole-pixel (col0, row0, col1, row1), end exclusive and not yet limited to the raster, from fractional pixel
+    coordinates (col_min, row_min, col_max, row_max, width, height) (region.box_in_pixels):
+
+    - "projwin": gdal_translate -projwin's rounding (offset floor(x + 0.001), size floor(size + 0.5));
+    - "touched": every pixel whose area the box overlaps (floor / ceil, to SNAP_EPS);
+    - "centres": every pixel whose centre lies within the box (to SNAP_EPS).
+    """
+    c_min, r_min, c_max, r_max, width, height = pixels
+    if rule == "projwin":
+        col0, row0 = math.floor(c_min + PROJWIN_EPS), math.floor(r_min + PROJWIN_EPS)
+        return col0, row0, col0 + math.floor(width + 0.5), row0 + math.floor(height + 0.5)
+    if rule == "touched":
+        return (
+            math.floor(c_min + SNAP_EPS),
+            math.floor(r_min + SNAP_EPS),
+            math.ceil(c_max - SNAP_EPS),
+            math.ceil(r_max - SNAP_EPS),
+        )
+    # centre c + 0.5 within [c_min, c_max]
+    return (
+        math.ceil(c_min - 0.5 - SNAP_EPS),
+        math.ceil(r_min - 0.5 - SNAP_EPS),
+        math.floor(c_max - 0.5 + SNAP_EPS) + 1,
+        math.floor(r_max - 0.5 + SNAP_EPS) + 1,
+    )
+
+
+def _limited(ds: Any, box: tuple[int, int, int, int]) -> Window | None:
+    """The window limited to the raster; None when nothing is left."""
+    col0, row0, col1, row1 = box
+    c0, r0, c1, r1 = max(0, col0), max(0, row0), min(ds.width, col1), min(ds.height, row1)
+    if c1 <= c0 or r1 <= r0:
         return None
-    return Window(col0, row0, col1 - col0, row1 - row0)
+    return Window(c0, r0, c1 - c0, r1 - r0)
 
 
-def _pixel_bounds(ds: Any, xs: Iterable[float], ys: Iterable[float]) -> tuple[float, float, float, float]:
-    inv = ~ds.transform
-    cols, rows = zip(*(inv @ (x, y) for x, y in zip(xs, ys, strict=True)), strict=True)
-    return min(cols), min(rows), max(cols), max(rows)
+def _beyond_edge(ds: Any, box: tuple[int, int, int, int], what: str) -> list[str]:
+    col0, row0, col1, row1 = box
+    if col0 >= 0 and row0 >= 0 and col1 <= ds.width and row1 <= ds.height:
+        return []
+    return [
+        f"the {what} reaches past the raster's edge (its pixel window is columns {col0}..{col1 - 1}, rows "
+        f"{row0}..{row1 - 1} of a {ds.width}x{ds.height} raster): the output is limited to the raster, with no "
+        "padding (gdal_translate -projwin would pad the outside with nodata)"
+    ]
 
 
 def _outside_error(ds: Any, what: str, crs: Any) -> GdalMcpError:
@@ -94,10 +137,25 @@ def _outside_error(ds: Any, what: str, crs: Any) -> GdalMcpError:
     )
 
 
-def _bbox_region(ds: Any, bbox: Any, bbox_crs: str | None, crop: bool) -> tuple[Window, OutsideFn]:
-    win = bbox_window(ds, check_bbox(bbox), bbox_crs)
+def _bbox_region(
+    ds: Any, bbox: Any, bbox_crs: str | None, crop: bool, all_touched: bool
+) -> tuple[Window, Window, OutsideFn, list[str]]:
+    """(output window, clip window, outside function, warnings) of a bbox clip."""
+    pixels = box_in_pixels(ds, bbox_in_crs(ds, bbox, bbox_crs))
+    box = window_rule(pixels, "touched" if all_touched else "projwin")
+    win = _limited(ds, box)
+    if win is None:
+        if not all_touched and (box[2] <= box[0] or box[3] <= box[1]) and _limited(ds, window_rule(pixels, "touched")):
+            raise GdalMcpError(
+                "invalid-argument",
+                f"the bbox is {pixels[4]:.3g} x {pixels[5]:.3g} pixels, which rounds to no whole pixel (the gdal_translate "
+                "-projwin rule keeps the bbox's size rounded to whole pixels); widen the bbox, or pass all_touched=true "
+                "to keep every pixel it touches",
+            )
+        raise no_overlap(ds, bbox, bbox_crs)
+    warnings = _beyond_edge(ds, box, "bbox")
     if crop:
-        return win, lambda w: None
+        return win, win, lambda w: None, warnings
 
     def outside(w: Window) -> np.ndarray | None:
         rows = np.arange(w.row_off, w.row_off + w.height)
@@ -108,12 +166,12 @@ def _bbox_region(ds: Any, bbox: Any, bbox_crs: str | None, crop: bool) -> tuple[
             return None
         return ~(in_r[:, None] & in_c[None, :])
 
-    return Window(0, 0, ds.width, ds.height), outside
+    return Window(0, 0, ds.width, ds.height), win, outside, warnings
 
 
 def _shape_region(
     ds: Any, polygons: list[Any], geoms_crs: Any, what: str, crop: bool, all_touched: bool
-) -> tuple[Window, OutsideFn]:
+) -> tuple[Window, Window, OutsideFn]:
     """`polygons` are in the raster's CRS (masks.mask_polygons); `geoms_crs` is the CRS they were given in."""
     import shapely
     import shapely.affinity
@@ -126,7 +184,14 @@ def _shape_region(
     win = None
     if any(footprint.intersects(p) for p in polygons):
         c0, r0, c1, r1 = in_pixels.bounds
-        win = _snapped_window(ds, (c0, r0, c1, r1))
+        pixels = (c0, r0, c1, r1, c1 - c0, r1 - r0)
+        win = _limited(ds, window_rule(pixels, "touched" if all_touched else "centres"))
+        if win is None and _limited(ds, window_rule(pixels, "touched")) is not None:
+            raise GdalMcpError(
+                "invalid-argument",
+                f"the {what} lies between pixel centres (its bounding box spans {c1 - c0:.3g} x {r1 - r0:.3g} pixels and "
+                "holds no pixel centre), so no pixel would be kept; pass all_touched=true to keep the pixels it touches",
+            )
     if win is None:
         raise _outside_error(ds, what, geoms_crs if geoms_crs is not None else ds.crs)
     out_win = win if crop else Window(0, 0, ds.width, ds.height)
@@ -145,7 +210,7 @@ def _shape_region(
             return np.ones(shape, dtype=bool)
         return geometry_mask([polygons[i] for i in hits], out_shape=shape, transform=wt, all_touched=all_touched)
 
-    return out_win, outside
+    return out_win, win, outside
 
 
 # ---------------------------------------------------------------------------------------------- values
@@ -236,7 +301,7 @@ def clip(
     format: str | None = None,
     creation_options: dict | None = None,
     progress: Progress = no_progress,
-) -> tuple[RasterSummary, list[str]]:
+) -> tuple[RasterClipResult, list[str]]:
     """Clip `src` to a bbox, a GeoJSON geometry or the polygons of a vector file, writing `dst`."""
     kind = check_choice(bbox, geometry, mask)
     check_owners(kind, bbox_crs=bbox_crs, geometry_crs=geometry_crs, mask_layer=mask_layer, mask_where=mask_where)
@@ -252,8 +317,9 @@ def clip(
             raise GdalMcpError(
                 "unsupported", "the raster is georeferenced by GCPs only; warp it to a CRS first (raster_reproject), then clip"
             )
+        warnings: list[str] = []
         if kind == "bbox":
-            out_win, outside = _bbox_region(ds, bbox, bbox_crs, crop)
+            out_win, clip_win, outside, warnings = _bbox_region(ds, bbox, bbox_crs, crop, all_touched)
             masking = not crop
         else:
             polygons, given_crs = mask_polygons(
@@ -265,10 +331,9 @@ def clip(
                 mask_layer=mask_layer,
                 mask_where=mask_where,
             )
-            out_win, outside = _shape_region(ds, polygons, given_crs, kind, crop, all_touched)
+            out_win, clip_win, outside = _shape_region(ds, polygons, given_crs, kind, crop, all_touched)
             masking = True
         out_nodata = _output_nodata(ds, nodata, masking)
-        warnings: list[str] = []
         # An integer input without nodata: the outside is marked by a mask band (GTiff, COG), or by a value
         # that no kept pixel holds; never by a value such as 0 that may be real data inside the shape.
         use_mask = masking and out_nodata is None and driver in MASK_DRIVERS
@@ -343,8 +408,12 @@ def clip(
                 window_pixels=WINDOW_PIXELS,
                 block=OUTPUT_BLOCK,
                 prepare=prepare,
+                source=ds,
             )
-    return summarize(dst), warnings
+    window = PixelWindow(
+        col_off=int(clip_win.col_off), row_off=int(clip_win.row_off), width=int(clip_win.width), height=int(clip_win.height)
+    )
+    return RasterClipResult(summary=summarize(dst), window=window), warnings
 
 
 def _num(v: float) -> str:

@@ -6,8 +6,6 @@ import math
 from typing import Any
 
 import numpy as np
-import rasterio
-import rasterio.shutil
 from rasterio.enums import Resampling
 from rasterio.transform import Affine
 from rasterio.windows import Window
@@ -22,6 +20,7 @@ from gdal_mcp.engine.raster.output import (
     bounded_threads,
     cast,
     copy_metadata,
+    create_copy,
     fits,
     infer_driver,
     parse_dtype,
@@ -222,7 +221,7 @@ def convert(
         if plain and not writable_driver(driver):
             # Exactly gdal_translate: one CreateCopy from the source.
             progress(0.0, f"writing {driver} with GDAL CreateCopy")
-            rasterio.shutil.copy(ds, dst, driver=driver, **options)
+            create_copy(ds, dst, driver, options)
             progress(1.0, f"wrote {driver}")
             return summarize(dst), warnings
 
@@ -258,7 +257,7 @@ def convert(
             return stack.concatenate([stack.concatenate(row, axis=2) for row in parts], axis=1)
 
         def prepare(out: Any) -> None:
-            copy_metadata(ds, out, indexes, dtype_changed=dtype != ds.dtypes[indexes[0] - 1] or bool(scaling))
+            copy_metadata(ds, out, indexes, dtype_changed=dtype != ds.dtypes[indexes[0] - 1], rescaled=bool(scaling))
             copy_gcps_and_rpcs(ds, out, window, sx, sy)
 
         write_windows(
@@ -278,6 +277,7 @@ def convert(
             window_pixels=WINDOW_PIXELS,
             block=ds.block_shapes[indexes[0] - 1],
             prepare=prepare,
+            source=ds,
         )
     return summarize(dst), warnings
 

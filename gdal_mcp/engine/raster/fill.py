@@ -119,5 +119,6 @@ def fill_nodata(
             what="fill",
             window_pixels=block[0] * width,
             block=(1, width),
+            source=ds,
         )
     return summarize(dst), warnings

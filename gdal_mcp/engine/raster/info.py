@@ -10,10 +10,11 @@ from gdal_mcp.engine.crs import crs_label, describe_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.cog import cog_check
+from gdal_mcp.engine.raster.dimensions import band_dimensions
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.stats import band_statistics
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.models import BandInfo, Bounds, GcpInfo, NoData, RasterInfo
+from gdal_mcp.models import BandInfo, Bounds, GcpInfo, NoData, RasterInfo, SubdatasetInfo
 
 MAX_BANDS = 100
 MAX_SUBDATASETS = 50
@@ -48,13 +49,17 @@ def wgs84_bounds(ds) -> tuple[Bounds | None, str | None]:
 
 @wrap_gdal_errors
 def raster_info(path: str, band: int | None = None, stats: bool = False, progress: Progress = no_progress) -> RasterInfo:
-    """Describe a raster: structure, georeferencing, bands, COG validity; exact stats when asked."""
+    """Describe a raster: structure, georeferencing, bands, COG validity; exact stats when asked. A container
+    (subdatasets, no bands) says so, lists its subdatasets and gives no size, transform or bounds: GDAL's 512x512
+    and identity transform for one are placeholders, not facts."""
     with open_raster(path) as ds:
         warnings: list[str] = []
         if band is not None and not 1 <= band <= ds.count:
             raise GdalMcpError("invalid-argument", f"band {band} does not exist; the raster has {ds.count} band(s)")
         indexes = [band] if band is not None else list(range(1, min(ds.count, MAX_BANDS) + 1))
         statistics = band_statistics(ds, indexes, progress=progress) if stats and indexes else {}
+        dims = band_dimensions(ds, indexes)
+        warnings += dims.warnings
         bands = []
         for b in indexes:
             i = b - 1
@@ -72,12 +77,17 @@ def raster_info(path: str, band: int | None = None, stats: bool = False, progres
                     block_size=(bw, bh),
                     overviews=ds.overviews(b),
                     mask_flags=[f.name for f in ds.mask_flag_enums[i]],
+                    dimensions=dims.by_band.get(b, {}),
                     statistics=statistics.get(b),
                 )
             )
-        if stats and not indexes:
+        subdatasets = subdataset_list(ds)
+        container = ds.count == 0
+        if stats and container:
             warnings.append("no bands: statistics need pixels; open one of the subdatasets instead")
-        bounds84, warn = wgs84_bounds(ds)
+        if container and not subdatasets:
+            warnings.append("no bands and no subdatasets: GDAL finds no raster in this file (try vector_info)")
+        bounds84, warn = wgs84_bounds(ds) if not container else (None, None)
         if warn:
             warnings.append(warn)
         gcp_points, gcp_crs = ds.gcps
@@ -90,29 +100,37 @@ def raster_info(path: str, band: int | None = None, stats: bool = False, progres
                 "georeferenced by " + ("GCPs" if gcp_points else "RPCs") + ", not a geotransform: bounds "
                 "and transform are in pixels; raster_reproject warps it onto a map grid"
             )
-        errors, cog_warnings = cog_check(ds) if ds.count else (["no bands"], [])
+        errors, cog_warnings = (
+            cog_check(ds) if not container else (["a container of subdatasets with no bands of its own, not an image"], [])
+        )
         tags = ds.tags()
         metadata = {
             k: (v if len(v) <= MAX_METADATA_VALUE else v[:MAX_METADATA_VALUE] + "…")
             for k, v in list(tags.items())[:MAX_METADATA_ITEMS]
         }
-        if any(k.startswith("STATISTICS_") for b in range(1, ds.count + 1) for k in ds.tags(b)):
+        if not stats and any(k.startswith("STATISTICS_") for b in range(1, ds.count + 1) for k in ds.tags(b)):
             warnings.append("the file stores STATISTICS_* metadata, which may be stale; use stats=true for exact values")
-        subdatasets = list(ds.subdatasets)
         main_file = ds.files[0] if ds.files else None
         size = os.path.getsize(main_file) if main_file and os.path.isfile(main_file) else None
         t = ds.transform
+        tiled = bool(ds.profile.get("tiled", False))
         return RasterInfo(
             path=path,
             driver=ds.driver,
-            width=ds.width,
-            height=ds.height,
+            kind="container" if container else "raster",
+            width=None if container else ds.width,
+            height=None if container else ds.height,
             count=ds.count,
             crs=describe_crs(ds.crs),
-            transform=list(t.to_gdal()),
-            bounds=Bounds(left=ds.bounds.left, bottom=ds.bounds.bottom, right=ds.bounds.right, top=ds.bounds.top),
+            transform=None if container else list(t.to_gdal()),
+            bounds=None
+            if container
+            else Bounds(left=ds.bounds.left, bottom=ds.bounds.bottom, right=ds.bounds.right, top=ds.bounds.top),
             bounds_wgs84=bounds84,
-            resolution=(abs(t.a) if t.b == 0 else math.hypot(t.a, t.d), abs(t.e) if t.d == 0 else math.hypot(t.b, t.e)),
+            resolution=None
+            if container
+            else (abs(t.a) if t.b == 0 else math.hypot(t.a, t.d), abs(t.e) if t.d == 0 else math.hypot(t.b, t.e)),
+            dimensions=dims.info,
             gcps=GcpInfo(count=len(gcp_points), crs=crs_label(gcp_crs)) if gcp_points else None,
             rpc=has_rpc,
             bands=bands,
@@ -121,13 +139,50 @@ def raster_info(path: str, band: int | None = None, stats: bool = False, progres
             subdatasets_remaining=max(0, len(subdatasets) - MAX_SUBDATASETS),
             compression=compression_name(ds),
             interleave=ds.interleaving.name if ds.interleaving else None,
-            tiled=bool(ds.profile.get("tiled", False)),
+            tiled=tiled,
             is_cog=not errors,
             cog_issues=errors + cog_warnings,
+            cog_note=None if errors else cog_note(ds, tiled),
             file_size=size,
             metadata=metadata,
             warnings=warnings,
         )
+
+
+def subdataset_list(ds: Any) -> list[SubdatasetInfo]:
+    """Subdatasets as GDAL names them (SUBDATASET_n_NAME, quoted as the tools accept it) with their descriptions."""
+    tags = ds.tags(ns="SUBDATASETS")
+    found = []
+    n = 1
+    while f"SUBDATASET_{n}_NAME" in tags:
+        found.append(SubdatasetInfo(path=tags[f"SUBDATASET_{n}_NAME"], description=tags.get(f"SUBDATASET_{n}_DESC") or None))
+        n += 1
+    if not found:  # a driver that lists them only through GDALGetSubdatasets
+        found = [SubdatasetInfo(path=name) for name in ds.subdatasets]
+    return found
+
+
+def cog_note(ds: Any, tiled: bool) -> str | None:
+    """Why a file GDAL's COG validator accepts has no tiles or no overviews, when it has not (validate_cloud_optimized_
+    geotiff.py asks for tiles and recommends overviews only above 512 px, and takes strips up to 1024 px wide)."""
+    if ds.driver != "GTiff":
+        return None
+    overviews = bool(ds.overviews(1))
+    if ds.width <= 512 and ds.height <= 512:
+        if tiled and overviews:
+            return None
+        missing = " or ".join(x for x, has in (("tiles", tiled), ("overviews", overviews)) if not has)
+        return (
+            f"valid COG without {missing}: at {ds.width}x{ds.height} px it is within 512x512, and GDAL's COG rule "
+            "(validate_cloud_optimized_geotiff) asks for tiles and overviews only above 512 px: an image this small "
+            "is read whole"
+        )
+    if not tiled:
+        return (
+            f"valid COG without tiles: GDAL's COG rule (validate_cloud_optimized_geotiff) accepts strips up to 1024 px "
+            f"wide and these are {ds.width} px (tiles are still better for reading small windows)"
+        )
+    return None
 
 
 def compression_name(ds: Any) -> str | None:

@@ -31,6 +31,7 @@ from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     bounded_threads,
+    copy_metadata,
     fits,
     infer_driver,
     output_tiles,
@@ -360,13 +361,14 @@ def mosaic(
                 progress=_part(progress, 0.3 * k / len(foreign), 0.3 / len(foreign), f"input {k + 1}/{len(foreign)}: "),
             )
             warped = describe(tmp)
-            s.path, s.width, s.height, s.bounds, s.res, s.crs = (
+            s.path, s.width, s.height, s.bounds, s.res, s.crs, s.nodata = (
                 tmp,
                 warped.width,
                 warped.height,
                 warped.bounds,
                 warped.res,
                 warped.crs,
+                warped.nodata,  # an input without nodata gets one for its margins: they do not cover the others
             )
         if driver == "VRT":
             xml = vrt_xml(
@@ -404,8 +406,12 @@ def mosaic(
         rects = np.array([dst_rect(s, minx, maxy, res) for s in sources], dtype="float64").reshape(-1, 4)
         specs = [MosaicTile(grid_xml(keep=set(_reaching(rects, t.window))), t.window) for t in plan]
 
-        def set_colours(out: Any) -> None:
+        def prepare(out: Any) -> None:
+            """The first input's band metadata (descriptions, units, scale/offset …) on a mosaic of like bands."""
             out.colorinterp = colorinterp
+            if not separate:
+                with open_raster(inputs[0]) as first:
+                    copy_metadata(first, out, dtype_changed=first.dtypes[0] != dtype, rescaled=False)
 
         start = 0.3 if foreign else 0.0
         write_tiles(
@@ -424,7 +430,8 @@ def mosaic(
             windows=[t.window for t in plan],
             progress=_part(progress, start, 1 - start),
             what="mosaicked",
-            prepare=set_colours,
+            prepare=prepare,
+            source=inputs[0],
         )
     finally:
         for tmp in staged:

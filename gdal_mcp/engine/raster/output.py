@@ -18,6 +18,7 @@ from rasterio.drivers import raster_driver_extensions
 from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import disk_full
 from gdal_mcp.engine.raster.info import compression_name, nodata_value
+from gdal_mcp.engine.raster.inherit import inherit_options
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import Bounds, RasterSummary
 
@@ -75,9 +76,28 @@ def pixel_driver(path: str | os.PathLike[str], fmt: str | None, what: str) -> st
     return driver
 
 
+# The creation options of the rasters this process wrote and has not yet summarized, by path: `summarize` lists them.
+_WRITTEN: dict[str, dict[str, str]] = {}
+
+
+def record_options(path: str | os.PathLike[str], options: dict[str, str]) -> None:
+    """Remember the creation options `path` was written with, for `summarize` (writers that call GDAL themselves)."""
+    _WRITTEN[os.path.abspath(path)] = dict(options)
+
+
+def create_copy(ds: Any, dst: str, driver: str, options: dict[str, str]) -> None:
+    """GDAL CreateCopy of the open dataset `ds` to `dst` (as gdal_translate), keeping its compression unless `options`
+    name one (inherit.py); the options used are recorded for `summarize`."""
+    options = inherit_options(driver, options, ds, dtype=ds.dtypes[0], count=ds.count)
+    rasterio.shutil.copy(ds, dst, driver=driver, **options)
+    record_options(dst, options)
+
+
 def summarize(path: str | os.PathLike[str]) -> RasterSummary:
-    """Describe a raster just written (size counts its own files: .ovr, .aux.xml, not VRT sources)."""
+    """Describe a raster just written (size counts its own files: .ovr, .aux.xml, not VRT sources), with the creation
+    options it was written with when one of this module's writers wrote it."""
     name = Path(path).name
+    options = _WRITTEN.pop(os.path.abspath(path), {})
     with rasterio.open(path) as ds:
         size = sum(os.path.getsize(f) for f in ds.files if os.path.isfile(f) and Path(f).name.startswith(name))
         return RasterSummary(
@@ -91,6 +111,7 @@ def summarize(path: str | os.PathLike[str]) -> RasterSummary:
             resolution=(abs(ds.transform.a), abs(ds.transform.e)),
             nodata=nodata_value(ds.nodata),
             compression=compression_name(ds),
+            creation_options=options,
             file_size=size,
         )
 
@@ -267,9 +288,13 @@ def bounded_threads(options: dict[str, str], threads: int) -> dict[str, str]:
     return out
 
 
-def copy_metadata(ds: Any, out: Any, indexes: list[int] | None = None, *, dtype_changed: bool = False) -> None:
-    """Carry over what gdal_translate keeps: colour interpretation, descriptions, units, scale/offset, tags,
-    palette (unless the type changed). Never STATISTICS_*: they would be stale."""
+def copy_metadata(
+    ds: Any, out: Any, indexes: list[int] | None = None, *, dtype_changed: bool = False, rescaled: bool | None = None
+) -> None:
+    """Carry over what gdal_translate keeps: colour interpretation, descriptions, units, scale/offset (unless the
+    values were rescaled; default: when the type changed), tags, palette (unless the type changed). Never
+    STATISTICS_*: they would be stale."""
+    rescaled = dtype_changed if rescaled is None else rescaled
     indexes = indexes or list(range(1, ds.count + 1))
     try:
         out.colorinterp = [ds.colorinterp[b - 1] for b in indexes]
@@ -289,7 +314,7 @@ def copy_metadata(ds: Any, out: Any, indexes: list[int] | None = None, *, dtype_
                 out.write_colormap(j, ds.colormap(b))
             except ValueError:
                 pass  # no colour table
-    if not dtype_changed:
+    if not rescaled:
         out.scales = [ds.scales[b - 1] for b in indexes]
         out.offsets = [ds.offsets[b - 1] for b in indexes]
 
@@ -324,6 +349,7 @@ class _Target:
     profile: dict[str, Any]
     path: str  # where the pixels are written: `dst`, or the staged GTiff beside it
     staged: bool
+    options: dict[str, str]  # the creation options of `dst` (the caller's plus what it keeps of the source)
 
     @property
     def share(self) -> float:
@@ -345,10 +371,13 @@ def _output(
     transform: Any,
     nodata: float | None,
     progress: Any,
+    source: Any = None,
 ) -> Iterator[_Target]:
     """Where a writer puts the pixels: `dst` itself, or, for drivers that can only CreateCopy (COG, PNG …), a tiled
     GTiff staged beside it and copied to `dst` when the block ends. A failure leaves no partial `dst` or staging file;
-    a full disk becomes resource-limit naming the cause."""
+    a full disk becomes resource-limit naming the cause. `source` (an open dataset or a path): the output keeps its
+    compression unless `options` name one (inherit.py); the options used are recorded for `summarize`."""
+    options = inherit_options(driver, options, source, dtype=dtype, count=count)
     staged = not writable_driver(driver)
     target = _Target(
         output_profile(
@@ -364,6 +393,7 @@ def _output(
         ),
         str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst,
         staged,
+        options,
     )
     existed = os.path.exists(dst)
     try:
@@ -371,6 +401,7 @@ def _output(
         if staged:
             progress(target.share, f"writing {driver} with GDAL CreateCopy")
             rasterio.shutil.copy(target.path, dst, driver=driver, **options)
+        record_options(dst, options if staged else {k: str(v) for k, v in target.profile.items() if k.isupper()})
     except BaseException as exc:
         full = disk_full(exc, dst)  # before the partial file goes: removing it frees the disk again
         if not existed:
@@ -401,11 +432,13 @@ def write_windows(
     window_pixels: int,
     block: tuple[int, int] = (256, 256),
     prepare: Any = None,
+    source: Any = None,
 ) -> None:
     """The one window-by-window raster writer: `compute(window)` returns (h, w) or (count, h, w) pixels.
 
     Drivers that can only CreateCopy (COG, PNG …) get a tiled GTiff staged beside `dst`, then copied.
     `prepare(dataset)` may set metadata (colour interpretation, descriptions) before pixels are written.
+    `source` (the input, open or a path): the output keeps its compression unless `options` name one.
     A failed write leaves no partial `dst` or staging file behind.
     """
     from gdal_mcp.engine.raster.windows import iter_windows
@@ -423,6 +456,7 @@ def write_windows(
         transform=transform,
         nodata=nodata,
         progress=progress,
+        source=source,
     ) as target:
         with rasterio.open(target.path, "w", **target.profile) as out:
             if prepare is not None:
@@ -459,6 +493,7 @@ def write_tiles(
     prepare: Any = None,
     pixels: Any = None,
     start: str | None = None,
+    source: Any = None,
 ) -> None:
     """The one tile assembler: `fn(specs[i])` (a tile function run by the executor through `tiles.map_tiles`)
     returns the (count, h, w) pixels of `windows[i]` (col_off, row_off, width, height), written there as each
@@ -466,7 +501,8 @@ def write_tiles(
 
     CreateCopy-only drivers (COG, PNG …) get a tiled GTiff staged beside `dst`, then copied (overviews and all).
     `prepare(dataset)` may set metadata before pixels are written; `start` is the first progress message (what the
-    job is about to do). A failure leaves no partial `dst` or staging file.
+    job is about to do). `source` (the input, open or a path): the output keeps its compression unless `options` name
+    one. A failure leaves no partial `dst` or staging file.
     """
     from rasterio.windows import Window
 
@@ -486,9 +522,10 @@ def write_tiles(
         transform=transform,
         nodata=nodata,
         progress=progress,
+        source=source,
     ) as target:
         raw = None
-        if not target.staged and rawtiff.eligible(driver, options):
+        if not target.staged and rawtiff.eligible(driver, target.options):
             raw = rawtiff.create(target.path, target.profile, prepare)
             if raw is not None and not all(raw.fits(w) for w in windows):
                 os.remove(target.path)

@@ -28,6 +28,7 @@ from gdal_mcp.engine import gdal_c
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.inherit import inherit_options
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     _delete,
@@ -35,6 +36,7 @@ from gdal_mcp.engine.raster.output import (
     output_profile,
     parse_dtype,
     pixel_driver,
+    record_options,
     staging_options,
     summarize,
     writable_driver,
@@ -132,6 +134,7 @@ def proximity(
                 )
             if t.is_identity and not (ds.crs and ds.crs.to_wkt()):
                 warnings.append("the raster has no georeferencing: distances are in pixels")
+        options = inherit_options(driver, options, ds, dtype=dtype, count=1)
         staged = not writable_driver(driver)
         work = str(Path(dst).with_name(Path(dst).name + ".staging.tif")) if staged else dst
         profile = output_profile(
@@ -153,6 +156,7 @@ def proximity(
             if staged:
                 progress(0.95, f"writing {driver} with GDAL CreateCopy")
                 rasterio.shutil.copy(work, dst, driver=driver, **options)
+            record_options(dst, options if staged else {k: str(v) for k, v in profile.items() if k.isupper()})
         except BaseException:
             if not existed:
                 _delete(dst)

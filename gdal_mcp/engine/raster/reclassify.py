@@ -202,6 +202,7 @@ def reclassify(
             progress=progress,
             what="reclassified",
             window_pixels=DEFAULT_WINDOW_PIXELS,
+            source=ds,
         )
     if counts["default"]:
         fate = {"nodata": "set to nodata", "keep": "kept"}.get(str(default), f"set to {default}")

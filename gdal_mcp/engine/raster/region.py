@@ -57,15 +57,9 @@ def crs_text(crs) -> str:
     return crs_label(crs) or "its CRS"
 
 
-def bbox_window(ds, bbox, bbox_crs: str | None = None) -> Window:
-    """The pixel window covering `bbox` (in `bbox_crs`, default the raster's CRS), rounded outward.
-
-    Without a bbox: the whole raster. A bbox that does not overlap the raster is an invalid-argument.
-    """
-    if bbox is None:
-        if bbox_crs is not None:
-            raise GdalMcpError("invalid-argument", "bbox_crs was given without bbox; give bbox too, or omit bbox_crs")
-        return Window(0, 0, ds.width, ds.height)
+def bbox_in_crs(ds, bbox, bbox_crs: str | None = None) -> tuple[float, float, float, float]:
+    """`bbox` [minx, miny, maxx, maxy] (in `bbox_crs`, default the raster's CRS) in the raster's CRS: a box in
+    another CRS becomes the envelope of its edges densified (21 points each) and reprojected."""
     left, bottom, right, top = check_bbox(bbox)
     if bbox_crs is not None:
         crs = parse_crs(bbox_crs, "bbox_crs")
@@ -76,27 +70,65 @@ def bbox_window(ds, bbox, bbox_crs: str | None = None) -> Window:
                 "on it; omit bbox_crs and give the bbox in the raster's own coordinates",
             )
         left, bottom, right, top = transform_bbox((left, bottom, right, top), crs, ds.crs, target="raster")
+    return left, bottom, right, top
+
+
+def box_in_pixels(ds, box: tuple[float, float, float, float]) -> tuple[float, float, float, float, float, float]:
+    """A box in the raster's CRS as fractional pixel coordinates of its grid: (col_min, row_min, col_max, row_max,
+    width, height), width and height in pixels.
+
+    On a grid without rotation the numbers are computed as `gdal_translate -projwin` does ((x - x0) / dx, and
+    (maxx - minx) / dx for the width), so that rounding them gives GDAL's window bit for bit; on a rotated grid
+    they are the envelope of the box's four corners through the inverse geotransform.
+    """
+    left, bottom, right, top = box
+    t = ds.transform
     try:
-        inverse = ~ds.transform
+        inverse = ~t
         if not all(math.isfinite(v) for v in tuple(inverse)[:6]):
             raise ValueError("the inverse overflows")  # e.g. a pixel size of 5e-324
     except Exception:  # noqa: BLE001 - a degenerate geotransform
         raise GdalMcpError(
             "invalid-argument", "the raster's geotransform cannot be inverted, so a bbox cannot be placed on it; omit bbox"
         ) from None
+    if t.b == 0 and t.d == 0:
+        cols = ((left - t.c) / t.a, (right - t.c) / t.a)
+        rows = ((top - t.f) / t.e, (bottom - t.f) / t.e)
+        width, height = abs((right - left) / t.a), abs((bottom - top) / t.e)
+        return min(cols), min(rows), max(cols), max(rows), width, height
     corners = [inverse @ (x, y) for x in (left, right) for y in (bottom, top)]
+    c0, c1 = min(c for c, _ in corners), max(c for c, _ in corners)
+    r0, r1 = min(r for _, r in corners), max(r for _, r in corners)
+    return c0, r0, c1, r1, c1 - c0, r1 - r0
+
+
+def no_overlap(ds, bbox, bbox_crs: str | None) -> GdalMcpError:
+    b = ds.bounds
+    return GdalMcpError(
+        "invalid-argument",
+        f"bbox {list(bbox)}{' in ' + str(bbox_crs) if bbox_crs else ''} does not intersect the raster, whose "
+        f"bounds are [{b.left}, {b.bottom}, {b.right}, {b.top}] in {crs_text(ds.crs)}; give a bbox that overlaps them",
+    )
+
+
+def bbox_window(ds, bbox, bbox_crs: str | None = None) -> Window:
+    """The pixel window covering `bbox` (in `bbox_crs`, default the raster's CRS), rounded outward.
+
+    Without a bbox: the whole raster. A bbox that does not overlap the raster is an invalid-argument.
+    """
+    if bbox is None:
+        if bbox_crs is not None:
+            raise GdalMcpError("invalid-argument", "bbox_crs was given without bbox; give bbox too, or omit bbox_crs")
+        return Window(0, 0, ds.width, ds.height)
+    box = bbox_in_crs(ds, bbox, bbox_crs)
+    c_min, r_min, c_max, r_max, _, _ = box_in_pixels(ds, box)
     eps = 1e-6  # a bbox on a pixel edge must not pull in the neighbour through rounding noise
-    c0 = max(0, math.floor(min(c for c, _ in corners) + eps))
-    c1 = min(ds.width, math.ceil(max(c for c, _ in corners) - eps))
-    r0 = max(0, math.floor(min(r for _, r in corners) + eps))
-    r1 = min(ds.height, math.ceil(max(r for _, r in corners) - eps))
+    c0 = max(0, math.floor(c_min + eps))
+    c1 = min(ds.width, math.ceil(c_max - eps))
+    r0 = max(0, math.floor(r_min + eps))
+    r1 = min(ds.height, math.ceil(r_max - eps))
     if c1 <= c0 or r1 <= r0:
-        b = ds.bounds
-        raise GdalMcpError(
-            "invalid-argument",
-            f"bbox {list(bbox)}{' in ' + str(bbox_crs) if bbox_crs else ''} does not intersect the raster, whose "
-            f"bounds are [{b.left}, {b.bottom}, {b.right}, {b.top}] in {crs_text(ds.crs)}; give a bbox that overlaps them",
-        )
+        raise no_overlap(ds, bbox, bbox_crs)
     return Window(c0, r0, c1 - c0, r1 - r0)
 
 

@@ -110,5 +110,6 @@ def sieve(
             what="sieve",
             window_pixels=WINDOW_PIXELS,
             block=(256, 256),
+            source=ds,
         )
     return summarize(dst), warnings

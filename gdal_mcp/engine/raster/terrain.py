@@ -1,4 +1,4 @@
-"""Terrain products from a DEM, like gdaldem: hillshade, slope, aspect, roughness, TRI, TPI and color-relief.
+"""Terrain products from a DEM, like gdaldem: hillshade, slope, aspect, roughness, TRI, TPI (color-relief: relief.py).
 
 The formulas are gdaldem's (GDAL 3.x apps/gdaldem_lib.cpp): Horn's 3x3 gradient (or Zevenbergen & Thorne's
 4-neighbour one, `algorithm`) for hillshade, slope and aspect; the hillshade modes standard, combined,
@@ -14,16 +14,19 @@ window. Output, nodata and edges follow gdaldem:
   raster are extrapolated linearly (2·edge − next) as gdaldem does (its corners reuse the edge column);
 - aspect is an azimuth (0 = north, clockwise), or with `trigonometric` an angle counter-clockwise from
   east; flat pixels are nodata, or 0 with `zero_for_flat`;
-- color-relief is 3 Byte bands (RGB, 4 with `alpha`) without nodata, coloured per pixel from a ramp of
-  [value | "NN%" | "nv", r, g, b(, a)] entries or a named ramp (NAMED_RAMPS, in percentages of the band's
-  min..max) by interpolation, nearest entry or exact entry (unmatched: 0,0,0,0), as GDAL >= 3.9.2 does.
+- distances: on a projected DEM the geotransform's steps times `scale` (gdaldem's -s, default 1); aspect takes
+  none (gdaldem assumes square pixels). On a lon/lat DEM, unless `scale` is given, each row gets its own
+  ground distances from the CRS's ellipsoid (`LonLatGrid`): east-west the arc of its parallel (radius
+  N(lat)·cos(lat)) over one column step, north-south the meridian arc between the rows above and below, halved;
+  so hillshade, slope and aspect are those of a projected grid of the same pixels (gdaldem's -s 111120 makes an
+  east-west pixel 1/cos(lat) too long: slopes far too low away from the equator). TRI, TPI and roughness are
+  elevation differences within the 3x3 window: they take no distances, in gdaldem as here.
 
-Three deliberate differences: with `zero_for_flat` the edges and nodata pixels stay nodata (-9999; gdaldem
+Four deliberate differences: with `zero_for_flat` the edges and nodata pixels stay nodata (-9999; gdaldem
 writes 0 there too and declares no nodata, which makes them look like flat or north-facing pixels); NaN
 elevations always count as nodata (gdaldem lets NaN flow into the result when the band declares no
-nodata); arithmetic is done in float64 (gdaldem reads Float32).
-Color-relief follows GDAL >= 3.9.2 (OSGeo/gdal#10596): older gdaldem (3.6 in Debian 12) rounded
-interpolated colours with +0.45 instead of +0.5, and its exact_color_entry mode missed most exact matches.
+nodata); arithmetic is done in float64 (gdaldem reads Float32); lon/lat DEMs take ground distances per row
+(above; `scale` gives gdaldem's single factor back).
 The output grid is split into tiles (engine/tiles.py, a one-pixel halo), each computed by `terrain_tile`
 wherever the executor runs it, window by window; each window is read with a one-pixel halo. Every output pixel
 depends only on its 3x3 neighbourhood and the raster's own edges, so the tiling never changes a pixel.
@@ -31,7 +34,6 @@ depends only on its 3x3 neighbourhood and the raster's own edges, so the tiling 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +42,6 @@ from typing import Any, Literal
 import numpy as np
 from rasterio.windows import Window
 
-from gdal_mcp.engine import tiles
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
@@ -51,6 +52,7 @@ from gdal_mcp.engine.raster.output import (
     summarize,
     write_tiles,
 )
+from gdal_mcp.engine.raster.relief import COLOR_MODES, NAMED_RAMPS, ColorMode, color_relief
 from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
@@ -61,36 +63,8 @@ Algorithm = Literal["Horn", "ZevenbergenThorne"]
 ALGORITHMS: tuple[str, ...] = ("Horn", "ZevenbergenThorne")
 HillshadeMode = Literal["standard", "combined", "multidirectional", "igor"]
 HILLSHADE_MODES: tuple[str, ...] = ("standard", "combined", "multidirectional", "igor")
-ColorMode = Literal["interpolate", "nearest", "exact"]
-COLOR_MODES: tuple[str, ...] = ("interpolate", "nearest", "exact")
-#: Named colour ramps, in percentages of the band's range (min..max of its valid pixels) so that they fit any
-#: DEM; "nv" (nodata) is transparent black.
-NAMED_RAMPS: dict[str, list[list[Any]]] = {
-    # matplotlib's "terrain": deep blue, light blue, green, pale yellow, brown, white
-    "terrain": [
-        ["0%", 51, 51, 153],
-        ["15%", 0, 153, 255],
-        ["25%", 0, 204, 102],
-        ["50%", 255, 255, 153],
-        ["75%", 128, 92, 84],
-        ["100%", 255, 255, 255],
-        ["nv", 0, 0, 0, 0],
-    ],
-    # hypsometric tints: dark green lowlands, tan, brown, white peaks
-    "elevation": [
-        ["0%", 0, 97, 71],
-        ["20%", 86, 153, 62],
-        ["40%", 212, 196, 120],
-        ["60%", 168, 120, 66],
-        ["80%", 130, 92, 72],
-        ["100%", 255, 255, 255],
-        ["nv", 0, 0, 0, 0],
-    ],
-    # depths: navy (deepest) to pale cyan (shallowest)
-    "bathymetry": [["0%", 8, 29, 88], ["35%", 37, 52, 148], ["70%", 29, 145, 192], ["100%", 199, 233, 180], ["nv", 0, 0, 0, 0]],
-    "gray": [["0%", 0, 0, 0], ["100%", 255, 255, 255], ["nv", 0, 0, 0, 0]],
-}
-# Metres per degree: gdaldem's documented -s value for lon/lat DEMs with elevations in metres.
+# Metres per degree: gdaldem's documented -s value for lon/lat DEMs with elevations in metres (the fallback for a
+# lon/lat CRS without an ellipsoid).
 METRES_PER_DEGREE = 111120.0
 TERRAIN_NODATA = -9999.0
 HILLSHADE_NODATA = 0
@@ -101,14 +75,14 @@ OUTPUT_BLOCK = (256, 256)
 
 # The 3x3 neighbourhood as gdaldem numbers it:  0 1 2 / 3 4 5 / 6 7 8 (row 0 is north).
 Neighbours = list[np.ndarray]
+# A pixel step: one number for the whole raster, or one per output row ((h, 1), lon/lat DEMs).
+Step = float | np.ndarray
 
-
-# ---------------------------------------------------------------------------------------------- writing
 
 # ---------------------------------------------------------------------------------------------- formulas
 
 
-def _horn(n: Neighbours, ewres: float, nsres: float) -> tuple[np.ndarray, np.ndarray]:
+def _horn(n: Neighbours, ewres: Step, nsres: Step) -> tuple[np.ndarray, np.ndarray]:
     """gdaldem's Horn gradient: x = -dz/d(column), y = -dz/d(row), each over one step of the geotransform
     (with north-up rasters nsres < 0, so y is dz/d(north))."""
     x = ((n[0] + 2 * n[3] + n[6]) - (n[2] + 2 * n[5] + n[8])) / (8 * ewres)
@@ -116,7 +90,7 @@ def _horn(n: Neighbours, ewres: float, nsres: float) -> tuple[np.ndarray, np.nda
     return x, y
 
 
-def _zevenbergen_thorne(n: Neighbours, ewres: float, nsres: float) -> tuple[np.ndarray, np.ndarray]:
+def _zevenbergen_thorne(n: Neighbours, ewres: Step, nsres: Step) -> tuple[np.ndarray, np.ndarray]:
     """gdaldem's Zevenbergen & Thorne (1987) gradient: central differences of the 4 edge neighbours."""
     return (n[3] - n[5]) / (2 * ewres), (n[7] - n[1]) / (2 * nsres)
 
@@ -129,7 +103,12 @@ def _gradient(n: Neighbours, p: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]
 
 
 def _raw_differences(n: Neighbours, p: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """gdaldem's aspect differences (no resolution): dx grows eastwards, dy southwards."""
+    """The aspect's differences: dx grows eastwards, dy southwards. gdaldem's take no distances (square pixels,
+    north up); on a lon/lat DEM they are the ground gradient of each row's own distances."""
+    if p["ground"]:
+        gradient = _horn if p["algorithm"] == "Horn" else _zevenbergen_thorne
+        x, y = gradient(n, p["ewres"], p["nsres"])
+        return -x, -y
     if p["algorithm"] == "Horn":
         return (n[2] + 2 * n[5] + n[8]) - (n[0] + 2 * n[3] + n[6]), (n[6] + 2 * n[7] + n[8]) - (n[0] + 2 * n[1] + n[2])
     return n[5] - n[3], n[7] - n[1]
@@ -273,6 +252,10 @@ def _window_values(
     pr, pc = r0 - (row - 1), c0 - (col - 1)
     padded[pr : pr + r1 - r0, pc : pc + c1 - c0] = _read(ds, band, Window(c0, r0, c1 - c0, r1 - r0), nodata)
     left, right = col == 0, col + ww == width
+    grid: LonLatGrid | None = params.get("lonlat")
+    if grid is not None:
+        ew, ns = grid.steps(row, wh)
+        params = {**params, "ewres": ew[:, None], "nsres": ns[:, None]}
     if compute_edges:
         # Columns beyond the raster: linear extrapolation (NaN if either source pixel is nodata).
         if left:
@@ -293,199 +276,94 @@ def _window_values(
                 rows[:, -1] = rows[:, -2]
             beyond = 2 * rows[0] - rows[1]
             block = np.stack([beyond, rows[0], rows[1]] if top else [rows[1], rows[0], beyond])
-            out[centre - 1] = _apply(block, product, params, compute_edges)[0]
+            one = params if grid is None else {**params, "ewres": ew[centre - 1, None], "nsres": ns[centre - 1, None]}
+            out[centre - 1] = _apply(block, product, one, compute_edges)[0]
     return out
 
 
-# ---------------------------------------------------------------------------------------------- color relief
-
-ColorEntry = tuple[float, int, int, int, int]
+# ---------------------------------------------------------------------------------------------- lon/lat DEMs
 
 
 @dataclass(frozen=True)
-class RangeTile:
-    """One tile of the band's min/max pass (color-relief percentages)."""
+class LonLatGrid:
+    """The rows of a north-up lon/lat DEM on its CRS's ellipsoid: `steps` gives each row's ground distances."""
 
-    path: str
-    band: int
-    nodata: float | None
-    window: tuple[int, int, int, int]
+    ellipsoid: str
+    a: float  # semi-major axis, metres
+    f: float  # flattening
+    top: float  # latitude of the grid's top edge, radians (geotransform f)
+    dlat: float  # one row, radians (geotransform e: negative when north is up)
+    dlon: float  # one column, radians (geotransform a)
 
+    @classmethod
+    def of(cls, crs: Any, transform: Any) -> LonLatGrid | None:
+        """The grid of a raster in the geographic CRS `crs` (rasterio); None when the CRS has no ellipsoid."""
+        from pyproj import CRS
 
-def range_tile(spec: RangeTile) -> tuple[float, float]:
-    """(min, max) of the valid pixels of one tile; (inf, -inf) when it has none."""
-    low, high = math.inf, -math.inf
-    col, row, width, height = spec.window
-    with open_raster(spec.path) as ds:
-        for w in iter_windows(width, height, ds.block_shapes[spec.band - 1], 4 * WINDOW_PIXELS):
-            values = _read(ds, spec.band, Window(col + w.col_off, row + w.row_off, w.width, w.height), spec.nodata)
-            valid = values[~np.isnan(values)]
-            if valid.size:
-                low, high = min(low, float(valid.min())), max(high, float(valid.max()))
-    return low, high
+        try:
+            c = CRS.from_wkt(crs.to_wkt())
+            geod, ellipsoid = c.get_geod(), c.ellipsoid
+        except Exception:  # noqa: BLE001 - a CRS pyproj cannot read: the caller falls back to gdaldem's -s
+            return None
+        if geod is None or ellipsoid is None:
+            return None
+        unit = c.axis_info[0].unit_conversion_factor if c.axis_info else math.pi / 180  # radians per CRS unit
+        return cls(ellipsoid.name, geod.a, geod.f, transform.f * unit, transform.e * unit, transform.a * unit)
 
+    def latitudes(self, rows: np.ndarray) -> np.ndarray:
+        """Latitude (radians, not clipped) of the centres of `rows`."""
+        return self.top + self.dlat * (rows + 0.5)
 
-def _band_range(src: str, ds: Any, band: int, nodata: float | None) -> tuple[float, float]:
-    """Exact min and max of the band's valid pixels (what gdaldem's ComputeStatistics gives), tile by tile."""
-    low, high = math.inf, -math.inf
-    plan = tiles.plan(ds.width, ds.height, bytes_per_pixel=8)
-    specs = [RangeTile(path=src, band=band, nodata=nodata, window=t.window) for t in plan]
-    for _, (lo, hi) in tiles.map_tiles(range_tile, specs):
-        low, high = min(low, lo), max(high, hi)
-    if low > high:
-        raise GdalMcpError(
-            "invalid-argument",
-            "the band has no valid pixels, so percentages in colors cannot be resolved; give absolute elevations instead",
+    def parallel_radius(self, lat: np.ndarray) -> np.ndarray:
+        """Radius of the parallel at `lat`: N(lat)·cos(lat), the prime vertical radius N = a / sqrt(1 - e² sin²)."""
+        e2 = self.f * (2 - self.f)
+        return self.a * np.cos(lat) / np.sqrt(1 - e2 * np.sin(lat) ** 2)
+
+    def meridian_arc(self, lat: np.ndarray) -> np.ndarray:
+        """Signed distance from the equator along the meridian (Helmert's series in the third flattening n,
+        to n^4: well under a millimetre on the Earth's ellipsoids)."""
+        n = self.f / (2 - self.f)
+        n2, n3, n4 = n * n, n**3, n**4
+        mean = self.a / (1 + n) * (1 + n2 / 4 + n4 / 64)
+        return mean * (
+            lat
+            + (-1.5 * n + 9 / 16 * n3) * np.sin(2 * lat)
+            + (15 / 16 * n2 - 15 / 32 * n4) * np.sin(4 * lat)
+            - 35 / 48 * n3 * np.sin(6 * lat)
+            + 315 / 512 * n4 * np.sin(8 * lat)
         )
-    return low, high
 
+    def steps(self, row: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """(east-west, north-south) ground steps in metres of rows row..row+count-1, signed like the geotransform's:
+        east-west the parallel's arc over one column, north-south half the meridian arc between the row above and
+        the row below (exact for a surface that is linear in ground distance). A row whose centre is not strictly
+        between the poles gets NaN (its pixels are nodata)."""
+        lat = self.latitudes(np.arange(row - 1, row + count + 1, dtype=np.float64))
+        half_pi = math.pi / 2
+        arc = self.meridian_arc(np.clip(lat, -half_pi, half_pi))
+        centre = lat[1:-1]
+        ew = np.where(np.abs(centre) < half_pi, self.parallel_radius(centre) * self.dlon, np.nan)
+        return ew, (arc[2:] - arc[:-2]) / 2
 
-def _parse_colors(
-    colors: str | list[Any], nodata: float | None, value_range: Callable[[], tuple[float, float]], warnings: list[str]
-) -> list[ColorEntry]:
-    """gdaldem's colour text file as a list: [value | "NN%" | "nv", r, g, b(, a)] or a name in NAMED_RAMPS."""
-    if isinstance(colors, str) and colors.strip().startswith("["):
-        try:  # a JSON list sent as a string
-            colors = json.loads(colors)
-        except ValueError as e:
-            raise GdalMcpError("invalid-argument", f"colors is not valid JSON: {e}") from None
-    named = isinstance(colors, str)
-    if named:
-        key = str(colors).strip().lower()
-        if key not in NAMED_RAMPS:
-            raise GdalMcpError(
-                "invalid-argument",
-                f"unknown colour ramp {colors!r}; use one of {', '.join(NAMED_RAMPS)} or a list of [value, r, g, b(, a)] entries",
-            )
-        colors = NAMED_RAMPS[key]
-    if not isinstance(colors, list) or not colors:
-        raise GdalMcpError("invalid-argument", "colors must be a ramp name or a non-empty list of [value, r, g, b(, a)]")
-    span: tuple[float, float] | None = None
-    entries: list[ColorEntry] = []
-    numeric = 0
-    for k, entry in enumerate(colors):
-        if not isinstance(entry, list | tuple) or len(entry) not in (4, 5):
-            raise GdalMcpError("invalid-argument", f"colors[{k}] must be [value, r, g, b] or [value, r, g, b, a] (got {entry!r})")
-        value, *rgba = entry
-        if not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in rgba):
-            raise GdalMcpError("invalid-argument", f"colors[{k}]: r, g, b and a must be integers 0..255 (got {rgba!r})")
-        text = value.strip() if isinstance(value, str) else None
-        if text is not None and text.lower() == "nv":
-            if nodata is None:
-                if not named:
-                    warnings.append(f"colors[{k}] is the nodata entry 'nv' but the band has no nodata value; ignored")
-                continue
-            v = float(nodata)
-            numeric -= 1
-        elif text is not None and text.endswith("%") and len(text) > 1:
-            try:
-                pct = float(text[:-1]) / 100.0
-            except ValueError:
-                pct = math.nan
-            if not 0.0 <= pct <= 1.0:
-                raise GdalMcpError("invalid-argument", f"colors[{k}]: a percentage must be 0%..100% (got {value!r})")
-            if span is None:
-                span = value_range()
-            v = span[0] + pct * (span[1] - span[0])
-        else:
-            try:
-                v = float(value) if not isinstance(value, bool) else math.nan
-            except (TypeError, ValueError):
-                v = math.nan
-            if not math.isfinite(v):
-                raise GdalMcpError(
-                    "invalid-argument",
-                    f'colors[{k}]: the value must be a number, "NN%" (of the band\'s min..max) or "nv" (nodata) (got {value!r})',
-                )
-        entries.append((v, rgba[0], rgba[1], rgba[2], rgba[3] if len(rgba) == 4 else 255))
-        numeric += 1
-    if numeric <= 0:
-        raise GdalMcpError("invalid-argument", "colors needs at least one entry with a value besides 'nv'")
-    return entries
+    def describe(self, height: int, product: str) -> str:
+        """The note the result carries: what was done, with the pixel's ground size at the top and bottom rows."""
+        ew, ns = self.steps(0, height)
+        finite = np.flatnonzero(np.isfinite(ew))  # rows centred on a pole have no east-west distance
+        first, last = (finite[0], finite[-1]) if finite.size else (0, height - 1)
+        ends = np.abs(ew[[first, last]])
+        lat = np.degrees(self.latitudes(np.array([first, last], dtype=np.float64)))
 
+        def where(k: int) -> str:
+            return f"{ends[k]:.4g} m at {abs(lat[k]):.3f}°{'N' if lat[k] >= 0 else 'S'}"
 
-def _process_colors(entries: list[ColorEntry], nodata: float | None, mode: str) -> list[list[float]]:
-    """GDALColorReliefProcessColors: sort (NaN first), add entries just beside the nodata value so that it does
-    not bleed into its neighbours, and spread repeated values by a few ulps so that a step stays a step."""
-    table = sorted((list(e) for e in entries), key=lambda e: (not math.isnan(e[0]), e[0]))
-    initial = len(table)
-    repeated = 0
-    eps = np.finfo(np.float64).eps
-    for i in range(1, initial):
-        prev, cur = table[i - 1], table[i]
-        if mode != "exact" and nodata is not None and cur[0] == nodata:
-            below = math.nextafter(cur[0], -math.inf)
-            if below > prev[0]:
-                table.append([below, *prev[1:]])
-        elif mode != "exact" and nodata is not None and prev[0] == nodata:
-            above = math.nextafter(prev[0], math.inf)
-            if above < cur[0]:
-                table.append([above, *cur[1:]])
-        elif repeated == 0 and cur[0] == prev[0]:
-            repeated = i
-        elif repeated != 0 and cur[0] != prev[0]:
-            left = 0.0
-            if repeated >= 2:
-                lower = table[repeated - 2]
-                total, left = cur[0] - lower[0], prev[0] - lower[0]
-            else:
-                total = cur[0] - prev[0]
-            count = i - repeated + 1
-            if total > abs(prev[0]) * count * eps:
-                multiplier = 0.5 - count * left / total
-                shift = abs(prev[0])
-                for j in range(repeated - 1, i):
-                    table[j][0] += (shift * multiplier) * eps
-                    multiplier += 1.0
-            repeated = 0
-    if len(table) != initial:
-        table.sort(key=lambda e: (not math.isnan(e[0]), e[0]))
-    return table
-
-
-def _colorize(values: np.ndarray, table: list[list[float]], mode: str) -> np.ndarray:
-    """GDALColorReliefGetRGBA on every pixel: (4, h, w) uint8."""
-    vals = np.array([e[0] for e in table], dtype=np.float64)
-    rgba = np.array([e[1:] for e in table], dtype=np.float64)
-    size = len(vals)
-    lower = 1 if math.isnan(vals[0]) else 0
-    i = np.searchsorted(vals[lower:], values, side="left") + lower  # first entry >= value (NaN: past the end)
-    out = np.zeros((4, *values.shape), dtype=np.float64)
-    first, last = i == lower, i == size
-
-    def bands(index: np.ndarray) -> np.ndarray:
-        return np.moveaxis(rgba[index], -1, 0)  # (h, w, 4) -> (4, h, w)
-
-    i_lo, i_hi = np.clip(i - 1, 0, size - 1), np.clip(i, 0, size - 1)
-    lo, hi = vals[i_lo], vals[i_hi]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if mode == "exact":
-            index = np.where(lo == values, i_lo, i_hi)
-            hit = (lo == values) | (hi == values)
-        elif mode == "nearest":
-            index = np.where((lo == values) | ((hi != values) & (values - lo < hi - values)), i_lo, i_hi)
-            hit = np.ones(values.shape, dtype=bool)
-        else:
-            ratio = (values - lo) / (hi - lo)
-            interp = np.trunc(0.5 + bands(i_lo) + ratio * (bands(i_hi) - bands(i_lo)))
-            step = (lo == values) | (hi == values) | np.isnan(lo)
-            index = np.where(lo == values, i_lo, i_hi)
-            out[:] = np.where(step, bands(index), np.clip(interp, 0, 255))
-            hit = None
-    if hit is not None:
-        out[:] = np.where(hit, bands(index), 0)
-    # Below the first or above the last entry: that entry's colour (exact: only when equal).
-    for edge, k in ((first, lower), (last, size - 1)):
-        if lower and k == lower:
-            # gdaldem's search starts after the NaN entry: the first real entry is an interior case there.
-            continue
-        ok = edge if mode != "exact" else edge & (vals[k] == values)
-        out[:, edge] = 0
-        out[:, ok] = rgba[k][:, None]
-    if lower:
-        nan = np.isnan(values)
-        out[:, nan] = rgba[0][:, None]
-    return out.astype(np.uint8)
+        text = (
+            f"lon/lat DEM: ground distances per row from the {self.ellipsoid} ellipsoid (a pixel is {where(0)} to "
+            f"{where(1)} east-west, {abs(float(np.nanmean(ns))):.4g} m north-south), so {product} is that of a "
+            "projected grid of the same pixels"
+        )
+        if product != "aspect":
+            text += "; elevations are taken as metres (z_factor=0.3048 for feet)"
+        return text + "; scale=111120 instead reproduces gdaldem -s 111120 (one factor for both axes)"
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -510,34 +388,48 @@ def _check_number(
     return v
 
 
-def _scale(ds: Any, scale: float | None, product: str, warnings: list[str]) -> float:
-    """gdaldem's -s: vertical units per horizontal unit; 111120 by default on lon/lat DEMs."""
+def _distances(ds: Any, scale: float | None, product: str, warnings: list[str]) -> tuple[float, LonLatGrid | None]:
+    """gdaldem's -s (horizontal units per vertical unit, default 1), or on a lon/lat DEM with no `scale` the
+    per-row ground distances of its ellipsoid (then the scale is 1: the steps are metres already)."""
     uses_scale = product in ("hillshade", "slope")
+    crs = ds.crs
+    geographic = crs is not None and bool(crs.to_wkt()) and crs.is_geographic
     if scale is not None:
         value = _check_number("scale", scale, positive=True)
-        if not uses_scale:
+        if product == "aspect" and geographic:
+            warnings.append(
+                "scale is given, so aspect is gdaldem's: from elevation differences alone, as if the pixels were square; "
+                "leave scale out to take each row's ground distances on this lon/lat DEM"
+            )
+        elif not uses_scale:
             warnings.append(f"scale only changes hillshade and slope; it has no effect on {product}")
-        return value
-    crs = ds.crs
-    if not uses_scale or crs is None or not crs.to_wkt():
-        return 1.0
-    if crs.is_geographic:
-        warnings.append(
-            f"the DEM's CRS is geographic (degrees): using scale={METRES_PER_DEGREE:g} metres per degree "
-            "(gdaldem's suggested -s) so that elevations are taken as metres; pass scale= to override "
-            "(370400 for elevations in feet), or reproject the DEM to a projected CRS for exact distances"
-        )
-        return METRES_PER_DEGREE
+        return value, None
+    if product not in ("hillshade", "slope", "aspect") or crs is None or not crs.to_wkt():
+        return 1.0, None
+    if geographic:
+        grid = LonLatGrid.of(crs, ds.transform)
+        if grid is None:
+            if not uses_scale:
+                return 1.0, None
+            warnings.append(
+                f"the DEM's CRS is geographic (degrees) without an ellipsoid: using scale={METRES_PER_DEGREE:g} metres per "
+                "degree (gdaldem's suggested -s) on both axes; reproject the DEM to a projected CRS for exact distances"
+            )
+            return METRES_PER_DEGREE, None
+        warnings.append(grid.describe(ds.height, product))
+        return 1.0, grid
+    if not uses_scale:
+        return 1.0, None
     try:
         unit, factor = crs.linear_units_factor
     except Exception:  # noqa: BLE001 - a CRS without linear units: nothing to suggest
-        return 1.0
+        return 1.0, None
     if factor and not math.isclose(factor, 1.0):
         warnings.append(
             f"the CRS's unit is {unit} ({factor:g} m), not metre; {product} assumes elevations are in "
             f"{unit} too. If they are in metres pass scale={factor:g}"
         )
-    return 1.0
+    return 1.0, None
 
 
 def _unused(
@@ -655,7 +547,7 @@ def terrain(
         nodata = ds.nodatavals[band - 1]
         if relief:
             assert colors is not None
-            _color_relief(
+            color_relief(
                 src,
                 ds,
                 band,
@@ -684,14 +576,15 @@ def terrain(
             "azimuth": az,
             "altitude": alt,
             "percent": slope_units == "percent",
-            "scale": _scale(ds, scale, product, warnings),
             "algorithm": algorithm,
             "hillshade_mode": hillshade_mode,
             "zero_for_flat": zero_for_flat,
             "trigonometric": trigonometric,
         }
-        params["ewres"] *= params["scale"]
-        params["nsres"] *= params["scale"]
+        factor, grid = _distances(ds, scale, product, warnings)
+        params["ewres"] *= factor
+        params["nsres"] *= factor
+        params["lonlat"], params["ground"] = grid, grid is not None
         hillshade = product == "hillshade"
         out_dtype = "uint8" if hillshade else "float32"
         out_nodata = float(HILLSHADE_NODATA) if hillshade else TERRAIN_NODATA
@@ -728,6 +621,7 @@ def terrain(
             windows=[t.window for t in plan],
             progress=progress,
             what=product,
+            source=ds,
         )
     return summarize(dst), warnings
 
@@ -769,93 +663,3 @@ def terrain_tile(spec: TerrainTile) -> np.ndarray:
             values[missing] = spec.out_nodata
             out[r0 : r0 + h, c0 : c0 + ww] = values.astype(spec.dtype)
     return out
-
-
-@dataclass(frozen=True)
-class ReliefTile:
-    """One output tile of color-relief."""
-
-    path: str
-    band: int
-    table: list[list[float]]
-    mode: str
-    count: int
-    window: tuple[int, int, int, int]
-    window_pixels: int
-    block: tuple[int, int]
-
-
-def relief_tile(spec: ReliefTile) -> np.ndarray:
-    """The (count, h, w) colours of one tile, window by window."""
-    col, row, width, height = spec.window
-    out = np.empty((spec.count, height, width), dtype=np.uint8)
-    # gdaldem reads Byte, Int16 and UInt16 as integers and everything else as Float32.
-    exact_types = ("uint8", "int16", "uint16")
-    with open_raster(spec.path) as ds:
-        dtype = ds.dtypes[spec.band - 1]
-        for w in iter_windows(width, height, spec.block, spec.window_pixels):
-            r0, c0, h, ww = int(w.row_off), int(w.col_off), int(w.height), int(w.width)
-            data = ds.read(spec.band, window=Window(col + c0, row + r0, ww, h))
-            values = data.astype(np.float64) if dtype in exact_types else data.astype(np.float32).astype(np.float64)
-            out[:, r0 : r0 + h, c0 : c0 + ww] = _colorize(values, spec.table, spec.mode)[: spec.count]
-    return out
-
-
-def _color_relief(
-    src: str,
-    ds: Any,
-    band: int,
-    dst: str,
-    driver: str,
-    options: dict[str, str],
-    *,
-    nodata: float | None,
-    colors: str | list[Any],
-    mode: str,
-    alpha: bool,
-    warnings: list[str],
-    progress: Progress,
-) -> None:
-    if nodata is not None and math.isnan(nodata):
-        nodata = math.nan
-    entries = _parse_colors(colors, nodata, lambda: _band_range(src, ds, band, nodata), warnings)
-    table = _process_colors(entries, nodata, mode)
-    count = 4 if alpha else 3
-    plan = output_tiles(driver, options, ds.width, ds.height, bytes_per_pixel=count)
-    specs = [
-        ReliefTile(
-            path=src,
-            band=band,
-            table=table,
-            mode=mode,
-            count=count,
-            window=t.window,
-            window_pixels=max(1, WINDOW_PIXELS // count),
-            block=OUTPUT_BLOCK,
-        )
-        for t in plan
-    ]
-
-    def prepare(out: Any) -> None:
-        from rasterio.enums import ColorInterp
-
-        out.colorinterp = [ColorInterp.red, ColorInterp.green, ColorInterp.blue, ColorInterp.alpha][:count]
-
-    write_tiles(
-        dst,
-        driver,
-        options,
-        width=ds.width,
-        height=ds.height,
-        count=count,
-        dtype="uint8",
-        crs=ds.crs,
-        transform=ds.transform,
-        nodata=None,
-        fn=relief_tile,
-        specs=specs,
-        windows=[t.window for t in plan],
-        progress=progress,
-        what="color-relief",
-        prepare=prepare,
-    )

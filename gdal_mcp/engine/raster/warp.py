@@ -23,10 +23,12 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.grid import DEFAULT_MAX_PIXELS, check_grid, describe_units
 from gdal_mcp.engine.options import creation_options
 from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.margins import area_of_use_warning, margin_nodata
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     bounded_threads,
     check_nodata,
+    copy_metadata,
     fits,
     infer_driver,
     output_tiles,
@@ -237,7 +239,10 @@ def footprint_misses(ds: Any, georef: SourceGeoref, dst_crs: Any, transform: Aff
         xs, ys = transform_points(georef.crs, dst_crs, np.asarray(xs, dtype=float), np.asarray(ys, dtype=float))
         px, py = ~transform * (np.asarray(xs), np.asarray(ys))
         shape = Polygon(zip(px, py, strict=True)).buffer(0)
-        return bool(box(0, 0, width, height).difference(shape).area > 0.5)
+        if width < 2 or height < 2:
+            return bool(box(0, 0, width, height).difference(shape).area > 0.5)
+        # GDAL warps a pixel whose centre falls in the source: the box of the centres, outside the footprint
+        return bool(box(0.5, 0.5, width - 0.5, height - 0.5).difference(shape).area > 0.01)
     except Exception:  # noqa: BLE001 - a footprint GDAL cannot trace: assume margins, the warning is harmless
         return True
 
@@ -353,12 +358,18 @@ def reproject(
                 out_nodata = None
             else:
                 out_nodata = check_nodata(out_nodata, dtype)
-        if out_nodata is None and footprint_misses(ds, georef, target, transform, width, height):
-            warnings.append(
-                "the output reaches beyond the input, and those margins are filled with 0 without being "
-                "declared nodata (the input has none): pass nodata= (e.g. 0 if 0 never occurs in the data, "
-                "or a value outside the data's range) so that they are masked"
+        area = area_of_use_warning(
+            target, georef.crs, transform, width, height, tuple(ds.bounds) if georef.method == "geotransform" else None
+        )
+        if area is not None:
+            warnings.append(area)
+        alpha = any(c.name == "alpha" for c in ds.colorinterp)  # an alpha band marks the margins itself (0 there)
+        if out_nodata is None and not alpha and footprint_misses(ds, georef, target, transform, width, height):
+            progress(0.0, "choosing a nodata value for the margins the input does not cover")
+            out_nodata, note = margin_nodata(
+                src, ds, georef, dtype, target=target, transform=transform, width=width, height=height, threads=threads
             )
+            warnings.append(note)
         warp_options = {**georef.options}
         _warp(
             ds,
@@ -423,13 +434,10 @@ def _warp(
         threads=threads,
         warp_options=warp_options,
     )
-    colorinterp = ds.colorinterp
 
-    def set_colours(out: Any) -> None:
-        try:
-            out.colorinterp = colorinterp
-        except Exception:  # noqa: BLE001 - not every driver takes every interpretation
-            pass
+    def prepare(out: Any) -> None:
+        """gdalwarp's metadata: colour interpretation, descriptions, units, scale/offset, tags, palette."""
+        copy_metadata(ds, out, dtype_changed=dtype != ds.dtypes[0], rescaled=False)
 
     write_tiles(
         dst,
@@ -447,7 +455,8 @@ def _warp(
         windows=[t.window for t in plan],
         progress=progress,
         what="warped",
-        prepare=set_colours,
+        prepare=prepare,
+        source=ds,
         start=f"warping {width}x{height} x {ds.count} band(s) in {len(plan)} tile(s)",
     )
 

@@ -6,10 +6,14 @@ checks it against the layer's fields and names the outputs "<field>_<func>" ("co
 statistics per group (`result(keys)`). Nulls are ignored (a group with no values gets null, and count 0);
 count of "*" counts features. std is the sample standard deviation (n - 1, as pandas); median is exact, so its
 values are kept until the end (memory grows with the rows aggregated); count_distinct keeps the distinct values.
+vector_join also has count_by (`parse_aggregate(..., count_by=True)`): one count per distinct value of a field
+(cities per continent), as integer fields "<field>_<value>" (categories known before writing when the layer is held
+whole, else found as rows come and ordered by value at the end; at most MAX_CATEGORIES).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +26,8 @@ from gdal_mcp.errors import GdalMcpError
 FUNCTIONS = ("count", "sum", "mean", "min", "max", "median", "std", "first", "last", "count_distinct")
 NUMERIC_ONLY = {"sum", "mean", "median", "std"}
 ALL = "*"
+COUNT_BY = "count_by"
+MAX_CATEGORIES = 100
 
 Spec = list[tuple[str, str, str]]  # (field, function, output field name)
 
@@ -41,12 +47,16 @@ def _numeric(t: Any) -> bool:
     )
 
 
-def parse_aggregate(spec: Mapping[str, Any] | None, fields: pa.Schema | Mapping[str, Any] | Sequence[str]) -> Spec:
+def parse_aggregate(
+    spec: Mapping[str, Any] | None, fields: pa.Schema | Mapping[str, Any] | Sequence[str], *, count_by: bool = False
+) -> Spec:
     """[(field, func, out_name)] from {"*": ["count"], "pop": ["sum", "mean"]}; errors name what is possible.
 
     `fields`: the layer's fields (an Arrow schema, a name -> Arrow type mapping, or names); with types,
-    sum/mean/median/std on a text field are refused.
+    sum/mean/median/std on a text field are refused. count_by=True allows "count_by" (its out_name is the
+    prefix of the fields it makes, one per value).
     """
+    functions = (*FUNCTIONS, COUNT_BY) if count_by else FUNCTIONS
     if spec is None:
         return []
     if not isinstance(spec, Mapping) or not spec:
@@ -68,8 +78,8 @@ def parse_aggregate(spec: Mapping[str, Any] | None, fields: pa.Schema | Mapping[
             )
         for func in funcs:
             func = func.lower()
-            if func not in FUNCTIONS:
-                raise GdalMcpError("invalid-argument", f"unknown aggregate function {func!r}; use one of {', '.join(FUNCTIONS)}")
+            if func not in functions:
+                raise GdalMcpError("invalid-argument", f"unknown aggregate function {func!r}; use one of {', '.join(functions)}")
             if field == ALL and func != "count":
                 raise GdalMcpError("invalid-argument", f'"*" only takes "count" (got {func!r}); name a field for {func}')
             if func in NUMERIC_ONLY and field != ALL and not _numeric(types[field]):
@@ -78,18 +88,59 @@ def parse_aggregate(spec: Mapping[str, Any] | None, fields: pa.Schema | Mapping[
                     f"{func} needs a numeric field, but {field!r} is "
                     f"{types[field]}; use count, min, max, first, last or count_distinct",
                 )
-            name = "count" if field == ALL else f"{field}_{func}"
-            if any(name == o[2] for o in out):
+            name = "count" if field == ALL else field if func == COUNT_BY else f"{field}_{func}"
+            if any(name == o[2] and (func == COUNT_BY) == (o[1] == COUNT_BY) for o in out):
                 raise GdalMcpError("invalid-argument", f"aggregate asks for {name!r} twice")
             out.append((field, func, name))
     return out
 
 
+def _too_many(field: str, n: int) -> GdalMcpError:
+    return GdalMcpError(
+        "invalid-argument",
+        f"count_by on {field!r} makes one field per distinct value, and it has {n} (at most {MAX_CATEGORIES}): "
+        "count by a field with fewer values, or use count_distinct",
+    )
+
+
+def categories(spec: Spec, table: pa.Table) -> dict[str, list[Any]]:
+    """The distinct values (nulls left out, sorted) of each count_by field of `table`."""
+    out: dict[str, list[Any]] = {}
+    for field, func, _ in spec:
+        if func == COUNT_BY and field not in out:
+            values = sorted(v for v in pc.unique(table.column(field)).to_pylist() if v is not None)
+            if len(values) > MAX_CATEGORIES:
+                raise _too_many(field, len(values))
+            out[field] = values
+    return out
+
+
+def category_names(prefix: str, values: Sequence[Any]) -> list[str]:
+    """Field names "<prefix>_<value>" (value made a name: letters, digits, _), unique whatever their case."""
+    names: list[str] = []
+    taken: set[str] = set()
+    for v in values:
+        text = re.sub(r"\W+", "_", str(v)).strip("_") or "empty"
+        name, i = f"{prefix}_{text}", 1
+        while name.lower() in taken:
+            i += 1
+            name = f"{prefix}_{text}_{i}"
+        taken.add(name.lower())
+        names.append(name)
+    return names
+
+
 class _Column:
     """Running statistics of one field over the groups (group codes 0..n-1)."""
 
-    def __init__(self, funcs: set[str], type_: pa.DataType | None) -> None:
+    def __init__(
+        self, funcs: set[str], type_: pa.DataType | None, field: str = "", categories: Sequence[Any] | None = None
+    ) -> None:
         self.funcs = funcs
+        self.field = field
+        self.fixed = categories is not None
+        self.by: dict[Any, int] = {v: i for i, v in enumerate(categories or [])}
+        self.by_counts = np.zeros((0, len(self.by)), dtype=np.int64)
         self.type = type_
         self.numeric = type_ is not None and _numeric(type_) and not pa.types.is_decimal(type_)
         self.integer = type_ is not None and (pa.types.is_integer(type_) or pa.types.is_boolean(type_))
@@ -116,6 +167,36 @@ class _Column:
         for name in ("min", "max", "first", "last"):
             setattr(self, name, np.concatenate([getattr(self, name), np.full(extra, None, dtype=object)]))
         self.has_first = np.concatenate([self.has_first, np.zeros(extra, dtype=bool)])
+        self.by_counts = np.vstack([self.by_counts, np.zeros((extra, self.by_counts.shape[1]), dtype=np.int64)])
+
+    def _count_by(self, codes: np.ndarray, column: pa.Array | pa.ChunkedArray) -> None:
+        if not self.fixed:
+            for v in pc.unique(column).to_pylist():
+                if v not in self.by:
+                    self.by[v] = len(self.by)
+            if len(self.by) > MAX_CATEGORIES:
+                raise _too_many(self.field, len(self.by))
+            extra = len(self.by) - self.by_counts.shape[1]
+            if extra:
+                self.by_counts = np.hstack([self.by_counts, np.zeros((len(self.by_counts), extra), dtype=np.int64)])
+        value_set = pa.array(list(self.by), type=column.type) if self.by else pa.nulls(0, type=column.type)
+        cols = np.asarray(pc.fill_null(pc.index_in(column, value_set=value_set), -1).to_numpy(zero_copy_only=False))
+        known = cols >= 0
+        np.add.at(self.by_counts, (codes[known], cols[known]), 1)
+
+    def category_values(self) -> list[Any]:
+        """The values counted by count_by, in output order."""
+        return list(self.by) if self.fixed else sorted(self.by)
+
+    def category_counts(self, rows: np.ndarray) -> list[pa.Array]:
+        seen = rows >= 0
+        safe = np.where(seen, rows, 0)
+        out = []
+        for v in self.category_values():
+            c = self.by[v]
+            counts = self.by_counts[safe, c] if len(self.by_counts) else np.zeros(len(rows), dtype=np.int64)
+            out.append(pa.array(np.where(seen, counts, 0).astype(np.int64)))
+        return out
 
     def add(self, codes: np.ndarray, column: pa.Array | pa.ChunkedArray, size: int) -> None:
         self.grow(size)
@@ -124,6 +205,8 @@ class _Column:
         if not len(codes):
             return
         column = column.filter(pa.array(valid))
+        if COUNT_BY in self.funcs:
+            self._count_by(codes, column)
         if self.numeric:
             values = np.asarray(column.to_numpy(zero_copy_only=False))
             if values.dtype == bool:
@@ -230,10 +313,12 @@ class _Column:
 
 class Aggregator:
     """Statistics per group, fed batch by batch. `spec` is parse_aggregate's list; the table given to `add`
-    holds the fields it names (its Arrow types decide the output types)."""
+    holds the fields it names (its Arrow types decide the output types). `categories`: the values count_by
+    counts, per field (from `categories()`); without them they are found as rows come."""
 
-    def __init__(self, spec: Spec) -> None:
+    def __init__(self, spec: Spec, categories: Mapping[str, Sequence[Any]] | None = None) -> None:
         self.spec = list(spec)
+        self.categories = dict(categories or {})
         self.codes: dict[Any, int] = {}
         self.keys: list[Any] = []
         self.features = np.zeros(0, dtype=np.int64)
@@ -271,16 +356,26 @@ class Aggregator:
             column = self.columns.get(field)
             if column is None:
                 funcs = {f for fd, f, _ in self.spec if fd == field}
-                column = self.columns[field] = _Column(funcs, table.schema.field(field).type)
+                column = self.columns[field] = _Column(
+                    funcs, table.schema.field(field).type, field, self.categories.get(field) if COUNT_BY in funcs else None
+                )
             column.add(codes, table.column(field), size)
+
+    def _category_values(self, field: str) -> list[Any]:
+        column = self.columns.get(field)
+        if column is not None and COUNT_BY in column.funcs:
+            return column.category_values()
+        return list(self.categories.get(field, []))
 
     def output_schema(self, types: pa.Schema | Mapping[str, Any]) -> list[pa.Field]:
         """The Arrow fields of result() given the input field types (for empty results)."""
         t = _types(types)
-        out = []
+        out: list[pa.Field] = []
         for field, func, name in self.spec:
             ftype = t.get(field)
-            if func in ("count", "count_distinct"):
+            if func == COUNT_BY:
+                out.extend(pa.field(n, pa.int64()) for n in category_names(name, self._category_values(field)))
+            elif func in ("count", "count_distinct"):
                 out.append(pa.field(name, pa.int64()))
             elif func == "sum":
                 integer = ftype is not None and (pa.types.is_integer(ftype) or pa.types.is_boolean(ftype))
@@ -309,8 +404,16 @@ class Aggregator:
         else:
             rows = np.array([self.codes.get(k if not isinstance(k, list) else tuple(k), -1) for k in keys], dtype=np.int64)
         fields = self.output_schema(types or {f: c.type for f, c in self.columns.items()})
-        arrays = []
-        for (field, func, _name), f in zip(self.spec, fields, strict=True):
+        arrays: list[pa.Array] = []
+        for field, func, _name in self.spec:
+            if func == COUNT_BY:
+                column = self.columns.get(field)
+                if column is not None:
+                    arrays.extend(column.category_counts(rows))
+                else:
+                    arrays.extend(pa.array(np.zeros(len(rows), dtype=np.int64)) for _ in self._category_values(field))
+                continue
+            f = fields[len(arrays)]
             if field == ALL:
                 safe = np.where(rows >= 0, rows, 0)
                 counts = np.where(rows >= 0, self.features[safe] if len(self.features) else 0, 0)

@@ -30,7 +30,9 @@ from gdal_mcp.engine.vector.stream import (
     check_sql,
     geometries,
     has_measures,
+    output_layer_name,
     read_layer,
+    refuse_overflow,
     relay,
     summarize_vector,
     vector_driver,
@@ -40,8 +42,6 @@ from gdal_mcp.engine.vector.stream import (
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import VectorSummary
 
-# Layer creation options: CSV keeps the geometry (a WKT column) and the field types (a .csvt sidecar).
-LAYER_OPTIONS: dict[str, dict[str, str]] = {"CSV": {"GEOMETRY": "AS_WKT", "CREATE_CSVT": "YES"}}
 SINGLE_TO_MULTI = {"Point": "MultiPoint", "LineString": "MultiLineString", "Polygon": "MultiPolygon"}
 MULTI_TO_SINGLE = {
     "MultiPoint": "Point",
@@ -148,7 +148,7 @@ def _prepare_update(
                 f"mode=add_layer needs a format that holds several layers "
                 f"(GeoPackage, SQLite), but the existing file is {driver}; write a new file instead",
             )
-        name = output_layer or layer or (Path(src).stem if sql is None else "sql")
+        name = output_layer or layer or Path(src).stem  # a new layer beside others: named after what it holds
         if name in layers:
             raise GdalMcpError(
                 "already-exists",
@@ -271,8 +271,8 @@ def convert(
                 warnings.simplefilter("ignore")  # (pyogrio warns about M layers)
                 meta_crs = pyogrio.read_info(src, layer=name, **oo)["crs"]
             layer_bbox = bbox_in(bbox, box_crs, assigned or (CRS.from_user_input(meta_crs) if meta_crs else None))
-    out_layer = output_layer or name or Path(dst).stem
-    options = {**LAYER_OPTIONS.get(driver, {}), **creation_options(layer_options)} or None
+    out_layer = output_layer_name(dst, output_layer)
+    options = creation_options(layer_options) or None  # (write_layer adds the format's own: CSV WKT and .csvt)
     facts: dict[str, Any] = {}
 
     def attempt(promote_geometries: bool) -> None:
@@ -359,14 +359,7 @@ def convert(
                 layer_options=None if mode == "append" else options,
                 append=mode != "create",
             )
-            overflow = next((str(w.message) for w in s.gdal_warnings if "overflow" in str(w.message)), None)
-            if overflow is not None:
-                raise GdalMcpError(
-                    "invalid-argument",
-                    f"a value did not fit its column ({overflow.strip()}); "
-                    "GDAL types an SQL result column from its first row: CAST the expression AS REAL, "
-                    "or ORDER BY it descending so the largest value comes first",
-                )
+            refuse_overflow(s)
 
     out = Path(dst)
     before = set(out.parent.iterdir()) if out.parent.is_dir() else set()

@@ -21,12 +21,13 @@ from pyproj import CRS
 
 from gdal_mcp.engine.bbox import bbox_in
 from gdal_mcp.engine.crs import crs_label, parse_pyproj_crs
-from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.failures import gdal_message, wrap_gdal_errors
 from gdal_mcp.engine.geometry_transform import reproject_densified, reproject_geometries, transformer
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.vector.info import json_value
-from gdal_mcp.engine.vector.opening import choose_layer, list_layers
+from gdal_mcp.engine.vector.opening import choose_layer, list_layers, open_options_for
 from gdal_mcp.engine.vector.stream import filter_columns
+from gdal_mcp.engine.vector.where import check_where
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import FeaturePage
 
@@ -76,10 +77,12 @@ def _read(path: str, **kwargs: Any) -> tuple[Any, Any, Any, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return pyogrio.raw.read(path, return_fids=True, datetime_as_string=True, **kwargs)
+            return pyogrio.raw.read(path, return_fids=True, datetime_as_string=True, **open_options_for(path), **kwargs)
     except ValueError as e:
         if kwargs.get("where") and "invalid sql query" in str(e).lower():
-            raise GdalMcpError("invalid-argument", f"where {kwargs['where']!r} is not a valid attribute filter: {e}") from None
+            raise GdalMcpError(
+                "invalid-argument", f"where {kwargs['where']!r} is not a valid attribute filter: {gdal_message(e)}"
+            ) from None
         raise
 
 
@@ -130,6 +133,7 @@ def _intersecting(path: str, *, layer: str, where: str | None, bbox: Any, shape:
         "return_fids": True,
         "use_pyarrow": True,
         "batch_size": BATCH_SIZE,
+        **open_options_for(path),
     }
     if where:
         kwargs["where"] = where
@@ -146,7 +150,8 @@ def _intersecting(path: str, *, layer: str, where: str | None, bbox: Any, shape:
                         return found[:stop]
     except ValueError as e:
         if where and "invalid sql query" in str(e).lower():
-            raise GdalMcpError("invalid-argument", f"where {where!r} is not a valid attribute filter: {e}") from None
+            message = f"where {where!r} is not a valid attribute filter: {gdal_message(e)}"
+            raise GdalMcpError("invalid-argument", message) from None
         raise
     return found
 
@@ -192,7 +197,9 @@ def features(
     name = choose_layer(path, layer, list_layers(path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        info = pyogrio.read_info(path, layer=name)
+        info = pyogrio.read_info(path, layer=name, **open_options_for(path))
+    if where:
+        check_where(where, list(info["fields"]), list(info.get("ogr_types", [])))
     layer_crs = CRS.from_user_input(info["crs"]) if info.get("crs") else None
     target = parse_pyproj_crs(dst_crs, "dst_crs") if dst_crs else None
     if target is not None and layer_crs is None:

@@ -35,6 +35,7 @@ from gdal_mcp.engine.vector.layer_map import (
 from gdal_mcp.engine.vector.stream import (
     BATCH_SIZE,
     geometries,
+    output_layer_name,
     read_layer,
     relay,
     summarize_vector,
@@ -250,7 +251,7 @@ def _buffer_union(
     schema = pa.schema([geom_field])
     wkb = [shapely.to_wkb(geom, output_dimension=3, flavor="iso") if geom is not None else None]
     batch = pa.RecordBatch.from_arrays([pa.array(wkb, type=geom_field.type)], schema=schema)
-    out_name = output_layer or name
+    out_name = output_layer_name(dst, output_layer)
     progress(0.9, "writing the union of the buffers")
     options = dict(LAYER_OPTIONS.get(driver, {}))
     write_guarded(
@@ -573,7 +574,7 @@ def dissolve(
             columns.append(pa.array(list(wkb[start : start + BATCH_SIZE]), type=geom_field.type))
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
-    out_name = output_layer or name
+    out_name = output_layer_name(dst, output_layer)
     progress(0.9, f"writing {len(order)} dissolved features")
     options = dict(LAYER_OPTIONS.get(driver, {}))
     warnings: list[str] = []

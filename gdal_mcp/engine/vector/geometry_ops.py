@@ -35,6 +35,7 @@ from gdal_mcp.engine.vector.layer_map import (
 )
 from gdal_mcp.engine.vector.stream import (
     geometries,
+    output_layer_name,
     read_layer,
     relay,
     summarize_vector,
@@ -197,7 +198,7 @@ def _geographic(crs_text: str | None) -> bool:
 def _explode(
     src: str, dst: str, name: str, crs: str | None, declared: GeomType, driver: str, output_layer: str | None, progress: Progress
 ) -> tuple[VectorSummary, list[str]]:
-    out_name = output_layer or name
+    out_name = output_layer_name(dst, output_layer)
     out_type = GeomType(declared.dim, False, declared.z)
     facts: dict[str, Any] = {"rows": 0, "out": 0}
 

@@ -15,7 +15,7 @@ import shapely
 from gdal_mcp.engine.crs import describe_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.vector.opening import choose_layer, list_layers
+from gdal_mcp.engine.vector.opening import choose_layer, list_layers, open_options_for
 from gdal_mcp.models import Bounds, FieldInfo, LayerInfo, VectorInfo
 
 MAX_LAYERS = 100
@@ -56,7 +56,8 @@ def geojson_geometry(wkb: bytes | None) -> tuple[dict[str, Any] | None, str | No
 def sample_features(path: str, layer: str, n: int = SAMPLE_FEATURES) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        meta, fids, geoms, fields = pyogrio.raw.read(path, layer=layer, max_features=n, return_fids=True)
+        oo = open_options_for(path)
+        meta, fids, geoms, fields = pyogrio.raw.read(path, layer=layer, max_features=n, return_fids=True, **oo)
     names = list(meta["fields"])
     features = []
     for i in range(len(fids) if fids is not None else len(geoms)):
@@ -86,7 +87,9 @@ def vector_info(path: str, layer: str | None = None, progress: Progress = no_pro
     for i, name in enumerate(wanted):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            info = pyogrio.read_info(path, layer=name, force_feature_count=True, force_total_bounds=True)
+            info = pyogrio.read_info(
+                path, layer=name, force_feature_count=True, force_total_bounds=True, **open_options_for(path)
+            )
         driver = driver or info.get("driver")
         tb = info.get("total_bounds")
         extent = None

@@ -7,18 +7,19 @@ Spatial joins stream one layer in batches against an STRtree (shapely 2) of the 
   counted in a few thousand polygons cost the polygons' memory plus one batch.
 The join layer is reprojected to the input's CRS. Predicates read as geopandas': `within` = the input feature
 lies within the join feature, `contains` = it contains it. Field names found on both sides get the suffixes
-`_left` / `_right`, as geopandas.sjoin. `nearest` on a geographic layer measures ground distances on the
-ellipsoid (pyproj.Geod): candidates are first found in a box that holds every point within the distance
-(a spherical-cap bound, conservative), then measured geodesically; ties are all kept, as sjoin_nearest does.
-An attribute join (`on`) reads the table (CSV types detected, XLSX, GPKG …) and matches keys; when the key is
-text on one side and a number on the other, the text keys are read as numbers ("7" = 7) and the warnings say so.
+`_left` / `_right`, as geopandas.sjoin, compared without case (OGR's formats take `name` and `NAME` for one field).
+`nearest` gives the k nearest join features (one row each, with their distance and, for k > 1, rank; ties kept,
+as sjoin_nearest does); on a geographic layer the distance is geodesic between the features' nearest points
+(engine/vector/nearest.py). `aggregate` takes count_by: one count per value of a join-layer field.
+An attribute join (`on`) reads the table (CSV types detected, XLSX, GPKG …) and matches keys; keys of different
+types (integer and text) are refused before anything is written, unless key_cast says how to compare them.
 """
 
 from __future__ import annotations
 
 import math
 import warnings as pywarnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,33 +27,33 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.failures import gdal_message, wrap_gdal_errors
 from gdal_mcp.engine.geometry_transform import reproject_geometries, transformer
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.vector.aggregate import Aggregator, parse_aggregate
+from gdal_mcp.engine.vector.aggregate import Aggregator, categories, parse_aggregate
 from gdal_mcp.engine.vector.layer_map import share, write_guarded
+from gdal_mcp.engine.vector.nearest import Nearest, plan_distances
 from gdal_mcp.engine.vector.opening import choose_layer
 from gdal_mcp.engine.vector.stream import (
     BATCH_SIZE,
     LAYER_OPTIONS,
     geometries,
     geometry_column,
+    output_layer_name,
     read_layer,
     relay,
     summarize_vector,
     vector_driver,
     write_layer,
 )
-from gdal_mcp.engine.vector.units import LINEAR_UNITS, UNITS, _horizontal, _unit_factor
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.models import VectorSummary
+from gdal_mcp.models import JoinResult, NearestInfo, VectorSummary
 
 PREDICATES = ("intersects", "within", "contains", "nearest")
 # The same relation seen from the other layer (when the input is the indexed one).
 CONVERSE = {"intersects": "intersects", "within": "contains", "contains": "within"}
-# Smallest radius of curvature of the WGS84-like ellipsoids (meridional, at the equator), metres: an angle of
-# distance / this radius bounds where a point within `distance` can be.
-MIN_RADIUS_M = 6_335_000.0
+# How key_cast compares keys of different types.
+KEY_CASTS = ("number", "text")
 # Features per batch read (tests lower it to exercise many batches).
 READ_BATCH = BATCH_SIZE
 
@@ -104,7 +105,7 @@ def load_layer(
         try:
             meta, data = read_arrow(path, layer=name, columns=columns, where=where, read_geometry=read_geometry, **options)
         except Exception as e:  # noqa: BLE001 - pyogrio raises several types
-            raise GdalMcpError("gdal-error", f"cannot read layer '{name}' of {Path(path).name}: {e}") from None
+            raise GdalMcpError("gdal-error", f"cannot read layer '{name}' of {Path(path).name}: {gdal_message(e)}") from None
     gcol = geometry_column(data.schema)
     geoms = None
     unplaced = 0
@@ -123,154 +124,17 @@ def load_layer(
 
 
 def _rename(left: list[str], right: list[str], suffixes: tuple[str, str]) -> tuple[list[str], list[str]]:
-    """Field names of both sides with the suffixes added to the names they share."""
-    both = set(left) & set(right)
-    return ([f"{n}{suffixes[0]}" if n in both else n for n in left], [f"{n}{suffixes[1]}" if n in both else n for n in right])
+    """Field names of both sides with the suffixes added to the names they share, whatever their case: GPKG,
+    shapefile, GeoJSON and OGR's other formats take `name` and `NAME` for one field."""
+    both = {n.lower() for n in left} & {n.lower() for n in right}
+    return (
+        [f"{n}{suffixes[0]}" if n.lower() in both else n for n in left],
+        [f"{n}{suffixes[1]}" if n.lower() in both else n for n in right],
+    )
 
 
 def _output_geometry_type(info: dict[str, Any]) -> str:
     return info.get("geometry_type") or "Unknown"
-
-
-# ---------------------------------------------------------------------------------------------- distances
-
-
-@dataclass
-class Distances:
-    """How distances are measured on the input layer: geodesic (geographic CRS, linear units) or planar."""
-
-    geodesic: bool
-    factor: float  # planar: output units per layer unit
-    geod: Any = None
-    deg_per_unit: float = 1.0
-
-
-def plan_distances(crs_text: str | None, units: str) -> tuple[Distances, list[str]]:
-    if units not in UNITS:
-        raise GdalMcpError("invalid-argument", f"units must be one of {', '.join(UNITS)} (got {units!r})")
-    crs = _horizontal(crs_text)
-    if crs is None:
-        if units != "layer":
-            raise GdalMcpError(
-                "invalid-argument",
-                f"the input layer has no CRS, so distances in {units!r} cannot be "
-                "measured; pass units='layer' (the coordinates' own unit) or assign a CRS first",
-            )
-        return Distances(False, 1.0), []
-    factor, unit_name = _unit_factor(crs)
-    if crs.is_geographic:
-        if units in ("deg", "layer"):
-            return Distances(False, 1.0), [
-                f"distances are in {unit_name}s of the geographic CRS, as asked "
-                f"(units={units!r}); pass units='m' for ground distances"
-            ]
-        return Distances(
-            True, 1.0 / LINEAR_UNITS[units], geod=(crs.geodetic_crs or crs).get_geod(), deg_per_unit=math.degrees(factor)
-        ), []
-    if units == "deg":
-        raise GdalMcpError(
-            "invalid-argument",
-            f"units='deg' needs a geographic layer; this one is projected (unit {unit_name}): use m, km, ft, mi or layer",
-        )
-    if units == "layer":
-        return Distances(False, 1.0), []
-    return Distances(False, factor / LINEAR_UNITS[units]), []
-
-
-def _cap_boxes(geoms: np.ndarray, metres: np.ndarray, k: float) -> np.ndarray:
-    """Lon/lat boxes (in layer units; k degrees per unit) holding every point within `metres` of each geometry."""
-    import shapely
-
-    b = shapely.bounds(geoms) * k
-    delta = np.minimum(metres / MIN_RADIUS_M, math.pi)  # radians
-    dlat = np.degrees(delta) * 1.0001 + 1e-9
-    lat_far = np.minimum(np.maximum(np.abs(b[:, 1]), np.abs(b[:, 3])), 90.0)
-    ratio = np.sin(delta) / np.maximum(np.cos(np.radians(lat_far)), 1e-300)
-    with np.errstate(invalid="ignore"):
-        dlon = np.where((ratio >= 1) | (delta >= math.pi / 2), 360.0, np.degrees(np.arcsin(np.minimum(ratio, 1.0))))
-    dlon = dlon * 1.0001 + 1e-9
-    return (
-        np.column_stack([b[:, 0] - dlon, np.maximum(b[:, 1] - dlat, -90.0), b[:, 2] + dlon, np.minimum(b[:, 3] + dlat, 90.0)]) / k
-    )
-
-
-def _geodesic(a: np.ndarray, b: np.ndarray, dist: Distances) -> np.ndarray:
-    """Metres between pairs of geometries: exact (ellipsoid) for points; for other geometries between the nearest
-    points found in lon/lat."""
-    import shapely
-
-    k = dist.deg_per_unit
-    points = (shapely.get_type_id(a) == 0) & (shapely.get_type_id(b) == 0)
-    out = np.zeros(len(a))
-    if points.any():
-        pa_, pb = shapely.get_coordinates(a[points]), shapely.get_coordinates(b[points])
-        _, _, out[points] = dist.geod.inv(pa_[:, 0] * k, pa_[:, 1] * k, pb[:, 0] * k, pb[:, 1] * k)
-    other = ~points
-    if other.any():
-        touching = shapely.intersects(a[other], b[other])
-        lines = shapely.shortest_line(a[other], b[other])
-        c = shapely.get_coordinates(lines).reshape(-1, 2, 2)
-        _, _, d = dist.geod.inv(c[:, 0, 0] * k, c[:, 0, 1] * k, c[:, 1, 0] * k, c[:, 1, 1] * k)
-        out[other] = np.where(touching, 0.0, d)
-    return out
-
-
-def _query_boxes(tree: Any, boxes: np.ndarray, k: float) -> tuple[np.ndarray, np.ndarray]:
-    """(box index, tree index) of the tree geometries meeting each box, boxes beyond ±180° wrapped around."""
-    import shapely
-
-    half = 180.0 / k
-    found = []
-    for shift in (0.0, 2 * half, -2 * half):
-        bx = boxes.copy()
-        if shift:
-            sel = (bx[:, 0] < -half) if shift > 0 else (bx[:, 2] > half)
-            if not sel.any():
-                continue
-            idx = np.flatnonzero(sel)
-            bx = bx[sel]
-            bx[:, [0, 2]] += shift
-        else:
-            idx = np.arange(len(bx))
-        q = tree.query(shapely.box(bx[:, 0], bx[:, 1], bx[:, 2], bx[:, 3]), predicate="intersects")
-        found.append(np.stack([idx[q[0]], q[1]]))
-    pairs = np.unique(np.concatenate(found, axis=1), axis=1) if found else np.zeros((2, 0), dtype=np.int64)
-    return pairs[0], pairs[1]
-
-
-def nearest_pairs(
-    geoms: np.ndarray, tree: Any, tree_geoms: np.ndarray, dist: Distances, max_distance: float | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(input index, tree index, distance in output units) of each input geometry's nearest tree geometries
-    (all ties), within max_distance (output units) when given."""
-    import shapely
-
-    present = np.flatnonzero(~shapely.is_missing(geoms) & ~shapely.is_empty(geoms))
-    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))
-    if not len(present) or not len(tree_geoms):
-        return empty
-    g = geoms[present]
-    if not dist.geodesic:
-        limit = None if max_distance is None else max_distance / dist.factor
-        (i, j), d = tree.query_nearest(g, max_distance=limit, return_distance=True, all_matches=True)
-        return present[i], j, d * dist.factor
-    if max_distance is not None:
-        reach = np.full(len(g), max_distance / dist.factor)  # metres
-    else:
-        i0, j0 = tree.query_nearest(g, all_matches=False)
-        reach = np.full(len(g), np.inf)
-        reach[i0] = _geodesic(g[i0], tree_geoms[j0], dist)
-    bi, tj = _query_boxes(tree, _cap_boxes(g, reach, dist.deg_per_unit), dist.deg_per_unit)
-    if not len(bi):
-        return empty
-    d = _geodesic(g[bi], tree_geoms[tj], dist)
-    best = np.full(len(g), np.inf)
-    np.minimum.at(best, bi, d)
-    keep = d <= best[bi] * (1 + 1e-12) + 1e-9
-    if max_distance is not None:
-        keep &= d <= reach[bi]
-    order = np.lexsort((tj[keep], bi[keep]))
-    return present[bi[keep][order]], tj[keep][order], d[keep][order] * dist.factor
 
 
 # ---------------------------------------------------------------------------------------------- keys
@@ -286,21 +150,23 @@ def _kind(t: pa.DataType) -> str:
     return str(t)
 
 
-def _text_to_number(values: list[Any], integer: bool) -> tuple[list[Any], int]:
-    """Text keys read as numbers ("7" -> 7); those that are not numbers become None. Returns (keys, unreadable)."""
+def _as_number(values: list[Any]) -> list[Any]:
+    """Keys as numbers (key_cast="number"): text read as a number ("7" -> 7, " 7.0" -> 7), None if it is not one."""
     out: list[Any] = []
-    bad = 0
     for v in values:
-        if v is None:
-            out.append(None)
+        if v is None or isinstance(v, (int, float)):
+            out.append(v)
             continue
         try:
-            f = float(str(v).strip())
-            out.append(int(f) if integer and f.is_integer() else f)
+            out.append(float(str(v).strip()))
         except ValueError:
             out.append(None)
-            bad += 1
-    return out, bad
+    return _normal(out)
+
+
+def _as_text(values: list[Any]) -> list[Any]:
+    """Keys as text (key_cast="text"): 7 and 7.0 -> "7", 7.5 -> "7.5", dates in ISO form."""
+    return [None if v is None else str(v) for v in _normal(values)]
 
 
 def _normal(values: list[Any]) -> list[Any]:
@@ -321,15 +187,17 @@ def join(
     on: str | list[str] | None = None,
     max_distance: float | None = None,
     units: str = "m",
+    k: int = 1,
     how: str = "left",
     aggregate: dict[str, Any] | None = None,
     distance_field: str | None = None,
+    key_cast: str | None = None,
     layer: str | None = None,
     join_layer: str | None = None,
     format: str | None = None,
     output_layer: str | None = None,
     progress: Progress = no_progress,
-) -> tuple[VectorSummary, list[str]]:
+) -> tuple[JoinResult, list[str]]:
     """Join the features of `join` to those of `src` (see the module docstring); write `dst`."""
     driver = vector_driver(dst, format)
     if predicate not in PREDICATES:
@@ -338,21 +206,30 @@ def join(
         raise GdalMcpError(
             "invalid-argument", "how must be 'left' (keep every input feature) or 'inner' (only those with a match)"
         )
-    if on is None and predicate != "nearest" and (max_distance is not None or distance_field):
-        raise GdalMcpError("invalid-argument", "max_distance and distance_field go with predicate='nearest'")
-    if on is not None and (predicate == "nearest" or max_distance is not None or distance_field):
+    if on is None and predicate != "nearest" and (max_distance is not None or distance_field or k != 1):
+        raise GdalMcpError("invalid-argument", "max_distance, k and distance_field go with predicate='nearest'")
+    if on is not None and (predicate == "nearest" or max_distance is not None or distance_field or k != 1):
         raise GdalMcpError(
-            "invalid-argument", "on= is an attribute join by key: it takes no nearest, max_distance or distance_field"
+            "invalid-argument", "on= is an attribute join by key: it takes no nearest, k, max_distance or distance_field"
+        )
+    if key_cast is not None and (on is None or key_cast not in KEY_CASTS):
+        raise GdalMcpError(
+            "invalid-argument", f"key_cast ({', '.join(KEY_CASTS)}) goes with on=, when the two key fields' types differ"
         )
     if max_distance is not None and not (math.isfinite(max_distance) and max_distance >= 0):
         raise GdalMcpError("invalid-argument", "max_distance must be zero or a positive number")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise GdalMcpError("invalid-argument", f"k must be a whole number of neighbours, 1 or more (got {k!r})")
     name, info = layer_info(src, layer)
-    out_name = output_layer or name
+    out_name = output_layer_name(dst, output_layer)
     crs = info.get("crs")
     progress(0.0, "reading the join layer")
     warnings: list[str] = []
     if on is not None:
-        return _attribute_join(src, dst, name, info, join, join_layer, on, how, aggregate, driver, out_name, progress)
+        summary, warnings = _attribute_join(
+            src, dst, name, info, join, join_layer, on, how, aggregate, key_cast, driver, out_name, progress
+        )
+        return JoinResult(summary=summary), warnings
     if info.get("geometry_type") is None:
         raise GdalMcpError(
             "invalid-argument", f"layer '{name}' has no geometry: a spatial join needs geometries (use on= for a join by key)"
@@ -363,12 +240,13 @@ def join(
     if jinfo.get("geometry_type") is None:
         raise GdalMcpError("invalid-argument", f"the join layer '{jname}' has no geometry; use on= for a join by key")
     if aggregate is not None:
-        spec = parse_aggregate(aggregate, dict(zip(jinfo["fields"], _arrow_types(jinfo), strict=True)))
+        spec = parse_aggregate(aggregate, dict(zip(jinfo["fields"], _arrow_types(jinfo), strict=True)), count_by=True)
         streamed_join = predicate != "nearest" and int(jinfo.get("features", -1)) > int(info.get("features", -1)) >= 0
         if streamed_join:
-            return _aggregate_streaming_join(
+            summary, warnings = _aggregate_streaming_join(
                 src, dst, name, info, join, jname, predicate, how, spec, driver, out_name, progress, warnings
             )
+            return JoinResult(summary=summary), warnings
     else:
         spec = []
     other = load_layer(join, jname, target_crs=crs, columns=[s[0] for s in spec if s[0] != "*"] if spec else None)
@@ -377,48 +255,54 @@ def join(
 
     tree_geoms = other.geoms if other.geoms is not None else np.zeros(0, dtype=object)
     tree = shapely.STRtree(tree_geoms)
+    nearest = Nearest(tree, tree_geoms, dist) if dist is not None else None
     progress(0.05, f"indexed {len(tree_geoms)} join features")
     counter = {"matched": 0, "features": 0}
+    cats = categories(spec, other.table) if spec else {}
 
     with read_layer(src, layer=name, batch_size=READ_BATCH) as stream:
         gcol = stream.geometry_column
         in_fields = [f for f in stream.schema if f.name != gcol]
         join_fields = list(other.table.schema)
         if spec:
-            agg_fields = Aggregator(spec).output_schema(other.table.schema)
-            clash = {f.name for f in in_fields} & {f.name for f in agg_fields}
-            agg_fields = [pa.field(f"{f.name}_right" if f.name in clash else f.name, f.type) for f in agg_fields]
-            extra = agg_fields
+            extra = _suffix_clashes(in_fields, Aggregator(spec, cats).output_schema(other.table.schema))
         else:
             left_names, right_names = _rename([f.name for f in in_fields], [f.name for f in join_fields], ("_left", "_right"))
             in_fields = [pa.field(n, f.type) for n, f in zip(left_names, in_fields, strict=True)]
             extra = [pa.field(n, f.type) for n, f in zip(right_names, join_fields, strict=True)]
-        if distance_field:
-            if distance_field in {f.name for f in [*in_fields, *extra]}:
-                raise GdalMcpError("invalid-argument", f"distance_field {distance_field!r} is already a field name")
-            extra = [*extra, pa.field(distance_field, pa.float64())]
-        schema = pa.schema([*in_fields, *extra, stream.schema.field(gcol)])
+        info_out: NearestInfo | None = None
+        if dist is not None:
+            taken = {f.name.lower() for f in [*in_fields, *extra]}
+            if distance_field and distance_field.lower() in taken:
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"distance_field {distance_field!r} is already a field name (names are compared without case)",
+                )
+            dname = distance_field or _free_name(("distance", "nearest_distance"), taken)
+            rname = _free_name(("rank", "nearest_rank"), taken | {dname.lower()}) if k > 1 and not spec else None
+            extra = [*extra, pa.field(dname, pa.float64()), *([pa.field(rname, pa.int64())] if rname else [])]
+            info_out = NearestInfo(distance_field=dname, rank_field=rname, units=units, method=dist.method, k=k)
+        schema = pa.schema([*_unique_fields([*in_fields, *extra], warnings), stream.schema.field(gcol)])
 
         def transform(batch: pa.RecordBatch) -> pa.RecordBatch:
             geoms = geometries(batch)
-            if predicate == "nearest":
-                assert dist is not None
-                i, j, d = nearest_pairs(geoms, tree, tree_geoms, dist, max_distance)
+            if nearest is not None:
+                i, j, d, rank = nearest.pairs(geoms, max_distance, k)
             else:
                 i, j = tree.query(geoms, predicate=predicate)
                 order = np.lexsort((j, i))
-                i, j, d = i[order], j[order], np.zeros(len(i))
+                i, j, d, rank = i[order], j[order], np.zeros(len(i)), np.ones(len(i), dtype=np.int64)
             counter["features"] += batch.num_rows
             counter["matched"] += len(np.unique(i))
             base = batch.drop_columns([gcol]) if gcol else batch
             if spec:
-                agg = Aggregator(spec)
+                agg = Aggregator(spec, cats)
                 agg.add(i, other.table.take(pa.array(j)) if agg.fields else None)
                 rows = np.arange(batch.num_rows)
                 keep = rows if how == "left" else np.unique(i)
                 stats = agg.result(keep, types=other.table.schema)
                 cols = [*base.take(pa.array(keep)).columns, *stats.columns]
-                if distance_field:
+                if nearest is not None:
                     best = np.full(batch.num_rows, np.inf)
                     np.minimum.at(best, i, d)
                     cols.append(pa.array(best[keep], mask=~np.isfinite(best[keep])))
@@ -429,12 +313,15 @@ def join(
                 i = np.concatenate([i, missing])
                 j = np.concatenate([j, np.full(len(missing), -1)])
                 d = np.concatenate([d, np.full(len(missing), np.nan)])
+                rank = np.concatenate([rank, np.zeros(len(missing), dtype=np.int64)])
                 order = np.argsort(i, kind="stable")
-                i, j, d = i[order], j[order], d[order]
+                i, j, d, rank = i[order], j[order], d[order], rank[order]
             right = other.table.take(pa.array(j, mask=j < 0)) if len(join_fields) else None
             cols = [*base.take(pa.array(i)).columns, *(right.columns if right is not None else [])]
-            if distance_field:
+            if info_out is not None:
                 cols.append(pa.array(d, mask=j < 0))
+                if info_out.rank_field:
+                    cols.append(pa.array(rank, mask=j < 0))
             cols.append(batch.column(gcol).take(pa.array(i)))
             return pa.RecordBatch.from_arrays([_chunk(c) for c in cols], schema=schema)
 
@@ -456,7 +343,40 @@ def join(
     progress(1.0, f"wrote {summary.feature_count} features")
     if counter["matched"] == 0 and counter["features"]:
         warnings.append(_no_match_note(predicate, src, join, max_distance, units))
-    return summary, warnings
+    return JoinResult(summary=summary, nearest=info_out), warnings
+
+
+def _free_name(wanted: tuple[str, ...], taken: set[str]) -> str:
+    """The first of `wanted` not taken (lower-case names), else the first with a number."""
+    for name in wanted:
+        if name.lower() not in taken:
+            return name
+    i = 2
+    while f"{wanted[0]}_{i}".lower() in taken:
+        i += 1
+    return f"{wanted[0]}_{i}"
+
+
+def _unique_fields(fields: list[pa.Field], warnings: list[str]) -> list[pa.Field]:
+    """The fields with names unique whatever their case (a later twin gets _2, _3 …: OGR's formats take `a_sum` and
+    `A_sum` for one field), each renaming reported."""
+    seen: set[str] = set()
+    out = []
+    for f in fields:
+        name, i = f.name, 2
+        while name.lower() in seen:
+            name, i = f"{f.name}_{i}", i + 1
+        if name != f.name:
+            warnings.append(f"two output fields are named {f.name!r} (without regard to case): the second is written as {name!r}")
+        seen.add(name.lower())
+        out.append(pa.field(name, f.type))
+    return out
+
+
+def _suffix_clashes(in_fields: list[pa.Field], extra: list[pa.Field]) -> list[pa.Field]:
+    """The join side's new fields, '_right' added to those named like an input field (whatever the case)."""
+    clash = {f.name.lower() for f in in_fields}
+    return [pa.field(f"{f.name}_right" if f.name.lower() in clash else f.name, f.type) for f in extra]
 
 
 def _chunk(c: Any) -> pa.Array:
@@ -548,11 +468,10 @@ def _aggregate_streaming_join(
         stats = stats.take(pa.array(np.searchsorted(rows, keep)))
         rows = keep
     base = mine.table.take(pa.array(rows))
-    clash = set(base.column_names) & set(stats.column_names)
-    stats = stats.rename_columns([f"{n}_right" if n in clash else n for n in stats.column_names])
+    stats = stats.rename_columns([f.name for f in _suffix_clashes(list(base.schema), list(stats.schema))])
     gfield = pa.field("geometry", pa.binary(), metadata={b"ARROW:extension:name": b"geoarrow.wkb"})
     wkb = shapely.to_wkb(geoms[rows], flavor="iso", output_dimension=4) if len(rows) else np.array([], dtype=object)
-    schema = pa.schema([*base.schema, *stats.schema, gfield])
+    schema = pa.schema([*_unique_fields([*base.schema, *stats.schema], warnings), gfield])
     table = pa.Table.from_arrays([*base.columns, *stats.columns, pa.array(list(wkb), type=pa.binary())], schema=schema)
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -589,6 +508,7 @@ def _attribute_join(
     on: str | list[str],
     how: str,
     aggregate: dict[str, Any] | None,
+    key_cast: str | None,
     driver: str,
     out_name: str,
     progress: Progress,
@@ -611,38 +531,40 @@ def _attribute_join(
         )
     warnings: list[str] = []
     table = other.table
-    spec = parse_aggregate(aggregate, table.schema) if aggregate is not None else []
+    spec = parse_aggregate(aggregate, table.schema, count_by=True) if aggregate is not None else []
+    cats = categories(spec, table)
     right_type = table.schema.field(right_key).type
     right_values = table.column(right_key).to_pylist()
     crs = info.get("crs")
     counts = {"features": 0, "matched": 0}
     used_rows = np.zeros(table.num_rows, dtype=bool)
-    compare: dict[str, Any] = {"convert": None}
 
     with read_layer(src, layer=name, batch_size=READ_BATCH) as stream:
         gcol = stream.geometry_column
         left_type = stream.schema.field(left_key).type
         lk, rk = _kind(left_type), _kind(right_type)
+        convert: Callable[[list[Any]], list[Any]] = _normal if lk in ("integer", "real") else list
         if lk != rk and {lk, rk} <= {"integer", "real"}:
             right_values = _normal(right_values)
-        elif lk != rk and "text" in (lk, rk) and ({lk, rk} - {"text"}) <= {"integer", "real"}:
-            if rk == "text":
-                right_values, bad = _text_to_number(right_values, lk == "integer")
-                compare["convert"] = None
-                where = f"the join table's {right_key!r}"
-            else:
-                bad = 0
-                compare["convert"] = lk
-                where = f"the input's {left_key!r}"
-            warnings.append(
-                f"key types differ: {left_key!r} is {lk} in the input and {right_key!r} is {rk} in the join "
-                f'table; the text keys ({where}) were read as numbers to match them ("7" = 7)'
-                + (f"; {bad} text key(s) are not numbers and match nothing" if bad else "")
-            )
         elif lk != rk:
+            what = f"input field {left_key!r} is {lk} ({left_type}) and join field {right_key!r} is {rk} ({right_type})"
+            if key_cast is None:
+                raise GdalMcpError(
+                    "invalid-argument",
+                    f"the join keys' types differ: {what}, and keys of different types never match. Pass "
+                    "key_cast='number' to compare them as numbers (\"7\" = 7 = 7.0; text that is not a number matches "
+                    'nothing) or key_cast=\'text\' to compare them as text (7 = "7", but "07" is not 7)',
+                )
+            if key_cast == "number" and not {lk, rk} <= {"integer", "real", "text"}:
+                raise GdalMcpError("invalid-argument", f"key_cast='number' compares numbers and text, but {what}: use 'text'")
+            convert = _as_number if key_cast == "number" else _as_text
+            right_values = convert(right_values)
+            bad = sum(
+                1 for a, b in zip(table.column(right_key).to_pylist(), right_values, strict=True) if a is not None and b is None
+            )
             warnings.append(
-                f"key types differ: {left_key!r} is {lk} in the input and {right_key!r} is {rk} in the "
-                "join table; keys are compared as they are, so few may match"
+                f"key types differ: {what}; compared as {'numbers' if key_cast == 'number' else 'text'} (key_cast={key_cast!r})"
+                + (f"; {bad} join key(s) are not numbers and match nothing" if bad else "")
             )
         index: dict[Any, list[int]] = {}
         for r, v in enumerate(right_values):
@@ -651,23 +573,17 @@ def _attribute_join(
         duplicates = sum(1 for rows in index.values() if len(rows) > 1)
         in_fields = [f for f in stream.schema if f.name != gcol]
         if spec:
-            extra = Aggregator(spec).output_schema(table.schema)
-            clash = {f.name for f in in_fields} & {f.name for f in extra}
-            extra = [pa.field(f"{f.name}_right" if f.name in clash else f.name, f.type) for f in extra]
+            extra = _suffix_clashes(in_fields, Aggregator(spec, cats).output_schema(table.schema))
         else:
             right_fields = [f for f in table.schema if not (f.name == right_key and left_key == right_key)]
             left_names, right_names = _rename([f.name for f in in_fields], [f.name for f in right_fields], ("_left", "_right"))
             in_fields = [pa.field(n, f.type) for n, f in zip(left_names, in_fields, strict=True)]
             extra = [pa.field(n, f.type) for n, f in zip(right_names, right_fields, strict=True)]
             table = table.select([f.name for f in right_fields])
-        schema = pa.schema([*in_fields, *extra, *([stream.schema.field(gcol)] if gcol else [])])
+        schema = pa.schema([*_unique_fields([*in_fields, *extra], warnings), *([stream.schema.field(gcol)] if gcol else [])])
 
         def transform(batch: pa.RecordBatch) -> pa.RecordBatch:
-            keys = batch.column(left_key).to_pylist()
-            if compare["convert"]:
-                keys, _ = _text_to_number(keys, compare["convert"] == "integer")
-            else:
-                keys = _normal(keys) if lk in ("integer", "real") else keys
+            keys = convert(batch.column(left_key).to_pylist())
             ii: list[int] = []
             jj: list[int] = []
             for n, k in enumerate(keys):
@@ -685,7 +601,7 @@ def _attribute_join(
             base = batch.drop_columns([gcol]) if gcol else batch
             if spec:
                 hit = j >= 0
-                agg = Aggregator(spec)
+                agg = Aggregator(spec, cats)
                 agg.add(i[hit], table.take(pa.array(j[hit])) if agg.fields else None)
                 keep = np.arange(batch.num_rows) if how == "left" else np.unique(i[hit])
                 stats = agg.result(keep, types=table.schema)

@@ -21,6 +21,7 @@ from gdal_mcp.engine.vector.stream import (
     BATCH_SIZE,
     LAYER_OPTIONS,
     geometries,
+    output_layer_name,
     read_layer,
     relay,
     summarize_vector,
@@ -130,7 +131,7 @@ def transform_layer(
     op counts in) is then restored first, so nothing is counted twice. pass_batch: op also receives the batch
     (batch=…) for its attributes.
     """
-    name = output_layer or layer
+    name = output_layer_name(dst, output_layer)
     progress = monotonic(progress)
     promoted = False
     start = 0.0

@@ -2,7 +2,10 @@
 
 On a geographic layer (lon/lat) area, length and perimeter are geodesic, on the layer's ellipsoid
 (pyproj.Geod, GeographicLib: exact to the millimetre), never in degrees. On a projected layer they are
-planar, in the CRS's linear unit converted to the unit asked for. Units: "m" (m² and m), "km" (km² and km),
+planar, in the CRS's linear unit converted to the unit asked for, unless `geodesic`: then each geometry's
+vertices are taken to the CRS's own lon/lat (its geodetic CRS) and measured on its ellipsoid the same way, with
+no reprojected copy written (edges between vertices are geodesics there). `where` measures only the matching
+features. Units: "m" (m² and m), "km" (km² and km),
 "ft" (ft² and ft), "mi" (mi² and mi), "ha" (area in hectares; lengths then in metres).
 
 - area: of the polygonal parts (0 for points and lines), holes subtracted;
@@ -31,7 +34,15 @@ from gdal_mcp.engine.crs import describe_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.vector.layer_map import LAYER_OPTIONS, layer_meta, share, write_guarded
-from gdal_mcp.engine.vector.stream import geometries, read_layer, relay, summarize_vector, vector_driver, write_layer
+from gdal_mcp.engine.vector.stream import (
+    geometries,
+    output_layer_name,
+    read_layer,
+    relay,
+    summarize_vector,
+    vector_driver,
+    write_layer,
+)
 from gdal_mcp.engine.vector.units import LINEAR_UNITS, _horizontal, _unit_factor, layer_bounds, plan_units
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import MeasureResult
@@ -139,13 +150,26 @@ def planar(geoms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class _Measurer:
     """Computes the measure columns of a batch; keeps totals and notes."""
 
-    def __init__(self, crs_text: str | None, measures: list[str], units: str, src: str, layer: str) -> None:
+    def __init__(
+        self, crs_text: str | None, measures: list[str], units: str, src: str, layer: str, geodesic: bool = False
+    ) -> None:
         crs = _horizontal(crs_text)
         if crs is None:
             raise GdalMcpError(
                 "invalid-argument", "the layer has no CRS, so its unit is unknown; assign one first (vector_convert src_crs=…)"
             )
         self.geographic = bool(crs.is_geographic)
+        # geodesic on a projected layer: vertices to the CRS's lon/lat, measured on its ellipsoid
+        self.to_lonlat = None
+        if geodesic and not self.geographic:
+            from pyproj import Transformer
+
+            base = crs.geodetic_crs
+            if base is None or crs.get_geod() is None:
+                raise GdalMcpError("unsupported", "the layer's CRS has no ellipsoid to measure on; measure without geodesic")
+            self.to_lonlat = Transformer.from_crs(crs, base, always_xy=True)
+            self.geod = crs.get_geod()
+        self.geodesic = self.geographic or self.to_lonlat is not None
         self.measures = measures
         self.units = units
         self.area_unit = AREA_UNITS[units]
@@ -171,7 +195,12 @@ class _Measurer:
 
         out: dict[str, np.ndarray] = {}
         if any(m in self.measures for m in ("area", "length", "perimeter")):
-            if self.geographic:
+            if self.to_lonlat is not None:
+                from gdal_mcp.engine.geometry_transform import reproject_geometries
+
+                lonlat, _bad = reproject_geometries(geoms, self.to_lonlat)
+                area, length, perim = geodesic(self.geod, lonlat)
+            elif self.geographic:
                 area, length, perim = geodesic(self.geod, geoms)
             else:
                 area, length, perim = planar(geoms)
@@ -264,36 +293,48 @@ def measure(
     offset: int = 0,
     format: str | None = None,
     output_layer: str | None = None,
+    where: str | None = None,
+    geodesic: bool = False,
     progress: Progress = no_progress,
 ) -> tuple[MeasureResult, list[str]]:
-    """Measure every feature (see the module docstring); write `dst` with the fields added, or return a page."""
+    """Measure every feature (see the module docstring), or those matching `where`; write `dst` with the fields
+    added, or return a page. `geodesic`: on a projected layer, measure on the ellipsoid instead of the plane."""
     chosen = _check(measures, units, limit, offset)
     name, crs, _declared = layer_meta(src, layer)
-    m = _Measurer(crs, chosen, units, src, name)
-    method = "geodesic" if m.geographic else "planar"
+    m = _Measurer(crs, chosen, units, src, name, geodesic=geodesic)
+    method = "geodesic" if m.geodesic else "planar"
     warnings: list[str] = []
-    if not m.geographic and "area" in chosen and not _equal_area(crs):
+    if not m.geodesic and "area" in chosen and not _equal_area(crs):
         info = describe_crs(crs)
         label = f"EPSG:{info.epsg}" if info and info.epsg else (info.name if info else "the layer's CRS")
         warnings.append(
             f"planar areas in {label}, which is not an equal-area projection: areas are distorted by its "
-            "scale (reproject to an equal-area CRS, or to EPSG:4326 for geodesic measures)"
+            "scale (measure with geodesic=true for areas on the ellipsoid, or reproject to an equal-area CRS)"
         )
     if dst is None:
-        result = _page(src, name, m, id_field, limit, offset, progress)
+        result = _page(src, name, m, id_field, limit, offset, progress, where)
     else:
-        result = _write(src, dst, name, crs, m, format, output_layer, progress)
+        result = _write(src, dst, name, crs, m, format, output_layer, progress, where)
     result.method = method  # type: ignore[assignment]
     warnings += m.final_notes()
     result.warnings = warnings
     return result, warnings
 
 
-def _page(src: str, layer: str, m: _Measurer, id_field: str | None, limit: int, offset: int, progress: Progress) -> MeasureResult:
+def _page(
+    src: str,
+    layer: str,
+    m: _Measurer,
+    id_field: str | None,
+    limit: int,
+    offset: int,
+    progress: Progress,
+    where: str | None = None,
+) -> MeasureResult:
     columns = [id_field] if id_field else []
     rows: list[dict[str, Any]] = []
     count = 0
-    with read_layer(src, layer=layer, columns=columns) as stream:
+    with read_layer(src, layer=layer, columns=columns, where=where) as stream:
         for batch in relay(stream.batches, stream.total, progress, "measured"):
             cols = m.columns(geometries(batch))
             start = count
@@ -330,9 +371,10 @@ def _write(
     format: str | None,
     output_layer: str | None,
     progress: Progress,
+    where: str | None = None,
 ) -> MeasureResult:
     driver = vector_driver(dst, format)
-    out_name = output_layer or layer
+    out_name = output_layer_name(dst, output_layer)
     count = 0
 
     def add(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -346,7 +388,7 @@ def _write(
         return batch
 
     def write() -> None:
-        with read_layer(src, layer=layer) as stream:
+        with read_layer(src, layer=layer, where=where) as stream:
             schema = stream.schema
             for key in m.fields:
                 idx = schema.get_field_index(key)

@@ -5,7 +5,8 @@ naming each feature's source (the name the caller gives: a workspace-relative pa
 layer per input in one GeoPackage, named after the input file (made unique).
 
 Inputs in another CRS than the first are reprojected to the first's (vertex by vertex, as ogr2ogr does).
-In single mode the field sets are unioned by name: a field missing from an input is null for its features;
+In single mode the field sets are unioned by name, compared without case as ogrmerge does (`name` and `NAME` are
+one field, spelt as first seen; OGR's formats take them for one): a field missing from an input is null for its features;
 fields whose types differ are written with the wider type (integers -> 64-bit, integer and real -> real,
 date and datetime -> datetime) or else as text, and each conflict is reported. Streamed input by input,
 batch by batch, in one write.
@@ -31,6 +32,7 @@ from gdal_mcp.engine.vector.layer_map import LAYER_OPTIONS, share, write_guarded
 from gdal_mcp.engine.vector.opening import choose_layer
 from gdal_mcp.engine.vector.stream import (
     geometries,
+    output_layer_name,
     read_layer,
     relay,
     summarize_vector,
@@ -226,23 +228,45 @@ def _merge_single(
     progress: Progress,
     warnings: list[str],
 ) -> MergeResult:
-    # The unioned schema: fields by name in order of first appearance, types widened.
+    # The unioned schema: fields by name (compared without case, as ogrmerge and OGR's formats do) in order of
+    # first appearance, spelt as first seen, types widened. m["columns"]: output field -> the input's field.
     fields: dict[str, pa.DataType] = {}
-    seen: dict[str, list[tuple[str, pa.DataType]]] = {}
+    spelling: dict[str, str] = {}  # lower-case name -> output name
+    seen: dict[str, list[tuple[str, str, pa.DataType]]] = {}
     for m in metas:
+        m["columns"] = {}
         for f in m["schema"]:
             if f.name == m["geom"]:
                 continue
-            seen.setdefault(f.name, []).append((m["shown"], f.type))
-            if f.name not in fields:
-                fields[f.name] = f.type
+            key = f.name.lower()
+            if key in spelling and spelling[key] in m["columns"]:  # the same name twice in one input
+                i = 2
+                while f"{key}_{i}" in spelling:
+                    i += 1
+                spelling[f"{key}_{i}"] = f"{f.name}_{i}"
+                warnings.append(
+                    f"{m['shown']} has fields '{m['columns'][spelling[key]]}' and '{f.name}' (one name to the output "
+                    f"format): the second written as '{f.name}_{i}'"
+                )
+                key = f"{key}_{i}"
+            name = spelling.setdefault(key, f.name)
+            m["columns"][name] = f.name
+            seen.setdefault(name, []).append((m["shown"], f.name, f.type))
+            if name not in fields:
+                fields[name] = f.type
             else:
-                wider = wider_type(fields[f.name], f.type)
-                fields[f.name] = wider if wider is not None else pa.large_string()
+                wider = wider_type(fields[name], f.type)
+                fields[name] = wider if wider is not None else pa.large_string()
     for name, found in seen.items():
-        if len({str(t) for _, t in found}) > 1:
-            examples = ", ".join(f"{s}: {t}" for s, t in found[:4])
+        if len({str(t) for _, _, t in found}) > 1:
+            examples = ", ".join(f"{s}: {t}" for s, _, t in found[:4])
             warnings.append(f"field '{name}' has different types in the inputs ({examples}): written as {fields[name]}")
+        spelt = dict.fromkeys(n for _, n, _ in found)
+        if len(spelt) > 1:
+            examples = ", ".join(f"'{n}' ({next(s for s, x, _ in found if x == n)})" for n in list(spelt)[:4])
+            warnings.append(
+                f"fields {examples} differ only in case: merged into '{name}' (names are compared without case, as ogrmerge does)"
+            )
     if source_field:
         if any(source_field.lower() == f.lower() for f in fields):
             raise GdalMcpError(
@@ -266,7 +290,7 @@ def _merge_single(
     else:
         out_type = GeomType(None, False, z)
     promote = out_type.multi and out_type.dim is not None and any(not t.multi for t in layer_types)
-    out_name = output_layer or "merged"
+    out_name = output_layer_name(dst, output_layer)
     total = {"n": 0}
     n = len(metas)
 
@@ -289,8 +313,8 @@ def _merge_single(
                                 geoms = to_multi(geoms)
                             wkb = with_geometries(batch, geoms).column(m["geom"])
                             columns.append(pc.cast(wkb, pa.binary()))
-                        elif f.name in batch.schema.names:
-                            columns.append(_cast(batch.column(f.name), f.type))
+                        elif f.name in m["columns"]:
+                            columns.append(_cast(batch.column(m["columns"][f.name]), f.type))
                         else:
                             columns.append(pa.nulls(rows, type=f.type))
                     yield pa.RecordBatch.from_arrays(columns, schema=schema)

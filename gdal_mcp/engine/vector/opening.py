@@ -8,6 +8,7 @@ import warnings
 import pyogrio
 from pyogrio.errors import DataSourceError
 
+from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.errors import GdalMcpError
 
 # Unsorted OSM extracts otherwise fail to scan ("Non increasing node id").
@@ -133,3 +134,22 @@ def choose_layer(path: str, layer: str | None, layers: list[tuple[str, str | Non
     if layer not in names:
         raise GdalMcpError("not-found", f"layer '{layer}' not found; layers are: {', '.join(names) or '(none)'}")
     return layer
+
+
+def layer_names(path: str, progress: Progress = no_progress) -> list[str]:
+    """The names of the dataset's layers, nothing read from them (the server asks before it lets SQL name a layer
+    whose name looks like a file, such as a GeoPackage layer called 'roads.gpkg')."""
+    return [name for name, _ in list_layers(path)]
+
+
+#: CSV open options: field types detected over the whole file (numbers as numbers, codes such as "01234" as text), as
+#: ogr2ogr -oo AUTODETECT_TYPE=YES does. A .csvt sidecar (which every CSV this server writes has) takes precedence.
+CSV_TYPES = {"AUTODETECT_TYPE": "YES", "AUTODETECT_SIZE_LIMIT": "0"}
+CSV_SUFFIXES = (".csv", ".tsv", ".psv")
+
+
+def open_options_for(path: str, open_options: dict[str, str] | None = None) -> dict[str, str]:
+    """The open options to read `path` with: the caller's, over CSV_TYPES for a CSV file (else GDAL reads every
+    CSV column as text unless a .csvt sidecar says otherwise)."""
+    is_csv = path.upper().startswith("CSV:") or path.rsplit("/", 1)[-1].lower().endswith(CSV_SUFFIXES)
+    return {**(CSV_TYPES if is_csv else {}), **(open_options or {})}

@@ -34,6 +34,7 @@ from gdal_mcp.engine.vector.layer_map import share, write_guarded
 from gdal_mcp.engine.vector.stream import (
     BATCH_SIZE,
     geometries,
+    output_layer_name,
     read_layer,
     relay,
     summarize_vector,
@@ -237,14 +238,14 @@ def overlay(
                 schema,
                 itertools.chain(batches, tail()),
                 driver=driver,
-                layer=output_layer or name,
+                layer=output_layer_name(dst, output_layer),
                 crs=crs,
                 geometry_type=out_type.name,
                 layer_options=LAYER_OPTIONS.get(driver),
             )
 
         write_guarded(dst, run)
-    summary = summarize_vector(dst, output_layer or name)
+    summary = summarize_vector(dst, output_layer_name(dst, output_layer))
     progress(1.0, f"wrote {summary.feature_count} features")
     if counts["input_repaired"] or counts["overlay_repaired"]:
         warnings.append(

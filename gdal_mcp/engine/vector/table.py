@@ -25,7 +25,7 @@ from gdal_mcp.engine.vector.convert import crs_text
 from gdal_mcp.engine.vector.geomtypes import GeomType
 from gdal_mcp.engine.vector.layer_map import LAYER_OPTIONS, write_guarded
 from gdal_mcp.engine.vector.opening import choose_layer
-from gdal_mcp.engine.vector.stream import read_layer, relay, summarize_vector, vector_driver, write_layer
+from gdal_mcp.engine.vector.stream import output_layer_name, read_layer, relay, summarize_vector, vector_driver, write_layer
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import FromTableResult
 
@@ -212,7 +212,7 @@ def from_table(
         wkb = shapely.to_wkb(geoms, output_dimension=3, flavor="iso")
         return batch.append_column(_geometry_field(batch.schema), pa.array(wkb, type=pa.binary()))
 
-    out_name = output_layer or (name if Path(src).suffix.lower() not in (".xlsx", ".ods", ".xls") else Path(src).stem)
+    out_name = output_layer_name(dst, output_layer)
 
     def write() -> None:
         with read_layer(source, layer=name, read_geometry=False, open_options=OPEN_OPTIONS.get(in_driver or "")) as s:

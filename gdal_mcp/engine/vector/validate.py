@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.failures import gdal_message, wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.vector import layer_map
 from gdal_mcp.engine.vector.geomtypes import GeomType, contains_multi, keep_dimension
@@ -57,7 +57,7 @@ def _batches_with_fids(path: str, layer: str) -> Iterator[tuple[str | None, Any]
                 fid = meta.get("fid_column") or None
                 yield fid if fid in reader.schema.names else None, iter(reader)
     except OGR_ERRORS as e:
-        raise GdalMcpError("gdal-error", str(e)) from None
+        raise GdalMcpError("gdal-error", gdal_message(e)) from None
 
 
 def _feature_count(path: str, layer: str) -> int | None:

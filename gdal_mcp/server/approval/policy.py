@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.server.app import App
-from gdal_mcp.server.approval.question import Existing, Kind, Question
+from gdal_mcp.server.approval.question import Existing, Kind, Question, human_size
 
 if TYPE_CHECKING:
     from fastmcp import Context
@@ -116,8 +116,49 @@ def _product(app: App, tool: str, title: str, a: dict[str, Any]) -> str:
     return f"the result of {tool} ({what}) on {src}" if src else f"the result of {tool} ({what})"
 
 
+def _dataset(app: App, path: Any) -> tuple[Existing, ...]:
+    """A dataset's files as the workspace_* tools take them (the file and its side files), as the person is shown
+    them; () when the tool will refuse the path itself."""
+    from gdal_mcp.sandbox.datasets import dataset_files
+
+    if not isinstance(path, str) or not path:
+        return ()
+    try:
+        files = dataset_files(app.sandbox, path).files
+    except GdalMcpError:
+        return ()
+    found = (_existing(app, app.sandbox.display(f)) for f in files)
+    return tuple(e for e in found if e is not None)
+
+
+def _files_message(targets: tuple[Existing, ...]) -> str:
+    main, sides = targets[0], targets[1:]
+    if not sides:
+        return main.describe()
+    total = sum(t.size for t in targets)
+    names = ", ".join(t.display.rsplit("/", 1)[-1] for t in sides)
+    return (
+        f"{main.describe()} with its {len(sides)} side file{'s' if len(sides) > 1 else ''} ({names}; {human_size(total)} in all)"
+    )
+
+
+def _workspace_message(app: App, tool: str, a: dict[str, Any]) -> tuple[str, tuple[Existing, ...]] | None:
+    """workspace_delete and workspace_move: every file that goes (or is replaced), so an answer binds to them all."""
+    source = _dataset(app, a.get("input"))
+    if not source:
+        return None  # the tool refuses the path itself
+    if tool == "workspace_delete":
+        return f"Delete {_files_message(source)}? This cannot be undone.", source
+    output = a.get("output")
+    replaced = _dataset(app, output) if a.get("overwrite") else ()
+    replacing = f", replacing {_files_message(replaced)}" if replaced else ""
+    return f"Move {_files_message(source)} to {_shown(app, output)}{replacing}?", source + replaced
+
+
 def _modify_message(app: App, tool: str, title: str, a: dict[str, Any]) -> tuple[str, tuple[Existing, ...]] | None:
     """Tools that change their input in place (annotated destructive)."""
+    if tool in ("workspace_delete", "workspace_move"):
+        return _workspace_message(app, tool, a)
     src = _existing(app, a.get("input"), dataset=True)
     if tool == "raster_overviews":
         if src is None:

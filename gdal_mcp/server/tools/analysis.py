@@ -29,6 +29,7 @@ from gdal_mcp.server.tools.params import (
     RasterFormat,
     RasterInput,
     RasterOutput,
+    Thresholds,
     VectorFormat,
     VectorInput,
     VectorOutput,
@@ -78,7 +79,11 @@ async def raster_terrain(
         float | None,
         Field(
             gt=0,
-            description="Horizontal units per vertical unit; default 1, or 111120 (metres per degree) for geographic DEMs",
+            description=(
+                "gdaldem's -s: horizontal units per vertical unit, one factor for both axes (default 1). Leave it out "
+                "for lon/lat DEMs: they get true ground distances per row from their ellipsoid; scale=111120 there "
+                "reproduces gdaldem -s 111120 (too-gentle slopes away from the equator)"
+            ),
         ),
     ] = None,
     algorithm: Annotated[
@@ -139,10 +144,13 @@ async def raster_terrain(
     overwrite: Overwrite = False,
     ctx: Context | None = None,
 ) -> RasterWriteResult:
-    """Hillshade, slope, aspect, roughness, TRI, TPI or color-relief of a DEM, exactly as gdaldem computes
-    them, streamed window by window. Slope (degrees or percent), aspect (degrees), TRI, TPI and roughness
+    """Hillshade, slope, aspect, roughness, TRI, TPI or color-relief of a DEM, with gdaldem's formulas,
+    streamed window by window. Slope (degrees or percent), aspect (degrees), TRI, TPI and roughness
     (elevation units) are Float32 with nodata -9999; hillshade is Byte 1..255 with nodata 0; color-relief is
-    RGB (RGBA with alpha) Byte without nodata. Geographic DEMs (lon/lat) are scaled automatically."""
+    RGB (RGBA with alpha) Byte without nodata. On a lon/lat DEM, hillshade, slope and aspect use each row's
+    true ground distances (east-west along its parallel, north-south along the meridian, on the CRS's
+    ellipsoid), as a projected grid of the same pixels would, with elevations taken as metres (z_factor=0.3048
+    for feet); the result's warnings say so. Projected DEMs: identical to gdaldem (distances in the CRS unit)."""
     src = app.sandbox.resolve_input(input)
     job = jobs.TerrainJob(
         src=src.gdal_path,
@@ -424,6 +432,7 @@ async def zonal_stats(
             )
         ),
     ] = False,
+    thresholds: Thresholds = None,
     output: OptionalVectorOutput = None,
     format: VectorFormat = None,
     limit: Annotated[int, Field(ge=1, le=10000, description="Most rows returned in the answer")] = 200,
@@ -432,7 +441,10 @@ async def zonal_stats(
 ) -> ZonalResult:
     """Statistics of a raster under each zone polygon (zones reprojected to the raster's CRS; the raster is
     never resampled), returned as a bounded table and optionally written as a vector file. Reads only the
-    raster window under each zone."""
+    raster window under each zone. With thresholds, each zone also gets per threshold t the fields
+    above_<t>_<measure> (value > t) and at_or_below_<t>_<measure> (value <= t), measure count, share (of the
+    zone's valid pixels), area_m2, area_ha, area_share (of the zone's valid area); t is written with _ for the
+    decimal point and m for a minus sign: above_0_3_share is the share of the zone above 0.3."""
     r = app.sandbox.resolve_input(input)
     z = app.sandbox.resolve_input(zones, what="zones")
     job = jobs.ZonalJob(
@@ -444,6 +456,7 @@ async def zonal_stats(
         all_touched=all_touched,
         id_field=id_field,
         categorical=categorical,
+        thresholds=thresholds,
         limit=limit,
         format=format,
     )

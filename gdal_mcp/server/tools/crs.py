@@ -35,7 +35,9 @@ async def crs_search(
         str | None,
         Field(
             description=(
-                "Text in the CRS name, e.g. 'Lambert-93', 'UTM zone 33N', 'LAEA Europe', 'British National Grid', or an EPSG code"
+                "Part of a CRS name ('Lambert-93', 'UTM zone 33N', 'LAEA Europe', 'British National Grid'), an EPSG code, "
+                "or a country or region, matched against the name of each CRS's area of use ('Portugal', 'Texas'). "
+                "Case, spaces, punctuation and accents are ignored"
             )
         ),
     ] = None,
@@ -44,7 +46,10 @@ async def crs_search(
         Field(
             min_length=4,
             max_length=4,
-            description=("Only CRSs whose area of use covers this [west, south, east, north] in lon/lat degrees (EPSG:4326)"),
+            description=(
+                "[west, south, east, north] in lon/lat degrees (EPSG:4326; west > east crosses the antimeridian): only CRSs "
+                "whose area of use overlaps it, those containing it first"
+            ),
         ),
     ] = None,
     kind: Annotated[
@@ -54,10 +59,17 @@ async def crs_search(
     limit: Annotated[int, Field(ge=1, le=200, description="Most matches to return")] = 20,
     ctx: Context | None = None,
 ) -> CrsSearchResult:
-    """Find CRSs in the EPSG database by name and/or by the area they are meant for, best first. For a bbox,
-    the WGS 84 UTM zone of its centre comes first, then current national and regional CRSs (smallest area of
-    use first): the usual choice for measuring in metres. Answers "what UTM zone is Lisbon in" with
-    bbox=[-9.25, 38.65, -9.05, 38.8]."""
+    """Find CRSs in the EPSG database (deprecated ones left out) by name, by place name and/or by the area they
+    are meant for, best first. Order: an EPSG code or exact name; for a bbox, the WGS 84 / UTM zone of its centre
+    (zones of 6° from 180°W as EPSG defines them, without the Norway/Svalbard exceptions; N or S by the centre's
+    latitude; UPS beyond 84°N/80°S); with kind='any', projected before geographic before compound CRSs; current
+    datums and national grids (ETRS89, NAD83, GDA2020, RGF93, OSGB36 / British National Grid …) before historical
+    ones; CRSs whose name contains query (without a bbox: starting or ending with it, then containing it, then
+    containing all its words) before those whose area-of-use name contains it; for a bbox, areas of use
+    containing at least 90% of it (bbox_share), smaller areas first, before those overlapping less, larger
+    shares first; then shorter names. So the first results for a bbox are the UTM zone, then the national and
+    regional CRSs: the usual choices for measuring in metres. Examples: "what UTM zone is Lisbon in":
+    bbox=[-9.25, 38.65, -9.05, 38.8]; the national CRS of Portugal: query='Portugal' with its bbox."""
     job = jobs.CrsSearchJob(query=query, bbox=as_bbox(bbox), kind=kind, limit=limit)
     return app.scrub_model(await app.execute(job, ctx=ctx, quick=True))
 

@@ -42,11 +42,15 @@ async def raster_info(
 ) -> RasterInfo:
     """Describe a raster (like gdalinfo): driver, size, bands, CRS (EPSG code, name, WKT), geotransform,
     bounds (native and WGS84), resolution, per band dtype/nodata/scale/offset/unit/colour/block
-    size/overviews, subdatasets, compression, tiling and whether it is a valid COG.
+    size/overviews, subdatasets, compression, tiling and whether it is a valid COG (cog_note says why a small
+    file needs no tiles or overviews).
 
     Use it first on any raster. stats=true scans every pixel (slower on large rasters) and returns exact
-    min, max, mean, std and valid percent honouring nodata and masks. For HDF/NetCDF containers, open
-    a listed subdataset to see its bands."""
+    min, max, mean, std and valid percent honouring nodata and masks. A netCDF/HDF5 file of several variables
+    answers kind="container" with its subdatasets (path + description) and null size/transform/bounds: pass a
+    subdataset's path back here or to any raster tool. Bands of a netCDF/HDF5/Zarr variable carry their place on
+    its other dimensions (bands[].dimensions, e.g. {"time": "2020-07-01T00:00:00", "level": 850.0}; times
+    decoded from the CF units and calendar), so a band's date never has to be guessed from its number."""
     src = app.sandbox.resolve_input(path)
     job = jobs.RasterInfoJob(path=src.gdal_path, band=band, stats=stats)
     if stats:

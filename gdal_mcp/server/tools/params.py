@@ -106,6 +106,24 @@ VectorOutput = Annotated[
 OptionalVectorOutput = Annotated[
     str | None, Field(description=(f"Also write the result as a vector file here (relative to the workspace): {VECTOR_FORMATS}"))
 ]
+DatasetFile = Annotated[
+    str,
+    Field(
+        description=(
+            "A dataset file in the workspace (plain path, e.g. 'roads.shp', 'out/dem.tif'); its side files go with it "
+            "(a shapefile's .dbf/.shx/.prj/.cpg, .aux.xml, .ovr, .msk, world files)"
+        )
+    ),
+]
+SameFormatOutput = Annotated[
+    str,
+    Field(
+        description=(
+            "The new workspace path, with the input's extension (.tif, .shp, .gpkg … as the input: no conversion), e.g. "
+            "'archive/roads_2024.shp'; missing folders are created and side files take the matching names"
+        )
+    ),
+]
 CsvOutput = Annotated[str, Field(description="CSV file to write, relative to the workspace (.csv)")]
 PngOutput = Annotated[str | None, Field(description="Also save the PNG at this workspace path (.png)")]
 Overwrite = Annotated[
@@ -150,15 +168,16 @@ OptionsCheck = AfterValidator(_options_checked)
 CreationOptions = Annotated[
     dict[str, str | int | float | bool] | None,
     OptionsCheck,
-    Field(description=('GDAL creation options (gdal_translate -co), e.g. {"COMPRESS": "DEFLATE", "TILED": "YES"}')),
+    Field(
+        description=(
+            'GDAL creation options (gdal_translate -co), e.g. {"COMPRESS": "DEFLATE", "TILED": "YES"}; without COMPRESS a '
+            "GTiff/COG output keeps the input's codec and predictor (summary.creation_options lists those used)"
+        )
+    ),
 ]
 OutputLayer = Annotated[
     str | None,
-    Field(
-        description=(
-            "Name of the layer written; default the input layer's name (the output file's name when the input is a raster)"
-        )
-    ),
+    Field(description=("Name of the layer written; default the output file's name without its extension (roads.gpkg: roads)")),
 ]
 
 # ----- where ------------------------------------------------------------------------------------
@@ -213,6 +232,27 @@ OutputType = Annotated[
 Nodata = Annotated[float | None, Field(description="Nodata value to declare on the output")]
 Layer = Annotated[str | None, Field(description=("Layer to read; required when the source has several (vector_info lists them)"))]
 Where = Annotated[str | None, Field(description="Attribute filter (OGR SQL WHERE), e.g. \"continent = 'Africa'\"")]
+Sql = Annotated[
+    str | None,
+    Field(
+        description=(
+            "A read-only SELECT on the source instead of layer/where/fields; it may read only the input's own "
+            "layers (no other files, ATTACH or load_extension)"
+        )
+    ),
+]
+SqlDialect = Annotated[
+    Literal["OGRSQL", "SQLITE"],
+    Field(
+        description=(
+            "Dialect of sql: OGRSQL (default) or SQLITE, with SpatiaLite functions: ST_Area(geometry, 1) (geodesic "
+            "m² on lon/lat layers), ST_Length(geometry, 1), ST_Centroid, ST_Buffer, ST_Union, MakePoint(x, y, srid), "
+            "GROUP BY, joins between the input's layers. The geometry column is named as in the source (geometry "
+            "for shapefiles, geom for GeoPackages). Not for distances on lon/lat layers: ST_Distance(a, b, 1) finds "
+            "the nearest points in degrees and is off by several %; use vector_join predicate=nearest"
+        )
+    ),
+]
 Units = Annotated[
     DistanceUnits,
     Field(
@@ -233,6 +273,19 @@ MeasureUnits = Annotated[
 ]
 Band = Annotated[int, Field(ge=1, description="Band to read (1-based)")]
 Bands = Annotated[list[int] | None, Field(description="Bands to read (1-based); default all")]
+Thresholds = Annotated[
+    list[float] | None,
+    Field(
+        min_length=1,
+        max_length=100,
+        description=(
+            "Values t to split the valid pixels at (nodata excluded): for each, the count, share of the valid pixels, "
+            "area in m² and ha, and share of the valid area of the pixels with value > t (above, strictly greater) and "
+            "with value <= t (at_or_below); areas geodesic per row on lon/lat rasters, pixel size on projected ones. "
+            "E.g. [0.3] on NDVI: the share and area of the scene above 0.3"
+        ),
+    ),
+]
 
 
 def resolution_description(crs_of: str) -> str:

@@ -17,7 +17,23 @@ from gdal_mcp.server.results import prepare_output
 from gdal_mcp.server.tools.params import BBox, BBoxCRS, Layer, Overwrite, PngOutput, RasterInput, VectorInput, Where, as_bbox
 from gdal_mcp.server.tools.registry import WRITE, tool
 
-MaxSize = Annotated[int, Field(ge=16, le=4096, description="Longest side of the image in pixels (default 768)")]
+MaxSize = Annotated[
+    int,
+    Field(
+        ge=16,
+        le=4096,
+        description="Longest side of the image in pixels (default 768). A raster larger than this is read decimated to it; "
+        "a smaller one is enlarged by the largest whole factor that fits (max_size // its longest side, nearest "
+        "neighbour: each pixel a k x k block), e.g. 50x40 at 400 gives 400x320",
+    ),
+]
+ScaleBarParam = Annotated[
+    bool,
+    Field(
+        description="Draw a scale bar (1, 2 or 5 x 10^n m, true at the image centre; geodesic for lon/lat) in the "
+        "bottom-left corner; the legend states the scale either way"
+    ),
+]
 PreviewOutput = PngOutput
 
 
@@ -74,13 +90,15 @@ async def raster_preview(
     max_size: MaxSize = 768,
     bbox: BBox = None,
     bbox_crs: BBoxCRS = None,
+    scale_bar: ScaleBarParam = True,
     output: PreviewOutput = None,
     overwrite: Overwrite = False,
     ctx: Context | None = None,
 ) -> ToolResult:
     """Look at a raster: returns a PNG image (RGB composite or one band through a colormap; nodata
-    transparent) plus a short legend with the value range, colormap, CRS and extent. Reads overviews or a
-    decimated window, never the full-resolution raster, so it is fast on large files."""
+    transparent; a scale bar bottom left) plus a short legend with the value range, colormap, CRS, extent and
+    scale. Reads overviews or a decimated window, never the full-resolution raster, so it is fast on large files;
+    small rasters are enlarged by a whole factor (nearest neighbour) up to max_size."""
     src = app.sandbox.resolve_input(input)
     job = jobs.RasterPreviewJob(
         path=src.gdal_path,
@@ -91,6 +109,7 @@ async def raster_preview(
         max_size=max_size,
         bbox=as_bbox(bbox),
         bbox_crs=bbox_crs,
+        scale_bar=scale_bar,
     )
     return await _render(app, ctx, job, src, output, overwrite)
 
@@ -105,12 +124,14 @@ async def vector_preview(
     bbox: BBox = None,
     bbox_crs: BBoxCRS = None,
     where: Where = None,
+    scale_bar: ScaleBarParam = True,
     output: PreviewOutput = None,
     overwrite: Overwrite = False,
     ctx: Context | None = None,
 ) -> ToolResult:
-    """Look at a vector layer: returns a PNG map (polygons filled and outlined, lines, points) drawn with
-    GDAL, optionally coloured by an attribute, plus a legend. Streams the features, so large layers work."""
+    """Look at a vector layer: returns a PNG map (polygons filled and outlined, lines, points; a scale bar
+    bottom left) drawn with GDAL, optionally coloured by an attribute, plus a legend. Streams the features, so
+    large layers work."""
     src = app.sandbox.resolve_input(input)
     job = jobs.VectorPreviewJob(
         path=src.gdal_path,
@@ -120,5 +141,6 @@ async def vector_preview(
         bbox=as_bbox(bbox),
         bbox_crs=bbox_crs,
         where=where,
+        scale_bar=scale_bar,
     )
     return await _render(app, ctx, job, src, output, overwrite)

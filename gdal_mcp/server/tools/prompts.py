@@ -61,6 +61,9 @@ class Facts:
 
     def summary(self) -> str:
         i = self.info
+        if self.kind == "raster" and i.get("kind") == "container":
+            subs = ", ".join(s["path"] for s in (i.get("subdatasets") or [])[:10])
+            return f"raster container {i['path']}: {i['driver']}, no bands of its own; subdatasets: {subs or '-'}"
         if self.kind == "raster":
             bands = i.get("bands") or []
             dtypes = sorted({b["dtype"] for b in bands})

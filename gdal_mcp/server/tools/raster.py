@@ -9,7 +9,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gdal_mcp import jobs
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.models import OverviewsResult, RasterStatsResult, RasterWriteResult, Resampling, SampleResult, TableWriteResult
+from gdal_mcp.models import (
+    OverviewsResult,
+    RasterClipResult,
+    RasterStatsResult,
+    RasterWriteResult,
+    Resampling,
+    SampleResult,
+    TableWriteResult,
+)
 from gdal_mcp.server.app import App
 from gdal_mcp.server.results import optional_input, read_result, write_output, write_result
 from gdal_mcp.server.tools.params import (
@@ -38,6 +46,7 @@ from gdal_mcp.server.tools.params import (
     Resolution,
     Size,
     SrcCRS,
+    Thresholds,
     VectorFormat,
     as_bbox,
     resolution_description,
@@ -169,7 +178,12 @@ async def raster_reproject(
     bbox_crs: GridBBoxCRS = None,
     nodata: Annotated[
         float | None,
-        Field(description=("Nodata value of the output, also used for the margins outside the source; default the input's")),
+        Field(
+            description=(
+                "Nodata value of the output, also used for the margins outside the source; default the input's, else "
+                "(margins to mark) NaN for floats or a value no input pixel takes (warnings say which)"
+            )
+        ),
     ] = None,
     src_nodata: Annotated[
         float | None,
@@ -198,7 +212,8 @@ async def raster_reproject(
     to a new resolution/size in its own CRS. Keeps the whole source extent unless bbox is given; the resolution
     defaults to GDAL's suggestion. Warps GCP- and RPC-georeferenced rasters (scanned maps, Sentinel-1, satellite
     scenes) onto a map grid. Use nearest (default) for categorical data (land cover, classes), bilinear or cubic
-    for continuous data (elevation, reflectance). Multi-threaded."""
+    for continuous data (elevation, reflectance). Keeps the input's compression and band metadata; warns when the data
+    reach outside the target CRS's area of use. Multi-threaded."""
     src = app.sandbox.resolve_input(input)
     inputs = [src]
     like_path = optional_input(app, like, "like", inputs)
@@ -308,7 +323,10 @@ async def raster_clip(
         Field(
             min_length=4,
             max_length=4,
-            description=("Clip to [minx, miny, maxx, maxy] in bbox_crs (default: the raster's CRS), whole pixels"),
+            description=(
+                "Clip to [minx, miny, maxx, maxy] in bbox_crs (default: the raster's CRS): whole source pixels, chosen "
+                "as gdal_translate -projwin does (see all_touched)"
+            ),
         ),
     ] = None,
     bbox_crs: BBoxCRS = None,
@@ -322,9 +340,18 @@ async def raster_clip(
     ] = None,
     mask_layer: Annotated[str | None, Field(description="Layer of mask (required when it has several)")] = None,
     mask_where: Annotated[str | None, Field(description="Attribute filter on mask, e.g. \"name = 'Bahamas'\"")] = None,
-    crop: Annotated[bool, Field(description="Shrink the output to the clip extent (false keeps the full grid)")] = True,
+    crop: Annotated[bool, Field(description="Shrink the output to the clip window (false keeps the full grid)")] = True,
     all_touched: Annotated[
-        bool, Field(description="Keep every pixel the shape touches, not only those whose centre is inside")
+        bool,
+        Field(
+            description=(
+                "false (default): a bbox keeps the window gdal_translate -projwin keeps (first pixel: the one holding "
+                "the bbox's upper-left corner, to 1/1000 pixel; size: the bbox's size in pixels rounded to the nearest "
+                "whole number, halves up), so an edge pixel whose centre lies outside may be kept and one whose centre "
+                "lies inside dropped; a geometry or mask keeps "
+                "the pixels whose centre is inside it. true: every pixel the bbox, geometry or mask touches"
+            )
+        ),
     ] = False,
     nodata: Annotated[
         float | None,
@@ -339,10 +366,22 @@ async def raster_clip(
     creation_options: CreationOptions = None,
     overwrite: Overwrite = False,
     ctx: Context | None = None,
-) -> RasterWriteResult:
-    """Clip a raster by a bbox, a GeoJSON geometry or a vector mask file (like gdalwarp -cutline
-    -crop_to_cutline or rasterio.mask). Give exactly one of bbox, geometry, mask. Pixels keep their values and
-    grid (no resampling); pixels outside the shape become nodata. Streamed window by window."""
+) -> RasterClipResult:
+    """Clip a raster by a bbox, a GeoJSON geometry or a vector mask file. Give exactly one of bbox, geometry, mask.
+    Pixels keep their values and grid (no resampling); the result's window says which source pixels were kept
+    (col_off, row_off, width, height of the source grid).
+
+    The window, with the bbox or the shapes' bounding box in fractional pixel coordinates (col_min, row_min) -
+    (col_max, row_max) of the source grid:
+    - bbox (default): exactly gdal_translate -projwin: col_off = floor(col_min + 0.001), width =
+      floor(col_max - col_min + 0.5), rows alike. E.g. on 10 m pixels, x from 26 to 74 (columns 2.6 to 7.4) keeps
+      columns 2..6: the pixel holding x = 26, then 4.8 rounded to 5 columns.
+    - bbox with all_touched=true: every pixel the bbox overlaps (columns 2..7 in the example).
+    - geometry or mask: the pixels whose centre lies within the shapes' bounding box (all_touched=true: that it
+      touches); inside it, pixels whose centre is outside the shapes (all_touched=true: that the shapes do not
+      touch) become nodata, as with gdalwarp -cutline or rasterio.mask.
+    A window reaching past the raster's edge is limited to the raster, with a warning (gdal_translate would pad it
+    with nodata). Streamed window by window."""
     src = app.sandbox.resolve_input(input)
     inputs = [src]
     mask_path = optional_input(app, mask, "mask", inputs)
@@ -361,7 +400,8 @@ async def raster_clip(
         format=format,
         creation_options=creation_options,
     )
-    return await write_result(app, ctx, job, model=RasterWriteResult, inputs=inputs, output=output, overwrite=overwrite)
+    target, result, warnings = await write_output(app, ctx, job, inputs=inputs, output=output, overwrite=overwrite)
+    return result.model_copy(update={"output": target.display, "uri": app.sandbox.uri(target.display), "warnings": warnings})
 
 
 @tool(title="Raster overviews", annotations=MODIFY, tags={"raster"}, writes=True)
@@ -580,18 +620,35 @@ async def raster_stats(
             )
         ),
     ] = False,
+    thresholds: Thresholds = None,
+    weights: Annotated[
+        Literal["none", "area"],
+        Field(
+            description=(
+                "area: weight mean, std and percentiles by each pixel's ground area (geodesic per row), for lon/lat "
+                "rasters, whose pixels shrink toward the poles; percentiles are then numpy's weighted inverted_cdf "
+                "(the smallest value whose cumulative area reaches q% of the valid area). min, max, sum, counts and "
+                "histogram stay per pixel. none (default): every valid pixel counts once"
+            )
+        ),
+    ] = "none",
     ctx: Context | None = None,
 ) -> RasterStatsResult:
     """Exact statistics of a raster's pixels per band: min, max, mean, std, sum, valid and nodata counts,
     exact percentiles (numpy's linear definition) and an optional histogram; honours nodata, NaN and masks.
     Computed from the pixels, streamed (never the possibly stale values stored in the file). With
-    categorical=true: the count, area and fraction of each class value instead."""
+    thresholds: per band and threshold, the count, share and area of the pixels above it (>) and at or below
+    it (<=), in one call (e.g. the share of a scene with NDVI above 0.3). weights=area: area-weighted mean,
+    std and percentiles (lon/lat rasters). With categorical=true: the count, area and fraction of each class
+    value instead. Bands of a netCDF/HDF5/Zarr variable say which time and level they hold (bands[].dimensions,
+    e.g. {"time": "2020-07-01T00:00:00"}: CF times decoded with the file's calendar)."""
     src = app.sandbox.resolve_input(input)
     if categorical:
-        if percentiles is not None or histogram_bins is not None:
+        if percentiles is not None or histogram_bins is not None or thresholds is not None or weights != "none":
             raise GdalMcpError(
                 "invalid-argument",
-                "percentiles and histogram_bins do not apply with categorical=true (class areas); omit them, or omit categorical",
+                "percentiles, histogram_bins, thresholds and weights do not apply with categorical=true (class areas, "
+                "already per value); omit them, or omit categorical",
             )
         cats = await read_result(
             app,
@@ -615,6 +672,8 @@ async def raster_stats(
         histogram_bins=histogram_bins,
         bbox=as_bbox(bbox),
         bbox_crs=bbox_crs,
+        thresholds=thresholds,
+        weights=weights,
     )
     return await read_result(app, ctx, job, display=src.display)
 

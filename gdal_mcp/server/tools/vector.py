@@ -10,7 +10,7 @@ from pydantic import Field
 
 from gdal_mcp import jobs
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.models import FeaturePage, FromTableResult, MeasureResult, MergeResult, ValidationReport, VectorWriteResult
+from gdal_mcp.models import FeaturePage, FromTableResult, MergeResult, ValidationReport, VectorWriteResult
 from gdal_mcp.server.app import App
 from gdal_mcp.server.results import optional_input, read_result, write_output, write_result
 from gdal_mcp.server.tools.params import (
@@ -22,12 +22,12 @@ from gdal_mcp.server.tools.params import (
     GeometryCRS,
     InputPattern,
     Layer,
-    MeasureUnits,
     OptionalDstCRS,
-    OptionalVectorOutput,
     OptionsCheck,
     OutputLayer,
     Overwrite,
+    Sql,
+    SqlDialect,
     SrcCRS,
     Units,
     Where,
@@ -36,6 +36,7 @@ from gdal_mcp.server.tools.params import (
 from gdal_mcp.server.tools.params import VectorFormat as Format
 from gdal_mcp.server.tools.params import VectorInput as Input
 from gdal_mcp.server.tools.params import VectorOutput as Output
+from gdal_mcp.server.tools.query import check_input_sql
 from gdal_mcp.server.tools.registry import READ, WRITE, tool
 
 
@@ -51,26 +52,8 @@ async def vector_convert(
     bbox: BBox = None,
     bbox_crs: BBoxCRS = None,
     fields: Annotated[list[str] | None, Field(description="Attributes to keep (default all)")] = None,
-    sql: Annotated[
-        str | None,
-        Field(
-            description=(
-                "A read-only SELECT on the source instead of layer/where/fields; it may read only the input's own "
-                "layers (no other files, ATTACH or load_extension)"
-            )
-        ),
-    ] = None,
-    sql_dialect: Annotated[
-        Literal["OGRSQL", "SQLITE"],
-        Field(
-            description=(
-                "Dialect of sql: OGRSQL (default) or SQLITE, with SpatiaLite functions: ST_Area(geometry, 1) (geodesic "
-                "m² on lon/lat layers), ST_Length(geometry, 1), ST_Centroid, ST_Buffer, ST_Union, MakePoint(x, y, srid), "
-                "GROUP BY, joins between the input's layers. The geometry column is named as in the source (geometry "
-                "for shapefiles, geom for GeoPackages)"
-            )
-        ),
-    ] = "OGRSQL",
+    sql: Sql = None,
+    sql_dialect: SqlDialect = "OGRSQL",
     open_options: Annotated[
         dict[str, str | int | float | bool] | None,
         Field(
@@ -85,8 +68,9 @@ async def vector_convert(
             description=(
                 "create (default): write a new file. append: add the features to a layer of the existing output "
                 "(output_layer, or its only layer; fields matched by name, reprojected to the layer's CRS; like "
-                "ogr2ogr -append). add_layer: add a new layer (output_layer) to an existing GeoPackage. Both change "
-                "the existing file (atomically: a failure leaves it as it was) and add features again if repeated"
+                "ogr2ogr -append). add_layer: add a new layer (output_layer, default the input's layer name) to an "
+                "existing GeoPackage. Both change the existing file (atomically: a failure leaves it as it was) and add "
+                "features again if repeated"
             )
         ),
     ] = "create",
@@ -109,7 +93,7 @@ async def vector_convert(
     instead of writing a new one. For two-layer operations use vector_join or vector_overlay."""
     src = app.sandbox.resolve_input(input)
     if sql is not None:
-        app.sandbox.check_sql(sql)
+        await check_input_sql(app, ctx, src, sql)
     options = app.sandbox.check_open_options(open_options) if open_options else None
     job = jobs.ConvertVectorJob(
         src=src.gdal_path,
@@ -478,99 +462,6 @@ async def vector_overlay(
     return await write_result(app, ctx, job, model=VectorWriteResult, inputs=inputs, output=output, overwrite=overwrite)
 
 
-@tool(title="Join layers", annotations=WRITE, tags={"vector"}, writes=True)
-async def vector_join(
-    app: App,
-    input: Input,
-    join: Annotated[
-        str,
-        Field(
-            description=(
-                "The layer or table whose attributes are joined (workspace path: GPKG, shapefile, GeoJSON, CSV, XLSX …); "
-                "reprojected to the input's CRS"
-            )
-        ),
-    ],
-    output: Output,
-    predicate: Annotated[
-        Literal["intersects", "within", "contains", "nearest"],
-        Field(
-            description=(
-                "Spatial relation of an input feature to a join feature: intersects, within (input inside join), "
-                "contains (input contains join) or nearest (the closest join feature(s), ties all kept)"
-            )
-        ),
-    ] = "intersects",
-    on: Annotated[
-        str | list[str] | None,
-        Field(
-            description=(
-                'A join by key instead of by location: the key field, or ["input_field", "join_field"]; key type '
-                'mismatches (text "7" vs integer 7) are matched as numbers and reported'
-            )
-        ),
-    ] = None,
-    max_distance: Annotated[
-        float | None,
-        Field(
-            ge=0,
-            description=("nearest only: ignore join features farther than this, in units (ground metres on lon/lat data)"),
-        ),
-    ] = None,
-    units: Units = "m",
-    how: Annotated[
-        Literal["left", "inner"],
-        Field(description=("left: every input feature (nulls where nothing matched); inner: only input features with a match")),
-    ] = "left",
-    aggregate: Annotated[
-        dict[str, list[str]] | None,
-        Field(
-            description=(
-                "Statistics of the matching features instead of their attributes, one output feature per input feature: "
-                '{"*": ["count"], "pop": ["sum", "mean"]}; functions count, sum, mean, min, max, median, std, first, last, '
-                "count_distinct (nulls ignored); output fields <field>_<func> and count"
-            )
-        ),
-    ] = None,
-    distance_field: Annotated[
-        str | None, Field(description=("nearest only: also write the distance (in units) to this new field"))
-    ] = None,
-    layer: Layer = None,
-    join_layer: Annotated[str | None, Field(description="Layer of join (required when it has several)")] = None,
-    format: Format = None,
-    output_layer: OutputLayer = None,
-    overwrite: Overwrite = False,
-    ctx: Context | None = None,
-) -> VectorWriteResult:
-    """Add to each input feature the attributes of the join features it matches (like geopandas.sjoin /
-    sjoin_nearest; one output feature per match, clashing names suffixed _left/_right), or with aggregate
-    their statistics (how many schools per district, population sum per zone), or join a table by key (on=).
-    The join layer is held in memory and the input streamed, so the join should be the smaller; with
-    aggregate the smaller of the two is indexed and the larger streamed (1 M points in 3 000 polygons works
-    in little memory). Distances are ground metres on lon/lat data (geodesic). To cut geometries use
-    vector_overlay."""
-    src = app.sandbox.resolve_input(input)
-    inputs = [src]
-    other = optional_input(app, join, "join", inputs)
-    assert other is not None
-    job = jobs.JoinJob(
-        src=src.gdal_path,
-        join=other,
-        predicate=predicate,
-        on=on,
-        max_distance=max_distance,
-        units=units,
-        how=how,
-        aggregate=aggregate,
-        distance_field=distance_field,
-        layer=layer,
-        join_layer=join_layer,
-        format=format,
-        output_layer=output_layer,
-    )
-    return await write_result(app, ctx, job, model=VectorWriteResult, inputs=inputs, output=output, overwrite=overwrite)
-
-
 @tool(title="Validate geometries", annotations=WRITE, tags={"vector"})
 async def vector_validate(
     app: App,
@@ -656,61 +547,6 @@ async def vector_from_table(
     return result
 
 
-@tool(title="Measure features", annotations=WRITE, tags={"vector"})
-async def vector_measure(
-    app: App,
-    input: Input,
-    output: OptionalVectorOutput = None,
-    measures: Annotated[
-        list[Literal["area", "length", "perimeter", "centroid", "bounds"]],
-        Field(
-            min_length=1,
-            description=(
-                "What to measure: area (polygons; fields area_<unit>), length (lines; length_<unit>), perimeter "
-                "(polygons, all rings; perimeter_<unit>), centroid (centroid_x/centroid_y in the layer's CRS), "
-                "bounds (min_x, min_y, max_x, max_y)"
-            ),
-        ),
-    ] = ["area", "length", "perimeter", "centroid", "bounds"],  # noqa: B006
-    units: MeasureUnits = "m",
-    layer: Layer = None,
-    id_field: Annotated[
-        str | None,
-        Field(description="Attribute added to each row to identify the feature (rows always carry the 0-based feature index)"),
-    ] = None,
-    limit: Annotated[int, Field(ge=1, le=10000, description="Most rows returned when no output is written")] = 200,
-    offset: Annotated[int, Field(ge=0, description="Skip this many features (paging the rows)")] = 0,
-    format: Format = None,
-    output_layer: OutputLayer = None,
-    overwrite: Overwrite = False,
-    ctx: Context | None = None,
-) -> MeasureResult:
-    """Area, length, perimeter, centroid and bounds of every feature. On lon/lat layers the measures are
-    geodesic (on the ellipsoid, in metres, never degrees²); on projected layers planar in the CRS's unit
-    converted to units. Returns a bounded table (offset/limit, totals over all features), or with output
-    writes the layer with the measure fields added. For geometry outputs (centroid points, hulls) use
-    vector_geometry."""
-    src = app.sandbox.resolve_input(input)
-    job = jobs.MeasureJob(
-        src=src.gdal_path,
-        measures=list(measures),
-        units=units,
-        layer=layer,
-        id_field=id_field,
-        limit=limit,
-        offset=offset,
-        format=format,
-        output_layer=output_layer,
-    )
-    if output is None:
-        result, _ = await app.execute(job, ctx=ctx)
-        return app.scrub_model(result)
-    app.require_writable("vector_measure output")
-    target, result, warnings = await write_output(app, ctx, job, inputs=[src], output=output, overwrite=overwrite)
-    result.output, result.uri, result.warnings = target.display, app.sandbox.uri(target.display), warnings
-    return result
-
-
 @tool(title="Geometry transform", annotations=WRITE, tags={"vector"}, writes=True)
 async def vector_geometry(
     app: App,
@@ -781,7 +617,7 @@ async def vector_merge(
     """Merge many vector files into one layer with a field naming each feature's source (like ogrmerge.py
     -single), or into one GeoPackage with a layer per input. Inputs in another CRS are reprojected to the first
     input's; field sets are unioned (a field missing from an input is null; type conflicts take the wider type
-    or text, and are reported). The merged layer is named output_layer, default 'merged'. Streamed: memory does
+    or text, and are reported). The merged layer is named output_layer, default the output file's name. Streamed: memory does
     not grow with the inputs."""
     srcs = app.sandbox.resolve_inputs(inputs, input_pattern)
     job = jobs.MergeJob(

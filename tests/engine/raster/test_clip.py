@@ -18,7 +18,7 @@ from rasterio.warp import transform_bounds, transform_geom
 from rasterio.windows import Window
 
 import gdal_mcp.engine.raster.clip as clip_module
-from gdal_mcp.engine.raster.clip import clip
+from gdal_mcp.engine.raster.clip import clip as clip_raster
 from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.errors import GdalMcpError
 from tests.helpers import DATA
@@ -33,28 +33,45 @@ BOX_POLYGON = shapely.box(*BOX_EXTENT)
 LONLAT = {"type": "Polygon", "coordinates": [[[-77.9, 24.0], [-77.2, 23.9], [-76.9, 24.9], [-77.6, 25.1], [-77.9, 24.0]]]}
 
 
+def clip(*args, **kwargs):
+    """The engine's clip as (summary, warnings), for the tests that do not look at the window."""
+    result, warnings = clip_raster(*args, **kwargs)
+    return result.summary, warnings
+
+
 def read(path):
     with rasterio.open(path) as ds:
         return ds.read(), ds.transform, ds.nodata, ds.profile, ds.colorinterp
 
 
 def box_window() -> Window:
-    """box.shp snapped outward to the pixel grid of RGB.byte.tif, computed from the MANIFEST numbers."""
+    """The pixels of RGB.byte.tif whose centre lies inside box.shp, computed from the MANIFEST numbers: the box
+    spans columns 243.35..493.33 and rows 256.35..422.99, so columns 243..492 and rows 256..422."""
     minx, miny, maxx, maxy = BOX_EXTENT
-    col0, col1 = math.floor((minx - X0) / DX), math.ceil((maxx - X0) / DX)
-    row0, row1 = math.floor((maxy - Y0) / DY), math.ceil((miny - Y0) / DY)
+    col0, col1 = math.ceil((minx - X0) / DX - 0.5), math.floor((maxx - X0) / DX - 0.5) + 1
+    row0, row1 = math.ceil((maxy - Y0) / DY - 0.5), math.floor((miny - Y0) / DY - 0.5) + 1
     return Window(col0, row0, col1 - col0, row1 - row0)
 
 
-def test_mask_file_crops_to_the_box_snapped_to_the_grid(tmp_path) -> None:
+def projwin_window(bbox) -> Window:
+    """gdal_translate -projwin's window of `bbox` on RGB.byte.tif (apps/gdal_translate_lib.cpp's arithmetic)."""
+    minx, miny, maxx, maxy = bbox
+    col0, row0 = math.floor((minx - X0) / DX + 0.001), math.floor((maxy - Y0) / DY + 0.001)
+    return Window(col0, row0, math.floor((maxx - minx) / DX + 0.5), math.floor((miny - maxy) / DY + 0.5))
+
+
+def test_mask_file_crops_to_the_pixels_whose_centre_is_in_the_box(tmp_path) -> None:
     out = tmp_path / "box.tif"
-    summary, _ = clip(RGB, str(out), mask=BOX)
+    result, _ = clip_raster(RGB, str(out), mask=BOX)
+    summary = result.summary
     win = box_window()
-    assert (summary.width, summary.height) == (win.width, win.height) == (251, 167)
+    assert (summary.width, summary.height) == (win.width, win.height) == (250, 167)
+    assert (result.window.col_off, result.window.row_off, result.window.width, result.window.height) == (243, 256, 250, 167)
     b = summary.bounds
     assert b.left == pytest.approx(X0 + win.col_off * DX) and b.right == pytest.approx(X0 + (win.col_off + win.width) * DX)
     assert b.top == pytest.approx(Y0 + win.row_off * DY) and b.bottom == pytest.approx(Y0 + (win.row_off + win.height) * DY)
-    assert b.left <= BOX_EXTENT[0] < b.left + DX and b.right - DX < BOX_EXTENT[2] <= b.right
+    # The first and last columns' centres are inside the box; the next column's centre (493.5) is not.
+    assert b.left + DX / 2 >= BOX_EXTENT[0] > b.left - DX / 2 and b.right - DX / 2 <= BOX_EXTENT[2] < b.right + DX / 2
     assert summary.resolution == pytest.approx((DX, -DY))
     assert (summary.driver, summary.count, summary.dtype, summary.crs, summary.nodata) == ("GTiff", 3, "uint8", "EPSG:32618", 0.0)
     data, transform, _, _, colorinterp = read(out)
@@ -63,19 +80,20 @@ def test_mask_file_crops_to_the_box_snapped_to_the_grid(tmp_path) -> None:
         assert transform == ds.window_transform(win)
         assert colorinterp == ds.colorinterp
     outside = geometry_mask([BOX_POLYGON], out_shape=data.shape[1:], transform=transform)
-    assert outside.any() and (~outside).sum() > 0.9 * outside.size
-    assert np.array_equal(data[:, ~outside], source[:, ~outside])
-    assert (data[:, outside] == 0).all()
+    assert not outside.any()  # the box is a rectangle: every pixel of the window has its centre inside
+    assert np.array_equal(data, source)
 
 
 def test_mask_file_matches_rasterio_mask(tmp_path) -> None:
+    """rasterio.mask crops to the box's bounds snapped outward: one more column on the right (493), all nodata
+    because its centre is outside the box; every other pixel is the same."""
     out = tmp_path / "m.tif"
     clip(RGB, str(out), mask=BOX)
     with rasterio.open(RGB) as ds:
         expected, transform = rasterio.mask.mask(ds, [BOX_POLYGON], crop=True)
     data, got_transform, *_ = read(out)
-    assert got_transform == transform
-    assert np.array_equal(data, expected)
+    assert got_transform == transform and expected.shape[2] == data.shape[2] + 1
+    assert np.array_equal(data, expected[:, :, :-1]) and (expected[:, :, -1] == 0).all()
 
 
 def test_many_windows_give_the_same_pixels_and_report_progress(tmp_path, monkeypatch) -> None:
@@ -116,14 +134,13 @@ def test_geometry_crs_and_feature_wrappers(tmp_path) -> None:
 
 
 def test_bbox_in_another_crs_is_a_pure_window(tmp_path) -> None:
+    """The lon/lat bbox becomes the envelope of its densified edges in UTM; then gdal_translate -projwin's window."""
     bbox = (-77.8, 24.1, -77.1, 24.8)
     out = tmp_path / "bb.tif"
     summary, _ = clip(RGB, str(out), bbox=bbox, bbox_crs="EPSG:4326")
     with rasterio.open(RGB) as ds:
-        minx, miny, maxx, maxy = transform_bounds("EPSG:4326", ds.crs, *bbox, densify_pts=21)
-        col0, col1 = math.floor((minx - X0) / DX), math.ceil((maxx - X0) / DX)
-        row0, row1 = math.floor((maxy - Y0) / DY), math.ceil((miny - Y0) / DY)
-        win = Window(col0, row0, col1 - col0, row1 - row0)
+        utm = transform_bounds("EPSG:4326", ds.crs, *bbox, densify_pts=21)
+        win = projwin_window(utm)
         source = ds.read(window=win)
         expected_transform = ds.window_transform(win)
     data, transform, nodata, *_ = read(out)
@@ -134,7 +151,8 @@ def test_bbox_in_another_crs_is_a_pure_window(tmp_path) -> None:
 
 def test_bbox_in_the_raster_crs_by_default(tmp_path) -> None:
     summary, _ = clip(RGB, str(tmp_path / "b.tif"), bbox=BOX_EXTENT)
-    win = box_window()
+    win = projwin_window(BOX_EXTENT)
+    assert (win.col_off, win.row_off, win.width, win.height) == (243, 256, 250, 167)
     with rasterio.open(RGB) as ds:
         source = ds.read(window=win)
     assert (summary.width, summary.height) == (win.width, win.height)
@@ -144,7 +162,7 @@ def test_bbox_in_the_raster_crs_by_default(tmp_path) -> None:
 def test_bbox_without_crop_blanks_outside_the_window(tmp_path) -> None:
     clip(RGB, str(tmp_path / "b.tif"), bbox=BOX_EXTENT, crop=False)
     data = read(tmp_path / "b.tif")[0]
-    win = box_window()
+    win = projwin_window(BOX_EXTENT)
     with rasterio.open(RGB) as ds:
         source = ds.read()
     rows = slice(win.row_off, win.row_off + win.height)
@@ -235,12 +253,18 @@ def test_float_without_nodata_gets_nan(tmp_path) -> None:
 
 
 def test_south_up_raster_bbox(tmp_path) -> None:
-    # float_nan.tif: 3x2, GT (0, 100, 0, 0, 0, +100), no CRS, nodata NaN.
-    summary, _ = clip(str(DATA / "raster" / "float_nan.tif"), str(tmp_path / "s.tif"), bbox=(50, 50, 150, 150))
-    assert (summary.width, summary.height) == (2, 2) and summary.nodata == "nan"
-    with rasterio.open(DATA / "raster" / "float_nan.tif") as ds:
-        expected = ds.read(window=Window(0, 0, 2, 2))
-    assert np.array_equal(read(tmp_path / "s.tif")[0], expected, equal_nan=True)
+    # float_nan.tif: 3x2, GT (0, 100, 0, 0, 0, +100), no CRS, nodata NaN. The bbox spans columns and rows 0.5..1.5:
+    # the projwin rule keeps the pixel holding its first corner and one pixel's size; all_touched the four it touches.
+    src = str(DATA / "raster" / "float_nan.tif")
+    for all_touched, size in ((False, 1), (True, 2)):
+        result, _ = clip_raster(src, str(tmp_path / "s.tif"), bbox=(50, 50, 150, 150), all_touched=all_touched)
+        assert (result.summary.width, result.summary.height) == (size, size) and result.summary.nodata == "nan"
+        assert (result.window.col_off, result.window.row_off) == (0, 0)
+        with rasterio.open(src) as ds:
+            expected = ds.read(window=Window(0, 0, size, size))
+            assert read(tmp_path / "s.tif")[1] == ds.transform  # same origin, south up
+        assert np.array_equal(read(tmp_path / "s.tif")[0], expected, equal_nan=True)
+        (tmp_path / "s.tif").unlink()
 
 
 @pytest.mark.parametrize(
@@ -285,18 +309,20 @@ def test_matches_gdalwarp_crop_to_cutline(tmp_path) -> None:
     assert ours_t.a == pytest.approx(theirs_t.a) and ours_t.e == pytest.approx(theirs_t.e)
     dc, dr = (theirs_t.c - ours_t.c) / ours_t.a, (theirs_t.f - ours_t.f) / ours_t.e
     assert dc == pytest.approx(round(dc), abs=1e-6) and dr == pytest.approx(round(dr), abs=1e-6)
-    # gdalwarp snaps the cutline envelope inward without CUTLINE_ALL_TOUCHED (GDAL's CropToCutline), we snap
-    # outward like rasterio.mask: box.shp starts at column 243.35, so gdalwarp starts at 244 and we at 243.
+    # gdalwarp snaps the cutline envelope inward without CUTLINE_ALL_TOUCHED (GDAL's CropToCutline); we keep every
+    # pixel whose centre lies in the box: box.shp spans columns 243.35..493.33 and rows 256.35..422.99, so gdalwarp
+    # keeps columns 244..492 and rows 257..421, we columns 243..492 and rows 256..422.
     dc, dr = round(dc), round(dr)
-    assert (dc, dr) == (1, 1) and ours.shape[1:] == (theirs.shape[1] + 2, theirs.shape[2] + 2)
-    # Over gdalwarp's extent the pixels are identical; our extra ring keeps pixels whose centres lie in the box
-    # (column 243, row 422), which gdalwarp drops, and is nodata elsewhere.
+    assert (dc, dr) == (1, 1) and ours.shape[1:] == (theirs.shape[1] + 2, theirs.shape[2] + 1)
+    # Over gdalwarp's extent the pixels are identical; our extra column and rows are pixels whose centres lie in
+    # the box, which gdalwarp drops.
     assert np.array_equal(ours[:, dr : dr + theirs.shape[1], dc : dc + theirs.shape[2]], theirs)
     ring = np.ones(ours.shape[1:], dtype=bool)
     ring[dr : dr + theirs.shape[1], dc : dc + theirs.shape[2]] = False
     outside = geometry_mask([BOX_POLYGON], out_shape=ours.shape[1:], transform=ours_t)
-    assert (ring & ~outside)[:, 0].all() and (ring & ~outside)[-1, :-1].all() and outside[:, -1].all()
-    assert (ours[:, ring & outside] == 0).all() and (ours[:, ring & ~outside] != 0).any()
+    assert ring[:, 0].all() and ring[0].all() and ring[-1].all() and not outside.any()
+    with rasterio.open(RGB) as ds:
+        assert np.array_equal(ours[:, ring], ds.read(window=Window(243, 256, 250, 167))[:, ring])
 
 
 def test_slope_zones_match_the_rasterstats_reference(tmp_path) -> None:

@@ -7,6 +7,7 @@ import rasterio
 
 from gdal_mcp.engine.raster.info import raster_info
 from gdal_mcp.errors import GdalMcpError
+from tests.cli_reference import gdalinfo_json, validate_cog
 from tests.helpers import DATA
 
 R = DATA / "raster"
@@ -63,12 +64,97 @@ def test_zipped_srtm() -> None:
     assert info.bands[0].nodata == -32768 and info.bands[0].statistics.max == 9
 
 
-def test_hdf5_subdatasets() -> None:
+def test_hdf5_container_lists_its_subdatasets_and_no_placeholder_grid() -> None:
     info = raster_info(str(R / "two-subs.h5"))
-    assert info.count == 0 and len(info.subdatasets) == 2
-    assert info.subdatasets[0].endswith("://data") and info.subdatasets[1].endswith("://data2")
-    sub = raster_info(f'HDF5:"{R}/two-subs.h5"://data')
-    assert (sub.width, sub.height, sub.bands[0].dtype) == (3, 3, "float64")
+    reference = gdalinfo_json(str(R / "two-subs.h5"))
+    assert reference["size"] == [512, 512] and reference["bands"] == []  # GDAL's placeholder size for a container
+    assert (info.kind, info.count, info.width, info.height) == ("container", 0, None, None)
+    assert (info.transform, info.bounds, info.resolution, info.bounds_wgs84) == (None, None, None, None)
+    listed = reference["metadata"]["SUBDATASETS"]
+    assert [(s.path, s.description) for s in info.subdatasets] == [
+        (listed[f"SUBDATASET_{n}_NAME"], listed[f"SUBDATASET_{n}_DESC"]) for n in (1, 2)
+    ]
+    assert info.subdatasets[0].path.endswith("://data") and "3x3" in (info.subdatasets[0].description or "")
+    assert not info.is_cog and "container" in info.cog_issues[0] and info.cog_note is None
+    sub = raster_info(info.subdatasets[0].path)
+    assert (sub.kind, sub.width, sub.height, sub.bands[0].dtype) == ("raster", 3, 3, "float64")
+
+
+def test_netcdf_container_of_two_variables(tmp_path) -> None:
+    from tests.engine.raster.multidim_rasters import climate_netcdf
+
+    nc = climate_netcdf(tmp_path / "climate.nc")
+    info = raster_info(str(nc))
+    reference = gdalinfo_json(str(nc))
+    listed = reference["metadata"]["SUBDATASETS"]
+    assert info.kind == "container" and reference["bands"] == []
+    assert [(s.path, s.description) for s in info.subdatasets] == [
+        (listed[f"SUBDATASET_{n}_NAME"], listed[f"SUBDATASET_{n}_DESC"]) for n in (1, 2)
+    ]
+    assert [s.description for s in info.subdatasets] == [
+        "[3x4] pr (32-bit floating-point)",
+        "[2x2x3x4] ta (32-bit floating-point)",
+    ]
+    assert (info.width, info.height, info.transform, info.bounds) == (None, None, None, None)
+    ta = raster_info(info.subdatasets[1].path)
+    assert (ta.kind, ta.width, ta.height, ta.count) == ("raster", 4, 3, 4)
+    assert ta.transform == pytest.approx(reference_transform(info.subdatasets[1].path))
+    with_stats = raster_info(str(nc), stats=True)
+    assert any("open one of the subdatasets" in w for w in with_stats.warnings)
+
+
+def reference_transform(name: str) -> list[float]:
+    return gdalinfo_json(name)["geoTransform"]
+
+
+def test_stale_statistics_warning_only_without_fresh_ones() -> None:
+    stale = "STATISTICS_* metadata, which may be stale"
+    assert any(stale in w for w in raster_info(str(R / "RGB.byte.tif")).warnings)
+    fresh = raster_info(str(R / "RGB.byte.tif"), stats=True)
+    assert fresh.bands[0].statistics is not None and not any(stale in w for w in fresh.warnings)
+    assert not any(stale in w for w in raster_info(str(R / "slope.tif")).warnings)  # stores none
+
+
+def _gtiff(path, width: int, height: int, **profile) -> str:
+    import numpy as np
+    from rasterio.transform import from_origin
+
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=width,
+        height=height,
+        count=1,
+        dtype="uint8",
+        crs="EPSG:4326",
+        transform=from_origin(0, 10, 0.01, 0.01),
+        **profile,
+    ) as d:
+        d.write(np.arange(width * height, dtype="uint64").reshape(1, height, width).astype("uint8"))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "width,height,profile,valid,note",
+    [
+        (300, 200, {}, True, "within 512x512"),  # small, untiled, no overviews: valid as it is
+        (500, 512, {"tiled": True, "blockxsize": 256, "blockysize": 256}, True, "without overviews"),
+        (900, 700, {}, True, "strips up to 1024 px"),  # larger but stripped at most 1024 px wide: accepted
+        (1100, 20, {}, False, None),  # wider than 1024 and untiled: not a COG
+    ],
+)
+def test_cog_validity_says_why_tiles_or_overviews_are_not_needed(tmp_path, width, height, profile, valid, note) -> None:
+    path = _gtiff(tmp_path / "c.tif", width, height, **profile)
+    info = raster_info(path)
+    reference_valid, report = validate_cog(path)
+    assert info.is_cog == reference_valid == valid, report
+    if note is None:
+        assert info.cog_note is None and any("not tiled" in i for i in info.cog_issues)
+    else:
+        assert info.cog_note is not None and note in info.cog_note
+        assert "validate_cloud_optimized_geotiff" in info.cog_note
+    assert info.tiled == bool(profile.get("tiled"))
 
 
 def test_png_and_jpeg_georeferenced_by_sidecars() -> None:

@@ -12,6 +12,7 @@ import pytest
 import rasterio
 from rasterio.transform import Affine, from_origin
 
+import gdal_mcp.engine.raster.relief as relief_module
 import gdal_mcp.engine.raster.terrain as terrain_module
 from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.engine.raster.terrain import terrain
@@ -330,23 +331,27 @@ def test_small_windows_with_a_halo_give_the_same_result(tmp_path, monkeypatch, p
 # ---------------------------------------------------------------------------------------------- scale
 
 
-def test_geographic_dem_gets_metres_per_degree_with_a_warning(tmp_path) -> None:
+def test_geographic_dem_with_a_scale_gets_gdaldems_single_factor(tmp_path) -> None:
+    """An explicit scale on a lon/lat DEM is gdaldem's -s, on both axes (per-row ground distances by default:
+    test_terrain_lonlat.py)."""
     rows, cols = np.mgrid[0:30, 0:30]
     deg = 0.001
     # Rises 0.2 m per metre northwards when a degree is taken as 111120 m.
     z = 100 + 0.2 * (-(rows * deg) * 111120)
     path = write_dem(tmp_path / "ll.tif", z, transform=from_origin(10.0, 45.0, deg, deg), crs="EPSG:4326")
-    summary, warnings = terrain(path, str(tmp_path / "s.tif"), product="slope")
-    assert len(warnings) == 1 and "geographic" in warnings[0] and "111120" in warnings[0] and "scale=" in warnings[0]
+    _, warnings = terrain(path, str(tmp_path / "s.tif"), product="slope", scale=111120)
+    assert warnings == []
     assert read(tmp_path / "s.tif")[0][1:-1, 1:-1] == pytest.approx(math.degrees(math.atan(0.2)), abs=1e-3)
-    _, warnings = terrain(path, str(tmp_path / "h.tif"), product="hillshade")
-    assert "111120" in warnings[0]
-    # An explicit scale is used as given, silently.
     _, warnings = terrain(path, str(tmp_path / "s2.tif"), product="slope", scale=111120 / 2)
     assert warnings == []
     assert read(tmp_path / "s2.tif")[0][1:-1, 1:-1] == pytest.approx(math.degrees(math.atan(0.4)), abs=1e-3)
-    # Products that do not use distances do not warn.
-    assert terrain(path, str(tmp_path / "a.tif"), product="aspect")[1] == []
+    # Without it: the meridian's own metres (111.1 km per degree at 45 deg N, not 111.12), and a note saying so.
+    _, warnings = terrain(path, str(tmp_path / "s3.tif"), product="slope")
+    assert len(warnings) == 1 and "per row" in warnings[0] and "scale=111120" in warnings[0]
+    metres_per_degree = 111132.954 - 559.822 * math.cos(math.radians(2 * 44.985)) + 1.175 * math.cos(math.radians(4 * 44.985))
+    expected = math.degrees(math.atan(0.2 * 111120 / metres_per_degree))
+    assert read(tmp_path / "s3.tif")[0][1:-1, 1:-1] == pytest.approx(expected, abs=1e-4)
+    # Products that take no distances do not mention them.
     assert terrain(path, str(tmp_path / "t.tif"), product="tri")[1] == []
 
 
@@ -469,12 +474,14 @@ def test_matches_gdaldem_on_a_float_dem(bumpy_dem, tmp_path, product) -> None:
 
 
 @pytest.mark.parametrize("product", ["hillshade", "slope", "aspect", "roughness"])
-def test_matches_gdaldem_on_srtm_with_the_geographic_scale(tmp_path, product) -> None:
-    """Real data: SRTM 3" tile (Int16, EPSG:4326); gdaldem given -s 111120 where we apply it automatically."""
+def test_matches_gdaldem_on_srtm_given_gdaldems_geographic_scale(tmp_path, product) -> None:
+    """Real data: SRTM 3" tile (Int16, EPSG:4326); gdaldem and we given -s 111120 (gdaldem's single factor, instead
+    of our per-row ground distances); aspect with a scale is gdaldem's too (square pixels), roughness takes none."""
     extra = ["-s", "111120"] if product in ("hillshade", "slope") else []
     gdaldem(GDALDEM_MODE[product], SRTM, str(tmp_path / "cli.tif"), *extra)
-    _, warnings = terrain(SRTM, str(tmp_path / "ours.tif"), product=product)
-    assert bool(warnings) == bool(extra)
+    scale = {"scale": 111120} if product != "roughness" else {}
+    _, warnings = terrain(SRTM, str(tmp_path / "ours.tif"), product=product, **scale)
+    assert bool(warnings) == (product == "aspect")
     ours, nodata = read(tmp_path / "ours.tif")
     cli, _ = read(tmp_path / "cli.tif")
     assert np.array_equal(ours == nodata, cli == nodata)
@@ -487,7 +494,7 @@ def test_matches_gdaldem_on_srtm_with_the_geographic_scale(tmp_path, product) ->
 
 JACKSBORO = str(DATA / "raster" / "jacksboro_dem.tif")  # Int16 SRTM DEM, EPSG:4326, no nodata
 TOPOBATHY = str(DATA / "raster" / "topobathy.tif")  # Float32 topography and bathymetry, EPSG:4326, no nodata
-GEOGRAPHIC = ["-s", "111120"]  # what terrain() applies by itself to a lon/lat DEM
+GEOGRAPHIC = ["-s", "111120"]  # gdaldem's single factor for a lon/lat DEM: terrain() takes it as scale=111120
 HILLSHADE_FLAG = {"standard": [], "combined": ["-combined"], "multidirectional": ["-multidirectional"], "igor": ["-igor"]}
 
 
@@ -519,6 +526,7 @@ def test_hillshade_modes_are_pixel_identical_to_gdaldem(tmp_path, mode, algorith
         hillshade_mode=mode,
         algorithm=algorithm,
         compute_edges=True,
+        scale=111120,
         **light,
     )
     ours, cli = read_all(tmp_path / "ours.tif"), read_all(tmp_path / "cli.tif")
@@ -541,7 +549,8 @@ def test_slope_and_aspect_options_match_gdaldem(tmp_path, product, kwargs, flags
     alg = ["-alg", algorithm] if algorithm != "Horn" else []
     scale = GEOGRAPHIC if product == "slope" else []
     gdaldem(product, JACKSBORO, str(tmp_path / "cli.tif"), *scale, *alg, *flags)
-    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product=product, algorithm=algorithm, **kwargs)
+    # scale=111120: gdaldem's single factor (slope) and its square-pixel aspect, instead of per-row ground distances
+    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product=product, algorithm=algorithm, scale=111120, **kwargs)
     ours, nodata = read(tmp_path / "ours.tif")
     cli, cli_nodata = read(tmp_path / "cli.tif")
     assert nodata == cli_nodata == -9999
@@ -576,8 +585,9 @@ def test_zero_for_flat_gives_flat_pixels_zero_and_keeps_nodata(tmp_path) -> None
     """gdaldem -zero_for_flat writes 0 on flat pixels -- and also on its edges, with no nodata declared; we keep
     the edges nodata and agree everywhere else."""
     gdaldem("aspect", JACKSBORO, str(tmp_path / "cli.tif"), "-zero_for_flat")
-    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="aspect", zero_for_flat=True)
-    terrain(JACKSBORO, str(tmp_path / "plain.tif"), product="aspect")
+    # scale=111120: gdaldem's aspect of a lon/lat DEM (square pixels), instead of per-row ground distances
+    terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="aspect", zero_for_flat=True, scale=111120)
+    terrain(JACKSBORO, str(tmp_path / "plain.tif"), product="aspect", scale=111120)
     ours, nodata = read(tmp_path / "ours.tif")
     cli, cli_nodata = read(tmp_path / "cli.tif")
     plain, _ = read(tmp_path / "plain.tif")
@@ -656,7 +666,7 @@ def test_color_relief_interpolation_matches_numpy_and_gdaldem(tmp_path) -> None:
 @pytest.mark.parametrize("ramp", ["terrain", "elevation", "bathymetry", "gray"])
 def test_named_ramps_are_percentages_of_the_exact_range(tmp_path, ramp) -> None:
     """Percent entries use the band's exact min..max (236..1076 on the Jacksboro DEM), as gdaldem computes them."""
-    entries = [e for e in terrain_module.NAMED_RAMPS[ramp] if e[0] != "nv"]  # the DEM has no nodata
+    entries = [e for e in relief_module.NAMED_RAMPS[ramp] if e[0] != "nv"]  # the DEM has no nodata
     gdaldem("color-relief", JACKSBORO, color_file(tmp_path / "c.txt", entries), str(tmp_path / "cli.tif"), "-nearest_color_entry")
     _, warnings = terrain(JACKSBORO, str(tmp_path / "ours.tif"), product="color-relief", colors=ramp, color_mode="nearest")
     assert warnings == []
@@ -720,8 +730,8 @@ def test_exact_color_entry(tmp_path) -> None:
 
 def test_color_relief_small_windows_give_the_same_result(tmp_path, monkeypatch) -> None:
     terrain(TOPOBATHY, str(tmp_path / "whole.tif"), product="color-relief", colors="terrain", alpha=True)
-    monkeypatch.setattr(terrain_module, "WINDOW_PIXELS", 1)
-    monkeypatch.setattr(terrain_module, "OUTPUT_BLOCK", (1, 16))
+    monkeypatch.setattr(relief_module, "WINDOW_PIXELS", 1)
+    monkeypatch.setattr(relief_module, "OUTPUT_BLOCK", (1, 16))
     terrain(TOPOBATHY, str(tmp_path / "strips.tif"), product="color-relief", colors="terrain", alpha=True)
     assert np.array_equal(read_all(tmp_path / "whole.tif"), read_all(tmp_path / "strips.tif"))
 

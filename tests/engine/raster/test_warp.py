@@ -155,12 +155,18 @@ def test_rpc_source_lands_where_gdalwarp_rpc_does(tmp_path) -> None:
     from tests.engine.raster.gcp_rasters import rpc_raster
 
     src = rpc_raster(tmp_path / "rpc.tif")
+    with rasterio.open(src) as ds:
+        assert ds.nodata is None
+        values = set(np.unique(ds.read()).tolist())
     s, _ = reproject(str(src), str(tmp_path / "ours.tif"), dst_crs="EPSG:4326")
-    gdal_cli("gdalwarp", "-rpc", "-t_srs", "EPSG:4326", str(src), str(tmp_path / "cli.tif"))
+    # The margins are declared nodata with a value no source pixel holds; gdalwarp told that -dstnodata says which.
+    assert s.nodata is not None and s.nodata not in values
+    nd = f"{s.nodata:g}"
+    gdal_cli("gdalwarp", "-rpc", "-t_srs", "EPSG:4326", "-dstnodata", nd, str(src), str(tmp_path / "cli.tif"))
     _same_as_cli(tmp_path / "ours.tif", tmp_path / "cli.tif")
     assert 9.85 < s.bounds.left < 9.95 and 45.05 < s.bounds.top < 45.12
     s, _ = reproject(str(src), str(tmp_path / "utm.tif"), dst_crs="EPSG:32632", gcp_transformer="rpc")
-    gdal_cli("gdalwarp", "-rpc", "-t_srs", "EPSG:32632", str(src), str(tmp_path / "cli_utm.tif"))
+    gdal_cli("gdalwarp", "-rpc", "-t_srs", "EPSG:32632", "-dstnodata", nd, str(src), str(tmp_path / "cli_utm.tif"))
     _same_as_cli(tmp_path / "utm.tif", tmp_path / "cli_utm.tif")
 
 

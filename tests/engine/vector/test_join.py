@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -50,8 +51,8 @@ def test_point_in_polygon_counts_equal_geopandas(
     monkeypatch.setattr(join_mod, "READ_BATCH", batch)
     path, pts = _points(tmp_path)
     aggregate = {"*": ["count"], "v": ["sum", "mean", "min", "max", "median", "std"], "k": ["count_distinct"]}
-    summary, warns = join(str(countries), str(tmp_path / "counts.gpkg"), join=str(path), aggregate=aggregate)
-    assert summary.feature_count == 177 and warns == []
+    res, warns = join(str(countries), str(tmp_path / "counts.gpkg"), join=str(path), aggregate=aggregate)
+    assert res.summary.feature_count == 177 and warns == [] and res.nearest is None
     out = gpd.read_file(tmp_path / "counts.gpkg")
     ne = gpd.read_file(countries)
     with warnings.catch_warnings():
@@ -98,12 +99,17 @@ def test_nearest_distances_are_ground_metres(tmp_path: Path, countries: Path) ->
     n = 300
     lon, lat = rng.uniform(-180, 180, n), rng.uniform(-70, 80, n)
     gpd.GeoDataFrame({"pid": np.arange(n)}, geometry=gpd.points_from_xy(lon, lat), crs=4326).to_file(tmp_path / "p.gpkg")
-    join(
+    res, _ = join(
         str(tmp_path / "p.gpkg"),
         str(tmp_path / "near.gpkg"),
         join=str(tmp_path / "cities.gpkg"),
         predicate="nearest",
         distance_field="dist_m",
+    )
+    assert res.nearest is not None and (res.nearest.distance_field, res.nearest.units, res.nearest.method) == (
+        "dist_m",
+        "m",
+        "geodesic",
     )
     out = gpd.read_file(tmp_path / "near.gpkg").sort_values("pid")
     geod = Geod(ellps="WGS84")
@@ -145,18 +151,27 @@ def test_nearest_on_a_projected_layer_equals_geopandas(tmp_path: Path) -> None:
     np.testing.assert_allclose(np.sort(out["d"]), np.sort(ref["d"]), rtol=1e-12)
 
 
-def test_attribute_join_by_key_reports_text_against_integer(tmp_path: Path, countries: Path) -> None:
+def test_attribute_join_by_key_refuses_text_against_integer_unless_cast(tmp_path: Path, countries: Path) -> None:
     ne = gpd.read_file(countries)
     layer = ne[["name", "geometry"]].copy()
     layer["code"] = [str(i) for i in range(len(ne))]  # text keys "0" … "176"
     layer.to_file(tmp_path / "layer.gpkg")
     rows = ["code,score,label"] + [f"{i},{i * 1.5},row {i}" for i in range(0, 200, 2)]  # integers 0, 2, … 198
     (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
-    summary, warns = join(
-        str(tmp_path / "layer.gpkg"), str(tmp_path / "joined.gpkg"), join=str(tmp_path / "table.csv"), on="code"
+    with pytest.raises(GdalMcpError) as e:  # refused before anything is written
+        join(str(tmp_path / "layer.gpkg"), str(tmp_path / "joined.gpkg"), join=str(tmp_path / "table.csv"), on="code")
+    assert e.value.code == "invalid-argument" and not (tmp_path / "joined.gpkg").exists()
+    msg = e.value.message
+    assert "'code' is text (string)" in msg and "join field 'code' is integer (int32)" in msg and "key_cast" in msg, msg
+    res, warns = join(
+        str(tmp_path / "layer.gpkg"),
+        str(tmp_path / "joined.gpkg"),
+        join=str(tmp_path / "table.csv"),
+        on="code",
+        key_cast="number",
     )
-    assert summary.feature_count == 177
-    assert any("key types differ" in w and "text" in w and "integer" in w and '"7" = 7' in w for w in warns), warns
+    assert res.summary.feature_count == 177
+    assert any("key types differ" in w and "compared as numbers" in w for w in warns), warns
     assert any("88 of 177 input feature(s) have no matching key" in w for w in warns), warns
     assert any("11 of 100 join table row(s) matched no input feature" in w for w in warns), warns
     out = gpd.read_file(tmp_path / "joined.gpkg")
@@ -171,6 +186,7 @@ def test_attribute_join_by_key_reports_text_against_integer(tmp_path: Path, coun
         on=["code", "code"],
         how="inner",
         aggregate={"*": ["count"], "score": ["sum"]},
+        key_cast="text",
     )
     agg = gpd.read_file(tmp_path / "agg.gpkg")
     assert len(agg) == 89 and (agg["count"] == 1).all()
@@ -228,3 +244,83 @@ def test_bad_aggregate_and_arguments_are_refused(tmp_path: Path, countries: Path
 
 def test_shapely_is_2() -> None:
     assert int(shapely.__version__.split(".")[0]) >= 2
+
+
+def _cells(size: float) -> object:
+    xs, ys = np.arange(-180, 180, size), np.arange(-90, 90, size)
+    boxes = [shapely.box(x, y, x + size, y + size) for y in ys for x in xs]
+    return gpd.GeoDataFrame({"cell": np.arange(len(boxes))}, geometry=boxes, crs=4326)
+
+
+@pytest.mark.parametrize("size", [30.0, 12.0])  # 72 cells (the cities streamed) or 450 (the cells streamed)
+def test_count_by_a_join_field_equals_geopandas_groupby(tmp_path: Path, countries: Path, size: float) -> None:
+    ne = gpd.read_file(countries)
+    cities = gpd.GeoDataFrame({"continent": ne["continent"]}, geometry=ne.representative_point(), crs=4326)
+    cities.loc[::9, "continent"] = None  # nulls are not counted
+    cities.to_file(tmp_path / "cities.gpkg")
+    cells = _cells(size)
+    cells.to_file(tmp_path / "cells.gpkg")
+    res, _ = join(
+        str(tmp_path / "cells.gpkg"),
+        str(tmp_path / "by.gpkg"),
+        join=str(tmp_path / "cities.gpkg"),
+        aggregate={"*": ["count"], "continent": ["count_by"]},
+    )
+    out = gpd.read_file(tmp_path / "by.gpkg").set_index("cell")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = gpd.sjoin(cells, cities, predicate="intersects").groupby(["cell", "continent"]).size().unstack(fill_value=0)
+    ref = ref.reindex(cells["cell"], fill_value=0)
+    assert len(ref.columns) == cities["continent"].nunique() >= 6
+    for value in ref.columns:
+        name = "continent_" + re.sub(r"\W+", "_", value).strip("_")
+        assert name in res.summary.fields
+        assert out[name].tolist() == ref[value].tolist(), value
+    assert out[[c for c in out.columns if c.startswith("continent_")]].to_numpy().sum() == ref.to_numpy().sum() > 100
+    assert out["count"].sum() > ref.to_numpy().sum()  # the null continents are counted by "*" only
+
+
+def test_count_by_refuses_too_many_values(tmp_path: Path, countries: Path) -> None:
+    with pytest.raises(GdalMcpError) as e:
+        join(str(countries), str(tmp_path / "x.gpkg"), join=str(countries), aggregate={"name": ["count_by"]})
+    assert e.value.code == "invalid-argument" and "177" in e.value.message and "count_distinct" in e.value.message
+
+
+@pytest.mark.parametrize("ext", ["gpkg", "geojson", "shp"])
+def test_field_names_differing_in_case_are_suffixed(tmp_path: Path, countries: Path, ext: str) -> None:
+    """name / NAME and FIPS / fips are one field to GPKG, GeoJSON and shapefile: both get _left / _right."""
+    ne = gpd.read_file(countries)
+    a = ne[["name", "geometry"]].assign(FIPS=np.arange(len(ne)))
+    b = ne[["name", "geometry"]].rename(columns={"name": "NAME"}).assign(fips=[f"{i:03d}" for i in range(len(ne))])
+    a.to_file(tmp_path / "a.gpkg")
+    b.to_file(tmp_path / "b.gpkg")
+    res, _ = join(str(tmp_path / "a.gpkg"), str(tmp_path / f"j.{ext}"), join=str(tmp_path / "b.gpkg"))
+    assert res.summary.fields == ["name_left", "FIPS_left", "NAME_right", "fips_right"]
+    out = gpd.read_file(tmp_path / f"j.{ext}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = gpd.sjoin(a.rename(columns={"name": "name_left", "FIPS": "FIPS_left"}), b, predicate="intersects")
+    assert sorted(zip(out["name_left"], out["NAME_right"], out["fips_right"], strict=True)) == sorted(
+        zip(ref["name_left"], ref["NAME"], ref["fips"], strict=True)
+    )
+
+
+def test_output_names_made_unique_whatever_their_case(tmp_path: Path) -> None:
+    """A count_by value named like another statistic ('count' of kind -> kind_count twice): the second is renamed,
+    reported, and the counts are right (3 points in the square, 2 of kind 'count')."""
+    square = gpd.GeoDataFrame({"zone": [1]}, geometry=[shapely.box(0, 0, 10, 10)], crs=4326)
+    pts = gpd.GeoDataFrame(
+        {"kind": ["count", "count", "other", "count"]}, geometry=gpd.points_from_xy([1, 2, 3, 20], [1, 2, 3, 20]), crs=4326
+    )
+    square.to_file(tmp_path / "sq.gpkg")
+    pts.to_file(tmp_path / "pts.gpkg")
+    res, warns = join(
+        str(tmp_path / "sq.gpkg"),
+        str(tmp_path / "o.gpkg"),
+        join=str(tmp_path / "pts.gpkg"),
+        aggregate={"kind": ["count", "count_by"]},
+    )
+    assert res.summary.fields == ["zone", "kind_count", "kind_count_2", "kind_other"]
+    assert any("'kind_count'" in w and "'kind_count_2'" in w for w in warns), warns
+    out = gpd.read_file(tmp_path / "o.gpkg")
+    assert (out["kind_count"][0], out["kind_count_2"][0], out["kind_other"][0]) == (3, 2, 1)

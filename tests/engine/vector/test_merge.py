@@ -81,3 +81,36 @@ def test_same_features_as_ogrmerge(tmp_path: Path) -> None:
     ref, ours = geopandas.read_file(tmp_path / "ref.gpkg"), geopandas.read_file(tmp_path / "ours.gpkg")
     assert ours["source"].tolist() == ref["source"].tolist() and ours["name"].tolist() == ref["name"].tolist()
     assert all(a.equals(b) for a, b in zip(ours.geometry, ref.geometry, strict=True))
+
+
+@pytest.mark.skipif(shutil.which("ogrmerge.py") is None, reason="ogrmerge.py (Debian python3-gdal) not installed")
+def test_fields_differing_in_case_merge_like_ogrmerge(tmp_path: Path) -> None:
+    """name / NAME and FIPS / fips into a GeoPackage: one field each, spelt as first seen, as ogrmerge.py -single
+    gives (it compares names without case), with the same values; the warnings name both spellings."""
+    ne = geopandas.read_file(NE)
+    a = ne[ne.continent == "Africa"][["name", "geometry"]].assign(FIPS=range(51))
+    b = ne[ne.continent == "Europe"][["name", "geometry"]].rename(columns={"name": "NAME"})
+    b = b.assign(fips=[f"{i:03d}" for i in range(len(b))])
+    a.to_file(tmp_path / "a.gpkg")
+    b.to_file(tmp_path / "b.gpkg")
+    subprocess.run(
+        [
+            "ogrmerge.py",
+            "-single",
+            "-f",
+            "GPKG",
+            "-o",
+            str(tmp_path / "ref.gpkg"),
+            str(tmp_path / "a.gpkg"),
+            str(tmp_path / "b.gpkg"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    result, warnings = merge([str(tmp_path / "a.gpkg"), str(tmp_path / "b.gpkg")], str(tmp_path / "ours.gpkg"), source_field=None)
+    ref, ours = geopandas.read_file(tmp_path / "ref.gpkg"), geopandas.read_file(tmp_path / "ours.gpkg")
+    assert list(ours.columns) == list(ref.columns) == ["name", "FIPS", "geometry"]
+    assert ours["name"].tolist() == ref["name"].tolist() and ours["FIPS"].tolist() == ref["FIPS"].tolist()
+    assert result.feature_count == len(ref) == len(a) + len(b)
+    assert any("'name'" in w and "'NAME'" in w and "case" in w for w in warnings), warnings
+    assert any("'FIPS'" in w and "'fips'" in w and "case" in w for w in warnings), warnings

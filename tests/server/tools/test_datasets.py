@@ -6,10 +6,15 @@ import asyncio
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import rasterio
+import rasterio.transform
 from fastmcp import Client
 from fastmcp.exceptions import McpError
 
+from tests.cli_reference import gdalinfo_json, validate_cog
+from tests.engine.raster.multidim_rasters import as_zarr, climate_netcdf, time_stack
 from tests.helpers import call
 
 ENVELOPE_KEYS = {"success", "error"}
@@ -47,8 +52,89 @@ async def test_subdatasets_come_back_as_usable_workspace_paths(client: Client, w
     err, info = await call(client, "raster_info", path="raster/two-subs.h5")
     assert not err and len(info["subdatasets"]) == 2
     assert str(ws) not in json.dumps(info)
-    err, sub = await call(client, "raster_info", path=info["subdatasets"][1])
+    err, sub = await call(client, "raster_info", path=info["subdatasets"][1]["path"])
     assert not err and (sub["width"], sub["height"]) == (3, 3)
+
+
+async def test_a_container_says_so_with_no_placeholder_grid(client: Client, ws: Path) -> None:
+    nc = climate_netcdf(ws / "multidim" / "climate.nc")
+    reference = gdalinfo_json(str(nc))
+    assert reference["size"] == [512, 512]  # what gdalinfo prints for a container: a placeholder
+    err, info = await call(client, "raster_info", path="multidim/climate.nc")
+    assert not err and info["kind"] == "container" and info["count"] == 0 and info["bands"] == []
+    for key in ("width", "height", "transform", "bounds", "resolution", "bounds_wgs84"):
+        assert info[key] is None, key
+    listed = reference["metadata"]["SUBDATASETS"]
+    assert [s["description"] for s in info["subdatasets"]] == [listed["SUBDATASET_1_DESC"], listed["SUBDATASET_2_DESC"]]
+    assert [s["path"] for s in info["subdatasets"]] == ['NETCDF:"multidim/climate.nc":pr', 'NETCDF:"multidim/climate.nc":ta']
+    assert str(ws) not in json.dumps(info)
+    err, ta = await call(client, "raster_info", path=info["subdatasets"][1]["path"])
+    assert not err and ta["kind"] == "raster" and (ta["width"], ta["height"], ta["count"]) == (4, 3, 4)
+    assert ta["transform"] == pytest.approx(gdalinfo_json(f'NETCDF:"{nc}":ta')["geoTransform"])
+
+
+async def test_each_band_of_a_time_stack_reports_its_date_in_info_and_stats(client: Client, ws: Path) -> None:
+    # days after 2020-01-01 in the noleap calendar, counted by hand: Feb 1, Mar 1 (no Feb 29), Jul 1 (31+28+31+30+31+30)
+    nc = time_stack(ws / "multidim" / "monthly.nc", [31, 59, 181, 90])
+    dates = ["2020-02-01T00:00:00", "2020-03-01T00:00:00", "2020-07-01T00:00:00", "2020-04-01T00:00:00"]
+    err, info = await call(client, "raster_info", path="multidim/monthly.nc")
+    assert not err and [b["dimensions"] for b in info["bands"]] == [{"time": d} for d in dates]
+    assert info["dimensions"] == [
+        {"name": "time", "units": "days since 2020-01-01", "calendar": "noleap", "values": "iso_datetime"}
+    ]
+    err, stats = await call(client, "raster_stats", input="multidim/monthly.nc")
+    assert not err and [b["dimensions"] for b in stats["bands"]] == [{"time": d} for d in dates]
+    assert stats["dimensions"] == info["dimensions"]
+    with rasterio.open(nc) as ds:
+        means = [float(ds.read(b).mean()) for b in range(1, ds.count + 1)]
+    assert [b["mean"] for b in stats["bands"]] == pytest.approx(means)
+    warmest = max(stats["bands"], key=lambda b: b["mean"])
+    assert warmest["dimensions"]["time"] == "2020-04-01T00:00:00"  # band 4 (the largest value, 40) is day 90
+
+
+async def test_a_4d_variable_reports_time_and_level(client: Client, ws: Path) -> None:
+    nc = climate_netcdf(ws / "multidim" / "levels.nc", times="15 45", units="days since 2001-01-01", calendar="noleap")
+    reference = gdalinfo_json(f'NETCDF:"{nc}":ta')
+    raw = [(b["metadata"][""]["NETCDF_DIM_time"], b["metadata"][""]["NETCDF_DIM_level"]) for b in reference["bands"]]
+    dates = {"15": "2001-01-16T00:00:00", "45": "2001-02-15T00:00:00"}
+    err, info = await call(client, "raster_info", path='NETCDF:"multidim/levels.nc":ta')
+    assert not err and [b["dimensions"] for b in info["bands"]] == [{"time": dates[t], "level": float(lv)} for t, lv in raw]
+    assert info["dimensions"][1] == {"name": "level", "units": "hPa", "calendar": None, "values": "coordinate"}
+    # the same as Zarr: the worker reads the calendar from the store's time array (GDAL leaves it off the bands)
+    as_zarr(nc, ws / "multidim" / "levels.zarr")
+    err, zinfo = await call(client, "raster_info", path='ZARR:"multidim/levels.zarr":/ta')
+    assert not err and [b["dimensions"] for b in zinfo["bands"]] == [b["dimensions"] for b in info["bands"]], zinfo
+    assert zinfo["dimensions"][0]["calendar"] == "noleap"
+
+
+async def test_stale_statistics_warning_only_when_no_fresh_ones(client: Client) -> None:
+    stale = "STATISTICS_* metadata, which may be stale"
+    err, plain = await call(client, "raster_info", path="raster/RGB.byte.tif")
+    assert not err and any(stale in w for w in plain["warnings"])
+    err, fresh = await call(client, "raster_info", path="raster/RGB.byte.tif", stats=True)
+    assert not err and fresh["bands"][0]["statistics"] and not any(stale in w for w in fresh["warnings"])
+
+
+async def test_a_small_untiled_cog_explains_itself(client: Client, ws: Path) -> None:
+    path = ws / "multidim" / "small.tif"
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=300,
+        height=200,
+        count=1,
+        dtype="uint8",
+        crs="EPSG:4326",
+        transform=rasterio.transform.from_origin(0, 10, 0.01, 0.01),
+    ) as d:
+        d.write(np.ones((1, 200, 300), "uint8"))
+    valid, report = validate_cog(str(path))
+    err, info = await call(client, "raster_info", path="multidim/small.tif")
+    assert not err and info["is_cog"] is valid is True and info["tiled"] is False, report
+    assert "512" in info["cog_note"] and "validate_cloud_optimized_geotiff" in info["cog_note"]
+    err, big = await call(client, "raster_info", path="raster/RGB.byte.tif")
+    assert not err and big["cog_note"] is None
 
 
 async def test_vsizip_input(client: Client) -> None:

@@ -1,13 +1,16 @@
 """raster_terrain through an MCP client: the gdaldem options added for issue 11 (color-relief, hillshade modes,
-Zevenbergen-Thorne, aspect options)."""
+Zevenbergen-Thorne, aspect options), and lon/lat DEMs with ground distances per row (issue 25)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import rasterio
 from fastmcp import Client
+from pyproj import Proj, Transformer
+from rasterio.transform import from_origin
 
 from tests.helpers import call
 
@@ -99,3 +102,43 @@ async def test_hillshade_mode_algorithm_and_aspect_options(client: Client, ws: P
     assert np.minimum(d, 360 - d).max() < 1e-3
     flat = ~sloped & (trig != nodata)
     assert flat.sum() > 0 and (trig[flat] == 0).all()
+
+
+async def test_lon_lat_dem_gets_ground_distances_per_row(client: Client, ws: Path) -> None:
+    """A plane rising 0.1 m per metre eastwards (5.71 deg), defined in metres on a local transverse Mercator (pyproj)
+    and sampled on a lon/lat grid at 50 deg N: slope and aspect as on a projected grid, where gdaldem's single
+    factor (scale=111120) makes every pixel gentler than 5 deg."""
+    (ws / "terrain_lonlat").mkdir(exist_ok=True)
+    west, north, step = 7.95, 50.05, 0.0005
+    rows, cols = np.mgrid[0:200, 0:200]
+    lon, lat = west + (cols + 0.5) * step, north - (rows + 0.5) * step
+    tm = "+proj=tmerc +lat_0=50 +lon_0=8 +k=1 +ellps=WGS84 +units=m"
+    east, _ = Transformer.from_crs("EPSG:4326", tm, always_xy=True).transform(lon, lat)
+    profile = {"driver": "GTiff", "width": 200, "height": 200, "count": 1, "dtype": "float32", "crs": "EPSG:4326"}
+    with rasterio.open(ws / "terrain_lonlat" / "plane.tif", "w", **profile, transform=from_origin(west, north, step, step)) as d:
+        d.write((300 + 0.1 * east).astype("float32"), 1)
+
+    results = {}
+    for product, extra in (("slope", {}), ("aspect", {}), ("gdaldem_slope", {"scale": 111120})):
+        err, res = await call(
+            client,
+            "raster_terrain",
+            input="terrain_lonlat/plane.tif",
+            output=f"out/lonlat_{product}.tif",
+            product=product.removeprefix("gdaldem_"),
+            **extra,
+        )
+        assert not err, res
+        with rasterio.open(ws / "out" / f"lonlat_{product}.tif") as out:
+            results[product] = (out.read(1)[1:-1, 1:-1].astype(float), res["warnings"])
+    slope, notes = results["slope"]
+    assert any("per row" in w and "WGS 84" in w for w in notes), notes
+    assert np.abs(slope - math.degrees(math.atan(0.1))).max() < 0.01 and (slope > 5).all()
+    # Downhill is grid west; true north is the meridian convergence (pyproj) away from grid north.
+    aspect, notes = results["aspect"]
+    assert any("per row" in w for w in notes), notes
+    convergence = Proj(tm).get_factors(lon, lat).meridian_convergence[1:-1, 1:-1]
+    d = np.abs(aspect - (270 + convergence)) % 360
+    assert np.minimum(d, 360 - d).max() < 0.01
+    gdaldem_slope, notes = results["gdaldem_slope"]
+    assert notes == [] and (gdaldem_slope < 5).all()
