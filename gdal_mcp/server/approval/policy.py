@@ -238,6 +238,9 @@ def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str,
         if target is not None and a.get("overwrite"):
             kind, targets = "replace", (target,)
             message = f"Replace {target.describe()} with {product}?"
+            if tool == "workspace_copy":  # the replaced dataset's side files go too: name them all
+                targets = _dataset(app, output) or targets
+                message = f"Replace {_files_message(targets)} with a copy of {_shown(app, a.get('input'))}?"
         elif target is not None:
             return None  # overwrite=false on an existing file: the tool refuses with already-exists
         else:

@@ -170,6 +170,12 @@ async def test_delete_and_move_ask_the_person_and_copy_does_not(tmp_path: Path) 
             and (f"{sizes} bytes" if sizes < 1000 else f"{sizes / 1000:.1f} KB") in asked
         )
         assert all((ws / f"box.{e}").exists() for e in SHP_PARTS)
+        (ws / "copy.qix").write_bytes(b"a spatial index of the old copy")
+        async with Client(mcp, elicitation_handler=declines) as c:  # a replacing copy names every file it removes
+            err, res = await call(c, "workspace_copy", input="box.shp", output="copy.shp", overwrite=True)
+            assert err and res["error"]["code"] == "declined"
+        assert declines.shown[-1].startswith("Replace copy.shp") and "copy.qix" in declines.shown[-1]
+        assert (ws / "copy.qix").exists()
         async with Client(mcp, elicitation_handler=accepts) as c:
             err, res = await call(c, "workspace_move", input="copy.shp", output="moved.shp")
             assert not err, res
