@@ -10,7 +10,7 @@
 # ENV, WORKDIR, COPY, USER, HEALTHCHECK and CMD lines itself: keep to those instructions (see the
 # script for the small grammar it accepts).
 
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG PYTHON_IMAGE=python:3.12-slim-bookworm
 
 # ---- build: the wheel, and the locked versions (uv.lock) of what it needs with the dask extra ----
 FROM ${PYTHON_IMAGE} AS build

@@ -169,6 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest output grid (width x height) a tool may create (default 2^34) [GDAL_MCP_MAX_PIXELS]",
     )
     p.add_argument(
+        "--max-tiles",
+        type=int,
+        default=int(_env("MAX_TILES", "100000") or 100000),
+        metavar="N",
+        help="most web map tiles one raster_tiles call may write (default 100000) [GDAL_MCP_MAX_TILES]",
+    )
+    p.add_argument(
         "--audit-log",
         default=_env("AUDIT_LOG"),
         metavar="PATH",
@@ -229,6 +236,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ValueError("--workers must be at least 1")
     if args.max_pixels < 4:
         raise ValueError("--max-pixels must be at least 4 (a 2x2 grid)")
+    if args.max_tiles < 1:
+        raise ValueError("--max-tiles must be at least 1")
     if args.timeout <= 0:
         raise ValueError("--timeout must be positive")
     if args.confirm_timeout <= 0:
@@ -246,6 +255,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         max_memory=max_memory,
         workers=args.workers,
         max_pixels=args.max_pixels,
+        max_tiles=args.max_tiles,
         audit_log=Path(args.audit_log) if args.audit_log else None,
         log_level=args.log_level.upper(),
         allow_network=args.allow_network,

@@ -22,6 +22,7 @@ class Settings:
     max_memory: int | None = 4 * GiB
     workers: int = 2
     max_pixels: int = 2**34  # largest output grid (width x height) a tool may create
+    max_tiles: int = 100_000  # most web map tiles one raster_tiles call may write (engine/raster/web_tiles.MAX_TILES)
     audit_log: Path | None = None
     log_level: str = "WARNING"
     allow_network: bool = False

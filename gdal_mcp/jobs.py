@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
+from typing import Any, ClassVar, Literal, Self
 
 from gdal_mcp.models import (
     CategoriesResult,
@@ -42,14 +42,13 @@ from gdal_mcp.models import (
     ZonalResult,
 )
 
-R = TypeVar("R")
 BBox = tuple[float, float, float, float]
 Options = dict[str, Any]
 Warnings = list[str]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Job(Generic[R]):
+class Job[R]:
     """A unit of GDAL work for a worker. Subclasses set FUNC and declare the engine's arguments."""
 
     FUNC: ClassVar[str]
@@ -126,7 +125,7 @@ ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".gz", ".7z", ".rar")
 PATH_FIELDS = (*INPUT_FIELDS, "inputs", "zones", "like", "mask", "overlay", "join", "points", "append_to", "vrt_dir", "directory")
 
 
-class WriteJob(Job[R]):
+class WriteJob[R](Job[R]):
     """A job that writes one output file (its `dst`)."""
 
     OUTPUT: ClassVar[str | None] = "dst"
@@ -840,6 +839,231 @@ class VectorPreviewJob(Job[PreviewResult]):
     where: str | None = None
     scale_bar: bool = True
     dst: str | None = None
+
+
+# ----- GDAL 3.12 algorithms: raster_pipeline -----
+from gdal_mcp.models import RasterPipelineResult  # noqa: E402 - this helper's block of the shared file
+
+
+def _step_likes(steps: list[dict[str, Any]]) -> list[str]:
+    """The datasets a pipeline's clip steps take their bounds from (`like`), for Job.paths()."""
+    return [s["like"] for s in steps if isinstance(s, dict) and isinstance(s.get("like"), str) and s["like"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RasterPipelineJob(WriteJob[tuple[RasterPipelineResult, Warnings]]):
+    """raster_pipeline: the steps run by GDAL in one pass from `src` into `dst`."""
+
+    FUNC = "gdal_mcp.engine.raster.pipeline:run_pipeline"
+    src: str
+    dst: str
+    steps: list[dict[str, Any]]
+    format: str | None = None
+    options: Options | None = None
+    threads: int = 1
+    max_pixels: int = 2**34  # gdal_mcp.engine.grid.DEFAULT_MAX_PIXELS; the tool passes --max-pixels
+
+    def paths(self) -> list[str]:
+        return [*super().paths(), *_step_likes(self.steps)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RasterPipelinePlanJob(Job[RasterPipelineResult]):
+    """raster_pipeline plan_only: each step's grid, nothing run or written. `output_name` only picks the format."""
+
+    FUNC = "gdal_mcp.engine.raster.pipeline:plan_pipeline"
+    src: str
+    steps: list[dict[str, Any]]
+    output_name: str
+    format: str | None = None
+    options: Options | None = None
+    threads: int = 1
+    max_pixels: int = 2**34  # gdal_mcp.engine.grid.DEFAULT_MAX_PIXELS; the tool passes --max-pixels
+
+    def paths(self) -> list[str]:
+        return [*super().paths(), *_step_likes(self.steps)]
+
+
+# ----- GDAL 3.12 algorithms: vector_pipeline -----
+from gdal_mcp.models import VectorPipelinePlan, VectorPipelineRun  # noqa: E402 (this helper's own block)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VectorPipelineJob(WriteJob[tuple[VectorPipelineRun, Warnings]]):
+    FUNC = "gdal_mcp.engine.vector.pipeline:pipeline"
+    src: str
+    dst: str = ""
+    steps: list[dict[str, Any]]
+    layer: str | None = None
+    open_options: dict[str, str] | None = None
+    format: str | None = None
+    output_layer: str | None = None
+    layer_options: Options | None = None
+    mask: list[str] | None = None  # the vector files clip steps read (in PATH_FIELDS: checked again where the job runs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VectorPipelinePlanJob(Job[VectorPipelinePlan]):
+    FUNC = "gdal_mcp.engine.vector.pipeline:plan"
+    src: str
+    steps: list[dict[str, Any]]
+    dst: str  # names the output (its extension gives the format); nothing is written
+    layer: str | None = None
+    open_options: dict[str, str] | None = None
+    format: str | None = None
+    output_layer: str | None = None
+    layer_options: Options | None = None
+    mask: list[str] | None = None
+
+
+# ----- GDAL 3.12 algorithms: raster_viewshed, raster_compare -----
+from gdal_mcp.models import RasterCompareResult, ViewshedResult  # noqa: E402 - this helper's block of the shared file
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewshedJob(WriteJob[tuple[ViewshedResult, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.viewshed:viewshed"
+    src: str
+    dst: str = ""
+    observers: list[list[float]]
+    observer_crs: str | None = None
+    observer_height: float = 2.0
+    target_height: float = 0.0
+    max_distance: float | None = None
+    curvature_coefficient: float | None = None
+    visible_value: int | None = None
+    invisible_value: int | None = None
+    out_of_range_value: int | None = None
+    band: int = 1
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareRasterJob(Job[tuple[RasterCompareResult, Warnings]]):
+    """Compare two rasters; writes the difference raster only when `dst` is given."""
+
+    FUNC = "gdal_mcp.engine.raster.compare:compare"
+    OUTPUT = "dst"
+    src: str
+    reference: str
+    dst: str | None = None
+    tolerance: float = 0.0
+    skip: list[str] | None = None
+    format: str | None = None
+    creation_options: Options | None = None
+
+    def paths(self) -> list[str]:
+        """The reference is read too (PATH_FIELDS does not name it)."""
+        return [*super().paths(), self.reference]
+
+
+# ----- GDAL 3.12 algorithms: raster_focal -----
+from gdal_mcp.models import RasterFocalResult  # noqa: E402
+
+
+@dataclass(frozen=True, kw_only=True)
+class FocalJob(WriteJob[tuple[RasterFocalResult, Warnings]]):
+    FUNC = "gdal_mcp.engine.raster.focal:focal"
+    src: str
+    dst: str = ""
+    statistic: Literal["mean", "min", "max", "sum", "std", "median", "mode", "range"] = "mean"
+    shape: Literal["square", "circle"] = "square"
+    size: int | None = None
+    radius: float | None = None
+    kernel: list[list[float]] | None = None
+    bands: list[int] | None = None
+    output_type: str = "Float32"
+    nodata: float | None = None
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+# ----- GDAL 3.12 algorithms: raster_tiles -----
+from gdal_mcp.models import TilesSummary  # noqa: E402 - this helper's block of the shared file
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebTilesJob(WriteJob[tuple[TilesSummary, Warnings]]):
+    """raster_tiles: `dst` is a tile directory, or an MBTiles file when it ends in .mbtiles."""
+
+    FUNC = "gdal_mcp.engine.raster.web_tiles:raster_tiles"
+    src: str
+    dst: str = ""
+    tile_format: Literal["PNG", "WEBP", "JPEG"] = "PNG"
+    tiling_scheme: str = "WebMercatorQuad"
+    convention: Literal["xyz", "tms"] = "xyz"
+    min_zoom: int | None = None
+    max_zoom: int | None = None
+    resampling: str = "cubic"
+    webviewer: str = "none"
+    skip_blank: bool = False
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    max_tiles: int = 100_000  # gdal_mcp.engine.raster.web_tiles.MAX_TILES; the tool passes --max-tiles
+    threads: int = 1
+
+
+# ----- GDAL 3.12 algorithms: raster_footprint, dataset_index -----
+from gdal_mcp.models import DatasetIndexResult, FootprintResult  # noqa: E402
+
+
+@dataclass(frozen=True, kw_only=True)
+class FootprintJob(WriteJob[tuple[FootprintResult, Warnings]]):
+    FUNC = "gdal_mcp.engine.features.footprint:footprint"
+    src: str
+    dst: str = ""
+    bands: list[int] | None = None
+    combine_bands: Literal["union", "intersection"] = "union"
+    src_nodata: float | None = None
+    dst_crs: str | None = None
+    simplify: float | None = None
+    min_ring_area: float | None = None
+    max_points: int | None = 100
+    convex_hull: bool = False
+    split_multipolygons: bool = False
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetIndexJob(WriteJob[tuple[DatasetIndexResult, Warnings]]):
+    FUNC = "gdal_mcp.engine.features.index:dataset_index"
+    inputs: list[str]
+    dst: str = ""
+    names: list[str]
+    dataset_type: Literal["raster", "vector"] | None = None
+    dst_crs: str | None = None
+    layers: list[str] | None = None
+    metadata_fields: list[str] | None = None
+    format: str | None = None
+    output_layer: str | None = None
+
+
+# ----- GDAL 3.12 algorithms: vector_interpolate -----
+@dataclass(frozen=True, kw_only=True)
+class InterpolateJob(WriteJob[tuple[RasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.features.interpolate:interpolate"
+    src: str
+    dst: str = ""
+    method: str = "invdist"
+    layer: str | None = None
+    where: str | None = None
+    z_field: str | None = None
+    power: float | None = None
+    smoothing: float | None = None
+    radius: float | None = None
+    min_points: int | None = None
+    max_points: int | None = None
+    resolution: float | list[float] | None = None
+    size: list[int] | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    output_type: str = "Float32"
+    nodata: float | None = None
+    format: str | None = None
+    creation_options: Options | None = None
+    max_pixels: int = 2**34  # gdal_mcp.engine.grid.DEFAULT_MAX_PIXELS; the tool passes --max-pixels
 
 
 def all_jobs() -> list[type[Job[Any]]]:

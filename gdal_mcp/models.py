@@ -698,3 +698,306 @@ class WorkspaceResult(BaseModel):
             "(dem.prj beside both dem.tif and dem.shp)"
         ),
     )
+
+
+# ----- GDAL 3.12 algorithms: raster_pipeline -----
+class PipelineStepGrid(BaseModel):
+    """The raster one step of raster_pipeline hands on (the input as read, then each step's result)."""
+
+    index: int | None = Field(description="Position of the step in steps (0-based); null for the input as read")
+    step: str = Field(description="read (the input), then the step's name")
+    crs: str | None = Field(None, description="EPSG:n when there is a code, else the CRS name")
+    width: int
+    height: int
+    resolution: tuple[float, float] = Field(description="Pixel size (x, y) in the units of crs")
+    bounds: Bounds
+    count: int = Field(description="Bands")
+    dtype: str
+    nodata: NoData = None
+
+
+class RasterPipelineResult(BaseModel):
+    """raster_pipeline: what each step makes, and the file written (none with plan_only)."""
+
+    output: str = Field("", description="Workspace-relative path of the file written (with plan_only: that would be written)")
+    uri: str | None = Field(None, description="Resource URI to read the file through MCP; null with plan_only")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    plan_only: bool = Field(False, description="true: only planned, nothing was run or written")
+    plan: list[PipelineStepGrid] = Field(description="The input as read, then the raster each step hands on, in order")
+    estimated_bytes: int = Field(
+        description="Uncompressed size of the output's pixels (width x height x bands x bytes per value, plus a third for "
+        "COG overviews): an upper bound for compressed outputs"
+    )
+    summary: RasterSummary | None = Field(None, description="The file written; null with plan_only")
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ----- GDAL 3.12 algorithms: vector_pipeline -----
+class VectorPipelineField(BaseModel):
+    name: str
+    type: str = Field(description="OGR field type: Integer, Integer64, Real, String, Date, DateTime …")
+    subtype: str | None = Field(None, description="OGR subtype when there is one: Boolean, Int16, Float32, JSON …")
+
+
+class VectorPipelineStage(BaseModel):
+    """vector_pipeline plan: the layer after the read (index null) or after steps[index]."""
+
+    index: int | None = Field(description="Position in steps (0-based); null for the read of input")
+    step: str
+    gdal: str = Field(description="The GDAL pipeline step(s) this runs, e.g. 'reproject --dst-crs EPSG:32632'")
+    layer: str
+    crs: str | None = Field(None, description="EPSG:n when there is a code, else the CRS name")
+    geometry_type: str | None
+    fields: list[VectorPipelineField] = Field(default_factory=list)
+    feature_count: int | None = Field(description="Features after this step (see feature_count_is)")
+    feature_count_is: Literal["exact", "at_most", "at_least", "unknown"] = Field(
+        description=(
+            "exact: counted or known; at_most / at_least: a bound from the step before, where counting would read "
+            "the whole input through the steps (larger inputs); unknown: not even a bound"
+        )
+    )
+
+
+class VectorPipelinePlan(BaseModel):
+    """What vector_pipeline would do (engine result of plan_only)."""
+
+    stages: list[VectorPipelineStage]
+    format: str
+    output_layer: str
+    pipeline: str
+    warnings: list[str] = Field(default_factory=list)
+
+
+class VectorPipelineRun(BaseModel):
+    """What vector_pipeline did (engine result of a run)."""
+
+    summary: VectorSummary
+    format: str
+    pipeline: str
+
+
+class VectorPipelineResult(BaseModel):
+    output: str = Field(description="Workspace-relative path of the file written (or that would be, with plan_only)")
+    uri: str | None = Field(None, description="Resource URI to read the file through MCP (null with plan_only)")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    plan_only: bool = False
+    format: str = Field(description="OGR driver of the output")
+    pipeline: str = Field(description="The `gdal vector pipeline` that ran (or would run), paths workspace-relative")
+    summary: VectorSummary | None = Field(None, description="The layer written (null with plan_only)")
+    plan: list[VectorPipelineStage] = Field(
+        default_factory=list, description="plan_only: the layer after the read and after each step"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ----- GDAL 3.12 algorithms: raster_viewshed, raster_compare -----
+class ViewshedObserver(BaseModel):
+    """One observer of raster_viewshed, placed on the DEM."""
+
+    x: float = Field(description="x of the observer in the DEM's CRS")
+    y: float = Field(description="y of the observer in the DEM's CRS")
+    col: int = Field(description="Column (0-based) of the DEM pixel under the observer")
+    row: int = Field(description="Row (0-based) of the DEM pixel under the observer")
+    ground_elevation: float | None = Field(description="DEM value under the observer (null: nodata)")
+    height: float = Field(description="Eye height above the ground used, in the DEM's height units")
+    visible_pixels: int = Field(description="Pixels this observer sees")
+
+
+class ViewshedResult(BaseModel):
+    """raster_viewshed: the visibility raster written and what it shows."""
+
+    output: str = Field("", description="Workspace-relative path of the file written")
+    uri: str = Field("", description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: RasterSummary
+    mode: Literal["single", "cumulative"] = Field(
+        description="single: visible/invisible/out-of-range values; cumulative: each pixel counts the observers seeing it"
+    )
+    observers: list[ViewshedObserver]
+    visible_pixels: int = Field(description="Output pixels seen by at least one observer")
+    visible_area_m2: float | None = Field(None, description="Their area in m² (null when the DEM's CRS has no linear unit)")
+    window: PixelWindow = Field(
+        description="The output's pixels in the DEM's grid: the whole DEM, or, with max_distance, the DEM pixels within "
+        "max_distance of an observer along x or y (GDAL clamps the output to that box)"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
+CompareKind = Literal[
+    "crs",
+    "geotransform",
+    "size",
+    "band_count",
+    "data_type",
+    "nodata",
+    "description",
+    "color_interpretation",
+    "mask",
+    "overview",
+    "metadata",
+    "subdataset",
+    "other",
+]
+
+
+class CompareDifference(BaseModel):
+    """One difference GDAL's `gdal raster compare` reports (other than the pixels of the bands, in `bands`)."""
+
+    kind: CompareKind
+    band: int | None = Field(None, description="The band it is about (1-based), when it is about one")
+    message: str = Field(description="GDAL's report line ('Reference …' is the reference, 'input' the input)")
+
+
+class BandDifference(BaseModel):
+    """Where and by how much one band of two rasters on the same pixel grid differs."""
+
+    band: int
+    differing_pixels: int = Field(
+        description="Pixels that differ: |input - reference| > tolerance, or valid in one raster and nodata in the other"
+    )
+    nodata_mismatches: int = Field(description="Of those, pixels valid in one raster and nodata (or NaN) in the other")
+    max_abs_difference: float | None = Field(
+        None, description="Largest |input - reference| over pixels valid in both (null: none differ)"
+    )
+    mean_abs_difference: float | None = Field(
+        None, description="Mean |input - reference| over the differing pixels valid in both (null: none)"
+    )
+    window: PixelWindow | None = Field(None, description="Pixel box holding every differing pixel (null: none)")
+    bounds: Bounds | None = Field(None, description="That box in the input's CRS (through the input's geotransform)")
+
+
+class RasterCompareResult(BaseModel):
+    """raster_compare: whether two rasters are the same, and where and by how much they differ."""
+
+    input: str
+    reference: str
+    identical: bool = Field(description="No difference of any kind (pixels within tolerance)")
+    pixels_identical: bool = Field(
+        description="Same size and band count and every band's pixels within tolerance (false when they cannot be compared)"
+    )
+    tolerance: float
+    differences: list[CompareDifference] = Field(
+        default_factory=list, description="Differences of CRS, grid, size, bands, types, nodata, metadata … as GDAL reports"
+    )
+    bands: list[BandDifference] = Field(
+        default_factory=list, description="Per band, when both have the same size and band count; else empty"
+    )
+    output: str | None = Field(None, description="The difference raster written (input - reference), when asked")
+    uri: str | None = None
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ----- GDAL 3.12 algorithms: raster_focal -----
+class FocalWindow(BaseModel):
+    """The window raster_focal applied around each pixel."""
+
+    size: int = Field(description="Width and height of the window in pixels (odd; the pixel is at its centre)")
+    cells: int = Field(description="Pixels in the window (non-zero weights), the centre included")
+    pixel_size_m: tuple[float, float] | None = Field(
+        None,
+        description="Ground size [x, y] of a pixel in metres a radius was converted with (lon/lat: at the middle latitude)",
+    )
+
+
+class RasterFocalResult(BaseModel):
+    """raster_focal: the raster written, the statistic and the window."""
+
+    output: str = Field("", description="Workspace-relative path of the file written")
+    uri: str = Field("", description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: RasterSummary
+    statistic: str
+    window: FocalWindow
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ----- GDAL 3.12 algorithms: raster_tiles -----
+class TileZoom(BaseModel):
+    """One zoom level raster_tiles wrote."""
+
+    zoom: int
+    tiles: int = Field(description="Tiles written at this zoom")
+    min_x: int = Field(description="First tile column")
+    max_x: int = Field(description="Last tile column")
+    min_y: int = Field(description="First tile row, counted as the output's convention says (xyz: from the top; tms: bottom)")
+    max_y: int = Field(description="Last tile row, same counting")
+
+
+class TilesSummary(BaseModel):
+    """What raster_tiles wrote: a directory of tiles or one MBTiles file."""
+
+    container: Literal["directory", "mbtiles"]
+    tiling_scheme: str
+    convention: Literal["xyz", "tms"] = Field(description="How rows are counted: xyz from the top, tms from the bottom")
+    tile_format: Literal["PNG", "WEBP", "JPEG"]
+    tile_size: int = Field(description="Tile width and height in pixels")
+    min_zoom: int
+    max_zoom: int
+    tiles: int = Field(description="Tiles written in all")
+    planned_tiles: int = Field(
+        description="Tiles the zoom range covers on the tiled extent (the count checked against the server's limit); "
+        "fully transparent tiles that were skipped make `tiles` smaller"
+    )
+    zooms: list[TileZoom]
+    bounds_wgs84: tuple[float, float, float, float] | None = Field(
+        None, description="The tiled extent as [west, south, east, north] in degrees (for a map's initial view)"
+    )
+    path_template: str | None = Field(
+        None, description="Where a tile is inside the directory, e.g. '{z}/{x}/{y}.png' (null for MBTiles)"
+    )
+    viewers: list[str] = Field(default_factory=list, description="Viewer pages written in the directory (leaflet.html …)")
+    file_size: int = Field(description="Bytes on disk, all tiles and pages")
+
+
+class TilesWriteResult(BaseModel):
+    output: str = Field(description="Workspace-relative path of the tile directory or MBTiles file written")
+    uri: str | None = Field(
+        None, description="Resource URI of the MBTiles file (null for a directory: read its tiles by their paths)"
+    )
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    viewer_uri: str | None = Field(None, description="Resource URI of the first viewer page written, if any")
+    summary: TilesSummary
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ----- GDAL 3.12 algorithms: raster_footprint, dataset_index -----
+class FootprintResult(BaseModel):
+    """raster_footprint: the outline of the valid pixels written, with its area."""
+
+    output: str = Field("", description="Workspace-relative path of the file written")
+    uri: str = Field("", description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: VectorSummary = Field(description="The layer written; its extent is the footprint's bounds in the output CRS")
+    area: float = Field(description="Planar area of the footprint in area_units squared (the output CRS's units)")
+    area_units: str | None = Field(None, description="Unit of the output CRS (metre, degree …); area is in its square")
+    area_m2: float | None = Field(
+        None,
+        description="Area on the CRS's ellipsoid in m² (geodesic, from the footprint's vertices); null without a CRS, or "
+        "when vertices lie outside the projection's domain",
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
+class DatasetIndexResult(BaseModel):
+    """dataset_index: the tile index written, one feature per indexed raster (or vector layer)."""
+
+    output: str = Field("", description="Workspace-relative path of the file written")
+    uri: str = Field("", description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: VectorSummary
+    dataset_type: Literal["raster", "vector"] = Field(description="What was indexed")
+    inputs: int = Field(description="Input datasets given")
+    indexed: int = Field(description="Features written: one per raster, or one per layer of each vector dataset")
+    reprojected_to: str | None = Field(
+        None,
+        description="The CRS the extents were reprojected to (inputs in several CRSs, or dst_crs given); src_srs then "
+        "holds each input's own CRS. Null: every extent is in the inputs' common CRS",
+    )
+    not_indexed: list[str] = Field(
+        default_factory=list, description="Inputs with no feature in the index (at most 100): no layer asked for, …"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ----- GDAL 3.12 algorithms: vector_interpolate -----

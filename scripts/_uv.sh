@@ -19,3 +19,20 @@ else
   fi
   UV=("$PY" -m uv)
 fi
+
+# The project needs Python >= 3.12 (rasterio 1.5, which bundles GDAL 3.12). uv looks for one on PATH and, where it may,
+# downloads one; on machines whose default python3 is older and whose newer Pythons sit in pyenv (uv stops at pyenv's
+# `python3.12` shim, which fails when that version is not selected, then tries a download), point it at a working one.
+# UV_PYTHON set by the caller wins.
+_python_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; }
+if [ -z "${UV_PYTHON:-}" ]; then
+  for _candidate in python3 python3.12 python3.13 python3.14 \
+      "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do
+    _path="$(command -v "$_candidate" 2>/dev/null)" || continue
+    if _python_ok "$_path"; then
+      export UV_PYTHON="$_path"
+      break
+    fi
+  done
+  unset _candidate _path
+fi

@@ -9,12 +9,11 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from gdal_mcp.config import format_size
 from gdal_mcp.errors import GdalMcpError
 
-F = TypeVar("F", bound=Callable[..., Any])
 GDAL_MODULES = ("rasterio", "pyogrio", "fiona", "pyproj")
 # Libraries whose messages may report a failed allocation or write (GEOS through shapely, Arrow).
 NATIVE_MODULES = (*GDAL_MODULES, "shapely", "pyarrow")
@@ -195,7 +194,7 @@ def translate(exc: BaseException, dst: str | None = None) -> GdalMcpError | None
     return None
 
 
-def wrap_gdal_errors(func: F) -> F:
+def wrap_gdal_errors[F: Callable[..., Any]](func: F) -> F:
     """Decorate an engine function so GDAL failures leave it as GdalMcpError."""
 
     @functools.wraps(func)

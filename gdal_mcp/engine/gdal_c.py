@@ -45,6 +45,16 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "OGR_L_CreateField": (c.c_int, [c.c_void_p, c.c_void_p, c.c_int]),
     "CPLErrorReset": (None, []),
     "CPLGetLastErrorMsg": (c.c_char_p, []),
+    # a dataset's grid (raster_pipeline reads the lazy dataset a GDAL pipeline builds: engine/raster/pipeline.py)
+    "GDALGetRasterXSize": (c.c_int, [c.c_void_p]),
+    "GDALGetRasterYSize": (c.c_int, [c.c_void_p]),
+    "GDALGetRasterCount": (c.c_int, [c.c_void_p]),
+    "GDALGetGeoTransform": (c.c_int, [c.c_void_p, c.POINTER(c.c_double)]),
+    "GDALGetProjectionRef": (c.c_char_p, [c.c_void_p]),
+    "GDALGetRasterDataType": (c.c_int, [c.c_void_p]),
+    "GDALGetDataTypeName": (c.c_char_p, [c.c_int]),
+    "GDALGetRasterNoDataValue": (c.c_double, [c.c_void_p, c.POINTER(c.c_int)]),
+    "GDALGetRasterColorInterpretation": (c.c_int, [c.c_void_p]),
 }
 
 GDAL_OF_READONLY, GDAL_OF_UPDATE, GDAL_OF_RASTER = 0x00, 0x01, 0x02

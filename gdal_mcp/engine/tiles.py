@@ -28,10 +28,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
-
-T = TypeVar("T")
-U = TypeVar("U")
+from typing import Any, Protocol
 
 #: the package tile functions must come from (a cluster worker imports them by name)
 ENGINE_PREFIX = "gdal_mcp.engine."
@@ -109,7 +106,7 @@ class Mapper(Protocol):
     def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]: ...
 
 
-def run_here(fn: Callable[[T], U], items: Sequence[T]) -> Iterator[tuple[int, U]]:
+def run_here[T, U](fn: Callable[[T], U], items: Sequence[T]) -> Iterator[tuple[int, U]]:
     """The local mapper: one tile after another in this process (each may use the job's threads), in one Session
     (their sources stay open from one tile to the next)."""
     session = Session()
@@ -149,7 +146,7 @@ class Session:
         finally:
             Session._current.session = None
 
-    def resource(self, name: str, make: Callable[[], T]) -> T:
+    def resource[T](self, name: str, make: Callable[[], T]) -> T:
         """The session's resource `name` (made by `make()` at its first use; it has a close() method)."""
         if name not in self._resources:
             self._resources[name] = make()
@@ -211,7 +208,7 @@ def resolve(module: str, name: str) -> Callable[..., Any]:
     return fn  # type: ignore[no-any-return]
 
 
-def run_threads(fn: Callable[[T], U], items: Sequence[T], threads: int) -> Iterator[tuple[int, U]]:
+def run_threads[T, U](fn: Callable[[T], U], items: Sequence[T], threads: int) -> Iterator[tuple[int, U]]:
     """The local mapper with `threads` tiles at once (GDAL and numpy release the GIL), as each finishes; at most
     `threads` tiles run or wait to be taken. Closing the iterator drops the tiles not started."""
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -246,7 +243,7 @@ def run_threads(fn: Callable[[T], U], items: Sequence[T], threads: int) -> Itera
         close_all(sessions.values())  # the pool's threads are done with them
 
 
-def map_tiles(fn: Callable[[T], U], items: Sequence[T], *, local_threads: int = 1) -> Iterator[tuple[int, U]]:
+def map_tiles[T, U](fn: Callable[[T], U], items: Sequence[T], *, local_threads: int = 1) -> Iterator[tuple[int, U]]:
     """(index, fn(items[index])) for every item, as each finishes, in any order, by the current executor.
 
     local_threads: how many tiles the local executor runs at once, for tiles whose results are small (statistics:
@@ -265,7 +262,7 @@ def reaches_everywhere() -> bool:
     return mapper is run_here or callable(getattr(mapper, "everywhere", None))
 
 
-def everywhere(fn: Callable[..., T], *args: Any) -> list[T]:
+def everywhere[T](fn: Callable[..., T], *args: Any) -> list[T]:
     """fn(*args) in every process the current executor runs tiles in (this one locally, every worker of a
     cluster), once the tiles of a `map_tiles` call have finished: what tiles left behind them there (writes a
     tile handed to a background thread) is collected with it. Their results, in no particular order."""
@@ -278,7 +275,7 @@ def everywhere(fn: Callable[..., T], *args: Any) -> list[T]:
     return list(run(fn, *args))
 
 
-def in_order(results: Iterator[tuple[int, T]]) -> Iterator[tuple[int, T]]:
+def in_order[T](results: Iterator[tuple[int, T]]) -> Iterator[tuple[int, T]]:
     """`results` (index, value) as they arrive, re-sorted into index order (0, 1, 2 …): a result that arrives
     early is held until those before it came. Float reductions merged in this order give the same numbers
     whichever order the executor finished the tiles in."""

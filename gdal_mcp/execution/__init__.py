@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from gdal_mcp.jobs import Job, R
+from gdal_mcp.jobs import Job
 
 #: receives a job's progress: (fraction in [0, 1], message)
 ProgressSink = Callable[[float, str], Awaitable[None]]
@@ -29,7 +29,7 @@ class Executor(Protocol):
     def close(self) -> None:
         """Stop the workers (or disconnect); running jobs end."""
 
-    async def run(
+    async def run[R](
         self, job: Job[R], *, progress: ProgressSink | None = None, quick: bool = False, timeout: float | None = None
     ) -> R:
         """Run a job; its result, or GdalMcpError with a stable code. Cancelling the call stops the job.

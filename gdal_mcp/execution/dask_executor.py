@@ -51,7 +51,7 @@ from gdal_mcp.execution.dask_worker import (
     worker_pid,
 )
 from gdal_mcp.execution.local import MEMORY_SAMPLE_INTERVAL, timeout_error
-from gdal_mcp.jobs import Job, R
+from gdal_mcp.jobs import Job
 
 log = logging.getLogger("gdal_mcp.execution.dask_executor")
 
@@ -320,7 +320,7 @@ class DaskExecutor:
         for name in (cancel_event(job_id), started_event(job_id)):
             self._on_cluster_loop(lambda name=name: scheduler.event_clear(name=name))  # type: ignore[misc]
 
-    async def run(
+    async def run[R](
         self, job: Job[R], *, progress: ProgressSink | None = None, quick: bool = False, timeout: float | None = None
     ) -> R:
         """Run a job on the cluster; return its result or raise GdalMcpError."""

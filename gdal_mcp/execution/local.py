@@ -30,7 +30,7 @@ import gdal_mcp
 from gdal_mcp.config import format_size
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.execution import ProgressSink
-from gdal_mcp.jobs import Job, R
+from gdal_mcp.jobs import Job
 
 log = logging.getLogger("gdal_mcp.execution.local")
 
@@ -301,7 +301,7 @@ class LocalExecutor:
         w.ready = True
 
     # ----- jobs ----------------------------------------------------------------------------
-    async def run(
+    async def run[R](
         self, job: Job[R], *, progress: ProgressSink | None = None, quick: bool = False, timeout: float | None = None
     ) -> R:
         """Run a job in a worker; return its result or raise GdalMcpError."""
@@ -314,7 +314,7 @@ class LocalExecutor:
         async with self._general:
             return await self._run_on_worker(job, progress, limit)
 
-    async def _run_on_worker(self, job: Job[R], progress: ProgressSink | None, limit: float) -> R:
+    async def _run_on_worker[R](self, job: Job[R], progress: ProgressSink | None, limit: float) -> R:
         """Run `job` on an idle worker.
 
         A worker that died before it took the job (killed while idle, or between hand-out and start) is
@@ -346,7 +346,7 @@ class LocalExecutor:
             await asyncio.sleep(MEMORY_SAMPLE_INTERVAL)
             w.sample_memory()
 
-    async def _attempt(self, w: _Worker, job: Job[R], progress: ProgressSink | None, limit: float) -> R:
+    async def _attempt[R](self, w: _Worker, job: Job[R], progress: ProgressSink | None, limit: float) -> R:
         assert self._idle is not None
         healthy = started = False
         self._busy.add(w)

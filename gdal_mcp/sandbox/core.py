@@ -103,7 +103,14 @@ class Sandbox:
         return _temporaries.sweep_stale_temporaries(self.roots, max_dirs=max_dirs, max_seconds=max_seconds)
 
     def resolve_output(
-        self, path: str, *, overwrite: bool = False, inputs: Iterable[ResolvedInput] = (), what: str = "output"
+        self,
+        path: str,
+        *,
+        overwrite: bool = False,
+        inputs: Iterable[ResolvedInput] = (),
+        what: str = "output",
+        directory: bool = False,
     ) -> OutputTarget:
-        """Check an output path and prepare its temporary directory beside it."""
-        return _outputs.resolve_output(self, path, overwrite=overwrite, inputs=inputs, what=what)
+        """Check an output path and prepare its temporary directory beside it (`directory`: the job writes a directory
+        there, committed whole; see outputs.py)."""
+        return _outputs.resolve_output(self, path, overwrite=overwrite, inputs=inputs, what=what, directory=directory)

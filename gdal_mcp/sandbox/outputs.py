@@ -3,6 +3,11 @@
 An output path must be a plain file path in a workspace. The job writes into a hidden temporary directory beside
 the final place (holding an owner marker, temporaries.py), and `OutputTarget.commit` renames what it wrote into
 place only when the job succeeds, never replacing a file unless overwrite was asked for (rename_noreplace).
+
+A directory output (`directory=True`: raster_tiles' z/x/y tiles) is written whole into the temporary directory and
+renamed into place in one no-replace rename; never a link, never over a file, never a workspace root, never holding
+an input. With overwrite the old directory is renamed aside into the temporary directory first and removed only
+after the new one is in place (put back if placing fails), so a failed or cancelled job leaves the old one whole.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import logging
 import os
 import shutil
 import stat
+import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -53,6 +59,11 @@ class OutputTarget:
     tmp_dir: Path
     created_dirs: list[Path] = field(default_factory=list)
     overwrite: bool = False
+    #: the output is a directory the job creates at tmp_path (see the module docstring)
+    directory: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    _discarded: bool = field(default=False, init=False, repr=False, compare=False)
+    _keep: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def tmp_path(self) -> Path:
@@ -60,6 +71,8 @@ class OutputTarget:
 
     def commit(self) -> list[Path]:
         """Move everything the job wrote (the file and its sidecars) into place; see the class docstring."""
+        if self.directory:
+            return self._commit_directory()
         if not self.tmp_path.exists():
             self.discard()
             raise GdalMcpError("internal-error", f"the job wrote no file for {self.display}")
@@ -99,13 +112,88 @@ class OutputTarget:
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
         return [target for _, target in placed]
 
+    def _commit_directory(self) -> list[Path]:
+        """Rename the directory the job wrote into place (no-replace); with overwrite, the old one goes aside into the
+        temporary directory first and is deleted with it only once the new one is in place. The renames hold the
+        target's lock, so a discard (a cancel arriving meanwhile) never deletes a directory set aside but not yet
+        replaced."""
+        new = self.tmp_path
+        if new.is_symlink() or not new.is_dir():
+            self.discard()
+            raise GdalMcpError("internal-error", f"the job wrote no directory for {self.display}")
+        _drop_links(new)
+        aside = self.tmp_dir / REPLACED_NAME
+        error: BaseException | None = None
+        with self._lock:
+            if self._discarded:
+                error = GdalMcpError("cancelled", f"the job was cancelled; nothing was written to {self.display}")
+            else:
+                moved_aside = False
+                try:
+                    if self.overwrite and os.path.lexists(self.final):
+                        if self.final.is_symlink() or not self.final.is_dir():
+                            raise FileExistsError(errno.EEXIST, "not a directory", str(self.final))
+                        rename_noreplace(self.final, aside)
+                        moved_aside = True
+                    rename_noreplace(new, self.final)
+                except BaseException as e:  # noqa: BLE001 - re-raised below, once the old directory is back
+                    error = e
+                    if moved_aside:
+                        self._put_back(aside)
+        if error is None:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)  # the replaced directory with it, now that the new one is placed
+            return [self.final]
+        self.discard()
+        if isinstance(error, FileExistsError):
+            raise GdalMcpError(
+                "already-exists",
+                f"output '{self.display}' already exists (it appeared, or changed, while the job ran); nothing was "
+                "written. Choose another name, or pass overwrite=true to replace a tile directory",
+            ) from None
+        raise error
+
+    def _put_back(self, aside: Path) -> None:
+        """After a failed directory commit: the old directory back in place; when its name has been taken meanwhile,
+        beside it under a name of its own (never deleted with the temporary directory)."""
+        try:
+            rename_noreplace(aside, self.final)
+            return
+        except OSError:
+            pass
+        keep = self.final.with_name(f"{self.final.name}.replaced-{uuid.uuid4().hex[:8]}")
+        try:
+            rename_noreplace(aside, keep)
+            log.error("could not put %s back after a failed commit; it is kept as %s", self.final, keep)
+        except OSError:
+            log.error("could not put %s back after a failed commit; it is in %s", self.final, aside)
+            self._keep = True  # the temporary directory holds the old data: never delete it
+
     def discard(self) -> None:
+        with self._lock:  # never in the middle of a directory commit's renames
+            self._discarded = True
+            if self._keep:
+                return
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
         for d in reversed(self.created_dirs):
             try:
                 d.rmdir()
             except OSError:
                 break
+
+
+#: inside a temporary directory: the directory an overwrite replaces, until the new one is in place
+REPLACED_NAME = ".replaced"
+
+
+def _drop_links(root: Path) -> None:
+    """Remove every symbolic link (and anything but files and directories) from a directory a job wrote: a commit
+    never places links, at the top or deeper."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in [*dirnames, *filenames]:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode) or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                os.unlink(path)
 
 
 _RENAME_NOREPLACE = 1
@@ -168,10 +256,43 @@ def check_side_files(sb: Sandbox, final: Path, what: str) -> None:
                 )
 
 
+def check_directory_output(sb: Sandbox, final: Path, path: str, *, overwrite: bool, what: str) -> None:
+    """A directory output's final path: never a link (out-of-root when it points outside), never over a file or a
+    workspace root; an existing directory only with overwrite."""
+    if final.is_symlink():
+        if not contained(sb.roots, Path(os.path.realpath(final))):
+            raise GdalMcpError("out-of-root", f"{what} '{path}' is a link to outside the workspace")
+        raise GdalMcpError(
+            "invalid-argument",
+            f"{what} '{path}' is a symbolic link; a directory is written only at a real path: choose another name",
+        )
+    if any(final == r or r.is_relative_to(final) for r in sb.roots):
+        raise GdalMcpError("invalid-argument", f"{what} '{path}' is a workspace root (or holds one); name a new directory in it")
+    if not os.path.lexists(final):
+        return
+    if not final.is_dir():
+        raise GdalMcpError(
+            "invalid-argument", f"{what} '{sb.display(final)}' is an existing file, not a directory; choose another name"
+        )
+    if not overwrite:
+        raise GdalMcpError(
+            "already-exists",
+            f"{what} '{sb.display(final)}' already exists (a directory); pass overwrite=true to replace it and everything "
+            "in it, or choose another name",
+        )
+
+
 def resolve_output(
-    sb: Sandbox, path: str, *, overwrite: bool = False, inputs: Iterable[ResolvedInput] = (), what: str = "output"
+    sb: Sandbox,
+    path: str,
+    *,
+    overwrite: bool = False,
+    inputs: Iterable[ResolvedInput] = (),
+    what: str = "output",
+    directory: bool = False,
 ) -> OutputTarget:
-    """Check an output path and prepare its temporary directory beside it."""
+    """Check an output path and prepare its temporary directory beside it (`directory`: the output is a directory,
+    see the module docstring)."""
     check_text(path, what)
     low = path.lower()
     if (
@@ -186,19 +307,22 @@ def resolve_output(
         raise GdalMcpError("unsupported", f"{what} '{path}' must be a plain file path in the workspace")
     cand = candidate(sb.roots, path)
     name = cand.name
-    if name in ("", ".", "..") or path.endswith("/"):
-        raise GdalMcpError("invalid-argument", f"{what} '{path}' must name a file, not a directory")
+    if name in ("", ".", "..") or (path.endswith("/") and not directory):
+        kind = "a new directory" if directory else "a file, not a directory"
+        raise GdalMcpError("invalid-argument", f"{what} '{path}' must name {kind}")
     if name.startswith(TMP_PREFIX):
         raise GdalMcpError("invalid-argument", f"{what} '{path}' uses a name reserved for temporary files")
     parent = Path(os.path.realpath(cand.parent))
     if not contained(sb.roots, parent):
         raise GdalMcpError("out-of-root", f"{what} '{path}' is outside the workspace; write inside it")
     final = parent / name
-    if final.is_symlink():
+    if directory:
+        check_directory_output(sb, final, path, overwrite=overwrite, what=what)
+    elif final.is_symlink():
         target = Path(os.path.realpath(final))
         if not contained(sb.roots, target):
             raise GdalMcpError("out-of-root", f"{what} '{path}' is a link to outside the workspace")
-    if final.exists() or final.is_symlink():
+    if not directory and (final.exists() or final.is_symlink()):
         if final.is_dir():
             raise GdalMcpError("invalid-argument", f"{what} '{path}' is an existing directory")
         st = final.stat()
@@ -209,11 +333,15 @@ def resolve_output(
                 "already-exists",
                 f"{what} '{sb.display(final)}' already exists; pass overwrite=true to replace it or choose another name",
             )
-    if not overwrite:
+    if not overwrite and not directory:
         check_side_files(sb, final, what)
     for inp in inputs:
         for f in inp.files:
             same = f == final or (final.exists() and f.exists() and os.path.samefile(f, final))
+            if directory and Path(os.path.realpath(f)).is_relative_to(final):
+                raise GdalMcpError(
+                    "invalid-argument", f"{what} '{sb.display(final)}' holds an input ({sb.display(f)}); write elsewhere"
+                )
             if same:
                 raise GdalMcpError(
                     "invalid-argument",
@@ -245,4 +373,6 @@ def resolve_output(
                 f"the disk is full ({e.strerror}) where {what} '{path}' would be written; free space or write elsewhere",
             ) from None
         raise
-    return OutputTarget(final=final, display=sb.display(final), tmp_dir=tmp_dir, created_dirs=created, overwrite=overwrite)
+    return OutputTarget(
+        final=final, display=sb.display(final), tmp_dir=tmp_dir, created_dirs=created, overwrite=overwrite, directory=directory
+    )

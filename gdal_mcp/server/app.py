@@ -13,7 +13,7 @@ from gdal_mcp.config import Settings
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.execution import Executor
 from gdal_mcp.execution.local import LocalExecutor
-from gdal_mcp.jobs import Job, R
+from gdal_mcp.jobs import Job
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
 from gdal_mcp.server.approval.parked import ParkedConfirmations
 from gdal_mcp.server.audit import AuditLog
@@ -124,7 +124,7 @@ class App:
     def scrub_error(self, error: GdalMcpError) -> GdalMcpError:
         return GdalMcpError(error.code, self.sandbox.scrub(error.message))
 
-    async def execute(
+    async def execute[R](
         self, job: Job[R], *, ctx: Context | None = None, quick: bool = False, output: OutputTarget | None = None
     ) -> R:
         """Run an engine function in a worker, relaying progress; commit or discard its output."""
@@ -159,7 +159,7 @@ class App:
             if output is not None and not committed:
                 output.discard()
 
-    async def metadata(self, job: Job[R], src: ResolvedInput, *, ctx: Context | None = None) -> R:
+    async def metadata[R](self, job: Job[R], src: ResolvedInput, *, ctx: Context | None = None) -> R:
         """A quick read-only metadata job, answered from the cache while the input's files are unchanged.
 
         The files are identified (path, inode, size, mtime, ctime, sidecars) before the job runs, so a

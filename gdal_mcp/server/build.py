@@ -29,15 +29,23 @@ from gdal_mcp.server.jobboard import JobBoard  # noqa: E402
 from gdal_mcp.server.middleware import EnvelopeAndAudit  # noqa: E402
 from gdal_mcp.server.tools import analysis as analysis_tools  # noqa: E402
 from gdal_mcp.server.tools import approval as approval_tools  # noqa: E402
+from gdal_mcp.server.tools import compare as compare_tools  # noqa: E402
 from gdal_mcp.server.tools import crs as crs_tools  # noqa: E402
 from gdal_mcp.server.tools import datasets as dataset_tools  # noqa: E402
+from gdal_mcp.server.tools import focal as focal_tools  # noqa: E402
+from gdal_mcp.server.tools import footprints as footprints_tools  # noqa: E402
+from gdal_mcp.server.tools import interpolate as interpolate_tools  # noqa: E402
 from gdal_mcp.server.tools import join as join_tools  # noqa: E402
+from gdal_mcp.server.tools import pipeline as pipeline_tools  # noqa: E402
 from gdal_mcp.server.tools import preview as preview_tools  # noqa: E402
 from gdal_mcp.server.tools import prompts as prompt_tools  # noqa: E402
 from gdal_mcp.server.tools import query as query_tools  # noqa: E402
 from gdal_mcp.server.tools import raster as raster_tools  # noqa: E402
 from gdal_mcp.server.tools import resources as resource_tools  # noqa: E402
 from gdal_mcp.server.tools import vector as vector_tools  # noqa: E402
+from gdal_mcp.server.tools import vector_pipeline as vector_pipeline_tools  # noqa: E402
+from gdal_mcp.server.tools import visibility as visibility_tools  # noqa: E402
+from gdal_mcp.server.tools import web_tiles as web_tiles_tools  # noqa: E402
 from gdal_mcp.server.tools import workspace as workspace_tools  # noqa: E402
 from gdal_mcp.server.tools.registry import register_prompts, register_resources, register_tools  # noqa: E402
 from gdal_mcp.server.web import console, downloads  # noqa: E402
@@ -67,6 +75,12 @@ inside a sandboxed workspace.
   composites of many scenes), raster_reclassify, raster_contour, raster_terrain, zonal_stats (categorical=true for
   class areas per zone), raster_fill_nodata, raster_sieve, raster_proximity, raster_sample (points_input writes
   values to a point layer).
+- Several steps at once: raster_pipeline (reproject, clip, resize, select, set-type, fill-nodata, terrain) and
+  vector_pipeline (filter, reproject, select, sql, clip, buffer, simplify …) run in one pass with one approval;
+  plan_only=true shows each step's grid or layer first. More: raster_focal (moving-window statistics),
+  raster_viewshed (visibility from observers on a projected DEM), vector_interpolate (points to a grid: IDW,
+  nearest, linear …), raster_footprint (valid-data outline), dataset_index (tile index of many files),
+  raster_tiles (XYZ/TMS tiles or MBTiles), raster_compare (check a result: what differs, where, by how much).
 - Questions about a layer's rows (features per continent, the ten largest, sums and means, any read-only SQL
   SELECT) are answered by vector_query directly, paged, with no file written.
 - Workspace files: workspace_copy, workspace_move (rename) and workspace_delete take a dataset with its side files
@@ -146,11 +160,19 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     )
     register_tools(mcp, app, dataset_tools)
     register_tools(mcp, app, raster_tools)
+    register_tools(mcp, app, pipeline_tools)  # raster_pipeline
+    register_tools(mcp, app, web_tiles_tools)  # raster_tiles
     register_tools(mcp, app, vector_tools)
+    register_tools(mcp, app, vector_pipeline_tools)
     register_tools(mcp, app, join_tools)
     register_tools(mcp, app, query_tools)
     register_tools(mcp, app, preview_tools)
     register_tools(mcp, app, analysis_tools)
+    register_tools(mcp, app, focal_tools)  # raster_focal
+    register_tools(mcp, app, visibility_tools)  # raster_viewshed
+    register_tools(mcp, app, interpolate_tools)  # vector_interpolate
+    register_tools(mcp, app, footprints_tools)  # raster_footprint, dataset_index
+    register_tools(mcp, app, compare_tools)  # raster_compare
     register_tools(mcp, app, crs_tools)
     register_tools(mcp, app, workspace_tools)
     register_resources(mcp, app, resource_tools)

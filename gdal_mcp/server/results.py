@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, TypeVar
+from typing import Any
 
 from fastmcp import Context
 from fastmcp.tools import ToolResult
@@ -18,15 +18,10 @@ from gdal_mcp.jobs import Job
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput
 from gdal_mcp.server.app import App
 
-S = TypeVar("S")
-J = TypeVar("J", bound=Job[Any])
-M = TypeVar("M", bound=BaseModel)
-W = TypeVar("W", bound=BaseModel)
-
 log = logging.getLogger("gdal_mcp.server")
 
 
-def prepare_output(
+def prepare_output[J: Job[Any]](
     app: App, job: J, *, output: str, overwrite: bool, inputs: list[ResolvedInput], final_dir_arg: str | None = None
 ) -> tuple[OutputTarget, J]:
     """Resolve `output` (the sandbox's rules: in the workspace, no replacing without overwrite, not an input) and
@@ -101,7 +96,7 @@ def with_links(app: App, result: BaseModel) -> ToolResult:
     )
 
 
-async def write_output(
+async def write_output[S](
     app: App,
     ctx: Context | None,
     job: Job[tuple[S, list[str]]],
@@ -129,7 +124,7 @@ async def write_output(
     return target, scrubbed, [app.sandbox.scrub(w) for w in warnings]  # type: ignore[return-value]
 
 
-async def write_result(
+async def write_result[S, W: BaseModel](
     app: App,
     ctx: Context | None,
     job: Job[tuple[S, list[str]]],
@@ -147,7 +142,9 @@ async def write_result(
     return model(output=target.display, uri=app.sandbox.uri(target.display), summary=summary, warnings=warnings)
 
 
-async def read_result(app: App, ctx: Context | None, job: Job[M], *, display: str | None = None, quick: bool = False) -> M:
+async def read_result[M: BaseModel](
+    app: App, ctx: Context | None, job: Job[M], *, display: str | None = None, quick: bool = False
+) -> M:
     """Run a job that only reads; its result with paths made workspace-relative (and `path` set to `display`)."""
     result = app.scrub_model(await app.execute(job, ctx=ctx, quick=quick))
     if display is not None and hasattr(result, "path"):

@@ -207,6 +207,60 @@ CALLS = [
         {"input": "raster/RGB.byte.tif", "output": "out/prox.tif", "distance_units": "pixel"},
         lambda r: r["summary"]["dtype"] == "float32" and r["summary"]["crs"] == "EPSG:32618",
     ),
+    # GDAL 3.12's algorithms (issue 26)
+    (
+        "vector_pipeline",
+        {
+            "input": "vector/naturalearth_lowres.shp",
+            "output": "out/africa_3857.gpkg",
+            "steps": [{"step": "filter", "where": "continent = 'Africa'"}, {"step": "reproject", "dst_crs": "EPSG:3857"}],
+        },
+        lambda r: r["summary"]["feature_count"] == 51 and r["summary"]["crs"] == "EPSG:3857",
+    ),
+    (
+        "raster_pipeline",
+        {
+            "input": "raster/jacksboro_dem.tif",
+            "output": "out/pipeline_hillshade.tif",
+            "steps": [{"step": "reproject", "dst_crs": "EPSG:32616", "resolution": 100}, {"step": "hillshade"}],
+        },
+        lambda r: r["summary"]["crs"] == "EPSG:32616" and r["summary"]["dtype"] == "uint8" and len(r["plan"]) == 3,
+    ),
+    (
+        "raster_focal",
+        {"input": "raster/slope.tif", "output": "out/focal_max.tif", "statistic": "max", "size": 3},
+        lambda r: (r["summary"]["width"], r["summary"]["height"]) == (84, 78) and r["window"]["size"] == 3,
+    ),
+    (
+        "raster_viewshed",
+        {"input": "raster/slope.tif", "output": "out/seen.tif", "observers": [[245372, 999874]], "observer_height": 30},
+        lambda r: r["visible_pixels"] > 0 and r["summary"]["width"] == 84,
+    ),
+    (
+        "vector_interpolate",
+        {"input": "vector/points.shp", "output": "out/idw.tif", "z_field": "id", "size": [40, 30]},
+        lambda r: (r["summary"]["width"], r["summary"]["height"]) == (40, 30),
+    ),
+    (
+        "raster_footprint",
+        {"input": "raster/RGB.byte.tif", "output": "out/rgb_footprint.gpkg"},
+        lambda r: r["summary"]["feature_count"] == 1 and r["area_m2"] > 3e10,
+    ),
+    (
+        "dataset_index",
+        {"input_pattern": "raster/rgb?.tif", "output": "out/tiles_index.gpkg"},
+        lambda r: r["indexed"] == 4,
+    ),
+    (
+        "raster_tiles",
+        {"input": "raster/RGB.byte.tif", "output": "out/tiles", "min_zoom": 7, "max_zoom": 8},
+        lambda r: r["output"] == "out/tiles",
+    ),
+    (
+        "raster_compare",
+        {"input": "out/rgb_cog.tif", "reference": "raster/RGB.byte.tif"},
+        lambda r: r["pixels_identical"] is True,
+    ),
     (
         "workspace_copy",
         {"input": "vector/polygons.shp", "output": "out/scratch/zones.shp"},

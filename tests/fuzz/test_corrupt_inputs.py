@@ -145,8 +145,16 @@ def test_a_ring_that_does_not_close(tmp_path: Path) -> None:
 DASK_SPAWN_ENV = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-@pytest.mark.parametrize(("label", "value", "limit"), [("vars.count", 0x04000004, 4 << 30), ("dims.count", 536870912, -1)])
-def test_a_netcdf_header_that_would_crash_the_netcdf_library(tmp_path: Path, label: str, value: int, limit: int) -> None:
+#: (label, value, address-space limit, whether the netCDF library bundled with rasterio 1.5 / GDAL 3.12 still dies on it
+#: in a process of its own): the oversized variable count crashed rasterio 1.4's libnetcdf under a 4 GiB limit and is
+#: refused cleanly by rasterio 1.5's; the dimension count still crashes it. The guard must hold for both.
+NETCDF_HAZARDS = [("vars.count", 0x04000004, 4 << 30, False), ("dims.count", 536870912, -1, True)]
+
+
+@pytest.mark.parametrize(("label", "value", "limit", "crashes"), NETCDF_HAZARDS)
+def test_a_netcdf_header_that_would_crash_the_netcdf_library(
+    tmp_path: Path, label: str, value: int, limit: int, crashes: bool
+) -> None:
     raw, fields = netcdf_classic(1)
     good = tmp_path / "good.nc"
     good.write_bytes(raw)
@@ -164,7 +172,7 @@ def test_a_netcdf_header_that_would_crash_the_netcdf_library(tmp_path: Path, lab
     # runs first): with OMP_NUM_THREADS=1 fewer thread stacks take address space, the allocation succeeds, no crash.
     env = {k: v for k, v in os.environ.items() if k not in DASK_SPAWN_ENV}
     died = subprocess.run([sys.executable, "-c", crash, str(bad), str(limit)], capture_output=True, timeout=120, env=env)
-    assert died.returncode == -signal.SIGSEGV, died.stderr[-500:]
+    assert died.returncode == (-signal.SIGSEGV if crashes else 0), died.stderr[-500:]
     with pytest.raises(GdalMcpError) as e:
         raster_info(str(bad))
     assert e.value.code == "gdal-error" and str(bad) in e.value.message and f"{value}" in e.value.message

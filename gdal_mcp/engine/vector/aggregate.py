@@ -145,7 +145,7 @@ class _Column:
         self.numeric = type_ is not None and _numeric(type_) and not pa.types.is_decimal(type_)
         self.integer = type_ is not None and (pa.types.is_integer(type_) or pa.types.is_boolean(type_))
         self.n = np.zeros(0, dtype=np.int64)
-        self.sum = np.zeros(0, dtype=np.int64 if self.integer else np.float64)
+        self.sum: np.ndarray = np.zeros(0, dtype=np.int64 if self.integer else np.float64)
         self.mean = np.zeros(0)
         self.m2 = np.zeros(0)
         self.min: np.ndarray = np.zeros(0, dtype=object)

@@ -18,6 +18,7 @@ import hashlib
 import inspect
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
@@ -86,6 +87,47 @@ def _existing(app: App, path: Any, *, dataset: bool = False) -> Existing | None:
     )
 
 
+#: tools whose `output` may be a directory (raster_tiles' z/x/y tiles): replacing one is a "replace" question too
+DIRECTORY_OUTPUTS = frozenset({"raster_tiles"})
+#: entries counted for the size a question shows of a directory (beyond: the size shown is a lower bound)
+DIRECTORY_SCAN_LIMIT = 200_000
+
+
+def _existing_directory(app: App, path: Any) -> Existing | None:
+    """The existing directory a directory output names (resolved as `resolve_output(directory=True)` resolves it), with
+    the bytes it holds; None when there is none or the tool refuses the path itself (a link, outside)."""
+    import os
+    from pathlib import Path
+
+    from gdal_mcp.sandbox.paths import candidate, contained
+
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        cand = candidate(app.sandbox.roots, path)
+        final = Path(os.path.realpath(cand.parent)) / cand.name
+        if final.is_symlink() or not final.is_dir() or not contained(app.sandbox.roots, final):
+            return None
+        st = final.stat()
+        size, seen = 0, 0
+        for dirpath, _dirs, files in os.walk(final):
+            for name in files:
+                seen += 1
+                if seen > DIRECTORY_SCAN_LIMIT:
+                    break
+                try:
+                    size += os.lstat(os.path.join(dirpath, name)).st_size
+                except OSError:
+                    pass
+            if seen > DIRECTORY_SCAN_LIMIT:
+                break
+    except OSError:
+        return None
+    return Existing(
+        display=app.sandbox.display(final) + "/", size=size, mtime=st.st_mtime, mtime_ns=st.st_mtime_ns, inode=st.st_ino
+    )
+
+
 def _shown(app: App, value: Any) -> str:
     """An argument as the person reads it: paths workspace-relative, lists shortened."""
     if isinstance(value, list | tuple):
@@ -109,6 +151,11 @@ def _product(app: App, tool: str, title: str, a: dict[str, Any]) -> str:
         return f"a {fmt} conversion of {src}{to_crs}" if fmt else f"a conversion of {src}{to_crs}"
     if tool == "raster_clip" and src:
         return f"a clip of {src}"
+    steps = a.get("steps")
+    if isinstance(steps, list) and src:  # a pipeline (raster_pipeline): its steps, so one approval covers them all
+        # only names that look like step names: the arguments are not validated yet, and the person reads this
+        names = [str(s["step"]) for s in steps if isinstance(s, dict) and re.fullmatch(r"[a-z][a-z_-]{0,30}", str(s.get("step")))]
+        return f"{src} processed by {' → '.join(names)}" if len(names) == len(steps) else f"the result of {tool} on {src}"
     if tool == "raster_mosaic":
         parts = _shown(app, a["inputs"]) if a.get("inputs") else f"the rasters matching {_shown(app, a.get('input_pattern'))}"
         return f"a mosaic of {parts}"
@@ -209,6 +256,8 @@ def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str,
     asks = ASKS[app.settings.confirm]
     if app.settings.read_only and (writes or getattr(annotations, "read_only_hint", True) is False):
         return None  # nothing can change: the tool refuses to write (read-only) by itself
+    if arguments.get("plan_only") is True:
+        return None  # only planned (raster_pipeline plan_only): nothing is run or written
     a = arguments
     kind: Kind
     targets: tuple[Existing, ...] = ()
@@ -234,10 +283,14 @@ def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str,
             message = f"Add a new layer{' ' + layer if layer else ''} with the features of {src} to {target.describe()}?"
     elif output is not None and (writes or getattr(annotations, "read_only_hint", True) is False):
         target = _existing(app, output)
+        if target is None and tool in DIRECTORY_OUTPUTS:
+            target = _existing_directory(app, output)
         product = _product(app, tool, title, a)
         if target is not None and a.get("overwrite"):
             kind, targets = "replace", (target,)
             message = f"Replace {target.describe()} with {product}?"
+            if target.display.endswith("/"):  # a directory output: all it holds goes
+                message = f"Replace the directory {target.describe()} and everything in it with {product}?"
             if tool == "workspace_copy":  # the replaced dataset's side files go too: name them all
                 targets = _dataset(app, output) or targets
                 message = f"Replace {_files_message(targets)} with a copy of {_shown(app, a.get('input'))}?"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 from fastmcp import Context
 from pydantic import Field
@@ -16,10 +16,8 @@ from gdal_mcp.server.tools.params import InspectPath as DatasetPath
 from gdal_mcp.server.tools.params import Layer
 from gdal_mcp.server.tools.registry import READ, tool
 
-M = TypeVar("M", RasterInfo, VectorInfo)
 
-
-def _shown(app: App, result: M, display: str) -> M:
+def _shown[M: (RasterInfo, VectorInfo)](app: App, result: M, display: str) -> M:
     """A metadata result with paths made workspace-relative and `path` as the user sees it."""
     shown = app.scrub_model(result)
     shown.path = display

@@ -107,7 +107,7 @@ def register_tool(mcp: FastMCP, app: App, fn: Callable[..., Any]) -> None:
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         CURRENT_TOOL.set(name)  # the approval console names this call's jobs by it (inline or task)
         try:
-            if meta.writes:
+            if meta.writes and kwargs.get("plan_only") is not True:  # a plan (raster/vector_pipeline) writes nothing
                 app.require_writable(name)
             return await bound(*args, **kwargs)
         except GdalMcpError as e:

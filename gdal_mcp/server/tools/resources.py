@@ -15,6 +15,7 @@ from fastmcp.resources import ResourceContent, ResourceResult
 from gdal_mcp import jobs
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.formats import mime_type
+from gdal_mcp.models import RasterInfo, VectorInfo
 from gdal_mcp.sandbox import RESOURCE_PREFIX
 from gdal_mcp.server.app import App
 from gdal_mcp.server.tools.registry import resource
@@ -32,10 +33,12 @@ async def _describe(app: App, kind: str, path: str) -> str:
     """raster_info or vector_info of a workspace dataset as JSON, failures as a ResourceError."""
     try:
         src = app.sandbox.resolve_input(path, what="resource")
-        job: jobs.RasterInfoJob | jobs.VectorInfoJob = (
-            jobs.RasterInfoJob(path=src.gdal_path) if kind == "raster" else jobs.VectorInfoJob(path=src.gdal_path)
-        )
-        result = app.scrub_model(await app.metadata(job, src))
+        info: RasterInfo | VectorInfo
+        if kind == "raster":
+            info = await app.metadata(jobs.RasterInfoJob(path=src.gdal_path), src)
+        else:
+            info = await app.metadata(jobs.VectorInfoJob(path=src.gdal_path), src)
+        result = app.scrub_model(info)
     except GdalMcpError as e:
         raise _error(app, e) from None
     result.path = src.display

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rasterio
+from rasterio.fill import fillnodata
 
 import gdal_mcp.engine.raster.fill as fill_module
 from gdal_mcp.engine.raster.fill import fill_nodata
@@ -42,7 +43,14 @@ def test_identical_to_gdal_fillnodata(tmp_path, monkeypatch, max_distance, smoot
     summary, warnings = fill_nodata(src, str(tmp_path / "out.tif"), max_distance=max_distance, smoothing_iterations=smoothing)
     ours, ref = read(tmp_path / "out.tif"), read(tmp_path / "ref.tif")
     assert ours[1:] == ref[1:] == (-32768.0, "int16")
-    assert np.array_equal(ours[0], ref[0])
+    # Window by window equals GDAL's whole-raster fill in the same GDAL (3.12, rasterio.fill) exactly …
+    with rasterio.open(src) as ds:
+        whole = fillnodata(ds.read(1), mask=ds.read_masks(1), max_search_distance=max_distance, smoothing_iterations=smoothing)
+    assert np.array_equal(ours[0], whole)
+    # … and Debian's gdal_fillnodata.py (GDAL 3.6) but for the smoothing's rounding: GDAL 3.12 rounds one pixel of
+    # this DEM's 20,000 filled ones differently (by 1) with -si 2; none without smoothing.
+    differ = ours[0] != ref[0]
+    assert differ.sum() <= (2 if smoothing else 0) and np.abs(ours[0].astype(int) - ref[0])[differ].max(initial=0) <= 1
     holes = read(src)[0] == -32768
     assert (ours[0][holes] != -32768).any()  # something was filled
     if max_distance == 3:

@@ -59,7 +59,9 @@ def test_geo_units_on_a_projected_raster(tmp_path) -> None:
     gdal_cli("gdal_proximity.py", src, str(tmp_path / "ref.tif"), "-values", "3", "-distunits", "GEO")
     summary, warnings = proximity(src, str(tmp_path / "out.tif"), target_values=[3])
     ours, ref = read(tmp_path / "out.tif")[0], read(tmp_path / "ref.tif")[0]
-    assert np.array_equal(ours, ref)
+    # GDAL 3.12 rounds the distance on these not-quite-square pixels (300.038 x 300.042 m) by a Float32 step
+    # differently from GDAL 3.6's gdal_proximity.py in a few pixels: equal to within two Float32 steps
+    assert np.array_equal(ours == 0, ref == 0) and np.allclose(ours, ref, rtol=2**-22, atol=0)
     assert not any("DEGREES" in w for w in warnings)
     # metres: one pixel from a target is the pixel width (300.04 m), as the geotransform says
     with rasterio.open(src) as ds:

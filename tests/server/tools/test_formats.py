@@ -16,6 +16,7 @@ import rasterio.shutil
 from rasterio.transform import from_origin
 
 from gdal_mcp.formats import ALLOWED_DRIVERS
+from tests.cli_reference import gdal_cli
 from tests.helpers import DATA
 from tests.security.helpers import session
 
@@ -131,7 +132,12 @@ def write_rasters(ws: Path) -> None:
             profile.update(width=121, height=121, dtype="int16", transform=from_origin(10, 51, 1 / 120, 1 / 120))
             data = np.zeros((1, 121, 121), "int16")
         elif driver == "USGSDEM":
-            profile["dtype"], data = "int16", pixels.astype("int16")
+            # GDAL 3.12 (rasterio 1.5) no longer writes USGSDEM: Debian's GDAL 3.6 gdal_translate does (a reference)
+            profile.update(driver="GTiff", dtype="int16")
+            with rasterio.open(ws / "dem_src.tif", "w", **profile) as d:
+                d.write(pixels.astype("int16"))
+            gdal_cli("gdal_translate", "-of", "USGSDEM", str(ws / "dem_src.tif"), str(ws / name))
+            continue
         elif driver == "BAG":
             profile.update(dtype="float32", crs="EPSG:32631", transform=from_origin(500000, 5e6, 10, 10))
             data = pixels.astype("float32")
