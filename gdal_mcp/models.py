@@ -872,8 +872,11 @@ class RasterCompareResult(BaseModel):
     input: str
     reference: str
     identical: bool = Field(description="No difference of any kind (pixels within tolerance)")
-    pixels_identical: bool = Field(
-        description="Same size and band count and every band's pixels within tolerance (false when they cannot be compared)"
+    pixels_identical: bool | None = Field(
+        description=(
+            "Every band's pixels within tolerance; null when they were NOT compared (different size or band count: "
+            "align one onto the other's grid with raster_reproject like=… first)"
+        )
     )
     tolerance: float
     differences: list[CompareDifference] = Field(

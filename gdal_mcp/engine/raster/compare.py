@@ -241,13 +241,13 @@ def compare(
                 "pixels not compared: the rasters differ in size or band count (see differences); align them first "
                 "(raster_reproject onto the reference's grid)"
             )
-    pixels_identical = comparable and all(b.differing_pixels == 0 for b in bands)
+    pixels_identical = all(b.differing_pixels == 0 for b in bands) if comparable else None
     progress(1.0, "compared")
     return (
         RasterCompareResult(
             input=src,
             reference=reference,
-            identical=pixels_identical and not differences,
+            identical=bool(pixels_identical) and not differences,
             pixels_identical=pixels_identical,
             tolerance=float(tolerance),
             differences=differences,

@@ -127,6 +127,16 @@ def check_steps(steps: Any) -> list[dict[str, Any]]:
             )
         if name not in STEPS:
             raise _bad(i, name, f"unknown step; steps are {', '.join(STEPS)}")
+        if name == "sql" and i > 0:
+            # GDAL 3.12's pipeline runs the SQL on the dataset as read: a filter, limit or explode before it is silently
+            # ignored (177 rows out of a 51-row filter), and with OGRSQL most other steps before it crash GDAL.
+            raise _bad(
+                i,
+                name,
+                "sql must be the first step: GDAL runs it on the input as read, so steps before it would be ignored; "
+                "put their conditions in the SELECT (WHERE, LIMIT, ST_Transform with sql_dialect='SQLITE') and the "
+                "other steps after it",
+            )
         spec = STEPS[name]
         unknown = sorted(set(step) - set(spec) - {"step"})
         if unknown:

@@ -49,8 +49,10 @@ async def raster_compare(
     geotransform, size, band count, data types, nodata, masks, overviews, metadata, each with GDAL's message;
     and per band, when both have the same size and band count, the number of differing pixels (|input -
     reference| > tolerance, or nodata in one only), the largest and mean |difference|, and the box holding
-    them (pixels and CRS). Use it to check a result against an expected one. Reads only unless output is
-    given; streamed window by window."""
+    them (pixels and CRS; nodata_mismatches counts those valid in one raster only). Use it to check a result
+    against an expected one. Rasters on different grids are not compared pixel by pixel (pixels_identical null):
+    to check a warp, reproject one onto the other's grid (raster_reproject like=…) and compare with
+    ignore=["metadata"]. Reads only unless output is given; streamed window by window."""
     src = app.sandbox.resolve_input(input)
     ref = app.sandbox.resolve_input(reference, what="reference")
     job = jobs.CompareRasterJob(

@@ -72,8 +72,9 @@ class SelectStep(_Step):
 
 
 class SqlStep(_Step):
-    """Replace the layer by the result of one read-only SELECT on it: FROM the layer's name at this step (the input
-    layer's; plan_only shows it), e.g. "SELECT name, pop * 2 AS p2, geometry FROM countries"."""
+    """Replace the layer by the result of one read-only SELECT on the input layer (FROM its name), e.g. "SELECT name,
+    pop * 2 AS p2, geometry FROM countries WHERE continent = 'Africa'". Must be the FIRST step: GDAL runs it on the
+    input as read (put filters in its WHERE; other steps after it)."""
 
     step: Literal["sql"]
     sql: Annotated[str, Field(description="One read-only SELECT (no other files, ATTACH or load_extension)")]

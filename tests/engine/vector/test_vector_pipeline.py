@@ -336,3 +336,38 @@ def test_output_format_is_checked_first(tmp_path: Path) -> None:
             vp.pipeline(NE, str(tmp_path / "p.gpkg"), steps=[{"step": "limit", "limit": 1}], format=fmt)
         assert e.value.code == "invalid-argument" and says in e.value.message
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("dialect", ["OGRSQL", "SQLITE"])
+def test_sql_first_then_other_steps_equals_pyogrio_and_pyproj(tmp_path: Path, dialect: str) -> None:
+    out = tmp_path / f"af_{dialect}.gpkg"
+    sql = f"SELECT name, continent FROM naturalearth_lowres WHERE {AFRICA}"
+    if dialect == "SQLITE":
+        sql = f"SELECT name, continent, geometry FROM naturalearth_lowres WHERE {AFRICA}"
+    steps = [{"step": "sql", "sql": sql, "sql_dialect": dialect}, {"step": "reproject", "dst_crs": "EPSG:3857"}]
+    vp.pipeline(NE, str(out), steps=steps)
+    got = pyogrio.read_dataframe(out)
+    ref = pyogrio.read_dataframe(NE, where=AFRICA).to_crs("EPSG:3857")
+    assert sorted(got["name"]) == sorted(ref["name"]) and len(got) == 51
+    got, ref = got.sort_values("name"), ref.sort_values("name")
+    assert np.allclose(got.geometry.area.to_numpy(), ref.geometry.area.to_numpy(), rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        {"step": "filter", "where": AFRICA},
+        {"step": "limit", "limit": 5},
+        {"step": "explode_collections"},
+        {"step": "reproject", "dst_crs": "EPSG:3857"},
+    ],
+)
+def test_an_sql_step_after_another_step_is_refused(tmp_path: Path, before: dict) -> None:
+    """GDAL 3.12 runs a pipeline's SQL on the input as read: a filter before it was silently ignored (177 rows out of a
+    51-row filter, found by an agent evaluation), and with OGRSQL most steps before it crashed GDAL (SIGSEGV)."""
+    steps = [before, {"step": "sql", "sql": "SELECT * FROM naturalearth_lowres"}]
+    for run in (vp.plan, vp.pipeline):
+        with pytest.raises(GdalMcpError) as e:
+            run(NE, dst=str(tmp_path / "x.gpkg"), steps=steps)
+        assert e.value.code == "invalid-argument" and "steps[1] (sql)" in e.value.message and "first step" in e.value.message
+    assert not (tmp_path / "x.gpkg").exists()
