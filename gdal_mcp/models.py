@@ -816,6 +816,12 @@ class ViewshedResult(BaseModel):
     observers: list[ViewshedObserver]
     visible_pixels: int = Field(description="Output pixels seen by at least one observer")
     visible_area_m2: float | None = Field(None, description="Their area in m² (null when the DEM's CRS has no linear unit)")
+    in_range_pixels: int | None = Field(
+        None, description="One observer: output pixels within max_distance (all when none), visible or not; null for several"
+    )
+    visible_share: float | None = Field(
+        None, description="One observer: visible_pixels / in_range_pixels (the share of the area within reach it sees)"
+    )
     window: PixelWindow = Field(
         description="The output's pixels in the DEM's grid: the whole DEM, or, with max_distance, the DEM pixels within "
         "max_distance of an observer along x or y (GDAL clamps the output to that box)"
@@ -959,6 +965,13 @@ class TilesWriteResult(BaseModel):
         None, description="Resource URI of the MBTiles file (null for a directory: read its tiles by their paths)"
     )
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    viewer: str | None = Field(
+        None,
+        description=(
+            "Workspace-relative path of the first viewer page written (open it from the workspace folder in a browser; "
+            "the page loads Leaflet/OpenLayers from the internet and the tiles beside it)"
+        ),
+    )
     viewer_uri: str | None = Field(None, description="Resource URI of the first viewer page written, if any")
     summary: TilesSummary
     warnings: list[str] = Field(default_factory=list)

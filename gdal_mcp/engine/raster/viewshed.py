@@ -329,7 +329,7 @@ def viewshed(
     finally:
         for path in scratches:
             _delete(path)
-    visible_each, visible, window = result
+    visible_each, visible, window, in_range = result
     observers_out = [
         ViewshedObserver(x=x, y=y, col=c, row=r, ground_elevation=e, height=h, visible_pixels=n)
         for (x, y, h), (c, r), e, n in zip(placed, cells, elevations, visible_each, strict=True)
@@ -342,6 +342,8 @@ def viewshed(
             observers=observers_out,
             visible_pixels=visible,
             visible_area_m2=visible * pixel_area if pixel_area is not None else None,
+            in_range_pixels=in_range,
+            visible_share=visible / in_range if in_range else None,
             window=window,
             warnings=warnings,
         ),
@@ -365,15 +367,16 @@ def _single(
     crs: Any,
     progress: Progress,
     share: float,
-) -> tuple[list[int], int, PixelWindow]:
+) -> tuple[list[int], int, PixelWindow, int | None]:
     """One observer: its scratch viewshed with the caller's values, window by window."""
     lookup = np.array(values, dtype=np.uint8)
-    seen = [0]
+    seen, in_range = [0], [0]
     with rasterio.open(scratches[0]) as vs:
 
         def compute(w: Window) -> Any:
             data = vs.read(1, window=w)
             seen[0] += int((data == VISIBLE).sum())
+            in_range[0] += int((data != OUT_OF_RANGE).sum())
             return lookup[np.clip(data, 0, 2)]
 
         write_windows(
@@ -394,7 +397,7 @@ def _single(
             block=vs.block_shapes[0],
             source=src,
         )
-        return [seen[0]], seen[0], _window_of(vs, grid)
+        return [seen[0]], seen[0], _window_of(vs, grid), in_range[0]
 
 
 def _cumulative(
@@ -408,7 +411,7 @@ def _cumulative(
     crs: Any,
     progress: Progress,
     share: float,
-) -> tuple[list[int], int, PixelWindow]:
+) -> tuple[list[int], int, PixelWindow, int | None]:
     """Several observers: their scratch viewsheds summed into an accumulator over the union of their extents, then
     written as the number of observers seeing each pixel."""
     boxes = []
@@ -471,4 +474,4 @@ def _cumulative(
             block=acc.block_shapes[0],
             source=src,
         )
-    return seen_each, total[0], PixelWindow(col_off=c0, row_off=r0, width=width, height=height)
+    return seen_each, total[0], PixelWindow(col_off=c0, row_off=r0, width=width, height=height), None

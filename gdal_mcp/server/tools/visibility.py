@@ -98,7 +98,8 @@ async def raster_viewshed(
     observer (visible 255 / hidden 0 / out of range 0 by default), or the number of observers seeing each pixel
     with several (Byte, UInt16 beyond 255 observers). Heights and max_distance are in the DEM's units; observers
     outside the DEM are refused with its bounds. The result gives each observer's pixel, ground elevation and
-    visible pixels, the pixels and m² visible, and the output's window in the DEM grid. Check it with
+    visible pixels, the pixels and m² visible, with one observer also the pixels within reach (in_range_pixels)
+    and the share of them it sees (visible_share), and the output's window in the DEM grid. Check it with
     raster_preview or raster_stats."""
     src = app.sandbox.resolve_input(input)
     job = jobs.ViewshedJob(

@@ -186,6 +186,7 @@ async def raster_tiles(
     return TilesWriteResult(
         output=target.display,
         uri=None if directory else app.sandbox.uri(target.display),
+        viewer=viewer,
         viewer_uri=app.sandbox.uri(viewer) if viewer else None,
         summary=summary,
         warnings=[app.sandbox.scrub(w) for w in warnings],

@@ -119,6 +119,7 @@ def test_flat_plane_is_all_visible_within_max_distance(tmp_path) -> None:
     assert np.array_equal(out == 200, distance <= 300)  # nothing hides anything on a plane, curvature or not
     assert np.array_equal(out == 50, distance > 300)
     assert result.visible_pixels == int((distance <= 300).sum())
+    assert result.in_range_pixels == int((distance <= 300).sum()) and result.visible_share == 1.0
     assert (w.col_off, w.width) == (20, 61)  # clamped to the box within 300 m (30 pixels) of the observer
 
 
@@ -130,10 +131,12 @@ def wall_dem(path) -> str:
 
 def test_a_wall_hides_what_is_behind_it(tmp_path) -> None:
     src = wall_dem(tmp_path / "wall.tif")
-    viewshed(src, str(tmp_path / "out.tif"), observers=[centre(20, 20)], curvature_coefficient=0)
+    result, _ = viewshed(src, str(tmp_path / "out.tif"), observers=[centre(20, 20)], curvature_coefficient=0)
     out, _ = read(tmp_path / "out.tif")
     assert (out[:, :61] == 255).all()  # the ground in front of the wall and the wall's top
     assert (out[:, 61:] == 0).all()  # everything behind it
+    # no max_distance: every pixel is in range, and the share seen is the 61 columns of 120
+    assert result.in_range_pixels == out.size and result.visible_share == pytest.approx(61 / 120)
 
 
 def test_a_tall_target_shows_above_the_wall(tmp_path) -> None:
@@ -154,7 +157,7 @@ def test_cumulative_counts_the_observers_seeing_each_pixel(tmp_path) -> None:
     assert result.mode == "cumulative" and result.summary.dtype == "uint8"
     assert (out[:, :60] == 1).all() and (out[:, 60] == 2).all() and (out[:, 61:] == 1).all()
     assert [o.visible_pixels for o in result.observers] == [40 * 61, 40 * 60]
-    assert result.visible_pixels == out.size
+    assert result.visible_pixels == out.size and result.in_range_pixels is None and result.visible_share is None
 
 
 def test_cumulative_equals_the_sum_of_gdal_3_6_viewsheds(tmp_path, dem) -> None:

@@ -49,6 +49,7 @@ async def test_directory_is_committed_whole_and_replaced_only_with_overwrite(cli
     summary = res["summary"]
     assert res["output"] == f"{OUT}/rgb" and res["uri"] is None
     assert res["viewer_uri"].endswith(f"{OUT}/rgb/leaflet.html") and (root / "leaflet.html").is_file()
+    assert res["viewer"] == f"{OUT}/rgb/leaflet.html"  # workspace-relative: where the person opens it
     assert summary["tiles"] == len(xyz) == summary["planned_tiles"] and summary["container"] == "directory"
     assert {z for z, _, _ in xyz} == {6, 7}
     assert not leftovers(ws)
@@ -64,7 +65,7 @@ async def test_directory_is_committed_whole_and_replaced_only_with_overwrite(cli
     err, res = await call(client, "raster_tiles", **{**args, "overwrite": True, "convention": "tms", "webviewer": "none"})
     assert not err, res
     assert tiles_on_disk(root) == {(z, x, (1 << z) - 1 - y) for z, x, y in xyz}
-    assert not (root / "leaflet.html").exists() and res["viewer_uri"] is None
+    assert not (root / "leaflet.html").exists() and res["viewer_uri"] is None and res["viewer"] is None
     assert res["summary"]["convention"] == "tms"
     assert not leftovers(ws)
 
