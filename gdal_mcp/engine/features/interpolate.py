@@ -37,6 +37,7 @@ from gdal_mcp.engine.grid import DEFAULT_MAX_PIXELS, check_grid, describe_units
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.output import (
+    GDAL_TYPE_NAMES,
     _delete,
     check_nodata,
     parse_dtype,
@@ -82,19 +83,6 @@ MAX_POINTS = 10_000_000
 #: power=2 kernel did ~9e8 pairs/s on one core here, so this is a few minutes; other powers are ~40x slower
 MAX_PAIRS = 2 * 10**11
 SLOW_POWER_FACTOR = 40
-#: numpy type name -> GDAL's
-GDAL_TYPE_NAMES = {
-    "uint8": "Byte",
-    "int8": "Int8",
-    "uint16": "UInt16",
-    "int16": "Int16",
-    "uint32": "UInt32",
-    "int32": "Int32",
-    "uint64": "UInt64",
-    "int64": "Int64",
-    "float32": "Float32",
-    "float64": "Float64",
-}
 #: a radius above this on a lon/lat layer cannot be degrees: it is metres given by mistake
 MAX_DEGREES = 180.0
 

@@ -50,6 +50,7 @@ from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.inherit import inherit_options
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
+    GDAL_TYPE_NAMES,
     _delete,
     check_nodata,
     fits,
@@ -73,18 +74,6 @@ SHAPES = ("square", "circle")
 MIN_SIZE, MAX_SIZE = 3, 99
 #: GDAL's method names, where ours differ
 METHODS = {"std": "stddev"}
-GDAL_TYPE_NAMES = {
-    "uint8": "Byte",
-    "int8": "Int8",
-    "uint16": "UInt16",
-    "int16": "Int16",
-    "uint32": "UInt32",
-    "int32": "Int32",
-    "uint64": "UInt64",
-    "int64": "Int64",
-    "float32": "Float32",
-    "float64": "Float64",
-}
 #: input types whose values Float32 arithmetic may round (more than 24 significant bits)
 WIDE_TYPES = frozenset({"int32", "uint32", "int64", "uint64", "float64"})
 EPS = 1e-9

@@ -30,6 +30,7 @@ from gdal_mcp.engine.options import creation_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
+    GDAL_TYPE_NAMES,
     bounded_threads,
     copy_metadata,
     fits,
@@ -41,19 +42,6 @@ from gdal_mcp.engine.raster.output import (
 from gdal_mcp.engine.raster.warp import reproject, resampling_method
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
-
-GDAL_TYPE = {
-    "uint8": "Byte",
-    "int8": "Int8",
-    "uint16": "UInt16",
-    "int16": "Int16",
-    "uint32": "UInt32",
-    "int32": "Int32",
-    "uint64": "UInt64",
-    "int64": "Int64",
-    "float32": "Float32",
-    "float64": "Float64",
-}
 
 
 @dataclass
@@ -193,7 +181,7 @@ def vrt_xml(
             f'<DstRect xOff="{x_off!r}" yOff="{y_off!r}" xSize="{x_size!r}" ySize="{y_size!r}"/>{nd}</{kind}>'
         )
 
-    dtype = GDAL_TYPE[sources[0].dtype]
+    dtype = GDAL_TYPE_NAMES[sources[0].dtype]
     bands: list[str] = []
     layout: list[tuple[str, list[tuple[Source, int]]]]
     if separate:

@@ -130,6 +130,20 @@ GDAL_TYPES = {
     "uint8": "uint8",
 }
 
+#: numpy dtype name -> GDAL's type name (what `--output-data-type`, VRT dataType … take)
+GDAL_TYPE_NAMES = {
+    "uint8": "Byte",
+    "int8": "Int8",
+    "uint16": "UInt16",
+    "int16": "Int16",
+    "uint32": "UInt32",
+    "int32": "Int32",
+    "uint64": "UInt64",
+    "int64": "Int64",
+    "float32": "Float32",
+    "float64": "Float64",
+}
+
 
 def parse_dtype(name: str | None) -> str | None:
     """numpy dtype name for a GDAL (Byte, Float32) or numpy (uint8, float32) type name."""

@@ -57,6 +57,34 @@ def crs_text(crs) -> str:
     return crs_label(crs) or "its CRS"
 
 
+def points_in_raster_crs(
+    ds, xs: list[float], ys: list[float], points_crs: str | None, *, argument: str, points: str, raster: str
+) -> tuple[list[float], list[float], Any]:
+    """Points given in `points_crs` (the tool's `argument`) as coordinates of the raster's CRS, and that CRS parsed
+    (None when not given); invalid-argument when the raster has no CRS or PROJ cannot transform them. `points` and
+    `raster` name them in messages ("observers", "DEM")."""
+    if points_crs is None:
+        return xs, ys, None
+    crs = parse_crs(points_crs, argument)
+    if ds.crs is None or not ds.crs.to_wkt():
+        raise GdalMcpError(
+            "invalid-argument",
+            f"the {raster} has no CRS, so {points} in {argument} cannot be placed on it; omit {argument} and give "
+            f"{'them' if points == 'observers' else points} in the {raster}'s own coordinates",
+        )
+    if crs != ds.crs:
+        from rasterio.warp import transform
+
+        try:
+            xs, ys = transform(crs, ds.crs, xs, ys)
+        except Exception as e:  # noqa: BLE001 - PROJ refuses points outside the projection's domain
+            raise GdalMcpError(
+                "invalid-argument",
+                f"{points} cannot be transformed from {points_crs} to the {raster}'s CRS ({crs_text(ds.crs)}): {e}",
+            ) from None
+    return xs, ys, crs
+
+
 def bbox_in_crs(ds, bbox, bbox_crs: str | None = None) -> tuple[float, float, float, float]:
     """`bbox` [minx, miny, maxx, maxy] (in `bbox_crs`, default the raster's CRS) in the raster's CRS: a box in
     another CRS becomes the envelope of its edges densified (21 points each) and reprojected."""

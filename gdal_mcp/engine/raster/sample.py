@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 from rasterio.windows import Window
 
-from gdal_mcp.engine.crs import crs_label, parse_crs
+from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
-from gdal_mcp.engine.raster.region import crs_text, read_bands, select_bands
+from gdal_mcp.engine.raster.region import crs_text, points_in_raster_crs, read_bands, select_bands
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import PointSample, SampleResult
 
@@ -56,26 +56,9 @@ def sample(
     pts = _check_points(points)
     with open_raster(path) as ds:
         indexes = select_bands(ds, bands)
-        xs = [p[0] for p in pts]
-        ys = [p[1] for p in pts]
-        if points_crs is not None:
-            crs = parse_crs(points_crs, "points_crs")
-            if ds.crs is None or not ds.crs.to_wkt():
-                raise GdalMcpError(
-                    "invalid-argument",
-                    "the raster has no CRS, so points in points_crs cannot be "
-                    "placed on it; omit points_crs and give points in the raster's own coordinates",
-                )
-            if crs != ds.crs:
-                from rasterio.warp import transform
-
-                try:
-                    xs, ys = transform(crs, ds.crs, xs, ys)
-                except Exception as e:  # noqa: BLE001 - PROJ refuses points outside the projection's domain
-                    raise GdalMcpError(
-                        "invalid-argument",
-                        f"points cannot be transformed from {points_crs} to the raster's CRS ({crs_text(ds.crs)}): {e}",
-                    ) from None
+        xs, ys, _ = points_in_raster_crs(
+            ds, [p[0] for p in pts], [p[1] for p in pts], points_crs, argument="points_crs", points="points", raster="raster"
+        )
         try:
             inverse = ~ds.transform
             if not all(math.isfinite(v) for v in tuple(inverse)[:6]):

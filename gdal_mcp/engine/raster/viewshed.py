@@ -37,13 +37,12 @@ import rasterio
 from rasterio.windows import Window
 
 from gdal_mcp.engine import algorithms
-from gdal_mcp.engine.crs import parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import _delete, pixel_driver, summarize, write_windows
-from gdal_mcp.engine.raster.region import crs_text, select_bands
+from gdal_mcp.engine.raster.region import crs_text, points_in_raster_crs, select_bands
 from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import PixelWindow, ViewshedObserver, ViewshedResult
@@ -89,26 +88,15 @@ def _check_value(value: int | None, default: int, what: str) -> int:
 
 def _place(ds: Any, points: list[tuple[float, float, float]], observer_crs: str | None) -> list[tuple[float, float, float]]:
     """The observers in the DEM's CRS; invalid-argument naming the DEM's bounds for one outside it."""
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    crs = None
-    if observer_crs is not None:
-        crs = parse_crs(observer_crs, "observer_crs")
-        if ds.crs is None or not ds.crs.to_wkt():
-            raise GdalMcpError(
-                "invalid-argument",
-                "the DEM has no CRS, so observers in observer_crs cannot be placed on it; omit observer_crs and give "
-                "them in the DEM's own coordinates",
-            )
-        if crs != ds.crs:
-            from rasterio.warp import transform
-
-            try:
-                xs, ys = transform(crs, ds.crs, xs, ys)
-            except Exception as e:  # noqa: BLE001 - PROJ refuses points outside the projection's domain
-                raise GdalMcpError(
-                    "invalid-argument",
-                    f"observers cannot be transformed from {observer_crs} to the DEM's CRS ({crs_text(ds.crs)}): {e}",
-                ) from None
+    xs, ys, crs = points_in_raster_crs(
+        ds,
+        [p[0] for p in points],
+        [p[1] for p in points],
+        observer_crs,
+        argument="observer_crs",
+        points="observers",
+        raster="DEM",
+    )
     inverse = ~ds.transform
     for i, (x, y) in enumerate(zip(xs, ys, strict=True), start=1):
         col, row = inverse @ (x, y) if math.isfinite(x) and math.isfinite(y) else (math.nan, math.nan)
