@@ -53,6 +53,12 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "CPLPushErrorHandlerEx": (None, [ErrorHandler, c.c_void_p]),
     "CPLPopErrorHandler": (None, []),
     "VSIFree": (None, [c.c_void_p]),
+    "GDALGetDriverByName": (c.c_void_p, [c.c_char_p]),
+    "GDALCreateCopy": (
+        c.c_void_p,
+        [c.c_void_p, c.c_char_p, c.c_void_p, c.c_int, c.c_void_p, gdal_c.ProgressFunc, c.c_void_p],
+    ),
+    "GDALClose": (c.c_int, [c.c_void_p]),
 }
 
 
@@ -138,6 +144,38 @@ class Algorithm:
             raise failure[0]
         if not ok or not finalized:
             raise GdalMcpError("gdal-error", f"gdal {' '.join(self.path)} failed: {self.error_message()}")
+
+    def copy_output(
+        self,
+        path: str,
+        *,
+        driver: str,
+        options: dict[str, str],
+        progress: Progress = no_progress,
+        message: str = "",
+        scale: float = 1.0,
+        start: float = 0.0,
+    ) -> None:
+        """GDALCreateCopy of the dataset a run with finalize=False left (`dataset()`: a pipeline ending in
+        `write --output-format stream`) into `path`, closed and flushed; progress, cancel and errors as `run`. What
+        GDAL's own write step does (gdal_translate), without letting the step before it write the file itself."""
+        handle = self.dataset()
+        if not handle:
+            raise GdalMcpError("gdal-error", f"gdal {' '.join(self.path)} made no dataset to write")
+        drv = self.lib.GDALGetDriverByName(driver.encode())
+        if not drv:
+            raise GdalMcpError("unsupported", f"this GDAL has no {driver} driver")
+        items = [f"{k}={v}".encode() for k, v in options.items()]
+        array = (c.c_char_p * (len(items) + 1))(*items, None)
+        label = message or f"writing {driver}"
+        callback, failure = gdal_c.progress_callback(lambda fraction: progress(start + scale * fraction, label))
+        with self._errors():
+            out = self.lib.GDALCreateCopy(drv, path.encode(), handle, 0, c.cast(array, c.c_void_p), callback, None)
+            closed = self.lib.GDALClose(out) == 0 if out else False
+        if failure:
+            raise failure[0]
+        if not out or not closed:
+            raise GdalMcpError("gdal-error", f"writing {path} failed: {self.error_message()}")
 
     def error_message(self) -> str:
         """GDAL's failure messages of this algorithm (the last few), or its last error."""

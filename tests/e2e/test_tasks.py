@@ -149,6 +149,8 @@ async def test_reproject_as_a_task_polled_to_its_result(modern: Client, tasks_se
             "0.0003",
             "-r",
             "near",
+            "-et",
+            "0",
             str(ws / "raster" / "RGB.byte.tif"),
             str(ref),
         ],
@@ -162,10 +164,9 @@ async def test_reproject_as_a_task_polled_to_its_result(modern: Client, tasks_se
         assert abs(a.bounds.left - b.bounds.left) < 0.0006 and abs(a.bounds.top - b.bounds.top) < 0.0006
         h, w = min(a.height, b.height), min(a.width, b.width)
         x, y = a.read(window=((0, h), (0, w))), b.read(window=((0, h), (0, w)))
-        # GDAL interpolates the transformation along each row of a chunk (up to 1/8 pixel off), so nearest pixels
-        # depend on the chunking: our 2048-pixel tiles vs gdalwarp's chunks agree on 97.8 % here (and are closer to
-        # gdalwarp -et 0, the exact transformation: 97.5 % vs gdalwarp's own 96.0 %)
-        assert np.mean(x == y) > 0.97, np.mean(x == y)
+        # against the exact transformation (gdalwarp -et 0): GDAL interpolates it along each row of a block (up to 1/8
+        # pixel off), so a few nearest pixels pick the neighbour (measured: 99.7 % equal)
+        assert np.mean(x == y) > 0.99, np.mean(x == y)
 
     # the audit log: the task's creation and its run, both with the task id
     records = [r for r in audit_lines(audit) if r.get("task") == task.task_id]

@@ -13,12 +13,13 @@ compares them pixel by pixel, and with Debian's GDAL command-line tools):
   gdalwarp's default, PARTIAL, differs on multi-band sources at the edges of nodata areas). The margins of an input
   without nodata get the value raster_reproject picks (NaN, or a value no input pixel takes: margins.py) when
   reproject is the first step; after other steps, NaN for floats, else a warning (they stay 0).
-  Not identical when a later step reads windows of the warp (clip, resize, select …): GDAL then warps each window on
-  its own, and two warper settings depend on the chunk warped (the approximate transformer, exact at the chunk's row
-  ends and interpolated between; the kernel's scale, XSCALE/YSCALE, computed per chunk), so the values are those of
-  a sub-pixel shift (nearest: the same source pixel in >= 99 % of the pixels, never one more than a pixel away; the
-  separate tools are themselves chunk-dependent on large rasters, raster_reproject warping tiles of 2048 pixels).
-  Identical with the exact transformer and a fixed scale, which cost a PROJ call per pixel: not used.
+  Identical too when a later step reads windows of the warp (clip, resize, select …): with GDAL's defaults the warper
+  warps each window read as one chunk, and two of its settings depend on the chunk (the approximate transformer,
+  exact at the chunk's row ends and interpolated between; the kernel's scale, XSCALE/YSCALE); here GDAL's warped VRT
+  is read block by block (GDAL_VRT_WARP_USE_DATASET_RASTERIO=NO: each 512 x 128 block of the grid warped on its own,
+  whatever window is read) with the scale fixed for the whole grid (warp.kernel_scale), which is how raster_reproject
+  warps (warp.blockwise). A last reproject step is read through a whole-grid clip window: GDAL would otherwise warp
+  it into the output directly, in chunks of its own.
 - clip: raster_clip's bbox rule (gdal_translate -projwin, or every pixel touched with all_touched), computed here on
   the grid reaching the step and given to GDAL as a pixel window (GDAL's own --bbox keeps every pixel the box
   touches, to 1/1000 pixel); `like`: the extent of another raster or vector file (features/extent.py).
@@ -261,6 +262,7 @@ def build_plan(src: str, steps: list[dict[str, Any]], *, threads: int, max_pixel
         target = None
         if step["step"] == "reproject":
             argv, target = _with_nodata(src, step, i, argv, upstream, planning, threads, max_pixels, warnings)
+            argv = [*argv, *_kernel_scale_argv(step, upstream, target)]
         if step["step"] in TERRAIN:
             _terrain_note(step, i, upstream, warnings)
         if step["step"] in ("select", "fill-nodata") or step["step"] in TERRAIN:
@@ -277,6 +279,19 @@ def build_plan(src: str, steps: list[dict[str, Any]], *, threads: int, max_pixel
         planning.append(_planning_argv(step, argv))
         grids.append(grid)
     return Plan(steps, argvs, grids, warnings)
+
+
+def _kernel_scale_argv(step: dict[str, Any], upstream: Grid, target: Grid) -> list[str]:
+    """raster_reproject's fixed kernel scale (warp.kernel_scale) for the grid reaching the step and the step's grid."""
+    from gdal_mcp.engine.raster.warp import kernel_scale
+
+    source_crs = parse_crs(step["src_crs"], "src_crs") if step.get("src_crs") else upstream.crs
+    if source_crs is None or target.crs is None:
+        return []
+    scale = kernel_scale(
+        source_crs, upstream.affine, (upstream.width, upstream.height), target.crs, target.affine, (target.width, target.height)
+    )
+    return [arg for key, value in scale.items() for arg in ("--warp-option", f"{key}={value}")]
 
 
 def _with_nodata(
@@ -462,8 +477,13 @@ def run_pipeline(
     write = ["write", "--output-format", "GTiff" if staged else driver]
     for key, value in write_opts.items():
         write += ["--creation-option", f"{key}={value}"]
-    argv = [*_pipeline_argv(src, plan.argvs), "!", *write, target]
-    config = {"CPL_TMPDIR": os.path.dirname(os.path.abspath(dst)) or "."}
+    # GDAL would write a last reproject by warping into the output itself, in chunks of its choosing: that pipeline
+    # ends without a write step (a lazy dataset, as when planning) and the file is copied from it (copy_output), which
+    # reads the warped VRT by blocks
+    last_reproject = clean[-1]["step"] == "reproject"
+    argv = _pipeline_argv(src, plan.argvs) + ([] if last_reproject else ["!", *write, target])
+    # every block of a warped VRT warped on its own, whatever window a later step reads (warp.blockwise)
+    config = {"CPL_TMPDIR": os.path.dirname(os.path.abspath(dst)) or ".", "GDAL_VRT_WARP_USE_DATASET_RASTERIO": "NO"}
     if any(s["step"] == "fill-nodata" for s in clean):
         band_bytes = max(g.width * g.height * _itemsize(g.dtype) for g in plan.grids)
         if band_bytes > FILL_IN_MEMORY_BYTES:
@@ -473,7 +493,21 @@ def run_pipeline(
     names = " ! ".join(s["step"] for s in clean)
     try:
         with _config(**config), algorithms.algorithm(["raster", "pipeline"], argv) as alg:
-            alg.run(progress, message=f"running {names} into {final.width}x{final.height} x {final.count}", scale=share)
+            message = f"running {names} into {final.width}x{final.height} x {final.count}"
+            if last_reproject:
+                if os.path.exists(target):  # as GDAL's write step: never over a file
+                    raise GdalMcpError("invalid-argument", f"{target} already exists")
+                alg.run(finalize=False)
+                alg.copy_output(
+                    target,
+                    driver="GTiff" if staged else driver,
+                    options=write_opts,
+                    progress=progress,
+                    message=message,
+                    scale=share,
+                )
+            else:
+                alg.run(progress, message=message, scale=share)
             warnings += [w for w in alg.warnings if w not in warnings]
         if staged:
             convert = [target, dst, "--output-format", driver]

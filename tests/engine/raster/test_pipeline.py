@@ -1,13 +1,10 @@
 """raster_pipeline's engine: GDAL's `gdal raster pipeline`, step by step against the separate tools' engines and the
 Debian GDAL 3.6 command-line tools, plus the plan (grids before any pixel) and the failures (nothing written).
 
-What is identical and what is not (engine/raster/pipeline.py): every step gives the separate tool's pixels, except a
-reproject followed by a step that reads windows of it (clip, select …). GDAL then warps those windows one by one, and
-two of the warper's settings depend on the chunk warped: the approximate transformer (exact at the chunk's row ends,
-interpolated between, within 0.125 pixel) and the kernel's scale (XSCALE/YSCALE, computed per chunk). Shown below: with
-the exact transformer and a fixed scale a window equals the whole; with GDAL's defaults, as raster_reproject and
-gdalwarp use them, nearest picks the same source pixel as the separate tools in >= 99 % of the pixels and never one more
-than a pixel away, and both stay within one source pixel of the exact position computed with pyproj.
+Every step gives the separate tool's pixels, a reproject followed by steps that read windows of it (clip, resize …)
+too: GDAL's warped VRT is read block by block (GDAL_VRT_WARP_USE_DATASET_RASTERIO=NO), as raster_reproject reads it,
+and both fix the kernel's scale for the whole grid (XSCALE/YSCALE), so a pixel's value does not depend on which window
+is read. Shown below on GDAL itself: with GDAL's defaults a window of a warp differs from the whole.
 """
 
 from __future__ import annotations
@@ -84,11 +81,23 @@ def test_reproject_alone_is_raster_reproject_and_gdalwarp(tmp_path, resampling) 
     reproject(RGB, str(tmp_path / "s.tif"), dst_crs="EPSG:4326", resampling=resampling)
     assert_identical(tmp_path / "p.tif", tmp_path / "s.tif")
     assert_plan_is_output(result)
-    # GDAL 3.6's gdalwarp with raster_reproject's source-nodata rule (a pixel is nodata when all its bands are): the
-    # kernels round a few values the other way (measured: bilinear 99.97 % identical, cubic 99.91 %, never more than 1)
-    gdal_cli("gdalwarp", "-t_srs", "EPSG:4326", "-r", resampling, "-wo", "UNIFIED_SRC_NODATA=YES", RGB, str(tmp_path / "c.tif"))
+    # GDAL 3.6's gdalwarp with raster_reproject's source-nodata rule (a pixel is nodata when all its bands are) and the
+    # exact transformer: within one unit in >= 94 % of the pixels (measured 95.5 %; gdalwarp's default 90.3 %)
+    gdal_cli(
+        "gdalwarp",
+        "-t_srs",
+        "EPSG:4326",
+        "-r",
+        resampling,
+        "-wo",
+        "UNIFIED_SRC_NODATA=YES",
+        "-et",
+        "0",
+        RGB,
+        str(tmp_path / "c.tif"),
+    )
     diff = np.abs(read(tmp_path / "p.tif")[0].astype(int) - read(tmp_path / "c.tif")[0].astype(int))
-    assert diff.max() <= 1 and (diff == 0).mean() >= 0.999
+    assert (diff <= 1).mean() >= 0.94
 
 
 def test_margins_get_the_nodata_raster_reproject_picks(tmp_path) -> None:
@@ -104,47 +113,53 @@ def test_margins_get_the_nodata_raster_reproject_picks(tmp_path) -> None:
     assert (out == -32768).sum() > 0.05 * out.size and any("margins" in w for w in warnings)
 
 
-def test_reproject_then_clip_stays_within_a_source_pixel(tmp_path) -> None:
-    """Each pixel holds its source index (row * W + col): nearest's choice read back, against pyproj's exact one."""
+@pytest.mark.parametrize("resampling", ["nearest", "bilinear"])
+def test_reproject_then_window_steps_are_the_separate_tools(tmp_path, resampling) -> None:
+    """A reproject then a clip, a resize or a band selection: the separate tools' pixels, bit for bit; and nearest's
+    choice within one source pixel of pyproj's exact one (each pixel holds its source index, row * W + col)."""
     from pyproj import Transformer
 
     w, h = 500, 400
     src = tmp_path / "index.tif"
     origin = from_origin(300000, 3000000, 90, 90)
+    rng = np.random.default_rng(1)
     with rasterio.open(
-        src, "w", driver="GTiff", width=w, height=h, count=1, dtype="uint32", crs="EPSG:32618", transform=origin, nodata=2**32 - 1
+        src, "w", driver="GTiff", width=w, height=h, count=2, dtype="uint32", crs="EPSG:32618", transform=origin, nodata=2**32 - 1
     ) as ds:
         ds.write((np.arange(h)[:, None] * w + np.arange(w)[None, :]).astype("uint32"), 1)
+        ds.write(rng.integers(0, 1000, (h, w)).astype("uint32"), 2)
     bbox = [-76.9, 26.8, -76.6, 27.05]
-    steps = [{"step": "reproject", "dst_crs": "EPSG:4326"}, {"step": "clip", "bbox": bbox}]
-    result, _ = run_pipeline(str(src), str(tmp_path / "p.tif"), steps=steps)
-    reproject(str(src), str(tmp_path / "s1.tif"), dst_crs="EPSG:4326")
+    reproject_step = {"step": "reproject", "dst_crs": "EPSG:4326", "resampling": resampling}
+    result, _ = run_pipeline(str(src), str(tmp_path / "p.tif"), steps=[reproject_step, {"step": "clip", "bbox": bbox}])
+    reproject(str(src), str(tmp_path / "s1.tif"), dst_crs="EPSG:4326", resampling=resampling)
     clip(str(tmp_path / "s1.tif"), str(tmp_path / "s.tif"), bbox=tuple(bbox))
     assert_plan_is_output(result)
-    (p,), meta = read(tmp_path / "p.tif")
-    (s,), meta_s = read(tmp_path / "s.tif")
-    assert meta["shape"] == meta_s["shape"] and meta["transform"].almost_equals(meta_s["transform"], precision=1e-12)
+    assert_identical(tmp_path / "p.tif", tmp_path / "s.tif")
+    run_pipeline(
+        str(src), str(tmp_path / "r.tif"), steps=[reproject_step, {"step": "resize", "size": [333, 222], "resampling": "average"}]
+    )
+    convert(str(tmp_path / "s1.tif"), str(tmp_path / "rs.tif"), size=[333, 222], resampling="average")
+    assert_identical(tmp_path / "r.tif", tmp_path / "rs.tif")
+    run_pipeline(str(src), str(tmp_path / "b.tif"), steps=[reproject_step, {"step": "select", "bands": [2]}])
+    convert(str(tmp_path / "s1.tif"), str(tmp_path / "bs.tif"), bands=[2])
+    assert_identical(tmp_path / "b.tif", tmp_path / "bs.tif")
+    if resampling != "nearest":
+        return
+    (p, _), meta = read(tmp_path / "p.tif")
     rows, cols = np.mgrid[0 : p.shape[0], 0 : p.shape[1]]
     lon, lat = meta["transform"] * (cols + 0.5, rows + 0.5)
     east, north = Transformer.from_crs(4326, 32618, always_xy=True).transform(lon, lat)
     c, r = ~origin * (east, north)
     exact = (np.floor(r).astype(np.int64), np.floor(c).astype(np.int64))
-    for picked in (p, s):
-        pr, pc = picked.astype(np.int64) // w, picked.astype(np.int64) % w
-        assert ((pr == exact[0]) & (pc == exact[1])).mean() >= 0.95  # measured: pipeline 0.961, separate tools 0.958
-        assert (np.maximum(abs(pr - exact[0]), abs(pc - exact[1])) <= 1).all()
-    same = p == s
-    assert same.mean() >= 0.99  # measured 0.996
-    moved = np.maximum(
-        abs(p.astype(np.int64) // w - s.astype(np.int64) // w), abs(p.astype(np.int64) % w - s.astype(np.int64) % w)
-    )
-    assert moved.max() <= 1
+    pr, pc = p.astype(np.int64) // w, p.astype(np.int64) % w
+    assert ((pr == exact[0]) & (pc == exact[1])).mean() >= 0.95  # measured 0.97
+    assert (np.maximum(abs(pr - exact[0]), abs(pc - exact[1])) <= 1).all()
 
 
 def test_why_windows_of_a_warp_differ(tmp_path) -> None:
     """The cause, shown on GDAL itself: a clipped window of a warped dataset equals the whole warp's pixels with the
-    exact transformer and a fixed kernel scale, and differs with GDAL's defaults (approximate transformer, per-chunk
-    scale)."""
+    exact transformer and a fixed kernel scale, or with blocks warped on their own and a fixed scale, and differs with
+    GDAL's defaults (approximate transformer and kernel scale per chunk, the chunk being the window read)."""
     base = ["read", RGB, "!", "reproject", "--dst-crs", "EPSG:4326", "-r", "bilinear"]
 
     def window_equals_whole(extra: list[str], tag: str) -> float:
@@ -158,6 +173,11 @@ def test_why_windows_of_a_warp_differ(tmp_path) -> None:
 
     assert window_equals_whole(["--et", "0", "--wo", "XSCALE=1", "--wo", "YSCALE=1"], "exact") == 1.0
     assert window_equals_whole([], "default") < 0.99  # measured 0.62 on this noisy Landsat scene
+    # what run_pipeline and raster_reproject do: blocks warped on their own, a fixed scale
+    with rasterio.Env(GDAL_VRT_WARP_USE_DATASET_RASTERIO="NO"):
+        assert (
+            window_equals_whole(["--wo", "XSCALE=1", "--wo", "YSCALE=1", "!", "clip", "--window", "0,0,835,696"], "blocks") == 1.0
+        )
 
 
 # ----- clip, resize, select, set-type ----------------------------------------------------------------------------------

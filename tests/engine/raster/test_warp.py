@@ -36,13 +36,25 @@ def test_grid_matches_rasterio_default_and_keeps_full_extent(tmp_path) -> None:
     assert s.bounds.left > lon.min() - px and s.bounds.top < lat.max() + px
 
 
-def test_pixels_match_gdalwarp(tmp_path) -> None:
-    reproject(RGB, str(tmp_path / "ours.tif"), dst_crs="EPSG:4326", resampling="bilinear")
-    gdal_cli("gdalwarp", "-t_srs", "EPSG:4326", "-r", "bilinear", RGB, str(tmp_path / "cli.tif"))
-    with rasterio.open(tmp_path / "ours.tif") as a, rasterio.open(tmp_path / "cli.tif") as b:
-        assert a.shape == b.shape and a.transform == b.transform
-        diff = np.abs(a.read().astype(int) - b.read().astype(int))
-        assert (diff <= 1).mean() > 0.999
+@pytest.mark.parametrize("resampling", ["nearest", "bilinear", "cubic"])
+def test_pixels_match_gdalwarp(tmp_path, resampling) -> None:
+    """Against gdalwarp's exact transformer (-et 0): ours (GDAL's approximate transformer, 0.125 pixel, over blocks of
+    512 x 128) is at least as close as gdalwarp's default (the same approximation over whole rows, so larger errors).
+    Measured on this Landsat scene: bilinear mean |ours - exact| 0.25, gdalwarp 0.59; within 1: 95.5 % vs 90.3 %."""
+    reproject(RGB, str(tmp_path / "ours.tif"), dst_crs="EPSG:4326", resampling=resampling)
+    common = ["-t_srs", "EPSG:4326", "-r", resampling, "-wo", "UNIFIED_SRC_NODATA=YES"]
+    gdal_cli("gdalwarp", *common, RGB, str(tmp_path / "cli.tif"))
+    gdal_cli("gdalwarp", *common, "-et", "0", RGB, str(tmp_path / "exact.tif"))
+    with (
+        rasterio.open(tmp_path / "ours.tif") as a,
+        rasterio.open(tmp_path / "cli.tif") as b,
+        rasterio.open(tmp_path / "exact.tif") as e,
+    ):
+        assert a.shape == b.shape == e.shape and a.transform == b.transform == e.transform
+        exact = e.read().astype(int)
+        ours, cli = np.abs(a.read().astype(int) - exact), np.abs(b.read().astype(int) - exact)
+        assert ours.mean() <= cli.mean() and (ours <= 1).mean() >= (cli <= 1).mean()
+        assert (ours <= 1).mean() > (0.98 if resampling == "nearest" else 0.94)
 
 
 def test_geostationary_to_wgs84_has_the_manifest_size(tmp_path) -> None:
