@@ -70,6 +70,12 @@ def open_raster(path: str, **kwargs: Any) -> Iterator[rasterio.io.DatasetReader]
         yield ds
 
 
+def open_own(path: str) -> contextlib.AbstractContextManager[rasterio.io.DatasetReader]:
+    """`open_raster`'s checks on a dataset of the caller's own, never one a tiles.Session shares (for what keeps
+    the dataset open beyond a tile: warp.WarpedSources)."""
+    return _opened(path)
+
+
 @contextlib.contextmanager
 def _opened(path: str, **kwargs: Any) -> Iterator[rasterio.io.DatasetReader]:
     check_header(path)

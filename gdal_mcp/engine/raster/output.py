@@ -508,6 +508,7 @@ def write_tiles(
     pixels: Any = None,
     start: str | None = None,
     source: Any = None,
+    concurrent: int = 1,
 ) -> None:
     """The one tile assembler: `fn(specs[i])` (a tile function run by the executor through `tiles.map_tiles`)
     returns the (count, h, w) pixels of `windows[i]` (col_off, row_off, width, height), written there as each
@@ -516,7 +517,8 @@ def write_tiles(
     CreateCopy-only drivers (COG, PNG …) get a tiled GTiff staged beside `dst`, then copied (overviews and all).
     `prepare(dataset)` may set metadata before pixels are written; `start` is the first progress message (what the
     job is about to do). `source` (the input, open or a path): the output keeps its compression unless `options` name
-    one. A failure leaves no partial `dst` or staging file.
+    one. `concurrent`: how many tiles the local executor runs at once (tiles.map_tiles' local_threads; each holds its
+    pixels until written). A failure leaves no partial `dst` or staging file.
     """
     from rasterio.windows import Window
 
@@ -555,6 +557,7 @@ def write_tiles(
                 what=what,
                 start=start or f"{what} 0/{total} tiles",
                 pixels=pixels,
+                concurrent=concurrent,
             )
             progress(1.0, f"wrote {driver}")
             return
@@ -562,7 +565,7 @@ def write_tiles(
             if prepare is not None:
                 prepare(out)
             progress(0.0, start or f"{what} 0/{total} tiles")
-            results = tiles.map_tiles(fn, specs)
+            results = tiles.map_tiles(fn, specs, local_threads=concurrent)
             writer = _TileWriter(out)
             try:
                 for done, (i, data) in enumerate(results, start=1):
@@ -594,6 +597,7 @@ def _write_raw(
     what: str,
     start: str,
     pixels: Any = None,
+    concurrent: int = 1,
 ) -> None:
     """write_tiles into an uncompressed GTiff (rawtiff): each tile writes its own pixels where it ran, nothing
     comes back to this process but, for a tile function that also returns counters (`pixels` given), those:
@@ -612,7 +616,7 @@ def _write_raw(
         for spec, win in zip(specs, windows, strict=True)
     ]
     progress(0.0, start)
-    results = tiles.map_tiles(rawtiff.write_tile, wrapped)
+    results = tiles.map_tiles(rawtiff.write_tile, wrapped, local_threads=concurrent)
     expected = 0
     flushed = False
     try:
