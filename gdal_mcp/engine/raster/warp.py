@@ -520,7 +520,8 @@ def warp_tiles(
     """The output's tile plan (`output_tiles`) and a WarpTile for each tile (bench.scale warps them too)."""
     import numpy as np
 
-    plan = output_tiles(driver, options, width, height, bytes_per_pixel=ds.count * np.dtype(dtype).itemsize)
+    memory = BLOCKWISE_MEMORY if set(warp_options) <= BLOCKWISE_OPTIONS else 1
+    plan = output_tiles(driver, options, width, height, bytes_per_pixel=ds.count * np.dtype(dtype).itemsize * memory)
     common = WarpTile(
         src=src,
         indexes=tuple(range(1, ds.count + 1)),
@@ -562,8 +563,14 @@ class WarpTile:
     grid_transform: tuple[float, ...] = ()  # the whole output's geotransform
 
 
-#: the blocks of GDAL's warped VRT (VRTWarpedDataset's default, which `gdal raster reproject` in a pipeline keeps)
-WARP_BLOCK = (512, 128)
+#: the warp options `blockwise` takes (others, GCP and RPC transformers, warp one chunk per tile)
+BLOCKWISE_OPTIONS = frozenset({"SRC_SRS", "XSCALE", "YSCALE"})
+#: what a blockwise tile's output pixel costs, in multiples of its bytes, when the tiles are planned: the pixels
+#: themselves, their warped blocks in GDAL's block cache, and a second tile in flight (tiles of 1024^2 for 3 x uint16,
+#: where 2048^2 overflowed the workers' 64 MB block cache; 3 x 18000^2 uint16 to EPSG:4326, nearest, uncompressed
+#: tiled output: 2048^2 tiles 15.2 s / 377 MB peak RSS, 1024^2 13.7-17.7 s / 272 MB, the one-warp-per-tile path
+#: 16.5-17.7 s / 311-322 MB)
+BLOCKWISE_MEMORY = 4
 
 
 def warp_tile(spec: WarpTile, out: Any = None) -> Any:
@@ -604,12 +611,13 @@ def warp_tile(spec: WarpTile, out: Any = None) -> Any:
 
 def is_blockwise(spec: WarpTile) -> bool:
     """Whether `warp_tile` reads the tile from the grid's warped VRT (a geotransform source, the grid known)."""
-    return spec.grid != (0, 0) and set(dict(spec.warp_options)) <= {"SRC_SRS", "XSCALE", "YSCALE"}
+    return spec.grid != (0, 0) and set(dict(spec.warp_options)) <= BLOCKWISE_OPTIONS
 
 
 def blockwise(spec: WarpTile, dest: Any) -> Any:
     """`dest` (the tile `spec.window`) read from a warped VRT of the whole output grid, block by block
-    (GDAL_VRT_WARP_USE_DATASET_RASTERIO=NO: GDAL then warps each WARP_BLOCK of the grid on its own, wherever the
+    (GDAL_VRT_WARP_USE_DATASET_RASTERIO=NO: GDAL then warps each block of the grid, 512 x 128
+    (VRTWarpedDataset's default, which `gdal raster reproject` in a pipeline keeps), on its own, wherever the
     window starts; with the default it warps the window requested as one chunk, and the approximate transformer and
     the kernel's scale, both computed per chunk, make the pixels depend on the window). Inside a tiles.Session the
     source and its VRT stay open for the next tile of the same warp (WarpedSources): the source blocks and warped
