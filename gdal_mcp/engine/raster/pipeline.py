@@ -474,14 +474,14 @@ def run_pipeline(
     staged = not writable_driver(driver)  # COG, PNG …: GDAL's CreateCopy from a staged GTiff, as raster_convert
     target = dst + ".staging.tif" if staged else dst
     write_opts = {**staging_options(driver), "NUM_THREADS": str(max(1, threads))} if staged else opts
-    write = ["write", "--output-format", "GTiff" if staged else driver]
+    write = ["write", "--output-format", "GTiff" if staged else driver, target]
     for key, value in write_opts.items():
         write += ["--creation-option", f"{key}={value}"]
     # GDAL would write a last reproject by warping into the output itself, in chunks of its choosing: that pipeline
     # ends without a write step (a lazy dataset, as when planning) and the file is copied from it (copy_output), which
     # reads the warped VRT by blocks
     last_reproject = clean[-1]["step"] == "reproject"
-    argv = _pipeline_argv(src, plan.argvs) + ([] if last_reproject else ["!", *write, target])
+    argv = _pipeline_argv(src, plan.argvs) + ([] if last_reproject else ["!", *write])
     # every block of a warped VRT warped on its own, whatever window a later step reads (warp.blockwise)
     config = {"CPL_TMPDIR": os.path.dirname(os.path.abspath(dst)) or ".", "GDAL_VRT_WARP_USE_DATASET_RASTERIO": "NO"}
     if any(s["step"] == "fill-nodata" for s in clean):

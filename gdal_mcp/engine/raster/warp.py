@@ -628,14 +628,9 @@ def blockwise(spec: WarpTile, dest: Any) -> Any:
 
     col, row, width, height = spec.window
     session = tiles.Session.current()
-    with rasterio.Env(GDAL_VRT_WARP_USE_DATASET_RASTERIO="NO"):
-        if session is not None:
-            vrt = session.resource("warped", WarpedSources).get(spec)
-            vrt.read(list(spec.indexes), window=Window(col, row, width, height), out=dest)
-        else:
-            with contextlib.ExitStack() as stack:
-                vrt = _warped_vrt(spec, stack)
-                vrt.read(list(spec.indexes), window=Window(col, row, width, height), out=dest)
+    with rasterio.Env(GDAL_VRT_WARP_USE_DATASET_RASTERIO="NO"), contextlib.ExitStack() as stack:
+        vrt = session.resource("warped", WarpedSources).get(spec) if session is not None else _warped_vrt(spec, stack)
+        vrt.read(list(spec.indexes), window=Window(col, row, width, height), out=dest)
     return dest
 
 
