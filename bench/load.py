@@ -2,13 +2,18 @@
 
 `python -m bench.load` starts the real server (`python -m gdal_mcp --transport http`, with a token) on a
 free loopback port, and drives it with raw MCP 2026-07-28 requests (httpx2, one connection pool per
-client). Phases:
+client), then with the official MCP Python SDK's client (a ClientSession each, handshake era). Phases:
 
 1. cold: `--clients` clients × `--calls` `raster_info` calls, every call on a different file, so none is
    answered from the metadata cache (what the workers sustain);
 2. cached: the same calls again (the answers are now cached: what the server itself sustains);
-3. beside heavy jobs: two `raster_stats` on a generated large raster kept running, while one client makes
+3. and 4. the same two through `--sdk-clients` SDK sessions (opened before the clock starts; each lists the tools
+   once, on its first call, to check results against the output schemas, as the SDK does);
+5. beside heavy jobs: two `raster_stats` on a generated large raster kept running, while one client makes
    `--quick-calls` sequential `raster_info` calls on files not read before, then the same again cached.
+
+CPU per call is charged from the start of each phase's clock to its last call, for the server process, its
+workers and this load generator (the clients) separately.
 
 Every figure is printed; `--markdown FILE` also writes them as a report section. All traffic goes to
 127.0.0.1, and every phase is bounded in calls and in time (`--deadline`).
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -48,6 +54,7 @@ class Phase:
     server_cpu: float = 0.0  # CPU seconds of the server process during the phase
     workers_cpu: float = 0.0  # CPU seconds of its worker processes (those alive at the end)
     client_cpu: float = 0.0  # CPU seconds of this load generator
+    open_seconds: float = 0.0  # time to open every client's session before the clock started
 
     @property
     def calls(self) -> int:
@@ -162,6 +169,41 @@ class McpHttp:
         await self.http.aclose()
 
 
+class McpSdk:
+    """The official MCP Python SDK's client (ClientSession over streamable HTTP): the handshake era (initialize,
+    then a session id on every request, and the SSE stream the SDK opens), as most hosts speak it today."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url = url
+        self.token = token
+        self._stack: contextlib.AsyncExitStack | None = None
+        self.session: Any = None
+
+    async def open(self) -> None:
+        from mcp import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+
+        stack = contextlib.AsyncExitStack()
+        http = await stack.enter_async_context(
+            # verify=False: plain http on loopback; it spares each client loading the CA bundle (~20 ms of CPU)
+            httpx2.AsyncClient(timeout=120, headers={"Authorization": f"Bearer {self.token}"}, verify=False)
+        )
+        read, write = await stack.enter_async_context(streamable_http_client(self.url, http_client=http))
+        self.session = await stack.enter_async_context(ClientSession(read, write))
+        await self.session.initialize()
+        self._stack = stack
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> Any:
+        result = await self.session.call_tool(tool, arguments)
+        if result.is_error:
+            raise RuntimeError(f"tool error: {json.dumps(result.structured_content)[:300]}")
+        return result
+
+    async def close(self) -> None:
+        if self._stack is not None:
+            await self._stack.aclose()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -245,13 +287,21 @@ async def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 6
         await client.close()
 
 
-async def run_clients(url: str, phase: Phase, paths: list[list[str]], deadline: float) -> Phase:
-    """One client per list in `paths`, each calling raster_info on its paths in turn, all at once."""
+async def run_clients(
+    url: str, phase: Phase, paths: list[list[str]], deadline: float, sdk: bool = False, meter: CpuMeter | None = None
+) -> Phase:
+    """One client per list in `paths`, each calling raster_info on its paths in turn, all at once. With `sdk`, each
+    client is an official SDK ClientSession, its session opened (initialize) before the clock starts. With `meter`,
+    the CPU the phase used (from the start of the clock to the last call) is charged to it."""
     start = asyncio.Event()
+    ready: list[bool] = []
 
     async def client(mine: list[str]) -> None:
-        c = McpHttp(url, TOKEN)
+        c: McpHttp | McpSdk = McpSdk(url, TOKEN) if sdk else McpHttp(url, TOKEN)
         try:
+            if isinstance(c, McpSdk):
+                await c.open()
+            ready.append(True)
             await start.wait()
             for p in mine:
                 t0 = time.perf_counter()
@@ -264,11 +314,18 @@ async def run_clients(url: str, phase: Phase, paths: list[list[str]], deadline: 
             await c.close()
 
     tasks = [asyncio.create_task(client(m)) for m in paths]
+    opened = time.perf_counter()
+    while len(ready) < len(paths) and time.perf_counter() - opened < deadline and not all(t.done() for t in tasks):
+        await asyncio.sleep(0.05)
+    phase.open_seconds = time.perf_counter() - opened
     await asyncio.sleep(0.2)  # every client ready before the clock starts
+    before = meter.read() if meter is not None else None
     t0 = time.perf_counter()
     start.set()
     done, pending = await asyncio.wait(tasks, timeout=deadline)
     phase.seconds = time.perf_counter() - t0
+    if meter is not None and before is not None:
+        meter.charge(phase, before)  # closing the sessions (after their last call) counts; opening them does not
     for t in pending:
         t.cancel()
         phase.errors.append("deadline")
@@ -335,10 +392,19 @@ async def measure(args: argparse.Namespace, ws: Path, heavy: Path | None) -> lis
         meter = CpuMeter(proc.pid)
         phases = []
         for label in ("cold (uncached)", "cached"):
-            before = meter.read()
-            phase = await run_clients(url, Phase(f"{args.clients} clients × {args.calls}, {label}"), per_client, args.deadline)
-            meter.charge(phase, before)
-            phases.append(phase)
+            phase = Phase(f"raw {PROTOCOL}: {args.clients} clients × {args.calls}, {label}")
+            phases.append(await run_clients(url, phase, per_client, args.deadline, meter=meter))
+        sdk_phases = []
+        if args.sdk_clients:
+            # The same calls through the official SDK (a session each), on files of their own: uncached, then cached.
+            m = args.sdk_clients * args.calls
+            base = 1 + n + 2 * args.quick_calls
+            names = [f"q{base + i:04d}.tif" for i in range(m)]
+            sdk_paths = [names[c * args.calls : (c + 1) * args.calls] for c in range(args.sdk_clients)]
+            for label in ("cold (uncached)", "cached"):
+                phase = Phase(f"SDK sessions (2025-11-25): {args.sdk_clients} clients × {args.calls}, {label}")
+                sdk_phases.append(await run_clients(url, phase, sdk_paths, args.deadline, sdk=True, meter=meter))
+            phases += sdk_phases
         heavy_runs = 0
         if heavy is not None:
             quick = [f"q{1 + n + i:04d}.tif" for i in range(args.quick_calls)]
@@ -366,9 +432,15 @@ async def measure(args: argparse.Namespace, ws: Path, heavy: Path | None) -> lis
         cached_phase = phases[1]
         rate_c = len(cached_phase.latencies) / cached_phase.seconds if cached_phase.seconds else 0.0
         verdict.append(f"cached: errors {len(cached_phase.errors)}, {rate_c:.0f} calls/s, p95 {cached_phase.pct(95):.0f} ms")
+        for p in sdk_phases:
+            rate_s = len(p.latencies) / p.seconds if p.seconds else 0.0
+            verdict.append(
+                f"{p.name}: errors {len(p.errors)}, {rate_s:.0f} calls/s (target ≥ 150), p95 {p.pct(95):.0f} ms "
+                f"(target ≤ 500); sessions opened in {p.open_seconds:.1f} s"
+            )
         if heavy is not None:
             verdict.append(
-                f"beside heavy jobs: p95 {phases[2].pct(95):.0f} ms uncached, {phases[3].pct(95):.0f} ms cached (target ≤ 150)"
+                f"beside heavy jobs: p95 {phases[-2].pct(95):.0f} ms uncached, {phases[-1].pct(95):.0f} ms cached (target ≤ 150)"
             )
         lines.append("\n" + "; ".join(verdict) + ".")
     finally:
@@ -385,6 +457,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n\n")[0])
     p.add_argument("--clients", type=int, default=50)
     p.add_argument("--calls", type=int, default=20, help="raster_info calls per client")
+    p.add_argument("--sdk-clients", type=int, default=50, help="official SDK clients (a session each; 0: skip)")
     p.add_argument("--quick-calls", type=int, default=100, help="quick calls beside the heavy jobs (each phase)")
     p.add_argument("--heavy-mb", type=int, default=300, help="MiB of pixels in the heavy jobs' raster (0: skip)")
     p.add_argument("--workers", type=int, default=2)
@@ -397,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ws = Path(tempfile.mkdtemp(prefix="gdal-mcp-load-")) if own else args.workdir
     ws.mkdir(parents=True, exist_ok=True)
     try:
-        total = 1 + args.clients * args.calls + 2 * args.quick_calls
+        total = 1 + (args.clients + args.sdk_clients) * args.calls + 2 * args.quick_calls
         print(f"generating {total} small rasters and a {args.heavy_mb} MiB raster in {ws} …", file=sys.stderr)
         heavy = make_workspace(ws, total, args.heavy_mb)
         time.sleep(1.1)  # the metadata cache does not keep answers about files changed in the last second
@@ -410,8 +483,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         f"`python -m bench.load --clients {args.clients} --calls {args.calls} --quick-calls {args.quick_calls} "
         f"--heavy-mb {args.heavy_mb} --workers {args.workers}` on {os.cpu_count()} CPUs "
-        f"({platform.platform()}); the clients (raw MCP {PROTOCOL} over httpx2, in one process) share the "
-        "machine with the server. Latency is per call, as the client sees it.",
+        f"({platform.platform()}); the clients (raw MCP {PROTOCOL} over httpx2, then official MCP SDK sessions, all in "
+        "one process) share the machine with the server. Latency is per call, as the client sees it.",
         "",
     ]
     report = "\n".join(header + lines) + "\n"

@@ -26,7 +26,7 @@ from gdal_mcp.config import Settings  # noqa: E402
 from gdal_mcp.server.app import App  # noqa: E402
 from gdal_mcp.server.approval.parked import ParkedConfirmations  # noqa: E402
 from gdal_mcp.server.jobboard import JobBoard  # noqa: E402
-from gdal_mcp.server.middleware import EnvelopeAndAudit  # noqa: E402
+from gdal_mcp.server.middleware import EnvelopeAndAudit, SchemasDereferencedOnce  # noqa: E402
 from gdal_mcp.server.tools import analysis as analysis_tools  # noqa: E402
 from gdal_mcp.server.tools import approval as approval_tools  # noqa: E402
 from gdal_mcp.server.tools import compare as compare_tools  # noqa: E402
@@ -146,10 +146,11 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
         "gdal-mcp",
         instructions=INSTRUCTIONS,
         version=__version__,
-        middleware=[EnvelopeAndAudit(app)],
+        middleware=[EnvelopeAndAudit(app), SchemasDereferencedOnce()],
         lifespan=warm_workers,
         auth=auth,
         mask_error_details=True,
+        dereference_schemas=False,  # done by SchemasDereferencedOnce, once per tool
     )
     # MCP tasks (2026-07-28 clients): the write tools may run in the background, polled by task id. One
     # server, so the in-memory backend; Docket's worker runs in this event loop, beside the executor. Its own
