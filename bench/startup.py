@@ -4,6 +4,11 @@
 first `raster_info` result (`--runs` times, median reported), then the p50/p95 of `--calls` sequential
 warm `raster_info` calls: on one file (answered from the metadata cache after the first) and on
 different files (each read by a worker). Raw JSON-RPC lines on the pipes, so the client costs little.
+
+The cold starts alternate, in the same run, with references: the same server through `scripts/serve` (`uv run`,
+as the README starts it; `--uv`), another checkout's server (`--other DIR`, with its own .venv), and the floor of
+any server on this stack (`--floor`): a minimal FastMCP stdio server with the tasks extension and one tool that
+answers without GDAL.
 """
 
 from __future__ import annotations
@@ -25,17 +30,53 @@ from typing import Any
 from bench.load import cpu_seconds, make_workspace
 from bench.measure import process_tree
 
+ROOT = Path(__file__).resolve().parent.parent
+
+#: the floor: FastMCP and its tasks extension (as gdal-mcp uses them), one tool, no GDAL
+MINIMAL_SERVER = """
+import os
+os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
+os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
+from fastmcp import FastMCP
+from fastmcp_tasks import TasksExtension
+
+mcp = FastMCP("minimal")
+mcp.add_extension(TasksExtension(url="memory://minimal", name="minimal"))
+
+
+@mcp.tool
+def raster_info(path: str) -> dict:
+    \"\"\"Echo the path.\"\"\"
+    return {"path": path}
+
+
+mcp.run(transport="stdio", show_banner=False)
+"""
+
+
+def server_command(kind: str, ws: Path, workers: int, other: Path | None = None) -> tuple[list[str], Path]:
+    """The command line (and its working directory) of one kind of server."""
+    args = ["--workspace", str(ws), "--workers", str(workers)]
+    if kind == "this":
+        return [sys.executable, "-m", "gdal_mcp", *args], ROOT
+    if kind == "uv run":
+        return [str(ROOT / "scripts" / "serve"), *args], ROOT
+    if kind == "other":
+        assert other is not None
+        return [str(other / ".venv" / "bin" / "python"), "-m", "gdal_mcp", *args], other
+    if kind == "floor":
+        return [sys.executable, "-c", MINIMAL_SERVER], ROOT
+    raise ValueError(kind)
+
 
 class StdioServer:
-    def __init__(self, ws: Path, workers: int) -> None:
+    def __init__(self, ws: Path, workers: int, command: tuple[list[str], Path] | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
+        argv, cwd = command or server_command("this", ws, workers)
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gdal_mcp", "--workspace", str(ws), "--workers", str(workers)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
         )
         self._id = 0
 
@@ -86,34 +127,47 @@ def pct(values: list[float], q: float) -> float:
 
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=int, default=5, help="cold starts to time")
+    p.add_argument("--runs", type=int, default=5, help="cold starts to time, of each kind")
     p.add_argument("--calls", type=int, default=100, help="warm calls per kind")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--uv", action="store_true", help="also start the server through scripts/serve (uv run)")
+    p.add_argument("--floor", action="store_true", help="also time a minimal FastMCP + tasks server (the floor)")
+    p.add_argument("--other", type=Path, help="also time another checkout's server (its .venv), e.g. a worktree of main")
     args = p.parse_args(argv)
 
     # Up-to-date bytecode for the package, as an installed server has after its first run: a checkout edited under
     # PYTHONDONTWRITEBYTECODE=1 would otherwise compile its changed modules on every cold start.
-    compileall.compile_dir(Path(__file__).resolve().parent.parent / "gdal_mcp", quiet=1)
+    compileall.compile_dir(ROOT / "gdal_mcp", quiet=1)
+    if args.other:
+        compileall.compile_dir(args.other / "gdal_mcp", quiet=1)
+    kinds = ["this", *(["uv run"] if args.uv else []), *(["other"] if args.other else []), *(["floor"] if args.floor else [])]
     ws = Path(tempfile.mkdtemp(prefix="gdal-mcp-startup-"))
+    cold: dict[str, dict[str, list[float]]] = {k: {"init": [], "first": [], "server": [], "worker": []} for k in kinds}
     try:
-        make_workspace(ws, args.runs + args.calls + 1, 0)
+        make_workspace(ws, len(kinds) * args.runs + args.calls + 1, 0)
         time.sleep(1.1)  # older than the metadata cache's settle time
-        initialized, first, server_cpu, worker_cpu = [], [], [], []
-        for i in range(args.runs):
-            s = StdioServer(ws, args.workers)
-            s.initialize()
-            initialized.append(time.perf_counter() - s.t0)
-            s.raster_info(f"q{i:04d}.tif")
-            first.append(time.perf_counter() - s.t0)
-            pid = s.proc.pid
-            server_cpu.append(cpu_seconds(pid))
-            worker_cpu.append(max(cpu_seconds(w) for w in process_tree(pid) if w != pid))
-            s.close()
-            time.sleep(0.5)
+        n = 0
+        for _ in range(args.runs):
+            for kind in kinds:  # alternating, so a change in the machine's load touches every kind alike
+                s = StdioServer(ws, args.workers, server_command(kind, ws, args.workers, args.other))
+                s.initialize()
+                cold[kind]["init"].append(time.perf_counter() - s.t0)
+                s.raster_info(f"q{n:04d}.tif")
+                n += 1
+                cold[kind]["first"].append(time.perf_counter() - s.t0)
+                tree = process_tree(s.proc.pid)
+                # the server: the deepest python of the tree for `uv run` (uv itself, then the server it runs)
+                pid = server_pid(s.proc.pid, tree)
+                # under `uv run`, uv's own CPU counts too (it checks the environment before it starts the server)
+                cold[kind]["server"].append(cpu_seconds(pid) + (cpu_seconds(s.proc.pid) if pid != s.proc.pid else 0.0))
+                workers = [cpu_seconds(w) for w in tree if w not in (pid, s.proc.pid)]
+                cold[kind]["worker"].append(max(workers, default=0.0))
+                s.close()
+                time.sleep(0.5)
         s = StdioServer(ws, args.workers)
         s.initialize()
         s.raster_info("q0000.tif")
-        time.sleep(2.0)  # every worker warm
+        time.sleep(2.5)  # every worker warm
         same, different = [], []
         for _ in range(args.calls):
             t = time.perf_counter()
@@ -121,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             same.append(time.perf_counter() - t)
         for i in range(args.calls):
             t = time.perf_counter()
-            s.raster_info(f"q{args.runs + 1 + i:04d}.tif")
+            s.raster_info(f"q{n + 1 + i:04d}.tif")
             different.append(time.perf_counter() - t)
         s.close()
     finally:
@@ -129,22 +183,52 @@ def main(argv: Sequence[str] | None = None) -> None:
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
     print("## Start-up and warm calls over stdio\n")
+    flags = " ".join(["--uv"] * args.uv + ["--floor"] * args.floor + ([f"--other {args.other}"] if args.other else []))
     print(
-        f"`python -m bench.startup --runs {args.runs} --calls {args.calls} --workers {args.workers}` "
-        f"({os.cpu_count()} CPUs, load average at the end {load}). On a busy machine the wall times mostly "
-        "measure the wait for a CPU; the CPU times do not.\n"
+        f"`python -m bench.startup --runs {args.runs} --calls {args.calls} --workers {args.workers} {flags}` "
+        f"({os.cpu_count()} CPUs, load average at the end {load}); cold starts of each kind alternate. On a busy "
+        "machine the wall times mostly measure the wait for a CPU; the CPU times do not.\n"
     )
-    print("| measure | median ms | min ms | max ms |\n|---|---|---|---|")
-    for name, values in (
-        ("spawn → initialize answered", initialized),
-        ("spawn → first raster_info result", first),
-        ("server process CPU at that moment", server_cpu),
-        ("busiest worker's CPU at that moment", worker_cpu),
-    ):
-        print(f"| {name} | {1000 * statistics.median(values):.0f} | {1000 * min(values):.0f} | {1000 * max(values):.0f} |")
+    print(
+        "| server | spawn → initialize answered, ms | spawn → first raster_info result, ms (min–max) | "
+        "server CPU then, ms | busiest worker's CPU then, ms |\n|---|---|---|---|---|"
+    )
+    names = {
+        "this": "`python -m gdal_mcp`",
+        "uv run": "`scripts/serve` (uv run)",
+        "other": f"other: {args.other}",
+        "floor": "floor: minimal FastMCP + tasks",
+    }
+    for kind in kinds:
+        c = cold[kind]
+        print(
+            f"| {names[kind]} | {1000 * statistics.median(c['init']):.0f} | {1000 * statistics.median(c['first']):.0f} "
+            f"({1000 * min(c['first']):.0f}–{1000 * max(c['first']):.0f}) | {1000 * statistics.median(c['server']):.0f} | "
+            f"{1000 * statistics.median(c['worker']):.0f} |"
+        )
     print("\n| warm raster_info | p50 ms | p95 ms | max ms |\n|---|---|---|---|")
     for name, values in (("same file (cached)", same), ("a different file each call", different)):
         print(f"| {name} | {pct(values, 50):.1f} | {pct(values, 95):.1f} | {1000 * max(values):.1f} |")
+
+
+def _cmdline(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def _is_server(line: list[bytes]) -> bool:
+    """`python -m gdal_mcp …` or `python …/bin/gdal-mcp …` (not uv, not a worker: `-m gdal_mcp.execution…`)."""
+    return (b"-m" in line and line[line.index(b"-m") + 1 : line.index(b"-m") + 2] == [b"gdal_mcp"]) or (
+        len(line) > 1 and line[1].endswith(b"/gdal-mcp")
+    )
+
+
+def server_pid(root: int, tree: list[int]) -> int:
+    """The server's process: `root` itself, or under `uv run` (uv starts the server and waits) its child."""
+    return next((pid for pid in [root, *tree] if _is_server(_cmdline(pid))), root)
 
 
 if __name__ == "__main__":

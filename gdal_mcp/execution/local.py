@@ -195,7 +195,9 @@ class LocalExecutor:
 
     def start(self, count: int | None = None) -> None:
         """Spawn the warm workers (imports happen in the background). With `count`, only that many for now
-        and the rest on the next start(): the server spawns one before its own imports, so the two overlap."""
+        and the rest on the next start(): the server spawns one before its own imports, so the two overlap, and the
+        rest after its first answer (or when every started worker is busy, or the server's REST_OF_POOL_AFTER), so
+        their imports do not take the CPU the server and the first job need on a small machine."""
         if self._idle is None:
             self._idle = asyncio.Queue()
             self._general = asyncio.Semaphore(self.workers)
@@ -308,11 +310,17 @@ class LocalExecutor:
         if self._idle is None:
             self.start()
         assert self._idle is not None and self._general is not None
+        if self._unspawned and self._idle.empty():
+            self.start()  # every warm worker is busy: the rest of the pool now, not after this job
         limit = self.timeout if timeout is None else timeout
-        if quick:
-            return await self._run_on_worker(job, progress, limit)
-        async with self._general:
-            return await self._run_on_worker(job, progress, limit)
+        try:
+            if quick:
+                return await self._run_on_worker(job, progress, limit)
+            async with self._general:
+                return await self._run_on_worker(job, progress, limit)
+        finally:
+            if self._unspawned:
+                self.start()  # the first answer is out: the rest of the pool imports GDAL now
 
     async def _run_on_worker[R](self, job: Job[R], progress: ProgressSink | None, limit: float) -> R:
         """Run `job` on an idle worker.

@@ -112,6 +112,10 @@ async def _index_tool_schemas(mcp: FastMCP) -> None:
     mcp._mcp_server.get_tool_input_schema = schemas.get
 
 
+#: the longest the server waits before it starts the rest of its worker pool (sooner: after its first answer)
+REST_OF_POOL_AFTER = 2.0
+
+
 #: How long Docket's worker (MCP tasks) waits for a new task before it looks again. Its read of the in-memory
 #: backend returns as soon as a task is queued, so this sets only how often an idle server wakes up, not how fast a
 #: task starts: measured, a quick task's round trip 31 ms at FastMCP's default of 50 ms and 34 ms at 1 s, while an
@@ -134,13 +138,19 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     @lifespan
     async def warm_workers(server: Any) -> Any:
         nonlocal swept
-        app.executor.start()  # idempotent; workers import GDAL in the background
+        app.executor.start(1)  # idempotent; workers import GDAL in the background
+        # The rest of the pool after the first answer (the executor starts it then) or REST_OF_POOL_AFTER at the
+        # latest: on 2 cores, two more workers importing GDAL at once slowed the first answer of a cold start.
+        rest = asyncio.get_running_loop().call_later(REST_OF_POOL_AFTER, app.executor.start)
         if not swept and not settings.read_only:
             swept = True  # once: remove the temporaries of servers killed mid-write (sandbox decides which)
             await asyncio.to_thread(app.sandbox.sweep_stale_temporaries)
         if settings.transport == "http":
             await _index_tool_schemas(mcp)
-        yield {"app": app}
+        try:
+            yield {"app": app}
+        finally:
+            rest.cancel()
 
     mcp = FastMCP(
         "gdal-mcp",

@@ -409,3 +409,30 @@ async def test_output_over_the_file_size_limit_is_a_resource_limit(tmp_path: Pat
         assert (await r.run(INFO(RGB))).count == 3
     finally:
         r.close()
+
+
+async def test_the_rest_of_the_pool_starts_after_the_first_answer_or_when_every_worker_is_busy(big: Path) -> None:
+    """Cold start (performance): `start(1)` spawns one worker (the server's first answer needs only it); the rest
+    import GDAL once that answer is out, or as soon as a job finds every started worker busy."""
+    config = {"roots": [str(big.parent), str(DATA)]}
+    first = LocalExecutor(workers=2, timeout=60, worker_config=config)
+    try:
+        first.start(1)
+        assert len(first.pids()) == 1
+        assert (await first.run(STATUS))["pid"] in first.pids()
+        assert len(first.pids()) == 3  # two workers and the spare for quick calls
+    finally:
+        first.close()
+    busy = LocalExecutor(workers=2, timeout=60, worker_config=config)
+    try:
+        busy.start(1)
+        long = asyncio.create_task(busy.run(INFO(str(big), stats=True)))
+        await busy_pid(busy)
+        assert len(busy.pids()) == 1
+        assert (await busy.run(STATUS))["pid"] in busy.pids()  # answered by a worker started for it
+        assert len(busy.pids()) == 3 and not long.done()
+        long.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await long
+    finally:
+        busy.close()
