@@ -27,6 +27,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -186,6 +187,32 @@ def using(mapper: Mapper | None) -> Iterator[None]:
         yield
     finally:
         _local.mapper = before
+
+
+#: how the tile running in this context learns that its job was stopped: a callable raising the executor's error
+#: (installed by the executor around each tile, `stopping_by`); None: never (a local tile, a direct call)
+_stop_check: ContextVar[Callable[[], None] | None] = ContextVar("gdal_mcp_tile_stop_check", default=None)
+
+
+@contextmanager
+def stopping_by(check: Callable[[], None] | None) -> Iterator[None]:
+    """Run the tile started inside this block with `check`: called by `check_stop()`, it raises when the tile's job
+    was cancelled (an executor's; it must be cheap: tile functions call it between their blocks)."""
+    token = _stop_check.set(check)
+    try:
+        yield
+    finally:
+        _stop_check.reset(token)
+
+
+def check_stop() -> None:
+    """Raise if the job of the tile running here was stopped (its executor's error, e.g. `cancelled`); else nothing.
+    Tile functions call it between the pieces of their work (blocks, windows, row bands; in a GDAL progress callback,
+    gdal_c.progress_callback, where GDAL offers one), so a cancelled job's tiles end within one piece. Outside an
+    executor's tile: never."""
+    check = _stop_check.get()
+    if check is not None:
+        check()
 
 
 def check_tile_function(fn: Callable[..., Any]) -> None:

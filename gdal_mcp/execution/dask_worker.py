@@ -6,7 +6,8 @@ job_id)` for each job. A job runs with the same engine functions and guarantees 
 - the sandbox travels with the job (`config["roots"]`): its paths are checked again here, and every file GDAL
   opens is checked through the engine guard;
 - progress goes to the server as Dask events (topic `PROGRESS_TOPIC`, throttled), and a per-job Dask Event
-  (`cancel_event(job_id)`) stops the job at its next progress call (between windows or tiles);
+  (`cancel_event(job_id)`) stops the job at its next progress call (between windows or tiles) and its tiles on every
+  worker between their blocks (`_Stops`, engine/tiles.check_stop); the job answers once its tiles stopped;
 - a job runs at most once: if its worker died and Dask hands the task to another worker, that attempt refuses
   to start (a job may have had effects, e.g. an in-place edit);
 - an output is written into its own attempt directory and moved into the job's temporary directory only when
@@ -21,6 +22,7 @@ Only distributed and gdal_mcp's GDAL-free modules are imported at the top: the s
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -68,6 +70,15 @@ SPILL_DIR = ".tiles"
 spilled = [0]
 #: tiles run before new jobs; quick (metadata) jobs before both
 TILE_PRIORITY = 1
+#: how long a job whose tiles it stopped early (a cancel, a failed tile) waits for those still running on the workers
+#: to end before it replies, so the server discards its output only once no tile can write there any more. A tile
+#: checks its job's stop between its blocks (engine/tiles.check_stop), every CANCEL_CHECK_INTERVAL at most: well within
+#: this; a tile stuck in one GDAL call runs on (it writes nothing once stopped, see run_tile)
+TILE_STOP_WAIT = 2.0
+#: a job's cancel flag unused this long on a worker is forgotten there
+FLAG_IDLE = 120.0
+#: how many stopped tile calls a worker remembers (to refuse a late tile of one)
+STOPPED_KEPT = 256
 
 
 def cancel_event(job_id: str) -> str:
@@ -361,18 +372,127 @@ class _Cancelled(GdalMcpError):
         super().__init__("cancelled", "the job was cancelled")
 
 
-class _JobContext:
-    """Progress and cancellation of one job on this worker, shared with the tiles' mapper."""
+@dataclass
+class _Flag:
+    """One job's cancel flag as this process last saw it."""
 
-    def __init__(self, job_id: str, worker: Any, client: Any) -> None:
+    event: Any  # the job's distributed.Event (cancel_event(job_id)) on the scheduler
+    checked: float = 0.0  # when the scheduler was last asked (time.monotonic)
+    used: float = 0.0
+    cancelled: bool = False
+    asking: bool = False  # a thread is asking the scheduler now: the others keep the last answer meanwhile
+
+
+class _Stops:
+    """Which jobs were stopped, as this worker process sees them, shared by a job's task and its tiles here: the
+    job's cancel flag (the scheduler asked at most every CANCEL_CHECK_INTERVAL per job and process, however many
+    of its tasks ask), and the tile calls their job stopped itself (DaskMapper, when it closes early); and the tiles
+    running here per call, so that their job can wait for them to end."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.flags: dict[str, _Flag] = {}
+        self.stopped: dict[str, None] = {}  # tile calls (insertion order, at most STOPPED_KEPT)
+        self.running: dict[str, int] = {}  # tile call -> tiles of it running in this process
+
+    def watch(self, job_id: str, client: Any) -> None:
+        """Know the job's flag through `client` (a job's task, or a tile's: the first to ask in this process)."""
         from distributed import Event
 
+        with self.cond:
+            if job_id not in self.flags:
+                now = time.monotonic()  # first asked CANCEL_CHECK_INTERVAL later: a quick job never waits for it
+                self.flags[job_id] = _Flag(Event(cancel_event(job_id), client=client), checked=now, used=now)
+
+    def check(self, job_id: str, call: str | None = None) -> None:
+        """Raise the `cancelled` error if the job was cancelled or the tile call stopped (asking the scheduler when
+        the last answer is older than CANCEL_CHECK_INTERVAL)."""
+        now = time.monotonic()
+        with self.cond:
+            if call is not None and call in self.stopped:
+                raise _Cancelled()
+            flag = self.flags.get(job_id)
+        if flag is None:  # forgotten after FLAG_IDLE without a check (a long GDAL call): watched again
+            from distributed import get_client
+
+            self.watch(job_id, get_client())
+            with self.cond:
+                flag = self.flags[job_id]
+        with self.cond:
+            flag.used = now
+            if flag.cancelled:
+                raise _Cancelled()
+            ask = not flag.asking and now - flag.checked >= CANCEL_CHECK_INTERVAL
+            if ask:
+                flag.asking = True
+                self._forget_idle(now)
+        if not ask:
+            return
+        cancelled = False
+        try:
+            cancelled = bool(flag.event.is_set())
+        except Exception:  # noqa: BLE001 - the scheduler unreachable for a moment: asked again at the next check
+            log.debug("could not ask the scheduler for job %s's cancel flag", job_id, exc_info=True)
+        finally:
+            with self.cond:
+                flag.asking, flag.checked = False, time.monotonic()
+                flag.cancelled = flag.cancelled or cancelled
+        if cancelled:
+            raise _Cancelled()
+
+    def _forget_idle(self, now: float) -> None:
+        for job_id in [j for j, f in self.flags.items() if now - f.used > FLAG_IDLE and not f.asking]:
+            del self.flags[job_id]
+
+    def tile(self, call: str) -> _RunningTile:
+        return _RunningTile(self, call)
+
+    def stop(self, call: str, timeout: float) -> int:
+        """Stop the tiles of `call` in this process (the running ones at their next check, later ones before they
+        start) and wait up to `timeout` for the running ones to end: how many still run."""
+        with self.cond:
+            self.stopped[call] = None
+            while len(self.stopped) > STOPPED_KEPT:
+                del self.stopped[next(iter(self.stopped))]
+            self.cond.wait_for(lambda: not self.running.get(call), timeout)
+            return self.running.get(call, 0)
+
+
+class _RunningTile:
+    def __init__(self, stops: _Stops, call: str) -> None:
+        self.stops, self.call = stops, call
+
+    def __enter__(self) -> None:
+        with self.stops.cond:
+            self.stops.running[self.call] = self.stops.running.get(self.call, 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self.stops.cond:
+            left = self.stops.running[self.call] - 1
+            if left:
+                self.stops.running[self.call] = left
+            else:
+                del self.stops.running[self.call]
+            self.stops.cond.notify_all()
+
+
+_stops = _Stops()
+
+
+def stop_tiles(call: str, timeout: float) -> int:
+    """Run on every worker by a job that stopped its tile call early (DaskMapper): see _Stops.stop."""
+    return _stops.stop(call, timeout)
+
+
+class _JobContext:
+    """Progress and cancellation of one job on this worker, shared with the tiles' mapper (and, through _stops, with
+    the job's tiles that run in this process)."""
+
+    def __init__(self, job_id: str, worker: Any, client: Any) -> None:
         self.job_id = job_id
         self.worker = worker
-        self.cancel = Event(cancel_event(job_id), client=client)
+        _stops.watch(job_id, client)
         self._last_progress = 0.0
-        self._last_check = time.monotonic()
-        self._cancelled = False
 
     def publish(self, kind: str, **fields: Any) -> None:
         self.worker.log_event(PROGRESS_TOPIC, {"job": self.job_id, "kind": kind, **fields})
@@ -386,12 +506,7 @@ class _JobContext:
 
     def check_cancel(self) -> None:
         """Raise if the server cancelled the job (asked the scheduler at most every CANCEL_CHECK_INTERVAL)."""
-        now = time.monotonic()
-        if not self._cancelled and now - self._last_check >= CANCEL_CHECK_INTERVAL:
-            self._last_check = now
-            self._cancelled = bool(self.cancel.is_set())
-        if self._cancelled:
-            raise _Cancelled()
+        _stops.check(self.job_id)
 
 
 def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
@@ -464,7 +579,10 @@ def _spill(value: Any, scratch: str) -> Any:
     import numpy as np
 
     if isinstance(value, np.ndarray) and value.nbytes >= SPILL_BYTES:
-        os.makedirs(scratch, exist_ok=True)
+        try:
+            os.mkdir(scratch)  # never its parents: the attempt directory of a job that ended is not made again
+        except FileExistsError:
+            pass
         path = os.path.join(scratch, f"{uuid.uuid4().hex}.npy")
         np.save(path, value, allow_pickle=False)
         spilled[0] += 1
@@ -489,18 +607,44 @@ def _unspill(value: Any) -> Any:
 
 
 def run_tile(
-    fn_module: str, fn_name: str, item: Any, config: dict[str, Any], scratch: str | None = None, writable: list[str] | None = None
+    fn_module: str,
+    fn_name: str,
+    item: Any,
+    config: dict[str, Any],
+    scratch: str | None = None,
+    writable: list[str] | None = None,
+    job_id: str | None = None,
+    call: str | None = None,
 ) -> Any:
     """The Dask task of one tile: the tile function imported by name (a gdal_mcp.engine module-level function,
     like jobs), under the job's sandbox guard, on a thread that may write only `writable` (the job's attempt
     directory; see _layered). With `scratch` (a directory of the job's attempt, on the file system every worker
-    shares), its large arrays travel as files there instead of through Dask's comms."""
+    shares), its large arrays travel as files there instead of through Dask's comms.
+
+    With `job_id` (and `call`, its DaskMapper call), the tile stops with the job: it does not start once the job was
+    cancelled or the call stopped, the tile function checks between its blocks (engine/tiles.check_stop), and a tile
+    that finished after the stop returns nothing and writes nothing (`cancelled`)."""
     from gdal_mcp.engine import tiles
 
     fn = tiles.resolve(fn_module, fn_name)
     _sandbox(config)
-    result = _layered(lambda: fn(item), writable) if writable is not None else fn(item)
-    return _spill(result, scratch) if scratch is not None else result
+    if job_id is None:
+        result = _layered(lambda: fn(item), writable) if writable is not None else fn(item)
+        return _spill(result, scratch) if scratch is not None else result
+    from distributed import get_client
+
+    _stops.watch(job_id, get_client())
+    check = functools.partial(_stops.check, job_id, call)
+
+    def work() -> Any:
+        with tiles.stopping_by(check):
+            return fn(item)
+
+    with _stops.tile(call or job_id):
+        check()
+        result = _layered(work, writable) if writable is not None else work()
+        check()
+        return _spill(result, scratch) if scratch is not None else result
 
 
 #: this process's private temporary directory once its task threads are confined (confine_executor), else None
@@ -550,6 +694,7 @@ class DaskMapper:
         # One job maps tiles several times (statistics passes, a range pass before colour relief): each call's
         # keys are its own, so a result Dask still holds from an earlier call is never taken for this one's.
         call = uuid.uuid4().hex[:12]
+        stops = f"{self.ctx.job_id}-{call}"  # what stop_tiles names
         with worker_client(separate_thread=not self.layered) as client:
             threads = sum(client.nthreads().values()) or 1
             limit = max(2, TILES_PER_THREAD * threads)
@@ -566,6 +711,8 @@ class DaskMapper:
                         self.config,
                         self.scratch,
                         self.writable,
+                        self.ctx.job_id,
+                        stops,
                         pure=False,
                         retries=0,
                         priority=TILE_PRIORITY,
@@ -591,7 +738,20 @@ class DaskMapper:
                         yield i, result
             finally:
                 if pending:
-                    client.cancel(list(pending))
+                    client.cancel(list(pending))  # those not started never start
+                    self._stop_running(client, stops)
+
+    def _stop_running(self, client: Any, stops: str) -> None:
+        """Stop the tiles of this call still running on the workers and wait (TILE_STOP_WAIT at most) until they
+        ended: the job replies, and the server discards its output, only once none of them can write there."""
+        try:
+            left = client.run(_in_thread, stop_tiles, stops, TILE_STOP_WAIT)
+        except Exception:  # noqa: BLE001 - a worker gone: its tiles are gone too
+            log.debug("stopping the tiles of %s failed", stops, exc_info=True)
+            return
+        running = {address: n for address, n in left.items() if n}
+        if running:
+            log.warning("job %s: tiles still ran %g s after they were stopped: %s", self.ctx.job_id, TILE_STOP_WAIT, running)
 
     def everywhere(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         """fn(*args) on every worker of the cluster (Client.run: in the worker process, beside its tasks), on a

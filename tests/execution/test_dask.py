@@ -490,6 +490,58 @@ async def test_cancel_stops_a_long_job_between_windows_and_leaves_nothing(app: A
     assert info.width == 84
 
 
+def _running_tiles() -> int:
+    """On a worker: how many tile tasks of gdal-mcp jobs run in this process now."""
+    from gdal_mcp.execution import dask_worker
+
+    return sum(dask_worker._stops.running.values())
+
+
+async def running_tiles(runner: DaskExecutor) -> int:
+    return sum((await asyncio.to_thread(runner._client.run, _running_tiles)).values())
+
+
+async def test_cancel_stops_the_running_tiles_on_every_worker_and_leaves_nothing(
+    app: App, runner: DaskExecutor, dask_ws: Path
+) -> None:
+    """A reproject whose tiles each average 256 source pixels into every output pixel (a tile: minutes of one
+    GDAL read, were it read at once): cancelled while its tiles run on both workers, the tiles end within a second
+    or so (counted on the workers: no tile task of the job runs any more), no worker is restarted, nothing is left."""
+    pids = await settled(runner)
+    side = 16 * 3072  # the output: 3072^2 at 16 x the pixel size, tiles of 2560^2 (Byte), 4 tiles
+    vrt = dask_ws / "slow_tiles.vrt"
+    vrt.write_text(
+        f'<VRTDataset rasterXSize="{side}" rasterYSize="{side}"><SRS>EPSG:32618</SRS>'
+        "<GeoTransform>500000, 10, 0, 4500000, 0, -10</GeoTransform>"
+        '<VRTRasterBand dataType="Byte" band="1"/></VRTDataset>'
+    )
+    target = app.sandbox.resolve_output("out/cancelled_tiles.tif")
+    job = jobs.ReprojectRasterJob(
+        src=str(vrt), dst=str(target.tmp_path), resolution=160.0, resampling="average", options=BIG_CONVERT["creation_options"]
+    )
+    task = asyncio.create_task(app.execute(job, output=target))
+    for _ in range(600):
+        if await running_tiles(runner) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the job's tiles did not start on both workers")
+    await asyncio.sleep(0.5)  # well inside their first tiles
+    assert await running_tiles(runner) >= 2 and not task.done()
+    t0 = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    while await running_tiles(runner) and time.monotonic() - t0 < 30:
+        await asyncio.sleep(0.05)
+    stopped = time.monotonic() - t0
+    assert stopped < 2.0, f"the cancelled job's tiles ran on for {stopped:.1f} s"
+    assert leftovers(dask_ws) == [] and not (dask_ws / "out" / "cancelled_tiles.tif").exists()
+    assert await asyncio.to_thread(runner.pids) == pids, "a worker was restarted: the tiles did not stop by themselves"
+    info = await runner.run(jobs.RasterInfoJob(path=str(dask_ws / "raster" / "slope.tif")))
+    assert info.width == 84
+
+
 @pytest.mark.slow
 async def test_a_stuck_job_gets_its_worker_restarted(app: App, runner: DaskExecutor, dask_ws: Path) -> None:
     await settled(runner)

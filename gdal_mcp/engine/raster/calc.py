@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from rasterio.windows import Window
 
+from gdal_mcp.engine import tiles
 from gdal_mcp.engine.crs import crs_label
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
@@ -460,6 +461,7 @@ def calc_tile(spec: CalcTile) -> tuple[np.ndarray, list[tuple[int, ...]]]:
             for label, path, band in spec.sources
         ]
         for w in iter_windows(width, height, (256, 256), max(1, spec.window_pixels // len(compiled))):
+            tiles.check_stop()
             r0, c0, h, ww = int(w.row_off), int(w.col_off), int(w.height), int(w.width)
             out[:, r0 : r0 + h, c0 : c0 + ww] = _compute(
                 sources, compiled, reductions, Window(col + c0, row + r0, ww, h), spec.stacked, spec.dtype, spec.nodata, counts

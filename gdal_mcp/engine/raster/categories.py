@@ -155,6 +155,7 @@ def categories_tile(spec: CategoriesTile) -> list[ClassTally]:
         tallies = [ClassTally(f"band {b}") for b in spec.bands]
         block = ds.block_shapes[0] if ds.block_shapes else (256, 256)
         for sub in iter_windows(width, height, block, max(1, spec.window_pixels // len(bands))):
+            tiles.check_stop()
             w = Window(col + sub.col_off, row + sub.row_off, sub.width, sub.height)
             chunk = read_bands(ds, bands, window=w, masked=True)
             pixel = areas.for_window(w)

@@ -529,6 +529,7 @@ def write_tile(tile: RawTile) -> Any:
     if tile.counters:
         result, rest = result[0], (None, *result[1:])
     data = check_tile(target, window, result)
+    tiles.check_stop()  # a tile whose job was cancelled meanwhile writes nothing
     pieces: Any
     if buffer is not None:
         offset, buf, view = buffer

@@ -578,6 +578,7 @@ def _tile_pass(spec: StatsTile) -> list[_BandWork]:
         areas = pixel_areas(ds) if spec.weighted or thresholds else None
         window = Window(*spec.window)
         for _, _, win, chunk in _chunks(ds, bands, window, spec.window_pixels):
+            tiles.check_stop()  # between chunks: a cancelled job's tile ends here
             pixel = areas.for_window(win) if areas is not None else None
             for j, w in enumerate(work):
                 if spec.refine:

@@ -42,6 +42,7 @@ from typing import Any, Literal
 import numpy as np
 from rasterio.windows import Window
 
+from gdal_mcp.engine import tiles
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
@@ -651,6 +652,7 @@ def terrain_tile(spec: TerrainTile) -> np.ndarray:
     out = np.empty((height, width), dtype=spec.dtype)
     with open_raster(spec.path) as ds:
         for w in iter_windows(width, height, spec.block, spec.window_pixels):
+            tiles.check_stop()
             r0, c0, h, ww = int(w.row_off), int(w.col_off), int(w.height), int(w.width)
             values = _window_values(
                 ds, spec.band, Window(col + c0, row + r0, ww, h), spec.nodata, spec.product, spec.params, spec.compute_edges

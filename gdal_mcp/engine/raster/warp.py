@@ -630,7 +630,20 @@ def blockwise(spec: WarpTile, dest: Any) -> Any:
     session = tiles.Session.current()
     with rasterio.Env(GDAL_VRT_WARP_USE_DATASET_RASTERIO="NO"), contextlib.ExitStack() as stack:
         vrt = session.resource("warped", WarpedSources).get(spec) if session is not None else _warped_vrt(spec, stack)
-        vrt.read(list(spec.indexes), window=Window(col, row, width, height), out=dest)
+        # Block by block of the VRT, the job's stop checked between them (tiles.check_stop): a whole tile in one read
+        # is one GDAL call nothing interrupts, seconds long when each pixel averages many source pixels. The VRT
+        # warps the same blocks either way: the same pixels, the same work.
+        bh, bw = vrt.block_shapes[0] if vrt.block_shapes else (height, width)
+        for top in range(row, row + height, bh):
+            bottom = min(row + height, (top // bh + 1) * bh)
+            for left in range(col, col + width, bw):
+                right = min(col + width, (left // bw + 1) * bw)
+                tiles.check_stop()
+                vrt.read(
+                    list(spec.indexes),
+                    window=Window(left, top, right - left, bottom - top),
+                    out=dest[:, top - row : bottom - row, left - col : right - col],
+                )
     return dest
 
 
