@@ -51,7 +51,7 @@ log = logging.getLogger("gdal_mcp.execution.dask_worker")
 #: Dask event topic of the jobs' progress and start messages (msgpack-able dicts with the job id)
 PROGRESS_TOPIC = "gdal-mcp-progress"
 #: how often a running job asks the scheduler whether it was cancelled
-CANCEL_CHECK_INTERVAL = 0.2
+CANCEL_CHECK_INTERVAL = 0.1
 #: prefix of the directory an attempt writes into, inside the job's temporary output directory
 ATTEMPT_PREFIX = ".attempt-"
 #: the error a second attempt of a job gives (its first worker died while running it)

@@ -66,9 +66,14 @@ def uri(display: str) -> str:
     return RESOURCE_PREFIX + quote(display.lstrip("/"))
 
 
+#: a job's temporary output directory inside a path (scrubbed out of messages)
+_TEMPORARY_DIR = re.compile(re.escape(TMP_PREFIX) + r"[0-9a-f]{32}/")
+
+
 def scrub(roots: Roots, text: str) -> str:
     """Remove the server's absolute layout from a message (GDAL errors quote full paths)."""
-    text = re.sub(re.escape(TMP_PREFIX) + r"[0-9a-f]{32}/", "", text)
+    if TMP_PREFIX in text:  # every string of every result comes here: the pattern only where it can match
+        text = _TEMPORARY_DIR.sub("", text)
     first = str(roots[0])
     text = text.replace(first + os.sep, "").replace(first, ".")
     return text
