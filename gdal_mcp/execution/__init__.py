@@ -24,7 +24,7 @@ class Executor(Protocol):
     """What the server needs from an executor."""
 
     def start(self, count: int | None = None) -> None:
-        """Start (or connect to) the workers; idempotent. `count`: start only that many for now."""
+        """Start (or connect to) the workers; idempotent. `count`: at least that many started, the rest later."""
 
     def close(self) -> None:
         """Stop the workers (or disconnect); running jobs end."""

@@ -73,8 +73,9 @@ TILE_PRIORITY = 1
 #: how long a job whose tiles it stopped early (a cancel, a failed tile) waits for those still running on the workers
 #: to end before it replies, so the server discards its output only once no tile can write there any more. A tile
 #: checks its job's stop between its blocks (engine/tiles.check_stop), every CANCEL_CHECK_INTERVAL at most: well within
-#: this; a tile stuck in one GDAL call runs on (it writes nothing once stopped, see run_tile)
-TILE_STOP_WAIT = 2.0
+#: this; a tile stuck in one GDAL call runs on (it writes nothing once stopped, see run_tile). Well within the server's
+#: GRACE (dask_executor, 3 s), which also covers the job's own discard of its output after this wait
+TILE_STOP_WAIT = 1.5
 #: a job's cancel flag unused this long on a worker is forgotten there
 FLAG_IDLE = 120.0
 #: how many stopped tile calls a worker remembers (to refuse a late tile of one)
@@ -745,11 +746,12 @@ class DaskMapper:
         """Stop the tiles of this call still running on the workers and wait (TILE_STOP_WAIT at most) until they
         ended: the job replies, and the server discards its output, only once none of them can write there."""
         try:
-            left = client.run(_in_thread, stop_tiles, stops, TILE_STOP_WAIT)
-        except Exception:  # noqa: BLE001 - a worker gone: its tiles are gone too
+            # on_error="return": a worker that failed to answer does not hide the others' counts
+            left = client.run(_in_thread, stop_tiles, stops, TILE_STOP_WAIT, on_error="return")
+        except Exception:  # noqa: BLE001 - the scheduler gone: the tiles' writes fail or land in a removed directory
             log.debug("stopping the tiles of %s failed", stops, exc_info=True)
             return
-        running = {address: n for address, n in left.items() if n}
+        running = {address: n for address, n in left.items() if isinstance(n, int) and n}
         if running:
             log.warning("job %s: tiles still ran %g s after they were stopped: %s", self.ctx.job_id, TILE_STOP_WAIT, running)
 

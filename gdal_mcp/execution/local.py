@@ -194,7 +194,7 @@ class LocalExecutor:
         return w
 
     def start(self, count: int | None = None) -> None:
-        """Spawn the warm workers (imports happen in the background). With `count`, only that many for now
+        """Spawn the warm workers (imports happen in the background). With `count`, at least that many for now
         and the rest on the next start(): the server spawns one before its own imports, so the two overlap, and the
         rest after its first answer (or when every started worker is busy, or the server's REST_OF_POOL_AFTER), so
         their imports do not take the CPU the server and the first job need on a small machine."""
@@ -206,7 +206,9 @@ class LocalExecutor:
                 # The workers' private temporary directory: the only place outside the workspaces they may write.
                 self._tmp = tempfile.mkdtemp(prefix="gdal-mcp-workers-")
                 self.worker_config["tmp"] = self._tmp
-        n = self._unspawned if count is None else min(count, self._unspawned)
+        spawned = self.workers + 1 - self._unspawned
+        # `count`: at least that many spawned in all (the CLI's early start(1) and the lifespan's are one worker)
+        n = self._unspawned if count is None else max(0, min(count - spawned, self._unspawned))
         for _ in range(0 if self._closed else n):
             self._idle.put_nowait(self._spawn())
             self._unspawned -= 1
@@ -311,7 +313,7 @@ class LocalExecutor:
             self.start()
         assert self._idle is not None and self._general is not None
         if self._unspawned and self._idle.empty():
-            self.start()  # every warm worker is busy: the rest of the pool now, not after this job
+            self._start_rest()  # every warm worker is busy: the rest of the pool now, not after this job
         limit = self.timeout if timeout is None else timeout
         try:
             if quick:
@@ -320,7 +322,14 @@ class LocalExecutor:
                 return await self._run_on_worker(job, progress, limit)
         finally:
             if self._unspawned:
-                self.start()  # the first answer is out: the rest of the pool imports GDAL now
+                self._start_rest()  # the first answer is out: the rest of the pool imports GDAL now
+
+    def _start_rest(self) -> None:
+        """The workers start() has yet to spawn; a failure (no process or file left) is logged, never the job's."""
+        try:
+            self.start()
+        except OSError:
+            log.warning("could not start the rest of the worker pool; it is tried again with the next job", exc_info=True)
 
     async def _run_on_worker[R](self, job: Job[R], progress: ProgressSink | None, limit: float) -> R:
         """Run `job` on an idle worker.

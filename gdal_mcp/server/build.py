@@ -116,6 +116,13 @@ async def _index_tool_schemas(mcp: FastMCP) -> None:
 REST_OF_POOL_AFTER = 2.0
 
 
+def _start_rest(app: App) -> None:
+    try:
+        app.executor.start()
+    except Exception:  # noqa: BLE001 - a timer callback: the next job starts them (LocalExecutor.run)
+        log.warning("could not start the rest of the worker pool", exc_info=True)
+
+
 #: How long Docket's worker (MCP tasks) waits for a new task before it looks again. Its read of the in-memory
 #: backend returns as soon as a task is queued, so this sets only how often an idle server wakes up, not how fast a
 #: task starts: measured, a quick task's round trip 31 ms at FastMCP's default of 50 ms and 34 ms at 1 s, while an
@@ -141,7 +148,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
         app.executor.start(1)  # idempotent; workers import GDAL in the background
         # The rest of the pool after the first answer (the executor starts it then) or REST_OF_POOL_AFTER at the
         # latest: on 2 cores, two more workers importing GDAL at once slowed the first answer of a cold start.
-        rest = asyncio.get_running_loop().call_later(REST_OF_POOL_AFTER, app.executor.start)
+        rest = asyncio.get_running_loop().call_later(REST_OF_POOL_AFTER, _start_rest, app)
         if not swept and not settings.read_only:
             swept = True  # once: remove the temporaries of servers killed mid-write (sandbox decides which)
             await asyncio.to_thread(app.sandbox.sweep_stale_temporaries)

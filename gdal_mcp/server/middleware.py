@@ -111,11 +111,11 @@ class SchemasDereferencedOnce(DereferenceRefsMiddleware):
     """FastMCP's DereferenceRefsMiddleware (inline every $ref of the listed schemas: some clients cannot follow
     them), remembering each tool's result. FastMCP's own redoes it on every tools/list: ~100 ms of CPU for the 54
     tools, and every official-SDK session lists the tools once (it checks results against their output schemas), so
-    it was a third of the server's CPU under 50 SDK sessions. The tools are fixed once the server is built; a tool
-    replaced by another object is dereferenced anew (the cache holds the original, so its id is not reused)."""
+    it was a third of the server's CPU under 50 SDK sessions. The tools are fixed once the server is built; one entry
+    per tool name and version, redone when the listed object is another (a copy FastMCP made): bounded, never stale."""
 
     def __init__(self) -> None:
-        self._tools: dict[int, tuple[Tool, Tool]] = {}
+        self._tools: dict[tuple[str, str | None], tuple[Tool, Tool]] = {}
 
     async def on_list_tools(
         self,
@@ -125,10 +125,11 @@ class SchemasDereferencedOnce(DereferenceRefsMiddleware):
         tools = await call_next(context)
         listed = []
         for tool in tools:
-            known = self._tools.get(id(tool))
+            key = (tool.name, tool.version)
+            known = self._tools.get(key)
             if known is None or known[0] is not tool:
                 (done,) = await super().on_list_tools(context, _just(tool))
-                known = self._tools[id(tool)] = (tool, done)
+                known = self._tools[key] = (tool, done)
             listed.append(known[1])
         return listed
 

@@ -693,3 +693,11 @@ def test_unreachable_scheduler_is_a_clear_start_up_error(tmp_path: Path, monkeyp
     with pytest.raises(ValueError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
         runner.start()
     runner.close()
+
+
+def test_a_job_waits_for_its_stopped_tiles_within_the_servers_grace() -> None:
+    """After a cancel the job waits (TILE_STOP_WAIT) for its running tiles, then discards its output: both must end
+    before the server's GRACE restarts the worker (a restart would cost every job on that worker)."""
+    from gdal_mcp.execution import dask_executor, dask_worker
+
+    assert dask_worker.TILE_STOP_WAIT + 1.0 <= dask_executor.GRACE

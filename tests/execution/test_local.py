@@ -418,6 +418,7 @@ async def test_the_rest_of_the_pool_starts_after_the_first_answer_or_when_every_
     first = LocalExecutor(workers=2, timeout=60, worker_config=config)
     try:
         first.start(1)
+        first.start(1)  # the CLI's early start and the lifespan's: one worker, not two
         assert len(first.pids()) == 1
         assert (await first.run(STATUS))["pid"] in first.pids()
         assert len(first.pids()) == 3  # two workers and the spare for quick calls

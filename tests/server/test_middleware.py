@@ -32,10 +32,12 @@ async def test_schemas_are_inlined_like_fastmcps_own_and_only_once(monkeypatch: 
     """Performance regression (an SDK session lists the tools once; 50 sessions re-dereferenced 54 tools each): the
     result equals FastMCP's DereferenceRefsMiddleware's, and a second tools/list inlines nothing again."""
 
+    once = SchemasDereferencedOnce()
+
     def build(dereference: str) -> FastMCP:
         mcp = FastMCP(
             "t",
-            middleware=[SchemasDereferencedOnce()] if dereference == "once" else [],
+            middleware=[once] if dereference == "once" else [],
             dereference_schemas=dereference == "fastmcp",
         )
 
@@ -61,6 +63,7 @@ async def test_schemas_are_inlined_like_fastmcps_own_and_only_once(monkeypatch: 
         inlined = len(calls)
         (second,) = await c.list_tools()
     assert inlined == 2  # the input and the output schema
+    assert len(once._tools) == 1  # one entry per tool, however many lists
     assert len(calls) == inlined, "the second tools/list dereferenced the schemas again"
     for listed in (first, second):
         assert listed.input_schema == reference.input_schema and _refs(listed.input_schema) == 0

@@ -578,6 +578,7 @@ def write_tiles(
                     progress(target.share * done / total, f"{what} {done}/{total} tiles")
                 finished = True
             finally:
+                writer.dropping = writer.dropping or not finished  # no more writes while the tiles below stop
                 try:
                     close = getattr(results, "close", None)
                     if close is not None:

@@ -633,11 +633,12 @@ def blockwise(spec: WarpTile, dest: Any) -> Any:
         # Block by block of the VRT, the job's stop checked between them (tiles.check_stop): a whole tile in one read
         # is one GDAL call nothing interrupts, seconds long when each pixel averages many source pixels. The VRT
         # warps the same blocks either way: the same pixels, the same work.
+        # The pieces are the grid's blocks cut to the window: a window need not start on a block (strip tiles).
         bh, bw = vrt.block_shapes[0] if vrt.block_shapes else (height, width)
-        for top in range(row, row + height, bh):
-            bottom = min(row + height, (top // bh + 1) * bh)
-            for left in range(col, col + width, bw):
-                right = min(col + width, (left // bw + 1) * bw)
+        for block_top in range(row - row % bh, row + height, bh):
+            top, bottom = max(block_top, row), min(block_top + bh, row + height)
+            for block_left in range(col - col % bw, col + width, bw):
+                left, right = max(block_left, col), min(block_left + bw, col + width)
                 tiles.check_stop()
                 vrt.read(
                     list(spec.indexes),

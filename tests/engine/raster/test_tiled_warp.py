@@ -269,3 +269,47 @@ def test_warp_into_a_used_buffer_leaves_nothing_of_it(nodata, shift) -> None:
     warp_tile(spec, out=used.transpose(2, 0, 1))
     assert np.array_equal(used.transpose(2, 0, 1), fresh)
     assert (shift == 5000) == (fresh == (nodata or 0)).all()
+
+
+@pytest.mark.parametrize(
+    "window",
+    [(0, 0, 512, 256), (300, 100, 500, 300), (17, 1677 % 128 + 128, 513, 129), (511, 127, 2, 2)],
+    ids=["aligned", "misaligned", "strip-like", "corner"],
+)
+def test_a_blockwise_tile_is_its_window_of_the_whole_grid_wherever_it_starts(window) -> None:
+    """Data loss regression: a tile not starting on a 512 x 128 block of the warped VRT (strip tiles of a GTiff
+    written in strips start on any row) skipped rows and columns, which kept the buffer's earlier values. Every
+    pixel of the window must equal the same pixel of the whole grid read at once."""
+    from affine import Affine
+    from rasterio.crs import CRS
+    from rasterio.warp import calculate_default_transform
+
+    from gdal_mcp.engine.raster.warp import WarpTile, is_blockwise, warp_tile
+
+    with rasterio.open(RGB) as ds:
+        transform, width, height = calculate_default_transform(ds.crs, "EPSG:4326", ds.width, ds.height, *ds.bounds)
+    col, row, w, h = window
+    assert col + w <= width and row + h <= height
+
+    def spec(win: tuple[int, int, int, int]) -> WarpTile:
+        return WarpTile(
+            src=RGB,
+            indexes=(1, 2, 3),
+            window=win,
+            transform=tuple(transform * Affine.translation(win[0], win[1]))[:6],
+            crs=CRS.from_epsg(4326).to_wkt(),
+            dtype="uint8",
+            src_nodata=None,
+            nodata=0,
+            resampling="bilinear",
+            warp_options=(),
+            threads=1,
+            grid=(width, height),
+            grid_transform=tuple(transform)[:6],
+        )
+
+    assert is_blockwise(spec(window))
+    whole = warp_tile(spec((0, 0, width, height)))
+    used = np.full((3, h, w), 77, dtype="uint8")  # an earlier tile's values: any pixel not read stays 77
+    warp_tile(spec(window), out=used)
+    assert np.array_equal(used, whole[:, row : row + h, col : col + w])
