@@ -123,16 +123,14 @@ def margin_nodata(
     ]
     wanted = candidates(dtype)
     seen = np.zeros(len(wanted), dtype=bool)
-    quick = []  # the tiles where the preferred value does not occur, answered by that alone
-    for i, part in tiles.map_tiles(used_values_tile, specs, local_threads=max(1, threads)):
-        if part is None:
-            quick.append(i)
-        else:
-            seen |= part
-    if seen[0] and quick:  # the preferred value occurs: the others need the whole answer of every tile
+    quick: list[int] = []  # the tiles where the preferred value does not occur, answered by that alone
+    # Once every candidate occurred the answer is known (no value is free): the tiles not read yet are not read (an
+    # input of random values over the whole range shows them all in its first tile; the scan was a second full read
+    # of the input: 3 x 18000^2 uint16, ~2 s of the reproject's 9.5 s).
+    _accumulate(seen, tiles.map_tiles(used_values_tile, specs, local_threads=max(1, threads)), quick)
+    if seen[0] and quick and not seen.all():  # the preferred value occurs: the others need every tile's whole answer
         again = [replace(specs[i], full=True) for i in sorted(quick)]
-        for _, part in tiles.map_tiles(used_values_tile, again, local_threads=max(1, threads)):
-            seen |= part
+        _accumulate(seen, tiles.map_tiles(used_values_tile, again, local_threads=max(1, threads)), [])
     free = wanted[~seen]
     name = kind.name
     if free.size == 0:
@@ -149,6 +147,23 @@ def margin_nodata(
         f"nodata, so that they read as missing rather than as data; {value} is the {end} {name} value no input pixel "
         "takes; pass nodata= to choose another value"
     )
+
+
+def _accumulate(seen: np.ndarray, results: Any, quick: list[int]) -> None:
+    """OR the tiles' answers into `seen` (the tiles answered by their preferred value alone go to `quick`) until every
+    candidate occurred; then the tiles not done are stopped (the generator closed: the executor cancels them)."""
+    try:
+        for i, part in results:
+            if part is None:
+                quick.append(i)
+                continue
+            seen |= part
+            if seen.all():
+                return
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()
 
 
 def _lonlat(crs: Any, bounds: tuple[float, float, float, float]) -> tuple[float, float, float, float] | None:

@@ -262,3 +262,32 @@ def test_a_mosaic_input_in_another_crs_no_longer_covers_the_others_with_its_marg
     assert footprint.any() and not footprint.all()
     assert not (data == 0).any()  # no 0 margins drawn over the first input
     assert (np.where(footprint, 20, 10) == data).mean() > 0.995  # edge pixels may round the other way
+
+
+def test_the_scan_stops_once_every_value_occurred(tmp_path, monkeypatch) -> None:
+    """Speed (the scan is a second read of the input): when the first tiles already hold every value of the type, no
+    value can be free, and the other tiles are not read. The answer is the full scan's: no nodata, the margins 0."""
+    import inspect
+    import sys
+
+    opening = sys.modules["gdal_mcp.engine.raster.opening"]
+    src = lonlat_source(tmp_path / "src.tif", 6.5, 50.2, values=(0, 254))
+    with rasterio.open(src, "r+") as ds:
+        data = ds.read()
+        data[:, :16, :16] = np.arange(256, dtype="uint8").reshape(16, 16)  # every value, in the first 64-px tile
+        ds.write(data)
+    monkeypatch.setattr(tiles, "TILE_ALIGN", 64)
+    monkeypatch.setattr(tiles, "plan", functools.partial(tiles.plan, tile_bytes=1))
+    scanned = []
+    original = opening.open_raster
+
+    def counting(*args, **kwargs):
+        if inspect.currentframe().f_back.f_code.co_name == "used_values_tile":
+            scanned.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(opening, "open_raster", counting)
+    s, warnings = reproject(str(src), str(tmp_path / "out.tif"), dst_crs="EPSG:32632")
+    assert s.nodata is None and any("every uint8 value occurs" in w for w in warnings), warnings
+    total = len(tiles.plan(200, 200, bytes_per_pixel=2))
+    assert total >= 9 and 1 <= len(scanned) <= 2, (len(scanned), total)
