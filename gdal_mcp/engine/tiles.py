@@ -283,6 +283,20 @@ def map_tiles[T, U](fn: Callable[[T], U], items: Sequence[T], *, local_threads: 
     return mapper(fn, items)  # type: ignore[no-any-return]
 
 
+@contextmanager
+def mapped[T, U](fn: Callable[[T], U], items: Sequence[T], *, local_threads: int = 1) -> Iterator[Iterator[tuple[int, U]]]:
+    """`map_tiles` in a with-block that stops the tiles not done when it ends: on an error or a cancel, here and now
+    (the executor cancels them and waits for the running ones), not whenever the collector gets to a generator an
+    exception's traceback still holds."""
+    results = map_tiles(fn, items, local_threads=local_threads)
+    try:
+        yield results
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()
+
+
 def reaches_everywhere() -> bool:
     """Whether `everywhere()` can run a function in every process the current executor runs tiles in."""
     mapper = current_mapper()

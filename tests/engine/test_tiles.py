@@ -100,3 +100,39 @@ def test_run_threads_yields_every_tile_once_and_stops_when_closed() -> None:
     next(gen)
     gen.close()
     assert len(started) <= 4, started  # at most the running tiles and one refill; the rest never start
+
+
+def test_mapped_stops_the_tiles_when_its_block_ends_even_while_an_error_holds_the_frame() -> None:
+    """Cancel on a cluster: a job's error or cancel must stop its tiles at once, not when the garbage collector gets
+    to a tile generator that the exception's traceback (the job's frame) still holds."""
+    from gdal_mcp.engine.raster.relief import range_tile  # any engine tile function: the mapper below runs none
+
+    stopped: list[str] = []
+
+    def mapper(fn, items):  # noqa: ANN001, ANN202 - a stand-in executor
+        try:
+            yield from enumerate(items)
+        finally:
+            stopped.append("closed")
+
+    caught = None
+    with tiles.using(mapper):
+        try:
+            with tiles.mapped(range_tile, [1, 2, 3]) as results:
+                for _ in results:
+                    raise RuntimeError("a cancel")
+        except RuntimeError as e:
+            caught = e  # the traceback, and with it the frame holding `results`, stays alive here
+            assert stopped == ["closed"]
+    assert caught is not None and caught.__traceback__ is not None
+    # without the with-block the same generator stays suspended while the error is held
+    stopped.clear()
+    with tiles.using(mapper):
+        try:
+            results = tiles.map_tiles(range_tile, [1, 2, 3])
+            for _ in results:
+                raise RuntimeError("a cancel")
+        except RuntimeError:
+            assert stopped == []
+    results.close()
+    assert stopped == ["closed"]

@@ -421,13 +421,14 @@ def zones_statistics(
                 yield result
 
         # Each zone's partial results merged in tile order: the same floats whichever order tiles finished in.
-        for _, tile_parts in tiles.in_order(arrived(tiles.map_tiles(zonal_tile, specs))):
-            for i, part in tile_parts:
-                parts[i].merge(part)
-                remaining[i] -= 1
-                if remaining[i] == 0:
-                    results[i] = _statistics(parts.pop(i), stats, dtype, areas, categorical, thresholds)
-                    finished["zones"] += 1
+        with tiles.mapped(zonal_tile, specs) as done:
+            for _, tile_parts in tiles.in_order(arrived(done)):
+                for i, part in tile_parts:
+                    parts[i].merge(part)
+                    remaining[i] -= 1
+                    if remaining[i] == 0:
+                        results[i] = _statistics(parts.pop(i), stats, dtype, areas, categorical, thresholds)
+                        finished["zones"] += 1
         if tick is not None:
             tick(finished["zones"])
     return [r if r is not None else {} for r in results]

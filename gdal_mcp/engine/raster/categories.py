@@ -208,9 +208,10 @@ def categories(
                 yield result
 
         # Areas are float sums: merged in tile order, they are the same whichever order the tiles finished in.
-        for _, parts in tiles.in_order(arrived(tiles.map_tiles(categories_tile, specs))):
-            for tally, part in zip(tallies, parts, strict=True):
-                tally.merge(part)
+        with tiles.mapped(categories_tile, specs) as done:
+            for _, parts in tiles.in_order(arrived(done)):
+                for tally, part in zip(tallies, parts, strict=True):
+                    tally.merge(part)
         with_area = areas.method != "none"
         out = []
         for b, tally in zip(indexes, tallies, strict=True):

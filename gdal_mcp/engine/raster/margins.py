@@ -127,10 +127,12 @@ def margin_nodata(
     # Once every candidate occurred the answer is known (no value is free): the tiles not read yet are not read (an
     # input of random values over the whole range shows them all in its first tile; the scan was a second full read
     # of the input: 3 x 18000^2 uint16, ~2 s of the reproject's 9.5 s).
-    _accumulate(seen, tiles.map_tiles(used_values_tile, specs, local_threads=max(1, threads)), quick)
+    with tiles.mapped(used_values_tile, specs, local_threads=max(1, threads)) as results:
+        _accumulate(seen, results, quick)
     if seen[0] and quick and not seen.all():  # the preferred value occurs: the others need every tile's whole answer
         again = [replace(specs[i], full=True) for i in sorted(quick)]
-        _accumulate(seen, tiles.map_tiles(used_values_tile, again, local_threads=max(1, threads)), [])
+        with tiles.mapped(used_values_tile, again, local_threads=max(1, threads)) as results:
+            _accumulate(seen, results, [])
     free = wanted[~seen]
     name = kind.name
     if free.size == 0:
@@ -151,19 +153,14 @@ def margin_nodata(
 
 def _accumulate(seen: np.ndarray, results: Any, quick: list[int]) -> None:
     """OR the tiles' answers into `seen` (the tiles answered by their preferred value alone go to `quick`) until every
-    candidate occurred; then the tiles not done are stopped (the generator closed: the executor cancels them)."""
-    try:
-        for i, part in results:
-            if part is None:
-                quick.append(i)
-                continue
-            seen |= part
-            if seen.all():
-                return
-    finally:
-        close = getattr(results, "close", None)
-        if close is not None:
-            close()
+    candidate occurred (the caller's tiles.mapped block then stops the tiles not done)."""
+    for i, part in results:
+        if part is None:
+            quick.append(i)
+            continue
+        seen |= part
+        if seen.all():
+            return
 
 
 def _lonlat(crs: Any, bounds: tuple[float, float, float, float]) -> tuple[float, float, float, float] | None:

@@ -93,8 +93,9 @@ def _band_range(src: str, ds: Any, band: int, nodata: float | None) -> tuple[flo
     low, high = math.inf, -math.inf
     plan = tiles.plan(ds.width, ds.height, bytes_per_pixel=8)
     specs = [RangeTile(path=src, band=band, nodata=nodata, window=t.window) for t in plan]
-    for _, (lo, hi) in tiles.map_tiles(range_tile, specs):
-        low, high = min(low, lo), max(high, hi)
+    with tiles.mapped(range_tile, specs) as done:
+        for _, (lo, hi) in done:
+            low, high = min(low, lo), max(high, hi)
     if low > high:
         raise GdalMcpError(
             "invalid-argument",

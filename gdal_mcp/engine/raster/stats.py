@@ -723,19 +723,19 @@ def raster_stats(
 
     # Every pass merges the tiles' parts in tile order (tiles.in_order): the float sums (moments, weighted histograms,
     # areas) are the same whichever order the tiles finished in; the integer ones would be in any order.
-    first_pass = tiles.map_tiles(stats_first_tile, specs(work, refine=False), local_threads=LOCAL_THREADS)
-    for _, parts in tiles.in_order(arrived(first_pass, 1)):
-        for w, part in zip(work, parts, strict=True):
-            w.merge_first(part)
+    with tiles.mapped(stats_first_tile, specs(work, refine=False), local_threads=LOCAL_THREADS) as first_pass:
+        for _, parts in tiles.in_order(arrived(first_pass, 1)):
+            for w, part in zip(work, parts, strict=True):
+                w.merge_first(part)
     for w in work:
         w.finish_first()
     p = 1
     while active := [w for w in work if w.needs_pass()]:
         p += 1
-        refine_pass = tiles.map_tiles(stats_refine_tile, specs(active, refine=True), local_threads=LOCAL_THREADS)
-        for _, refined in tiles.in_order(arrived(refine_pass, p)):
-            for w, part in zip(active, refined, strict=True):
-                w.merge_refine(part)
+        with tiles.mapped(stats_refine_tile, specs(active, refine=True), local_threads=LOCAL_THREADS) as refine_pass:
+            for _, refined in tiles.in_order(arrived(refine_pass, p)):
+                for w, part in zip(active, refined, strict=True):
+                    w.merge_refine(part)
         for w in active:
             w.finish_refine()
     progress(1.0, f"statistics done in {p} pass(es)")
