@@ -22,6 +22,7 @@ Only distributed and gdal_mcp's GDAL-free modules are imported at the top: the s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -445,8 +446,21 @@ class _Stops:
         for job_id in [j for j, f in self.flags.items() if now - f.used > FLAG_IDLE and not f.asking]:
             del self.flags[job_id]
 
-    def tile(self, call: str) -> _RunningTile:
-        return _RunningTile(self, call)
+    @contextlib.contextmanager
+    def tile(self, call: str) -> Iterator[None]:
+        """A tile of `call` runs here while the block runs (`stop` waits for the count to reach 0)."""
+        with self.cond:
+            self.running[call] = self.running.get(call, 0) + 1
+        try:
+            yield
+        finally:
+            with self.cond:
+                left = self.running[call] - 1
+                if left:
+                    self.running[call] = left
+                else:
+                    del self.running[call]
+                self.cond.notify_all()
 
     def stop(self, call: str, timeout: float) -> int:
         """Stop the tiles of `call` in this process (the running ones at their next check, later ones before they
@@ -457,24 +471,6 @@ class _Stops:
                 del self.stopped[next(iter(self.stopped))]
             self.cond.wait_for(lambda: not self.running.get(call), timeout)
             return self.running.get(call, 0)
-
-
-class _RunningTile:
-    def __init__(self, stops: _Stops, call: str) -> None:
-        self.stops, self.call = stops, call
-
-    def __enter__(self) -> None:
-        with self.stops.cond:
-            self.stops.running[self.call] = self.stops.running.get(self.call, 0) + 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self.stops.cond:
-            left = self.stops.running[self.call] - 1
-            if left:
-                self.stops.running[self.call] = left
-            else:
-                del self.stops.running[self.call]
-            self.stops.cond.notify_all()
 
 
 _stops = _Stops()
@@ -580,10 +576,8 @@ def _spill(value: Any, scratch: str) -> Any:
     import numpy as np
 
     if isinstance(value, np.ndarray) and value.nbytes >= SPILL_BYTES:
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(scratch)  # never its parents: the attempt directory of a job that ended is not made again
-        except FileExistsError:
-            pass
         path = os.path.join(scratch, f"{uuid.uuid4().hex}.npy")
         np.save(path, value, allow_pickle=False)
         spilled[0] += 1

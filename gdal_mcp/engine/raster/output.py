@@ -565,26 +565,23 @@ def write_tiles(
             if prepare is not None:
                 prepare(out)
             progress(0.0, start or f"{what} 0/{total} tiles")
-            results = tiles.map_tiles(fn, specs, local_threads=concurrent)
             writer = _TileWriter(out)
-            finished = False
             try:
-                for done, (i, data) in enumerate(results, start=1):
-                    if pixels is not None:  # a tile function that also returns counters: pixels(i, result) -> pixels
-                        data = pixels(i, data)
-                    col, row, w, h = windows[i]
-                    writer.write(data if data.ndim == 3 else data[np.newaxis], Window(col, row, w, h))
-                    del data
-                    progress(target.share * done / total, f"{what} {done}/{total} tiles")
-                finished = True
+                # the block's end stops the tiles not done (an error, a cancel), then the writer finishes
+                with tiles.mapped(fn, specs, local_threads=concurrent) as results:
+                    try:
+                        for done, (i, data) in enumerate(results, start=1):
+                            if pixels is not None:  # a tile function that also returns counters: pixels(i, result)
+                                data = pixels(i, data)
+                            col, row, w, h = windows[i]
+                            writer.write(data if data.ndim == 3 else data[np.newaxis], Window(col, row, w, h))
+                            del data
+                            progress(target.share * done / total, f"{what} {done}/{total} tiles")
+                    except BaseException:
+                        writer.dropping = True  # the output is discarded: no more writes while the tiles stop
+                        raise
             finally:
-                writer.dropping = writer.dropping or not finished  # no more writes while the tiles below stop
-                try:
-                    close = getattr(results, "close", None)
-                    if close is not None:
-                        close()  # an error or a cancel: the executor stops the tiles not yet done
-                finally:
-                    writer.finish(drop=not finished)  # before `out` is closed, whatever happened
+                writer.finish()  # before `out` is closed, whatever happened
             close_checked(out)
     progress(1.0, f"wrote {driver}")
 
@@ -619,16 +616,17 @@ def _write_raw(
         for spec, win in zip(specs, windows, strict=True)
     ]
     progress(0.0, start)
-    results = tiles.map_tiles(rawtiff.write_tile, wrapped, local_threads=concurrent)
     expected = 0
     flushed = False
     try:
-        for done, (i, result) in enumerate(results, start=1):
-            if pixels is not None:
-                result, rest = result
-                pixels(i, rest)
-            expected += result
-            progress(target.share * done / len(specs), f"{what} {done}/{len(specs)} tiles")
+        # the block's end stops the tiles not done (an error, a cancel) before the flush below
+        with tiles.mapped(rawtiff.write_tile, wrapped, local_threads=concurrent) as results:
+            for done, (i, result) in enumerate(results, start=1):
+                if pixels is not None:
+                    result, rest = result
+                    pixels(i, rest)
+                expected += result
+                progress(target.share * done / len(specs), f"{what} {done}/{len(specs)} tiles")
         if background:
             reports = tiles.everywhere(rawtiff.flush, raw.key)
             flushed = True
@@ -642,9 +640,6 @@ def _write_raw(
                     "were not written (a worker stopped before writing them); run the job again",
                 )
     finally:
-        close = getattr(results, "close", None)
-        if close is not None:
-            close()  # an error or a cancel: the executor stops the tiles not yet done
         if background and not flushed:
             try:
                 tiles.everywhere(rawtiff.flush, raw.key)  # the writes under way end before the file goes
@@ -664,6 +659,8 @@ class _TileWriter:
         self.out = out
         self.queue: queue.Queue[tuple[Any, Any] | None] = queue.Queue(maxsize=1)
         self.failure: list[BaseException] = []
+        #: the output is being discarded (an error, a cancel): tiles not yet written are not (a tile write may compress
+        #: and flush blocks for a second: measured 1.1 s after a cancel of a DEFLATE reproject, the job's last CPU)
         self.dropping = False
         self.thread = threading.Thread(target=self._run, name="tile-writer", daemon=True)
         self.thread.start()
@@ -682,11 +679,8 @@ class _TileWriter:
             raise self.failure[0]
         self.queue.put((data, window))
 
-    def finish(self, drop: bool = False) -> None:
-        """Wait for the tiles handed over to be written; raise the first write error. `drop`: the output is being
-        discarded (an error, a cancel): tiles not yet written are not (a tile write may compress and flush blocks for
-        a second: measured 1.1 s after a cancel of a DEFLATE reproject, the job's last CPU)."""
-        self.dropping = self.dropping or drop
+    def finish(self) -> None:
+        """Wait for the tiles handed over to be written (unless `dropping`); raise the first write error."""
         self.queue.put(None)
         self.thread.join()
         if self.failure:
