@@ -1,6 +1,6 @@
 """Cold start and warm latency over stdio, as an MCP host sees them.
 
-`python -m bench.startup` spawns `python -m gdal_mcp` over stdio and times spawn → `initialize` answered →
+`python -m bench.startup` spawns `python -m gdal_mcp` over stdio and times spawn → `initialize` answered → (with `--list`, tools/list as hosts do) →
 first `raster_info` result (`--runs` times, median reported), then the p50/p95 of `--calls` sequential
 warm `raster_info` calls: on one file (answered from the metadata cache after the first) and on
 different files (each read by a worker). Raw JSON-RPC lines on the pipes, so the client costs little.
@@ -107,6 +107,9 @@ class StdioServer:
         )
         self.notify("notifications/initialized")
 
+    def list_tools(self) -> None:
+        self.request("tools/list", {})
+
     def raster_info(self, path: str) -> None:
         self.request("tools/call", {"name": "raster_info", "arguments": {"path": path}})
 
@@ -133,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--uv", action="store_true", help="also start the server through scripts/serve (uv run)")
     p.add_argument("--floor", action="store_true", help="also time a minimal FastMCP + tasks server (the floor)")
     p.add_argument("--other", type=Path, help="also time another checkout's server (its .venv), e.g. a worktree of main")
+    p.add_argument("--list", action="store_true", help="list the tools between initialize and the first call, as hosts do")
     args = p.parse_args(argv)
 
     # Up-to-date bytecode for the package, as an installed server has after its first run: a checkout edited under
@@ -152,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 s = StdioServer(ws, args.workers, server_command(kind, ws, args.workers, args.other))
                 s.initialize()
                 cold[kind]["init"].append(time.perf_counter() - s.t0)
+                if args.list:
+                    s.list_tools()
                 s.raster_info(f"q{n:04d}.tif")
                 n += 1
                 cold[kind]["first"].append(time.perf_counter() - s.t0)
@@ -183,14 +189,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
     print("## Start-up and warm calls over stdio\n")
-    flags = " ".join(["--uv"] * args.uv + ["--floor"] * args.floor + ([f"--other {args.other}"] if args.other else []))
+    flags = " ".join(
+        ["--uv"] * args.uv + ["--floor"] * args.floor + ["--list"] * args.list + ([f"--other {args.other}"] if args.other else [])
+    )
     print(
         f"`python -m bench.startup --runs {args.runs} --calls {args.calls} --workers {args.workers} {flags}` "
         f"({os.cpu_count()} CPUs, load average at the end {load}); cold starts of each kind alternate. On a busy "
         "machine the wall times mostly measure the wait for a CPU; the CPU times do not.\n"
     )
     print(
-        "| server | spawn → initialize answered, ms | spawn → first raster_info result, ms (min–max) | "
+        f"| server | spawn → initialize answered, ms | spawn → {'tools/list, then ' if args.list else ''}first raster_info result, ms (min–max) | "
         "server CPU then, ms | busiest worker's CPU then, ms |\n|---|---|---|---|---|"
     )
     names = {

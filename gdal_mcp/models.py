@@ -8,20 +8,28 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Model(BaseModel):
+    """The base of every result model here: built on first use, not on import (defer_build). A tool returns one or
+    two of them, and building all ~70 at import was ~0.1 s of every cold start."""
+
+    model_config = ConfigDict(defer_build=True)
+
 
 Number = float | int
 NoData = float | Literal["nan", "inf", "-inf"] | None
 
 
-class Bounds(BaseModel):
+class Bounds(Model):
     left: float
     bottom: float
     right: float
     top: float
 
 
-class CRSInfo(BaseModel):
+class CRSInfo(Model):
     epsg: int | None = Field(None, description="EPSG code when the CRS matches one")
     name: str | None = None
     wkt: str
@@ -30,7 +38,7 @@ class CRSInfo(BaseModel):
     units: str | None = Field(None, description="Linear or angular unit of the axes")
 
 
-class BandStatistics(BaseModel):
+class BandStatistics(Model):
     min: float | None
     max: float | None
     mean: float | None
@@ -48,7 +56,7 @@ BAND_DIMENSIONS_DOC = (
 )
 
 
-class DimensionInfo(BaseModel):
+class DimensionInfo(Model):
     """A non-spatial dimension of a netCDF/HDF5/Zarr variable, each of whose values is a band."""
 
     name: str
@@ -60,12 +68,12 @@ class DimensionInfo(BaseModel):
     )
 
 
-class SubdatasetInfo(BaseModel):
+class SubdatasetInfo(Model):
     path: str = Field(description="Pass it as path to raster_info or any raster tool to open this subdataset")
     description: str | None = Field(None, description="GDAL's description: shape, variable name and data type")
 
 
-class BandInfo(BaseModel):
+class BandInfo(Model):
     index: int = Field(description="1-based band number")
     dtype: str
     nodata: NoData = None
@@ -81,12 +89,12 @@ class BandInfo(BaseModel):
     statistics: BandStatistics | None = Field(None, description="Exact statistics (only with stats=true)")
 
 
-class GcpInfo(BaseModel):
+class GcpInfo(Model):
     count: int = Field(description="Number of ground control points")
     crs: str | None = Field(None, description="CRS of the GCPs' map coordinates (EPSG:n when it matches one)")
 
 
-class RasterInfo(BaseModel):
+class RasterInfo(Model):
     path: str
     driver: str
     kind: Literal["raster", "container"] = Field(
@@ -125,12 +133,12 @@ class RasterInfo(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class FieldInfo(BaseModel):
+class FieldInfo(Model):
     name: str
     type: str
 
 
-class LayerInfo(BaseModel):
+class LayerInfo(Model):
     name: str
     geometry_type: str | None
     feature_count: int | None = Field(description="Exact count; null when the driver cannot count")
@@ -139,7 +147,7 @@ class LayerInfo(BaseModel):
     fields: list[FieldInfo] = Field(default_factory=list)
 
 
-class VectorInfo(BaseModel):
+class VectorInfo(Model):
     path: str
     driver: str | None
     layer_count: int
@@ -149,7 +157,7 @@ class VectorInfo(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class DatasetEntry(BaseModel):
+class DatasetEntry(Model):
     path: str
     kind: Literal["raster", "vector", "other"]
     size: int = Field(description="Bytes")
@@ -157,7 +165,7 @@ class DatasetEntry(BaseModel):
     detail: str | None = Field(None, description="Size and bands, layers, or why it is 'other'")
 
 
-class DatasetList(BaseModel):
+class DatasetList(Model):
     path: str
     entries: list[DatasetEntry]
     truncated: bool
@@ -184,7 +192,7 @@ Resampling = Literal[
 BBox = tuple[float, float, float, float]
 
 
-class RasterSummary(BaseModel):
+class RasterSummary(Model):
     """A short description of a raster a tool wrote."""
 
     driver: str
@@ -210,7 +218,7 @@ DOWNLOAD_URL_DOC = (
 )
 
 
-class RasterWriteResult(BaseModel):
+class RasterWriteResult(Model):
     output: str = Field(description="Workspace-relative path of the file written")
     uri: str = Field(description="Resource URI to read the file through MCP")
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
@@ -218,7 +226,7 @@ class RasterWriteResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class PixelWindow(BaseModel):
+class PixelWindow(Model):
     """A block of whole pixels of a raster's grid."""
 
     col_off: int = Field(description="First column (0-based) of the source raster")
@@ -227,7 +235,7 @@ class PixelWindow(BaseModel):
     height: int = Field(description="Rows")
 
 
-class RasterClipResult(BaseModel):
+class RasterClipResult(Model):
     """raster_clip: the raster written and the source pixels it kept."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -242,12 +250,12 @@ class RasterClipResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class Histogram(BaseModel):
+class Histogram(Model):
     edges: list[float] = Field(description="bins + 1 bin edges")
     counts: list[int]
 
 
-class ThresholdSide(BaseModel):
+class ThresholdSide(Model):
     count: int = Field(description="Valid pixels on this side of the threshold")
     share: float | None = Field(description="count / valid pixels (0-1); null when there is no valid pixel")
     area_m2: float | None = Field(description="Their ground area in m² (null when the raster has no CRS)")
@@ -258,7 +266,7 @@ class ThresholdSide(BaseModel):
     )
 
 
-class ThresholdStats(BaseModel):
+class ThresholdStats(Model):
     threshold: float
     above: ThresholdSide = Field(description="Valid pixels with value > threshold (strictly greater)")
     at_or_below: ThresholdSide = Field(description="Valid pixels with value <= threshold")
@@ -279,7 +287,7 @@ class BandStatsDetail(BandStatistics):
     thresholds: list[ThresholdStats] | None = Field(None, description="With thresholds: one entry per threshold, in order")
 
 
-class ClassArea(BaseModel):
+class ClassArea(Model):
     value: float | int = Field(description="The pixel value (class)")
     count: int = Field(description="Pixels of this value")
     area_m2: float | None = Field(description="Ground area in m² (null when the raster has no CRS)")
@@ -292,7 +300,7 @@ class ClassArea(BaseModel):
     )
 
 
-class BandCategories(BaseModel):
+class BandCategories(Model):
     index: int
     dtype: str
     valid_count: int
@@ -309,7 +317,7 @@ AREA_METHOD_DOC = (
 )
 
 
-class CategoriesResult(BaseModel):
+class CategoriesResult(Model):
     """Class areas of a categorical raster (raster_stats categorical=true)."""
 
     path: str
@@ -321,7 +329,7 @@ class CategoriesResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class RasterStatsResult(BaseModel):
+class RasterStatsResult(Model):
     path: str
     window: tuple[int, int, int, int] | None = Field(None, description="col_off, row_off, width, height read")
     bands: list[BandStatsDetail] = Field(description="Statistics per band (empty with categorical=true)")
@@ -343,7 +351,7 @@ class RasterStatsResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class PointSample(BaseModel):
+class PointSample(Model):
     x: float
     y: float
     row: int | None = None
@@ -352,7 +360,7 @@ class PointSample(BaseModel):
     values: list[float | None] = Field(description="One per band; null for nodata/masked or outside")
 
 
-class SampleResult(BaseModel):
+class SampleResult(Model):
     path: str
     crs: str | None
     bands: list[int]
@@ -365,7 +373,7 @@ class SampleResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class TableWriteResult(BaseModel):
+class TableWriteResult(Model):
     output: str
     uri: str
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
@@ -375,7 +383,7 @@ class TableWriteResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class OverviewsResult(BaseModel):
+class OverviewsResult(Model):
     path: str
     action: Literal["add", "delete", "list"]
     levels: list[int] = Field(description="Overview factors present after the action (band 1)")
@@ -383,7 +391,7 @@ class OverviewsResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class VectorSummary(BaseModel):
+class VectorSummary(Model):
     """A short description of a vector layer a tool wrote."""
 
     driver: str | None
@@ -396,7 +404,7 @@ class VectorSummary(BaseModel):
     file_size: int = Field(description="Bytes on disk, sidecars (.shx, .dbf, .prj …) included")
 
 
-class VectorWriteResult(BaseModel):
+class VectorWriteResult(Model):
     output: str = Field(description="Workspace-relative path of the file written")
     uri: str = Field(description="Resource URI to read the file through MCP")
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
@@ -404,7 +412,7 @@ class VectorWriteResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class FromTableResult(BaseModel):
+class FromTableResult(Model):
     """vector_from_table: the layer written and how each row's geometry was read."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -426,7 +434,7 @@ class FromTableResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class MeasureResult(BaseModel):
+class MeasureResult(Model):
     """vector_measure: measures per feature (bounded rows), or the layer written with measure fields."""
 
     method: Literal["geodesic", "planar"] = Field(
@@ -452,7 +460,7 @@ class MeasureResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class NearestInfo(BaseModel):
+class NearestInfo(Model):
     """vector_join predicate='nearest': where the distances are and how they were measured."""
 
     distance_field: str = Field(description="Field holding each row's distance to its join feature")
@@ -470,7 +478,7 @@ class NearestInfo(BaseModel):
     k: int = Field(description="Neighbours asked for per input feature (ties at the k-th are all kept)")
 
 
-class JoinResult(BaseModel):
+class JoinResult(Model):
     """vector_join: the layer written and, for nearest, how its distances were measured."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -481,7 +489,7 @@ class JoinResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class MergeResult(BaseModel):
+class MergeResult(Model):
     """vector_merge: one merged layer (mode single) or one layer per input (mode layers)."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -495,7 +503,7 @@ class MergeResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class FeaturePage(BaseModel):
+class FeaturePage(Model):
     """A bounded GeoJSON FeatureCollection for reading features."""
 
     type: Literal["FeatureCollection"] = "FeatureCollection"
@@ -508,7 +516,7 @@ class FeaturePage(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class QueryResult(BaseModel):
+class QueryResult(Model):
     """vector_query: the rows of one layer or of an SQL SELECT, one page at a time, no file written."""
 
     layer: str | None = Field(None, description="The layer read (null with sql)")
@@ -526,7 +534,7 @@ class QueryResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class ValidationReport(BaseModel):
+class ValidationReport(Model):
     path: str
     layer: str
     feature_count: int
@@ -539,7 +547,7 @@ class ValidationReport(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class ZonalResult(BaseModel):
+class ZonalResult(Model):
     rows: list[dict[str, Any]] = Field(
         description="One row per zone, in layer order: id (the id_field value, else "
         "the 0-based feature index) and each statistic (null when the "
@@ -561,7 +569,7 @@ class ZonalResult(BaseModel):
 PreviewMode = Literal["rgb", "gray", "colormap", "palette", "vector"]
 
 
-class ScaleBar(BaseModel):
+class ScaleBar(Model):
     """The scale of a preview at the image centre, and the bar drawn for it."""
 
     label: str = Field(description="The bar's length as drawn under it, e.g. '500 m', '2 km'")
@@ -578,7 +586,7 @@ class ScaleBar(BaseModel):
     )
 
 
-class PreviewResult(BaseModel):
+class PreviewResult(Model):
     """A PNG quicklook and what a model needs to read it (the legend says it in one paragraph)."""
 
     png: bytes = Field(exclude=True, repr=False, description="The PNG image: 8-bit RGBA")
@@ -611,7 +619,7 @@ class PreviewResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class AreaOfUse(BaseModel):
+class AreaOfUse(Model):
     name: str | None = None
     west: float
     south: float
@@ -619,14 +627,14 @@ class AreaOfUse(BaseModel):
     north: float
 
 
-class AxisInfo(BaseModel):
+class AxisInfo(Model):
     name: str
     abbreviation: str | None = None
     direction: str
     unit: str
 
 
-class CrsDescription(BaseModel):
+class CrsDescription(Model):
     name: str
     epsg: int | None = Field(None, description="EPSG code when the CRS matches one")
     authority: str | None = Field(None, description="AUTHORITY:CODE (EPSG, ESRI, IAU …) when one matches")
@@ -645,7 +653,7 @@ class CrsDescription(BaseModel):
     wkt: str
 
 
-class CrsMatch(BaseModel):
+class CrsMatch(Model):
     crs: str = Field(description="EPSG:n, to pass as a CRS argument")
     name: str
     kind: str
@@ -656,7 +664,7 @@ class CrsMatch(BaseModel):
     )
 
 
-class CrsSearchResult(BaseModel):
+class CrsSearchResult(Model):
     query: str | None
     bbox: list[float] | None
     kind: str
@@ -666,7 +674,7 @@ class CrsSearchResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class TransformResult(BaseModel):
+class TransformResult(Model):
     src_crs: str
     dst_crs: str
     always_xy: bool
@@ -680,7 +688,7 @@ class TransformResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class WorkspaceResult(BaseModel):
+class WorkspaceResult(Model):
     """What workspace_copy, workspace_move or workspace_delete did to a dataset and its side files."""
 
     action: Literal["copy", "move", "delete"]
@@ -701,7 +709,7 @@ class WorkspaceResult(BaseModel):
 
 
 # ----- GDAL 3.12 algorithms: raster_pipeline -----
-class PipelineStepGrid(BaseModel):
+class PipelineStepGrid(Model):
     """The raster one step of raster_pipeline hands on (the input as read, then each step's result)."""
 
     index: int | None = Field(description="Position of the step in steps (0-based); null for the input as read")
@@ -716,7 +724,7 @@ class PipelineStepGrid(BaseModel):
     nodata: NoData = None
 
 
-class RasterPipelineResult(BaseModel):
+class RasterPipelineResult(Model):
     """raster_pipeline: what each step makes, and the file written (none with plan_only)."""
 
     output: str = Field("", description="Workspace-relative path of the file written (with plan_only: that would be written)")
@@ -733,13 +741,13 @@ class RasterPipelineResult(BaseModel):
 
 
 # ----- GDAL 3.12 algorithms: vector_pipeline -----
-class VectorPipelineField(BaseModel):
+class VectorPipelineField(Model):
     name: str
     type: str = Field(description="OGR field type: Integer, Integer64, Real, String, Date, DateTime …")
     subtype: str | None = Field(None, description="OGR subtype when there is one: Boolean, Int16, Float32, JSON …")
 
 
-class VectorPipelineStage(BaseModel):
+class VectorPipelineStage(Model):
     """vector_pipeline plan: the layer after the read (index null) or after steps[index]."""
 
     index: int | None = Field(description="Position in steps (0-based); null for the read of input")
@@ -758,7 +766,7 @@ class VectorPipelineStage(BaseModel):
     )
 
 
-class VectorPipelinePlan(BaseModel):
+class VectorPipelinePlan(Model):
     """What vector_pipeline would do (engine result of plan_only)."""
 
     stages: list[VectorPipelineStage]
@@ -768,7 +776,7 @@ class VectorPipelinePlan(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class VectorPipelineRun(BaseModel):
+class VectorPipelineRun(Model):
     """What vector_pipeline did (engine result of a run)."""
 
     summary: VectorSummary
@@ -776,7 +784,7 @@ class VectorPipelineRun(BaseModel):
     pipeline: str
 
 
-class VectorPipelineResult(BaseModel):
+class VectorPipelineResult(Model):
     output: str = Field(description="Workspace-relative path of the file written (or that would be, with plan_only)")
     uri: str | None = Field(None, description="Resource URI to read the file through MCP (null with plan_only)")
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
@@ -791,7 +799,7 @@ class VectorPipelineResult(BaseModel):
 
 
 # ----- GDAL 3.12 algorithms: raster_viewshed, raster_compare -----
-class ViewshedObserver(BaseModel):
+class ViewshedObserver(Model):
     """One observer of raster_viewshed, placed on the DEM."""
 
     x: float = Field(description="x of the observer in the DEM's CRS")
@@ -803,7 +811,7 @@ class ViewshedObserver(BaseModel):
     visible_pixels: int = Field(description="Pixels this observer sees")
 
 
-class ViewshedResult(BaseModel):
+class ViewshedResult(Model):
     """raster_viewshed: the visibility raster written and what it shows."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -846,7 +854,7 @@ CompareKind = Literal[
 ]
 
 
-class CompareDifference(BaseModel):
+class CompareDifference(Model):
     """One difference GDAL's `gdal raster compare` reports (other than the pixels of the bands, in `bands`)."""
 
     kind: CompareKind
@@ -854,7 +862,7 @@ class CompareDifference(BaseModel):
     message: str = Field(description="GDAL's report line ('Reference …' is the reference, 'input' the input)")
 
 
-class BandDifference(BaseModel):
+class BandDifference(Model):
     """Where and by how much one band of two rasters on the same pixel grid differs."""
 
     band: int
@@ -872,7 +880,7 @@ class BandDifference(BaseModel):
     bounds: Bounds | None = Field(None, description="That box in the input's CRS (through the input's geotransform)")
 
 
-class RasterCompareResult(BaseModel):
+class RasterCompareResult(Model):
     """raster_compare: whether two rasters are the same, and where and by how much they differ."""
 
     input: str
@@ -898,7 +906,7 @@ class RasterCompareResult(BaseModel):
 
 
 # ----- GDAL 3.12 algorithms: raster_focal -----
-class FocalWindow(BaseModel):
+class FocalWindow(Model):
     """The window raster_focal applied around each pixel."""
 
     size: int = Field(description="Width and height of the window in pixels (odd; the pixel is at its centre)")
@@ -909,7 +917,7 @@ class FocalWindow(BaseModel):
     )
 
 
-class RasterFocalResult(BaseModel):
+class RasterFocalResult(Model):
     """raster_focal: the raster written, the statistic and the window."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -922,7 +930,7 @@ class RasterFocalResult(BaseModel):
 
 
 # ----- GDAL 3.12 algorithms: raster_tiles -----
-class TileZoom(BaseModel):
+class TileZoom(Model):
     """One zoom level raster_tiles wrote."""
 
     zoom: int
@@ -933,7 +941,7 @@ class TileZoom(BaseModel):
     max_y: int = Field(description="Last tile row, same counting")
 
 
-class TilesSummary(BaseModel):
+class TilesSummary(Model):
     """What raster_tiles wrote: a directory of tiles or one MBTiles file."""
 
     container: Literal["directory", "mbtiles"]
@@ -959,7 +967,7 @@ class TilesSummary(BaseModel):
     file_size: int = Field(description="Bytes on disk, all tiles and pages")
 
 
-class TilesWriteResult(BaseModel):
+class TilesWriteResult(Model):
     output: str = Field(description="Workspace-relative path of the tile directory or MBTiles file written")
     uri: str | None = Field(
         None, description="Resource URI of the MBTiles file (null for a directory: read its tiles by their paths)"
@@ -978,7 +986,7 @@ class TilesWriteResult(BaseModel):
 
 
 # ----- GDAL 3.12 algorithms: raster_footprint, dataset_index -----
-class FootprintResult(BaseModel):
+class FootprintResult(Model):
     """raster_footprint: the outline of the valid pixels written, with its area."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -995,7 +1003,7 @@ class FootprintResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class DatasetIndexResult(BaseModel):
+class DatasetIndexResult(Model):
     """dataset_index: the tile index written, one feature per indexed raster (or vector layer)."""
 
     output: str = Field("", description="Workspace-relative path of the file written")

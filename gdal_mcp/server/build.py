@@ -48,6 +48,7 @@ from gdal_mcp.server.tools import visibility as visibility_tools  # noqa: E402
 from gdal_mcp.server.tools import web_tiles as web_tiles_tools  # noqa: E402
 from gdal_mcp.server.tools import workspace as workspace_tools  # noqa: E402
 from gdal_mcp.server.tools.registry import register_prompts, register_resources, register_tools  # noqa: E402
+from gdal_mcp.server.tools.schema_cache import ToolSchemas  # noqa: E402
 from gdal_mcp.server.web import console, downloads  # noqa: E402
 from gdal_mcp.server.web.guards import register_health  # noqa: E402
 
@@ -159,11 +160,12 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
         finally:
             rest.cancel()
 
+    schemas = ToolSchemas.for_server(settings.workspaces)  # derived on a first start, then read (schema_cache.py)
     mcp = FastMCP(
         "gdal-mcp",
         instructions=INSTRUCTIONS,
         version=__version__,
-        middleware=[EnvelopeAndAudit(app), SchemasDereferencedOnce()],
+        middleware=[EnvelopeAndAudit(app), SchemasDereferencedOnce(schemas.listed)],
         lifespan=warm_workers,
         auth=auth,
         mask_error_details=True,
@@ -176,23 +178,28 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     mcp.add_extension(
         TasksExtension(url=f"memory://{tasks_backend}", name=tasks_backend, minimum_check_interval=tasks_check_interval())
     )
-    register_tools(mcp, app, dataset_tools)
-    register_tools(mcp, app, raster_tools)
-    register_tools(mcp, app, pipeline_tools)  # raster_pipeline
-    register_tools(mcp, app, web_tiles_tools)  # raster_tiles
-    register_tools(mcp, app, vector_tools)
-    register_tools(mcp, app, vector_pipeline_tools)
-    register_tools(mcp, app, join_tools)
-    register_tools(mcp, app, query_tools)
-    register_tools(mcp, app, preview_tools)
-    register_tools(mcp, app, analysis_tools)
-    register_tools(mcp, app, focal_tools)  # raster_focal
-    register_tools(mcp, app, visibility_tools)  # raster_viewshed
-    register_tools(mcp, app, interpolate_tools)  # vector_interpolate
-    register_tools(mcp, app, footprints_tools)  # raster_footprint, dataset_index
-    register_tools(mcp, app, compare_tools)  # raster_compare
-    register_tools(mcp, app, crs_tools)
-    register_tools(mcp, app, workspace_tools)
+    register_tools(
+        mcp,
+        app,
+        dataset_tools,
+        raster_tools,
+        pipeline_tools,  # raster_pipeline
+        web_tiles_tools,  # raster_tiles
+        vector_tools,
+        vector_pipeline_tools,
+        join_tools,
+        query_tools,
+        preview_tools,
+        analysis_tools,
+        focal_tools,  # raster_focal
+        visibility_tools,  # raster_viewshed
+        interpolate_tools,  # vector_interpolate
+        footprints_tools,  # raster_footprint, dataset_index
+        compare_tools,  # raster_compare
+        crs_tools,
+        workspace_tools,
+        schemas=schemas,
+    )
     register_resources(mcp, app, resource_tools)
     register_prompts(mcp, app, prompt_tools)
     if settings.transport == "http":
@@ -202,5 +209,6 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
             approvals = app.approvals = ParkedConfirmations(app.audit, timeout=settings.confirm_timeout)
             jobs = app.jobs = JobBoard(app.audit)
             app.console = console.register(mcp, app, approvals, jobs)
-            register_tools(mcp, app, approval_tools)  # confirmation_status
+            register_tools(mcp, app, approval_tools, schemas=schemas)  # confirmation_status
+    schemas.save()
     return mcp, app

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import mcp.types as mt
 from fastmcp.exceptions import NotFoundError, ValidationError
@@ -112,10 +112,12 @@ class SchemasDereferencedOnce(DereferenceRefsMiddleware):
     them), remembering each tool's result. FastMCP's own redoes it on every tools/list: ~100 ms of CPU for the 54
     tools, and every official-SDK session lists the tools once (it checks results against their output schemas), so
     it was a third of the server's CPU under 50 SDK sessions. The tools are fixed once the server is built; one entry
-    per tool name and version, redone when the listed object is another (a copy FastMCP made): bounded, never stale."""
+    per tool name and version, redone when the listed object is another (a copy FastMCP made): bounded, never stale.
+    `cached`: the tool as listed on an earlier start, if it is the same tool (tools/schema_cache.py), else None."""
 
-    def __init__(self) -> None:
+    def __init__(self, cached: Callable[[Tool], Tool | None] = lambda tool: None) -> None:
         self._tools: dict[tuple[str, str | None], tuple[Tool, Tool]] = {}
+        self._cached = cached
 
     async def on_list_tools(
         self,
@@ -128,7 +130,9 @@ class SchemasDereferencedOnce(DereferenceRefsMiddleware):
             key = (tool.name, tool.version)
             known = self._tools.get(key)
             if known is None or known[0] is not tool:
-                (done,) = await super().on_list_tools(context, _just(tool))
+                done = self._cached(tool)
+                if done is None:
+                    (done,) = await super().on_list_tools(context, _just(tool))
                 known = self._tools[key] = (tool, done)
             listed.append(known[1])
         return listed

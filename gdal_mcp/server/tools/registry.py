@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastmcp.tools import ToolResult
+from fastmcp.tools.function_tool import FunctionTool
 from fastmcp.utilities.tasks import TaskConfig
 from mcp.types import InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel
@@ -29,6 +30,8 @@ from gdal_mcp.server.results import with_links
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
+
+    from gdal_mcp.server.tools.schema_cache import ToolSchemas
 
 S = TypeVar("S")
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
@@ -89,14 +92,15 @@ def tools_of(module: ModuleType) -> list[Callable[..., Any]]:
     return [fn for fn in vars(module).values() if callable(fn) and hasattr(fn, TOOL_META) and fn.__module__ == module.__name__]
 
 
-def register_tools(mcp: FastMCP, app: App, *modules: ModuleType) -> None:
-    """Register every @tool function of `modules` on `mcp`, bound to `app`."""
+def register_tools(mcp: FastMCP, app: App, *modules: ModuleType, schemas: ToolSchemas | None = None) -> None:
+    """Register every @tool function of `modules` on `mcp`, bound to `app`; their schemas from `schemas` where it
+    has them (schema_cache.py), else derived by FastMCP (and put there)."""
     for module in modules:
         for fn in tools_of(module):
-            register_tool(mcp, app, fn)
+            register_tool(mcp, app, fn, schemas)
 
 
-def register_tool(mcp: FastMCP, app: App, fn: Callable[..., Any]) -> None:
+def register_tool(mcp: FastMCP, app: App, fn: Callable[..., Any], schemas: ToolSchemas | None = None) -> None:
     """Register one @tool function: bound to `app`, its GdalMcpError (or crash) turned into an isError envelope,
     --read-only applied, its write results carrying resource links, audited when it runs as a task."""
     meta: ToolMeta = getattr(fn, TOOL_META)
@@ -118,14 +122,60 @@ def register_tool(mcp: FastMCP, app: App, fn: Callable[..., Any]) -> None:
 
     # The description is given as is and the docstring left off: FastMCP would otherwise import griffe to parse
     # every docstring at start-up (~0.3 s of the cold start); parameter docs live in the Annotated Fields.
-    description = inspect.cleandoc(fn.__doc__ or "")
-    mcp.tool(
+    registered = audited_as_task(app, name, linked(app, wrapper)) if meta.task else linked(app, wrapper)
+    task = TaskConfig(mode="optional", poll_interval=TASK_POLL_INTERVAL) if meta.task else TaskConfig(mode="forbidden")
+    known = schemas.get(name) if schemas is not None else None
+    if known is None:
+        made = FunctionTool.from_function(
+            registered,
+            name=name,
+            title=meta.title,
+            description=inspect.cleandoc(fn.__doc__ or ""),
+            annotations=meta.annotations,
+            tags=set(meta.tags),
+            task=task,
+        )
+        if schemas is not None:
+            schemas.put(made)
+    else:
+        made = tool_with_schemas(registered, name, meta, inspect.cleandoc(fn.__doc__ or ""), task, *known)
+    mcp.add_tool(made)
+
+
+def tool_with_schemas(
+    fn: Callable[..., Any],
+    name: str,
+    meta: ToolMeta,
+    description: str,
+    task: TaskConfig,
+    parameters: dict[str, Any],
+    output_schema: dict[str, Any] | None,
+) -> FunctionTool:
+    """The FunctionTool that FunctionTool.from_function makes of `fn`, given the schemas it would derive.
+
+    from_function's steps that do not derive a schema, as FastMCP 4.1.2 takes them: the Context parameter
+    made a dependency, the task mode checked against the function, the return annotation kept for the result
+    (ParsedFunction.from_function). tests/server/test_schema_cache.py compares every tool with from_function's.
+    """
+    from fastmcp.server.dependencies import transform_context_annotations
+
+    task.validate_function(fn, name)
+    fn = transform_context_annotations(fn)
+    return_type = inspect.signature(fn).return_annotation
+    if isinstance(return_type, str):
+        return_type = typing.get_type_hints(fn, include_extras=True).get("return", return_type)
+    return FunctionTool(
+        fn=fn,
+        return_type=return_type,
+        name=name,
         title=meta.title,
         description=description,
+        parameters=parameters,
+        output_schema=output_schema,
         annotations=meta.annotations,
         tags=set(meta.tags),
-        task=TaskConfig(mode="optional", poll_interval=TASK_POLL_INTERVAL) if meta.task else None,
-    )(audited_as_task(app, name, linked(app, wrapper)) if meta.task else linked(app, wrapper))
+        task_config=task,
+    )
 
 
 RESOURCE_META = "__gdal_mcp_resource__"
