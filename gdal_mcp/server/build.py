@@ -160,7 +160,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
         finally:
             rest.cancel()
 
-    schemas = ToolSchemas.for_server(settings.workspaces)  # derived on a first start, then read (schema_cache.py)
+    schemas = ToolSchemas.for_server(app.sandbox.roots)  # derived on a first start, then read (schema_cache.py)
     mcp = FastMCP(
         "gdal-mcp",
         instructions=INSTRUCTIONS,

@@ -4,8 +4,9 @@ FastMCP derives each tool's input and output schema from its signature with pyda
 ~10 ms a tool, 0.5 s of a cold start for the 54 tools, the same on every start. The schemas are a pure function of
 the source code and of the libraries that derive them, so they are kept in a file named after a fingerprint of both:
 every `.py` file of gdal_mcp (path and content) and the installed distributions beside FastMCP, pydantic and the MCP
-SDK (their dist-info names carry the versions). Any change gives another name, so a file is never stale: it is used
-as it is or not at all. A start that finds no file derives the schemas as before and writes one (atomically).
+SDK (their dist-info names carry the versions, their times a reinstall), Python's version and -O level. Any change
+gives another name, so a file is never stale: it is used as it is or not at all. A start that finds no file derives
+the schemas as before and writes one (atomically).
 
 Where: the package's own `__pycache__` (or under PYTHONPYCACHEPREFIX, as Python does), which Python already trusts
 for the bytecode it runs. Never inside a workspace: the tools write there, so a tool output planted under the
@@ -50,7 +51,7 @@ def fingerprint(package: Path = PACKAGE) -> str:
     import pydantic
     import pydantic_core
 
-    h = hashlib.sha256(sys.version.encode())
+    h = hashlib.sha256(f"{sys.version}\0{sys.flags.optimize}".encode())  # -OO drops the models' docstrings
     for dirpath, dirs, files in os.walk(package):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(f for f in files if f.endswith(".py")):
@@ -59,7 +60,9 @@ def fingerprint(package: Path = PACKAGE) -> str:
             h.update(path.read_bytes())
     sites = {Path(m.__file__ or "").resolve().parent.parent for m in (fastmcp, mcp, pydantic, pydantic_core)}
     for site in sorted(sites):
-        h.update(b"\0" + "\0".join(sorted(n for n in os.listdir(site) if n.endswith(".dist-info"))).encode())
+        with os.scandir(site) as entries:  # the versions, and when each was (re)installed
+            infos = sorted((e.name, e.stat().st_mtime_ns) for e in entries if e.name.endswith(".dist-info"))
+        h.update(repr(infos).encode())
     return h.hexdigest()
 
 
@@ -82,16 +85,27 @@ class ToolSchemas:
         self.new = False
 
     @classmethod
-    def for_server(cls, workspaces: Sequence[Path], package: Path = PACKAGE) -> ToolSchemas:
-        """The cache of this checkout, or none where a workspace holds its directory (see the module's docstring)."""
+    def for_server(cls, roots: Sequence[Path], package: Path = PACKAGE) -> ToolSchemas:
+        """The cache of this checkout, or none where a workspace holds its directory (see the module's docstring).
+
+        `roots`: the sandbox's canonical workspace roots. Held or not is decided by identity (device and inode of
+        the directory and each of its parents), not by spelling: a case-insensitive file system or a bind mount
+        names one directory in several ways."""
         try:
             where = cache_dir(package).resolve()
-            for ws in workspaces:
-                if where.is_relative_to(Path(ws).resolve()):
-                    log.info("tool schemas not cached: %s is inside the workspace %s", where, ws)
+            workspaces = {_identity(Path(r)): r for r in roots if Path(r).exists()}
+            for d in (where, *where.parents):
+                held = workspaces.get(_identity(d)) if d.exists() else None
+                if held is not None:
+                    log.warning(
+                        "tool schemas not cached: %s is inside the workspace %s (so is the server's own code: "
+                        "a workspace should not hold the installation)",
+                        where,
+                        held,
+                    )
                     return cls(None)
-            return cls(where / f"{PREFIX}{fingerprint(package)[:32]}.json")
-        except OSError as e:
+            return cls(where / f"{PREFIX}{sys.implementation.cache_tag}.{fingerprint(package)[:32]}.json")
+        except Exception as e:  # noqa: BLE001 - a cache: the server starts without it
             log.info("tool schemas not cached: %s", e)
             return cls(None)
 
@@ -110,7 +124,7 @@ class ToolSchemas:
             pass
         except OSError as e:
             log.info("tool schemas not cached: %s", e)
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except Exception as e:  # noqa: BLE001 - malformed (or nested past the recursion limit): derived instead
             log.warning("ignoring the unreadable tool-schema cache %s: %s", self.path, e)
         return {}
 
@@ -172,5 +186,11 @@ def _copy(pair: Schemas) -> Schemas:
     return json.loads(json.dumps(pair[0])), json.loads(json.dumps(pair[1]))
 
 
+def _identity(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_dev, st.st_ino
+
+
 def _others(path: Path) -> Iterable[Path]:
-    return (p for p in path.parent.glob(PREFIX + "*.json") if p.name != path.name)
+    """This interpreter's files of other fingerprints (another Python sharing the sources keeps its own)."""
+    return (p for p in path.parent.glob(f"{PREFIX}{sys.implementation.cache_tag}.*.json") if p.name != path.name)
