@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -235,34 +236,54 @@ def resolve(module: str, name: str) -> Callable[..., Any]:
     return fn  # type: ignore[no-any-return]
 
 
-def run_threads[T, U](fn: Callable[[T], U], items: Sequence[T], threads: int) -> Iterator[tuple[int, U]]:
+def run_threads[T, U](
+    fn: Callable[[T], U], items: Sequence[T], threads: int, *, contiguous: bool = False
+) -> Iterator[tuple[int, U]]:
     """The local mapper with `threads` tiles at once (GDAL and numpy release the GIL), as each finishes; at most
-    `threads` tiles run or wait to be taken. Closing the iterator drops the tiles not started."""
+    `threads` tiles run or wait to be taken. Closing the iterator drops the tiles not started.
+
+    Which thread runs which tile is decided when a thread is free: by default the next tile in order, so the
+    threads take turns. `contiguous`: each thread works through its own run of consecutive tiles (the items split
+    in `threads` runs), and a thread whose run is done takes the last tile of the longest run left. Each thread's
+    Session then reads next to where it read before: source blocks near a tile's edges are decoded once, by one
+    thread's open source, not once by each (3 x 12000^2 uint16 smooth source warped by 2 threads: see
+    BENCHMARKS.md). For callers that take results in any order (in_order would hold a whole run's results)."""
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-    queue = iter(enumerate(items))
+    lock = threading.Lock()
     sessions: dict[int, Session] = {}  # one per thread of the pool
+    runs = _runs(len(items), threads if contiguous else 1)
+    run_of: dict[int, int] = {}  # thread -> its run, in the order the threads came
 
-    def call(item: T) -> U:
+    def take() -> int | None:
+        """The index of the tile this thread runs next (its own run first), or None when none is left."""
+        with lock:
+            own = runs[run_of.setdefault(threading.get_ident(), len(run_of)) % len(runs)]
+            if own:
+                return own.popleft()
+            longest = max(runs, key=len)
+            return longest.pop() if longest else None
+
+    def call() -> tuple[int, U] | None:
+        i = take()
+        if i is None:
+            return None
         with sessions.setdefault(threading.get_ident(), Session()).active():
-            return fn(item)
+            return i, fn(items[i])
 
     try:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tile") as pool:
-            pending: dict[Future[U], int] = {}
+            pending: set[Future[tuple[int, U] | None]] = {pool.submit(call) for _ in range(min(threads, len(items)))}
             try:
-                for i, item in queue:
-                    pending[pool.submit(call, item)] = i
-                    if len(pending) >= threads:
-                        break
                 while pending:
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for future in done:
-                        i = pending.pop(future)
-                        for j, item in queue:  # keep `threads` tiles going
-                            pending[pool.submit(call, item)] = j
-                            break
-                        yield i, future.result()
+                        result = future.result()
+                        if result is None:  # its thread found no tile left
+                            continue
+                        if any(runs):  # keep `threads` tiles going
+                            pending.add(pool.submit(call))
+                        yield result
             finally:
                 for future in pending:
                     future.cancel()
@@ -270,25 +291,36 @@ def run_threads[T, U](fn: Callable[[T], U], items: Sequence[T], threads: int) ->
         close_all(sessions.values())  # the pool's threads are done with them
 
 
-def map_tiles[T, U](fn: Callable[[T], U], items: Sequence[T], *, local_threads: int = 1) -> Iterator[tuple[int, U]]:
+def _runs(n: int, parts: int) -> list[deque[int]]:
+    """range(n) cut in `parts` runs of consecutive indexes, as even as can be."""
+    bounds = [n * k // parts for k in range(parts + 1)]
+    return [deque(range(bounds[k], bounds[k + 1])) for k in range(parts)]
+
+
+def map_tiles[T, U](
+    fn: Callable[[T], U], items: Sequence[T], *, local_threads: int = 1, contiguous: bool = False
+) -> Iterator[tuple[int, U]]:
     """(index, fn(items[index])) for every item, as each finishes, in any order, by the current executor.
 
     local_threads: how many tiles the local executor runs at once, for tiles whose results are small (statistics:
     the start of one tile's reading overlaps another's work; 3 x 18300^2 uint16 raster_stats 1.95 s -> 1.72 s with
-    2). Tiles returning pixels stay one at a time there (memory). A cluster runs them as its workers allow."""
+    2). Tiles returning pixels stay one at a time there (memory). A cluster runs them as its workers allow.
+    contiguous: those threads each work through a run of consecutive tiles (run_threads)."""
     check_tile_function(fn)
     mapper = current_mapper()
     if mapper is run_here and local_threads > 1 and len(items) > 1:
-        return run_threads(fn, items, local_threads)
+        return run_threads(fn, items, local_threads, contiguous=contiguous)
     return mapper(fn, items)  # type: ignore[no-any-return]
 
 
 @contextmanager
-def mapped[T, U](fn: Callable[[T], U], items: Sequence[T], *, local_threads: int = 1) -> Iterator[Iterator[tuple[int, U]]]:
+def mapped[T, U](
+    fn: Callable[[T], U], items: Sequence[T], *, local_threads: int = 1, contiguous: bool = False
+) -> Iterator[Iterator[tuple[int, U]]]:
     """`map_tiles` in a with-block that stops the tiles not done when it ends: on an error or a cancel, here and now
     (the executor cancels them and waits for the running ones), not whenever the collector gets to a generator an
     exception's traceback still holds."""
-    results = map_tiles(fn, items, local_threads=local_threads)
+    results = map_tiles(fn, items, local_threads=local_threads, contiguous=contiguous)
     try:
         yield results
     finally:

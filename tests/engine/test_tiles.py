@@ -102,6 +102,63 @@ def test_run_threads_yields_every_tile_once_and_stops_when_closed() -> None:
     assert len(started) <= 4, started  # at most the running tiles and one refill; the rest never start
 
 
+@pytest.mark.parametrize("contiguous", [False, True])
+def test_run_threads_yields_every_tile_once_and_stops_when_closed_in_both_orders(contiguous: bool) -> None:
+    """Data loss class: a tile skipped or run twice by the scheduler. Both tile orders run every tile exactly once,
+    keep at most `threads` tiles going, and drop the rest when the consumer stops."""
+    import threading
+    import time
+
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> int:
+        with lock:
+            started.append(i)
+        time.sleep(0.005 * (1 + i % 3))
+        return i * i
+
+    for n in (1, 2, 3, 17):
+        started.clear()
+        out = list(tiles.run_threads(work, list(range(n)), 2, contiguous=contiguous))
+        assert sorted(out) == [(i, i * i) for i in range(n)] and sorted(started) == list(range(n))
+    started.clear()
+    gen = tiles.run_threads(work, list(range(50)), 2, contiguous=contiguous)
+    next(gen)
+    gen.close()
+    assert len(started) <= 4, started
+
+
+def test_contiguous_threads_each_work_through_their_own_run_of_neighbouring_tiles() -> None:
+    """Speed (source blocks near tile edges decoded by one thread, not by each): with contiguous=True each thread
+    takes its own run of consecutive tiles in order, and a thread whose run is done takes tiles from the end of the
+    run left (so what it takes is contiguous too); the default hands the next tile to whichever thread is free."""
+    import threading
+    import time
+
+    by_thread: dict[int, list[int]] = {}
+    lock = threading.Lock()
+
+    def work(i: int) -> int:
+        with lock:
+            by_thread.setdefault(threading.get_ident(), []).append(i)
+        time.sleep(0.03 if i < 10 else 0.01)  # the first run is slower: its thread gets help from the other
+        return i
+
+    assert sorted(i for i, _ in tiles.run_threads(work, list(range(20)), 2, contiguous=True)) == list(range(20))
+    first, second = sorted(by_thread.values(), key=lambda seq: seq[0])
+    assert first == list(range(len(first))), first  # 0, 1, 2 … in order
+    own = [i for i in second if i >= 10]
+    assert own == list(range(10, 20)), second  # 10 … 19 in order
+    stolen = [i for i in second if i < 10]
+    assert stolen and stolen == sorted(stolen, reverse=True) and stolen[0] == 9, second  # from the end of the run
+    assert sorted(first + second) == list(range(20))
+
+    by_thread.clear()
+    list(tiles.run_threads(work, list(range(20)), 2))
+    assert all(any(b - a > 1 for a, b in zip(seq, seq[1:], strict=False)) for seq in by_thread.values()), by_thread
+
+
 def test_mapped_stops_the_tiles_when_its_block_ends_even_while_an_error_holds_the_frame() -> None:
     """Cancel on a cluster: a job's error or cancel must stop its tiles at once, not when the garbage collector gets
     to a tile generator that the exception's traceback (the job's frame) still holds."""

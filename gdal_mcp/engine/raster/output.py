@@ -518,7 +518,8 @@ def write_tiles(
     `prepare(dataset)` may set metadata before pixels are written; `start` is the first progress message (what the
     job is about to do). `source` (the input, open or a path): the output keeps its compression unless `options` name
     one. `concurrent`: how many tiles the local executor runs at once (tiles.map_tiles' local_threads; each holds its
-    pixels until written). A failure leaves no partial `dst` or staging file.
+    pixels until written), each thread through its own run of neighbouring tiles (contiguous: the tiles are written
+    in any order). A failure leaves no partial `dst` or staging file.
     """
     from rasterio.windows import Window
 
@@ -568,7 +569,7 @@ def write_tiles(
             writer = _TileWriter(out)
             try:
                 # the block's end stops the tiles not done (an error, a cancel), then the writer finishes
-                with tiles.mapped(fn, specs, local_threads=concurrent) as results:
+                with tiles.mapped(fn, specs, local_threads=concurrent, contiguous=True) as results:
                     try:
                         for done, (i, data) in enumerate(results, start=1):
                             if pixels is not None:  # a tile function that also returns counters: pixels(i, result)
@@ -620,7 +621,7 @@ def _write_raw(
     flushed = False
     try:
         # the block's end stops the tiles not done (an error, a cancel) before the flush below
-        with tiles.mapped(rawtiff.write_tile, wrapped, local_threads=concurrent) as results:
+        with tiles.mapped(rawtiff.write_tile, wrapped, local_threads=concurrent, contiguous=True) as results:
             for done, (i, result) in enumerate(results, start=1):
                 if pixels is not None:
                     result, rest = result
