@@ -1,9 +1,9 @@
 """Cold start and warm latency over stdio, as an MCP host sees them.
 
-`python -m bench.startup` spawns `python -m gdal_mcp` over stdio and times spawn → `initialize` answered → (with `--list`, tools/list as hosts do) →
-first `raster_info` result (`--runs` times, median reported), then the p50/p95 of `--calls` sequential
-warm `raster_info` calls: on one file (answered from the metadata cache after the first) and on
-different files (each read by a worker). Raw JSON-RPC lines on the pipes, so the client costs little.
+`python -m bench.startup` spawns `python -m gdal_mcp` over stdio and times spawn → `initialize` answered →
+(with `--list`, tools/list as hosts do) → first `raster_info` result (`--runs` times, median reported), then the
+p50/p95 of `--calls` sequential warm `raster_info` calls: on one file (answered from the metadata cache after the
+first) and on different files (each read by a worker). Raw JSON-RPC lines on the pipes, so the client costs little.
 
 The cold starts alternate, in the same run, with references: the same server through `scripts/serve` (`uv run`,
 as the README starts it; `--uv`), another checkout's server (`--other DIR`, with its own .venv), and the floor of
@@ -198,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "machine the wall times mostly measure the wait for a CPU; the CPU times do not.\n"
     )
     print(
-        f"| server | spawn → initialize answered, ms | spawn → {'tools/list, then ' if args.list else ''}first raster_info result, ms (min–max) | "
+        "| server | spawn → initialize answered, ms | spawn → "
+        f"{'tools/list, then ' if args.list else ''}first raster_info result, ms (min–max) | "
         "server CPU then, ms | busiest worker's CPU then, ms |\n|---|---|---|---|---|"
     )
     names = {

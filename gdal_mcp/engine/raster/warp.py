@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import numpy as np
 import rasterio
 from rasterio.crs import CRS
 from rasterio.enums import Resampling
@@ -398,12 +399,16 @@ def reproject(
         if area is not None:
             warnings.append(area)
         alpha = any(c.name == "alpha" for c in ds.colorinterp)  # an alpha band marks the margins itself (0 there)
+        fill_only = False
         if out_nodata is None and not alpha and footprint_misses(ds, georef, target, transform, width, height):
             progress(0.0, "choosing a nodata value for the margins the input does not cover")
             out_nodata, note = margin_nodata(
                 src, ds, georef, dtype, target=target, transform=transform, width=width, height=height, threads=threads
             )
             warnings.append(note)
+            # a value the scan found nowhere in the input, and nearest only copies input values: no output pixel
+            # but the margins can hold it (see WarpTile.fill_only)
+            fill_only = out_nodata is not None and np.dtype(dtype).kind in "iu" and method == Resampling.nearest
         warp_options = {**georef.options}
         if georef.method == "geotransform" and "SRC_METHOD" not in warp_options:
             warp_options.update(kernel_scale(georef.crs, ds.transform, (ds.width, ds.height), target, transform, (width, height)))
@@ -424,6 +429,7 @@ def reproject(
             threads=threads,
             warp_options=warp_options,
             progress=progress,
+            fill_only=fill_only,
         )
     return summarize(dst), warnings
 
@@ -446,6 +452,7 @@ def _warp(
     threads: int,
     warp_options: dict[str, str],
     progress: Progress,
+    fill_only: bool = False,
 ) -> None:
     """The output grid as tiles (`tiles.plan`), each warped by `warp_tile` wherever the executor runs it and
     written into its window here; CreateCopy-only drivers get a GTiff staged beside `dst`, then copied.
@@ -469,6 +476,7 @@ def _warp(
         resampling=resampling,
         threads=threads,
         warp_options=warp_options,
+        fill_only=fill_only,
     )
 
     def prepare(out: Any) -> None:
@@ -516,6 +524,7 @@ def warp_tiles(
     resampling: Resampling,
     threads: int,
     warp_options: dict[str, str],
+    fill_only: bool = False,
 ) -> tuple[list[Any], list[WarpTile]]:
     """The output's tile plan (`output_tiles`) and a WarpTile for each tile (bench.scale warps them too)."""
     import numpy as np
@@ -536,6 +545,7 @@ def warp_tiles(
         threads=max(1, threads),
         grid=(width, height),
         grid_transform=tuple(transform)[:6],
+        fill_only=fill_only and nodata is not None,
     )
     specs = [
         replace(common, window=t.window, transform=tuple(transform @ Affine.translation(t.window[0], t.window[1]))[:6])
@@ -561,6 +571,11 @@ class WarpTile:
     threads: int
     grid: tuple[int, int] = (0, 0)  # the whole output's (width, height); (0, 0): the tile alone (chunked warp)
     grid_transform: tuple[float, ...] = ()  # the whole output's geotransform
+    #: `nodata` only fills what no source pixel reaches (INIT_DEST), and is not the warp's destination nodata: for a
+    #: value no output pixel can take otherwise (the margin value of a source without nodata, resampled by nearest).
+    #: The pixels are the same; GDAL then skips its destination-validity pass (GDALWarpNoDataMasker) and warps with
+    #: its unmasked kernel: 3 x 12000^2 uint16, the warp's CPU -20 to -25 % (BENCHMARKS.md). Blockwise tiles only.
+    fill_only: bool = False
 
 
 #: the warp options `blockwise` takes (others, GCP and RPC transformers, warp one chunk per tile)
@@ -657,6 +672,11 @@ def _warped_vrt(spec: WarpTile, stack: contextlib.ExitStack) -> Any:
     options = dict(spec.warp_options)
     src_crs = options.pop("SRC_SRS", None)
     ds = stack.enter_context(open_own(spec.src))
+    nodata: Any = spec.nodata
+    fill: dict[str, Any] = {}
+    if spec.fill_only and spec.nodata is not None:
+        fill = {"init_dest_nodata": False, "INIT_DEST": repr(spec.nodata)}
+        nodata = None
     return stack.enter_context(
         WarpedVRT(
             ds,
@@ -667,8 +687,9 @@ def _warped_vrt(spec: WarpTile, stack: contextlib.ExitStack) -> Any:
             height=spec.grid[1],
             resampling=Resampling[spec.resampling],
             src_nodata=spec.src_nodata if spec.src_nodata is not None else ds.nodata,
-            nodata=spec.nodata,
+            nodata=nodata,
             dtype=spec.dtype,
+            **fill,
             **options,
         )
     )

@@ -313,3 +313,87 @@ def test_a_blockwise_tile_is_its_window_of_the_whole_grid_wherever_it_starts(win
     used = np.full((3, h, w), 77, dtype="uint8")  # an earlier tile's values: any pixel not read stays 77
     warp_tile(spec(window), out=used)
     assert np.array_equal(used, whole[:, row : row + h, col : col + w])
+
+
+@pytest.mark.parametrize("shift", [0, -300, 5000], ids=["inside", "half-outside", "all-outside"])
+def test_a_margin_fill_gives_exactly_the_pixels_of_a_nodata_warp(tmp_path: Path, shift: int) -> None:
+    """Speed without a changed pixel (WarpTile.fill_only): the margin value of a source without nodata written by
+    INIT_DEST, not as the warp's destination nodata, gives the same array as the nodata warp, margins included, also
+    into a used buffer (every pixel written); the source holds every other byte value, so a copied source pixel that
+    took the margin value would show."""
+    from dataclasses import replace
+
+    from affine import Affine
+    from rasterio.crs import CRS
+    from rasterio.warp import calculate_default_transform
+
+    from gdal_mcp.engine.raster.warp import WarpTile, is_blockwise, warp_tile
+
+    with rasterio.open(RGB) as ds:
+        profile = {**ds.profile, "nodata": None}
+        data = ds.read()
+        transform, width, height = calculate_default_transform(ds.crs, "EPSG:4326", ds.width, ds.height, *ds.bounds)
+    data[data == 7] = 8  # 7 occurs nowhere: the margin value
+    data[0, 0, : 255 - 7] = [v for v in range(256) if v != 7][: 255 - 7]  # every other value occurs
+    plain = tmp_path / "plain.tif"
+    with rasterio.open(plain, "w", **profile) as out:
+        out.write(data)
+    grid = tuple(transform * Affine.translation(shift, shift))[:6]
+    spec = WarpTile(
+        src=str(plain),
+        indexes=(1, 2, 3),
+        window=(0, 0, width, height),
+        transform=grid,
+        crs=CRS.from_epsg(4326).to_wkt(),
+        dtype="uint8",
+        src_nodata=None,
+        nodata=7,
+        resampling="nearest",
+        warp_options=(),
+        threads=1,
+        grid=(width, height),
+        grid_transform=grid,
+    )
+    filled = replace(spec, fill_only=True)
+    assert is_blockwise(spec) and is_blockwise(filled)
+    reference = warp_tile(spec)
+    assert np.array_equal(warp_tile(filled), reference)
+    used = np.full((3, height, width), 77, dtype="uint8")
+    assert np.array_equal(warp_tile(filled, out=used), reference)
+    margins = (reference == 7).all(axis=0)
+    assert (shift == 5000) == margins.all() and (shift == 0) == (margins.mean() < 0.4) and margins.any()
+
+
+def test_reproject_fills_the_margins_of_a_source_without_nodata_only_where_that_cannot_change_a_pixel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WarpTile.fill_only is set only where the margin value cannot be an output pixel's value: the value the margin
+    scan found nowhere in an integer input, resampled by nearest; not for bilinear (which makes new values) nor for
+    a nodata the caller chose. The output declares the value as nodata either way."""
+    from gdal_mcp.engine.raster import warp
+
+    with rasterio.open(RGB) as ds:
+        profile = {**ds.profile, "nodata": None}
+        data = ds.read()
+    data[data == 7] = 8  # a free value for the margins
+    plain = tmp_path / "plain.tif"
+    with rasterio.open(plain, "w", **profile) as out:
+        out.write(data)
+    seen: list[tuple[bool, float | None]] = []
+    real = warp._warped_vrt
+
+    def spy(spec: Any, stack: Any) -> Any:
+        seen.append((spec.fill_only, spec.nodata))
+        return real(spec, stack)
+
+    monkeypatch.setattr(warp, "_warped_vrt", spy)
+
+    for resampling, nodata, expected in (("nearest", None, True), ("bilinear", None, False), ("nearest", 9, False)):
+        seen.clear()
+        with tiles.using(tiles.run_here):
+            summary, _ = warp.reproject(
+                str(plain), str(tmp_path / f"{resampling}{nodata}.tif"), dst_crs="EPSG:4326", resampling=resampling,
+                nodata=nodata,
+            )  # fmt: skip
+        assert summary.nodata == (nodata if nodata is not None else 7)
+        assert {fill for fill, _ in seen} == {expected}, (resampling, nodata, seen)
