@@ -76,7 +76,7 @@ def used_values_tile(spec: UsedValues) -> np.ndarray | None:
     return np.isin(wanted, values)
 
 
-def _scan_window(ds: Any, georef: Any, target: Any, transform: Any, width: int, height: int) -> tuple[int, int, int, int]:
+def scan_window(ds: Any, georef: Any, target: Any, transform: Any, width: int, height: int) -> tuple[int, int, int, int]:
     """The part of the input the output grid covers (with a margin for resampling kernels): the whole input unless a
     geotransformed source's window can be computed."""
     full = (0, 0, ds.width, ds.height)
@@ -115,7 +115,7 @@ def margin_nodata(
             "the input has no nodata: the output's margins (pixels outside the input's footprint) are NaN, declared "
             "nodata, so that they read as missing rather than as data; pass nodata= to choose another value"
         )
-    col0, row0, w, h = _scan_window(ds, georef, target, transform, width, height)
+    col0, row0, w, h = scan_window(ds, georef, target, transform, width, height)
     plan = tiles.plan(w, h, bytes_per_pixel=ds.count * np.dtype(ds.dtypes[0]).itemsize)
     specs = [
         UsedValues(src, tuple(range(1, ds.count + 1)), (col0 + t.window[0], row0 + t.window[1], t.window[2], t.window[3]), dtype)

@@ -30,7 +30,7 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.grid import DEFAULT_MAX_PIXELS, check_grid, describe_units
 from gdal_mcp.engine.options import creation_options
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.raster.margins import area_of_use_warning, margin_nodata
+from gdal_mcp.engine.raster.margins import area_of_use_warning, margin_nodata, scan_window
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     bounded_threads,
@@ -406,9 +406,19 @@ def reproject(
                 src, ds, georef, dtype, target=target, transform=transform, width=width, height=height, threads=threads
             )
             warnings.append(note)
-            # a value the scan found nowhere in the input, and nearest only copies input values: no output pixel
-            # but the margins can hold it (see WarpTile.fill_only)
-            fill_only = out_nodata is not None and np.dtype(dtype).kind in "iu" and method == Resampling.nearest
+            # Nearest copies input values, and the scan found this one nowhere in the input: no pixel but the margins
+            # can hold it (WarpTile.fill_only). Only where the scan is exact: the output type is the input's (no
+            # rounding or clamping between the two), 8 to 32 bits (every value checked, and a float holds it
+            # exactly), and the scan read the whole input (its window of a part is an estimate a curved edge can
+            # exceed). Elsewhere GDAL's destination nodata keeps a pixel that takes the value off it.
+            fill_only = (
+                out_nodata is not None
+                and method == Resampling.nearest
+                and dtype == ds.dtypes[0]
+                and np.dtype(dtype).kind in "iu"
+                and np.dtype(dtype).itemsize <= 4
+                and scan_window(ds, georef, target, transform, width, height) == (0, 0, ds.width, ds.height)
+            )
         warp_options = {**georef.options}
         if georef.method == "geotransform" and "SRC_METHOD" not in warp_options:
             warp_options.update(kernel_scale(georef.crs, ds.transform, (ds.width, ds.height), target, transform, (width, height)))

@@ -100,11 +100,12 @@ def test_reproject_alone_is_raster_reproject_and_gdalwarp(tmp_path, resampling) 
     assert (diff <= 1).mean() >= 0.94
 
 
-def test_margins_get_the_nodata_raster_reproject_picks(tmp_path) -> None:
-    steps = [{"step": "reproject", "dst_crs": "EPSG:32616", "resampling": "bilinear"}]
+@pytest.mark.parametrize("resampling", ["bilinear", "nearest"])  # nearest: raster_reproject fills (fill_only)
+def test_margins_get_the_nodata_raster_reproject_picks(tmp_path, resampling) -> None:
+    steps = [{"step": "reproject", "dst_crs": "EPSG:32616", "resampling": resampling}]
     plan = plan_pipeline(DEM, steps=steps, output_name="p.tif")
     result, warnings = run_pipeline(DEM, str(tmp_path / "p.tif"), steps=steps)
-    summary, _ = reproject(DEM, str(tmp_path / "s.tif"), dst_crs="EPSG:32616", resampling="bilinear")
+    summary, _ = reproject(DEM, str(tmp_path / "s.tif"), dst_crs="EPSG:32616", resampling=resampling)
     assert_identical(tmp_path / "p.tif", tmp_path / "s.tif")
     # the value marks the margins and no data pixel: -32768 is the smallest Int16 the DEM never takes (numpy)
     dem = read(DEM)[0]

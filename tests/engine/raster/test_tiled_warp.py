@@ -367,33 +367,53 @@ def test_a_margin_fill_gives_exactly_the_pixels_of_a_nodata_warp(tmp_path: Path,
 def test_reproject_fills_the_margins_of_a_source_without_nodata_only_where_that_cannot_change_a_pixel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """WarpTile.fill_only is set only where the margin value cannot be an output pixel's value: the value the margin
-    scan found nowhere in an integer input, resampled by nearest; not for bilinear (which makes new values) nor for
-    a nodata the caller chose. The output declares the value as nodata either way."""
+    """WarpTile.fill_only is set only where the margin scan is exact, so the margin value cannot be a data pixel's:
+    nearest, the input's own 8- to 32-bit integer type, the whole input scanned. Not for bilinear (new values), a
+    nodata the caller chose, a float input cast to integers (the scan rounds 254.5 to 254, GDAL to 255), 64-bit
+    integers (the value as a float is another), nor a bbox (the scan's window of a part is an estimate a curved edge
+    can exceed). Where it is not set, GDAL's destination nodata keeps a data pixel off the value (a red-team find:
+    9,512 data pixels of a float32 input read as nodata). The output declares the value as nodata either way."""
     from gdal_mcp.engine.raster import warp
 
     with rasterio.open(RGB) as ds:
         profile = {**ds.profile, "nodata": None}
         data = ds.read()
     data[data == 7] = 8  # a free value for the margins
-    plain = tmp_path / "plain.tif"
-    with rasterio.open(plain, "w", **profile) as out:
-        out.write(data)
-    seen: list[tuple[bool, float | None]] = []
+    sources = {}
+    for name, dtype, values in (
+        ("byte", "uint8", data),
+        ("float", "float32", np.where(data > 250, 254.5, data).astype("float32")),
+        ("int64", "int64", data.astype("int64")),
+    ):
+        sources[name] = tmp_path / f"{name}.tif"
+        with rasterio.open(sources[name], "w", **{**profile, "dtype": dtype}) as out:
+            out.write(values)
+    seen: list[bool] = []
     real = warp._warped_vrt
 
     def spy(spec: Any, stack: Any) -> Any:
-        seen.append((spec.fill_only, spec.nodata))
+        seen.append(spec.fill_only)
         return real(spec, stack)
 
     monkeypatch.setattr(warp, "_warped_vrt", spy)
-
-    for resampling, nodata, expected in (("nearest", None, True), ("bilinear", None, False), ("nearest", 9, False)):
+    with rasterio.open(RGB) as ds:
+        b = ds.bounds
+    part = (b.left - 20000, b.bottom + 60000, b.right - 80000, b.top + 20000)  # some margin, part of the input
+    cases = [
+        ("byte", {}, True),
+        ("byte", {"resampling": "bilinear"}, False),
+        ("byte", {"nodata": 9}, False),
+        ("byte", {"bbox": part, "bbox_crs": "EPSG:32618"}, False),
+        ("float", {"output_type": "uint8"}, False),
+        ("int64", {}, False),
+    ]
+    for i, (name, kwargs, expected) in enumerate(cases):
         seen.clear()
         with tiles.using(tiles.run_here):
-            summary, _ = warp.reproject(
-                str(plain), str(tmp_path / f"{resampling}{nodata}.tif"), dst_crs="EPSG:4326", resampling=resampling,
-                nodata=nodata,
-            )  # fmt: skip
-        assert summary.nodata == (nodata if nodata is not None else 7)
-        assert {fill for fill, _ in seen} == {expected}, (resampling, nodata, seen)
+            summary, _ = warp.reproject(str(sources[name]), str(tmp_path / f"out{i}.tif"), dst_crs="EPSG:4326", **kwargs)
+        assert summary.nodata is not None, (name, kwargs)
+        assert set(seen) == {expected}, (name, kwargs, seen)
+        if name == "float":  # GDAL rounds 254.5 to 255, the margin value: kept off it, as data
+            with rasterio.open(tmp_path / f"out{i}.tif") as out, rasterio.open(sources[name]) as src:
+                assert out.nodata == 255 and (src.read() == 254.5).any()
+                assert (out.read() == 254).any()
