@@ -55,6 +55,11 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "GDALGetDataTypeName": (c.c_char_p, [c.c_int]),
     "GDALGetRasterNoDataValue": (c.c_double, [c.c_void_p, c.POINTER(c.c_int)]),
     "GDALGetRasterColorInterpretation": (c.c_int, [c.c_void_p]),
+    # a 64-bit integer band's nodata, exactly (rasterio sets it through a double: output.declare_wide_nodata)
+    "GDALSetRasterNoDataValueAsInt64": (c.c_int, [c.c_void_p, c.c_int64]),
+    "GDALSetRasterNoDataValueAsUInt64": (c.c_int, [c.c_void_p, c.c_uint64]),
+    "GDALGetRasterNoDataValueAsInt64": (c.c_int64, [c.c_void_p, c.POINTER(c.c_int)]),
+    "GDALGetRasterNoDataValueAsUInt64": (c.c_uint64, [c.c_void_p, c.POINTER(c.c_int)]),
 }
 
 GDAL_OF_READONLY, GDAL_OF_UPDATE, GDAL_OF_RASTER = 0x00, 0x01, 0x02

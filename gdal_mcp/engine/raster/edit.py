@@ -18,7 +18,7 @@ from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.cog import cog_check
-from gdal_mcp.engine.raster.output import check_nodata, summarize
+from gdal_mcp.engine.raster.output import check_nodata, declare_wide_nodata, summarize
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
 
@@ -163,6 +163,8 @@ def edit(
                     f"file ({detail}); nothing was changed. Convert it to GeoTIFF first (raster_convert) "
                     "and edit that",
                 ) from None
+    if nodata is not None and not unset_nodata:
+        declare_wide_nodata(str(target), dtypes[0], nodata)  # rasterio declares a 64-bit integer's nodata wrong
     if was_cog:
         with rasterio.open(target) as ds:
             if cog_check(ds)[0]:

@@ -40,13 +40,20 @@ class UsedValues:
 def candidates(dtype: str) -> np.ndarray:
     """The values of an integer type a margin may take, preferred first: the largest of an unsigned type (255 for
     Byte, the usual convention), the smallest of a signed one (-32768 for Int16, as SRTM). Every value of 8- and
-    16-bit types; the WIDE_CANDIDATES at the preferred end of wider ones."""
+    16-bit types; the WIDE_CANDIDATES at the preferred end of wider ones (for 64-bit types, ones a float holds)."""
     info = np.iinfo(np.dtype(dtype))
     span = (info.max - info.min + 1) if np.dtype(dtype).itemsize <= 2 else WIDE_CANDIDATES
+    if np.dtype(dtype).itemsize == 8:
+        # values a float holds exactly (every 1024th from -2^63, every 2048th below 2^64): the nodata is passed as a
+        # float, and -2^63 + 1 would come back as -2^63, a value the scan may have found
+        if info.min < 0:
+            out = np.array([info.min + 1024 * i for i in range(span)], dtype=dtype)
+        else:
+            out = np.array([2**64 - 2048 * (i + 1) for i in range(span)], dtype=dtype)
+        out.flags.writeable = False
+        return out
     if info.min < 0:
         out = np.arange(info.min, info.min + span, dtype="int64").astype(dtype)
-    elif dtype == "uint64":
-        out = np.array([info.max - i for i in range(span)], dtype=dtype)
     else:
         out = np.arange(info.max, info.max - span, -1, dtype="int64").astype(dtype)
     out.flags.writeable = False  # shared by the calls (cached)

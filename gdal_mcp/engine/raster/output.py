@@ -190,6 +190,31 @@ def smallest_dtype(values: list[float]) -> str:
     return "float64"
 
 
+#: the integer types whose nodata rasterio cannot declare (it goes through a double, and GDAL reads the double's text
+#: as an integer: -9.223372036854776e+18 is declared -9)
+WIDE_INTEGERS = ("int64", "uint64")
+
+
+def declare_wide_nodata(path: str, dtype: str, nodata: float | int | None) -> None:
+    """Declare a 64-bit integer output's nodata exactly, with GDAL's Int64/UInt64 setters, once its writer closed
+    it: rasterio 1.5 declares -2^63 as -9 and 2^64 - 2048 as 1, and data pixels of -9 or 1 would then read as
+    missing. Other types: nothing to do. `nodata` must be exact (a float holding an integer of the type)."""
+    if nodata is None or dtype not in WIDE_INTEGERS or math.isnan(float(nodata)):
+        return
+    from gdal_mcp.engine import gdal_c
+
+    value = int(nodata)
+    name = "GDALSetRasterNoDataValueAsInt64" if dtype == "int64" else "GDALSetRasterNoDataValueAsUInt64"
+    lib = gdal_c.require(name)
+    handle = gdal_c.open_dataset(lib, path, update=True)
+    try:
+        for band in range(1, lib.GDALGetRasterCount(handle) + 1):
+            if getattr(lib, name)(lib.GDALGetRasterBand(handle, band), value) != 0:
+                raise GdalMcpError("gdal-error", f"cannot declare nodata {value} on {path}: {gdal_c.last_error(lib)}")
+    finally:
+        lib.GDALClose(handle)
+
+
 def check_nodata(value: float, dtype: str) -> float:
     """A nodata value for `dtype`, or invalid-argument when the type cannot hold it."""
     if not fits(float(value), dtype):
@@ -412,6 +437,7 @@ def _output(
     existed = os.path.exists(dst)
     try:
         yield target
+        declare_wide_nodata(target.path, dtype, nodata)
         if staged:
             progress(target.share, f"writing {driver} with GDAL CreateCopy")
             rasterio.shutil.copy(target.path, dst, driver=driver, **options)

@@ -276,3 +276,35 @@ def test_grid_arguments_refused_with_what_to_do(tmp_path, kwargs, words) -> None
     with pytest.raises(GdalMcpError) as e:
         reproject(RGB, str(tmp_path / "x.tif"), **kwargs)
     assert e.value.code == "invalid-argument" and words in e.value.message, e.value.message
+
+
+@pytest.mark.parametrize("dtype", ["int64", "uint64"])
+def test_a_64_bit_integer_output_declares_its_nodata_exactly(tmp_path, dtype) -> None:
+    """Silent data loss regression: rasterio declares a 64-bit integer band's nodata through a double, and GDAL read
+    -9.2e18 back as -9 (2^64 - 1 as 1): the margins were not nodata, and every data pixel of -9 or 1 was. The margin
+    value of a 64-bit output is one a float holds, declared with GDAL's Int64/UInt64 setters; checked with Debian's
+    gdalinfo (another GDAL) and raster_edit setting it again."""
+    from rasterio.transform import from_origin
+
+    from gdal_mcp.engine.raster.edit import edit
+    from tests.cli_reference import gdalinfo_json
+
+    src = tmp_path / "src.tif"
+    values = (np.arange(40000).reshape(200, 200) % 50).astype(dtype)  # 1 and (int64) 0..49 are data
+    with rasterio.open(
+        src, "w", driver="GTiff", width=200, height=200, count=1, dtype=dtype, crs="EPSG:32618",
+        transform=from_origin(300000, 3000000, 90, 90),
+    ) as ds:  # fmt: skip
+        ds.write(values, 1)
+    out = tmp_path / "out.tif"
+    summary, _ = reproject(str(src), str(out), dst_crs="EPSG:4326")
+    declared = gdalinfo_json(str(out))["bands"][0]["noDataValue"]
+    expected = -(2**63) if dtype == "int64" else 2**64 - 2048
+    assert int(declared) == expected and summary.nodata == float(expected)
+    with rasterio.open(out) as ds:
+        pixels = ds.read(1)
+    margins = pixels == np.array(expected, dtype=dtype)
+    assert 0.01 < margins.mean() < 0.5  # the margins hold it, and only they: the data keep their 1s
+    assert (pixels[~margins] == 1).sum() > 0 and set(np.unique(pixels[~margins]).tolist()) <= set(range(50))
+    edit(str(out), nodata=float(2**62))
+    assert int(gdalinfo_json(str(out))["bands"][0]["noDataValue"]) == 2**62
