@@ -52,6 +52,7 @@ from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     GDAL_TYPE_NAMES,
     _delete,
+    cast,
     check_nodata,
     fits,
     parse_dtype,
@@ -261,16 +262,6 @@ def _neighbors(
         return alg.warnings
 
 
-def gdal_cast(values: np.ndarray, dtype: str) -> np.ndarray:
-    """Float pixels into `dtype` as GDAL writes them: integers rounded half away from zero and clamped."""
-    target = np.dtype(dtype)
-    if not np.issubdtype(target, np.integer):
-        return values.astype(target)
-    info = np.iinfo(target)
-    v = np.where(np.isnan(values), 0.0, values)
-    return np.clip(np.trunc(v + np.copysign(0.5, v)), info.min, info.max).astype(target)
-
-
 def _holes(values: np.ndarray, nodatavals: tuple[float | None, ...]) -> np.ndarray:
     """Where a (bands, rows, cols) block equals its bands' nodata."""
     out = np.zeros(values.shape, dtype=bool)
@@ -316,7 +307,7 @@ def _finish(
             for i, band in enumerate(nan_centres):
                 if centres is not None and band is not None:
                     holes[i] |= np.isnan(centres.read(band, window=window))
-            out = gdal_cast(values, dtype)
+            out = cast(values, dtype)
             if nodata is not None:
                 if not math.isnan(nodata):
                     collisions += int(np.count_nonzero((out == nodata) & ~holes))

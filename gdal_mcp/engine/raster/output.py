@@ -227,7 +227,8 @@ def check_nodata(value: float, dtype: str) -> float:
 
 
 def cast(values: Any, dtype: str) -> Any:
-    """Convert pixel values as GDAL does: round to nearest and clamp to the type's range for integers."""
+    """Convert pixel values as GDAL does: round to nearest (halves away from zero) and clamp to the type's range for
+    integers."""
     import numpy as np
 
     target = np.dtype(dtype)
@@ -237,7 +238,10 @@ def cast(values: Any, dtype: str) -> Any:
         info = np.iinfo(target)
         v = values.astype("float64", copy=False)
         if not np.issubdtype(values.dtype, np.integer):
-            v = np.where(np.isnan(v), 0, np.round(v))
+            # as GDAL: x + 0.5 (or - 0.5) truncated, so halves go away from zero (254.5 -> 255, -2.5 -> -3) where
+            # numpy's round goes to even (254.5 -> 254); checked against GDAL's RasterIO in test_margins.py
+            v = np.where(np.isnan(v), 0.0, v)
+            v = np.trunc(v + np.copysign(0.5, v))
         return np.clip(v, info.min, info.max).astype(target)
     return values.astype(target)
 

@@ -291,3 +291,24 @@ def test_the_scan_stops_once_every_value_occurred(tmp_path, monkeypatch) -> None
     assert s.nodata is None and any("every uint8 value occurs" in w for w in warnings), warnings
     total = len(tiles.plan(200, 200, bytes_per_pixel=2))
     assert total >= 9 and 1 <= len(scanned) <= 2, (len(scanned), total)
+
+
+def test_values_are_cast_as_gdal_converts_them_halves_away_from_zero(tmp_path) -> None:
+    """The margin scan, rasterize and reclassify cast floats to integers as GDAL writes them: numpy rounds halves to
+    even (254.5 -> 254) where GDAL rounds them away from zero (255), so a scan could pick 255 as free for a float
+    input with 254.5 while GDAL wrote 255 pixels (a red-team find). Reference: GDAL's own conversion (RasterIO)."""
+    import rasterio
+    from rasterio.transform import from_origin
+
+    from gdal_mcp.engine.raster.output import cast
+
+    values = np.array([[0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 254.5, 255.5, 3.49999, 0.49999999999999994, -32768.5, 1e10, -1e10]])
+    path = tmp_path / "halves.tif"
+    with rasterio.open(
+        path, "w", driver="GTiff", width=values.shape[1], height=1, count=1, dtype="float64", crs="EPSG:4326",
+        transform=from_origin(0, 1, 1, 1),
+    ) as ds:  # fmt: skip
+        ds.write(values, 1)
+    with rasterio.open(path) as ds:
+        for dtype in ("uint8", "int16", "int32", "uint16"):
+            assert np.array_equal(cast(values, dtype), ds.read(1, out_dtype=dtype)), dtype
