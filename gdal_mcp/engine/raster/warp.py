@@ -167,6 +167,11 @@ def target_grid(
 GcpTransformer = Literal["polynomial", "polynomial_1", "polynomial_2", "polynomial_3", "tps", "rpc"]
 
 
+#: an explicit resolution that gives this many times fewer pixels than the input's detail gets a warning (a resolution
+#: in the wrong units: 0.3 "degrees" meant as metres-like detail gave an 8x7 raster of a 791x718 input, silently)
+COARSE_FACTOR = 100
+
+
 @dataclass
 class SourceGeoref:
     """How the source's pixels map to its CRS: geotransform, GCPs (polynomial or TPS) or RPCs, as gdalwarp picks."""
@@ -374,14 +379,33 @@ def reproject(
                 tap=target_aligned_pixels,
                 georef=georef,
             )
-        check_grid(
-            width,
-            height,
-            max_pixels=max_pixels,
-            crs_units=describe_units(target, crs_label(target)),
-            resolution=res,
-            extent=(abs(transform.a) * width, abs(transform.e) * height),
-        )
+        units = describe_units(target, crs_label(target))
+        extent = (abs(transform.a) * width, abs(transform.e) * height)
+        natural: tuple[Affine, int, int] | None = None
+        if like is None and (res is not None or size is not None):
+            # the area at the input's own detail (gdalwarp's default grid over the same bbox): what a resolution in
+            # the wrong units is measured against (the grid just made spans its own pixels, not the area)
+            natural = target_grid(
+                ds,
+                georef.crs,
+                target,
+                resolution=None,
+                size=None,
+                bbox=bbox,
+                bbox_crs=parse_crs(bbox_crs, "bbox_crs") if bbox_crs else (target if bbox else None),
+                tap=False,
+                georef=georef,
+            )
+            extent = (abs(natural[0].a) * natural[1], abs(natural[0].e) * natural[2])
+        check_grid(width, height, max_pixels=max_pixels, crs_units=units, resolution=res, extent=extent)
+        if natural is not None and res is not None and natural[1] * natural[2] >= COARSE_FACTOR * width * height:
+            unit = units.split(" (", 1)[0]
+            warnings.append(
+                f"the output grid is {width}x{height} pixels, {natural[1] * natural[2] // (width * height)} times "
+                f"fewer than the input's detail gives: resolution {res[0]:.6g} {unit} is coarse for an area of about "
+                f"{extent[0]:.6g} x {extent[1]:.6g} {unit}; the input's own resolution there is about "
+                f"{abs(natural[0].a):.6g} {unit} (resolution is in the target CRS's units: {units})"
+            )
         dtype = parse_dtype(output_type) or ds.dtypes[0]
         in_nodata = src_nodata if src_nodata is not None else ds.nodata
         if src_nodata is not None:

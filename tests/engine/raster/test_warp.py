@@ -308,3 +308,28 @@ def test_a_64_bit_integer_output_declares_its_nodata_exactly(tmp_path, dtype) ->
     assert (pixels[~margins] == 1).sum() > 0 and set(np.unique(pixels[~margins]).tolist()) <= set(range(50))
     edit(str(out), nodata=float(2**62))
     assert int(gdalinfo_json(str(out))["bands"][0]["noDataValue"]) == 2**62
+
+
+def test_a_resolution_in_the_wrong_units_is_measured_against_the_area(tmp_path) -> None:
+    """Model-facing defect (an agent-style run): resolution=300 on EPSG:4326 said "the area is about 300 x 300
+    degrees, so about 0.3 degrees gives ~1000 pixels", and 0.3 then made an 8x7 raster without a word. The hint
+    now gives the area's real size (pyproj's transform of the input's bounds as the reference) and a resolution
+    that fits it; a resolution 100 times coarser than the input's detail is warned about, a moderate one is not."""
+    import re
+
+    from pyproj import Transformer
+
+    with rasterio.open(RGB) as ds:
+        b, crs = ds.bounds, ds.crs
+    left, bottom, right, top = Transformer.from_crs(crs, "EPSG:4326", always_xy=True).transform_bounds(*b)
+    with pytest.raises(GdalMcpError) as e:
+        reproject(RGB, str(tmp_path / "a.tif"), dst_crs="EPSG:4326", resolution=300)
+    area = [float(v) for v in re.search(r"area is about ([\d.]+) x ([\d.]+) degrees", e.value.message).groups()]
+    assert area == pytest.approx([right - left, top - bottom], rel=0.02), e.value.message
+    suggested = float(re.search(r"so about ([\d.e-]+) degrees gives", e.value.message).group(1))
+    assert suggested == pytest.approx(min(area) / 1000, rel=0.01)
+    summary, warnings = reproject(RGB, str(tmp_path / "b.tif"), dst_crs="EPSG:4326", resolution=0.3)
+    assert (summary.width, summary.height) == (8, 7)
+    assert any("8x7 pixels" in w and "coarse" in w and "degrees" in w for w in warnings), warnings
+    _, warnings = reproject(RGB, str(tmp_path / "c.tif"), dst_crs="EPSG:4326", resolution=0.01)
+    assert not any("coarse" in w for w in warnings), warnings
