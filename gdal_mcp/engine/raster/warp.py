@@ -89,7 +89,6 @@ def kernel_scale(
     for each chunk it warps, when not given). Fixed for the whole grid, the resampling kernels (bilinear, cubic,
     average …, widened below 1) no longer depend on how the output is cut into chunks: a tile, a block of a
     warped VRT and a whole-image warp weigh the same source pixels. Nearest does not use them."""
-    import numpy as np
     from rasterio.warp import transform as transform_points
 
     width, height = dst_size
@@ -257,7 +256,6 @@ def _srs_option(crs: Any) -> str:
 
 def footprint_misses(ds: Any, georef: SourceGeoref, dst_crs: Any, transform: Affine, width: int, height: int) -> bool:
     """Whether the output grid has areas outside the source's footprint (pixels no source pixel reaches)."""
-    import numpy as np
     from rasterio.transform import GCPTransformer, RPCTransformer
     from rasterio.warp import transform as transform_points
     from shapely.geometry import Polygon, box
@@ -368,6 +366,7 @@ def reproject(
                 target, transform, width, height = ref.crs, ref.transform, ref.width, ref.height
         else:
             target = parse_crs(dst_crs, "dst_crs") if dst_crs else georef.crs
+            area_crs = parse_crs(bbox_crs, "bbox_crs") if bbox_crs else (target if bbox else None)
             transform, width, height = target_grid(
                 ds,
                 georef.crs,
@@ -375,7 +374,7 @@ def reproject(
                 resolution=res,
                 size=(size[0], size[1]) if size else None,
                 bbox=bbox,
-                bbox_crs=parse_crs(bbox_crs, "bbox_crs") if bbox_crs else (target if bbox else None),
+                bbox_crs=area_crs,
                 tap=target_aligned_pixels,
                 georef=georef,
             )
@@ -392,7 +391,7 @@ def reproject(
                 resolution=None,
                 size=None,
                 bbox=bbox,
-                bbox_crs=parse_crs(bbox_crs, "bbox_crs") if bbox_crs else (target if bbox else None),
+                bbox_crs=area_crs,
                 tap=False,
                 georef=georef,
             )
@@ -561,7 +560,6 @@ def warp_tiles(
     fill_only: bool = False,
 ) -> tuple[list[Any], list[WarpTile]]:
     """The output's tile plan (`output_tiles`) and a WarpTile for each tile (bench.scale warps them too)."""
-    import numpy as np
 
     memory = BLOCKWISE_MEMORY if set(warp_options) <= BLOCKWISE_OPTIONS else 1
     plan = output_tiles(driver, options, width, height, bytes_per_pixel=ds.count * np.dtype(dtype).itemsize * memory)
@@ -631,7 +629,6 @@ def warp_tile(spec: WarpTile, out: Any = None) -> Any:
     reads GDAL's warped VRT by the same blocks, and gives the same pixels (tests/engine/raster/test_pipeline.py).
     Sources warped through GCPs, RPCs or without a geotransform are warped as one chunk per tile (their transformer
     options are not those of a warped VRT)."""
-    import numpy as np
 
     _, _, width, height = spec.window
     fill = spec.nodata if spec.nodata is not None else 0

@@ -123,6 +123,7 @@ def register_tool(mcp: FastMCP, app: App, fn: Callable[..., Any], schemas: ToolS
     # The description is given as is and the docstring left off: FastMCP would otherwise import griffe to parse
     # every docstring at start-up (~0.3 s of the cold start); parameter docs live in the Annotated Fields.
     registered = audited_as_task(app, name, linked(app, wrapper)) if meta.task else linked(app, wrapper)
+    description = inspect.cleandoc(fn.__doc__ or "")
     task = TaskConfig(mode="optional", poll_interval=TASK_POLL_INTERVAL) if meta.task else TaskConfig(mode="forbidden")
     known = schemas.get(name) if schemas is not None else None
     if known is None:
@@ -130,7 +131,7 @@ def register_tool(mcp: FastMCP, app: App, fn: Callable[..., Any], schemas: ToolS
             registered,
             name=name,
             title=meta.title,
-            description=inspect.cleandoc(fn.__doc__ or ""),
+            description=description,
             annotations=meta.annotations,
             tags=set(meta.tags),
             task=task,
@@ -138,7 +139,7 @@ def register_tool(mcp: FastMCP, app: App, fn: Callable[..., Any], schemas: ToolS
         if schemas is not None:
             schemas.put(made)
     else:
-        made = tool_with_schemas(registered, name, meta, inspect.cleandoc(fn.__doc__ or ""), task, *known)
+        made = tool_with_schemas(registered, name, meta, description, task, *known)
     mcp.add_tool(made)
 
 

@@ -330,14 +330,9 @@ def test_a_margin_fill_gives_exactly_the_pixels_of_a_nodata_warp(tmp_path: Path,
     from gdal_mcp.engine.raster.warp import WarpTile, is_blockwise, warp_tile
 
     with rasterio.open(RGB) as ds:
-        profile = {**ds.profile, "nodata": None}
-        data = ds.read()
         transform, width, height = calculate_default_transform(ds.crs, "EPSG:4326", ds.width, ds.height, *ds.bounds)
-    data[data == 7] = 8  # 7 occurs nowhere: the margin value
-    data[0, 0, : 255 - 7] = [v for v in range(256) if v != 7][: 255 - 7]  # every other value occurs
     plain = tmp_path / "plain.tif"
-    with rasterio.open(plain, "w", **profile) as out:
-        out.write(data)
+    _rgb_without_nodata(plain, every_value=True)  # 7, the margin value, occurs nowhere; every other value does
     grid = tuple(transform * Affine.translation(shift, shift))[:6]
     spec = WarpTile(
         src=str(plain),
@@ -375,19 +370,13 @@ def test_reproject_fills_the_margins_of_a_source_without_nodata_only_where_that_
     9,512 data pixels of a float32 input read as nodata). The output declares the value as nodata either way."""
     from gdal_mcp.engine.raster import warp
 
-    with rasterio.open(RGB) as ds:
-        profile = {**ds.profile, "nodata": None}
-        data = ds.read()
-    data[data == 7] = 8  # a free value for the margins
-    sources = {}
-    for name, dtype, values in (
-        ("byte", "uint8", data),
-        ("float", "float32", np.where(data > 250, 254.5, data).astype("float32")),
-        ("int64", "int64", data.astype("int64")),
-    ):
-        sources[name] = tmp_path / f"{name}.tif"
-        with rasterio.open(sources[name], "w", **{**profile, "dtype": dtype}) as out:
-            out.write(values)
+    sources = {name: tmp_path / f"{name}.tif" for name in ("byte", "float", "int64")}
+    data = _rgb_without_nodata(sources["byte"])  # 7 free for the margins
+    _rgb_without_nodata(sources["int64"], "int64")
+    with rasterio.open(sources["byte"]) as ds:
+        profile = {**ds.profile, "dtype": "float32"}
+    with rasterio.open(sources["float"], "w", **profile) as out:
+        out.write(np.where(data > 250, 254.5, data).astype("float32"))
     seen: list[bool] = []
     real = warp._warped_vrt
 
@@ -418,3 +407,17 @@ def test_reproject_fills_the_margins_of_a_source_without_nodata_only_where_that_
                 assert (src.read() == 254.5).any() and out.nodata != 255
                 pixels = out.read()
                 assert (pixels == 255).any() and (pixels == out.nodata).all(axis=0).any()
+
+
+def _rgb_without_nodata(path: Path, dtype: str = "uint8", every_value: bool = False) -> np.ndarray:
+    """RGB.byte.tif's pixels written to `path` as `dtype`, declaring no nodata, with 7 occurring nowhere (a free margin
+    value); `every_value`: every other byte value occurs. Returns the pixels written (uint8)."""
+    with rasterio.open(RGB) as ds:
+        profile = {**ds.profile, "nodata": None, "dtype": dtype}
+        data = ds.read()
+    data[data == 7] = 8
+    if every_value:
+        data[0, 0, : 255 - 7] = [v for v in range(256) if v != 7][: 255 - 7]
+    with rasterio.open(path, "w", **profile) as out:
+        out.write(data.astype(dtype))
+    return data
