@@ -163,6 +163,8 @@ class DatasetEntry(Model):
     size: int = Field(description="Bytes")
     driver: str | None = None
     detail: str | None = Field(None, description="Size and bands, layers, or why it is 'other'")
+    crs: str | None = Field(None, description="EPSG:n or the CRS name (rasters; vectors: the first layer's)")
+    resolution: list[float] | None = Field(None, description="Raster pixel size (x, y) in the units of its CRS")
 
 
 class DatasetList(Model):
@@ -600,7 +602,12 @@ class PreviewResult(Model):
     value_range: list[tuple[float, float] | None] = Field(
         default_factory=list,
         description="Per band drawn: the data values mapped to the low and high end of the "
-        "stretch (null when a band has no valid pixel); for vectors colour-by-number",
+        "stretch, not the data's range (null when a band has no valid pixel); for vectors colour-by-number",
+    )
+    data_range: list[tuple[float, float] | None] = Field(
+        default_factory=list,
+        description="Raster, per band drawn: min and max of the valid pixels the preview read (from overviews or "
+        "a decimated read, so close to but not always the exact range: raster_stats gives that)",
     )
     colormap: str | None = Field(None, description="Colormap of a single band or numeric color_by")
     categories: dict[str, str] | None = Field(None, description="color_by category -> #rrggbb")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
+import unicodedata
 import warnings
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from gdal_mcp.engine import guard
 from gdal_mcp.engine.failures import wrap_gdal_errors
@@ -36,6 +38,11 @@ SIDECAR_SUFFIXES = (
     ".rrd",
 )
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".tar.gz", ".7z", ".rar", ".gz")
+#: archive members read from the archive's directory, and opened to classify them, per archive
+MAX_ARCHIVE_MEMBERS = 10_000
+MAX_MEMBER_OPENS = 50
+#: members opened when the archive itself is listed
+MAX_ARCHIVE_OPENS = 1000
 
 
 def _sidecar_of(p: Path) -> str | None:
@@ -57,58 +64,174 @@ def classify(path: Path) -> DatasetEntry:
         return DatasetEntry(path=rel, kind="other", size=size, detail=f"sidecar of {side}")
     low = path.name.lower()
     if low.endswith(ARCHIVE_SUFFIXES):
-        return DatasetEntry(
-            path=rel,
-            kind="other",
-            size=size,
-            detail=f"archive: open members as /vsizip/…/{path.name}/member (or /vsitar/, /vsigzip/)",
-        )
+        return DatasetEntry(path=rel, kind="other", size=size, detail="archive (its datasets are listed after it)")
     if low.endswith((".gdalg.json", ".gdalg")):
         return DatasetEntry(path=rel, kind="other", size=size, detail="GDAL pipeline file (not opened)")
+    from gdal_mcp.engine.raster.headers import check_header
+
+    try:
+        check_header(str(path))
+    except GdalMcpError as e:
+        return DatasetEntry(path=rel, kind="other", size=size, detail=e.message.replace(str(path), path.name))
+    return open_entry(str(path), rel, size)
+
+
+def open_entry(gdal_path: str, rel: str, size: int) -> DatasetEntry:
+    """The entry of what GDAL opens at `gdal_path` (a file, or an archive member): raster with its CRS and
+    resolution, vector with its layers and the first one's CRS, else other."""
+    from gdal_mcp.engine.crs import crs_label
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import rasterio
 
-        from gdal_mcp.engine.raster.headers import check_header
-
         try:
-            check_header(str(path))
-        except GdalMcpError as e:
-            return DatasetEntry(path=rel, kind="other", size=size, detail=e.message.replace(str(path), path.name))
-        try:
-            with rasterio.open(str(path)) as ds:
+            with rasterio.open(gdal_path) as ds:
                 if ds.count or ds.subdatasets:
-                    detail = (
-                        f"{ds.width}x{ds.height}, {ds.count} band(s) {ds.dtypes[0]}"
-                        if ds.count
-                        else f"{len(ds.subdatasets)} subdatasets"
+                    if not ds.count:
+                        return DatasetEntry(
+                            path=rel, kind="raster", size=size, driver=ds.driver, detail=f"{len(ds.subdatasets)} subdatasets"
+                        )
+                    georef = ds.crs is not None or not ds.transform.is_identity
+                    return DatasetEntry(
+                        path=rel,
+                        kind="raster",
+                        size=size,
+                        driver=ds.driver,
+                        detail=f"{ds.width}x{ds.height}, {ds.count} band(s) {ds.dtypes[0]}",
+                        crs=crs_label(ds.crs),
+                        resolution=[abs(ds.res[0]), abs(ds.res[1])] if georef else None,
                     )
-                    return DatasetEntry(path=rel, kind="raster", size=size, driver=ds.driver, detail=detail)
         except Exception:  # noqa: BLE001 - not a raster; try vector next
             pass
         import pyogrio
 
         try:
-            layers = pyogrio.list_layers(str(path))
+            layers = pyogrio.list_layers(gdal_path)
             if len(layers):
-                info = pyogrio.read_info(str(path), layer=0)
+                info = pyogrio.read_info(gdal_path, layer=0)
                 names = ", ".join(str(n) for n in layers[:5, 0]) + (" …" if len(layers) > 5 else "")
+                crs = info.get("crs")
                 return DatasetEntry(
-                    path=rel, kind="vector", size=size, driver=info.get("driver"), detail=f"{len(layers)} layer(s): {names}"
+                    path=rel,
+                    kind="vector",
+                    size=size,
+                    driver=info.get("driver"),
+                    detail=f"{len(layers)} layer(s): {names}",
+                    crs=_vector_crs(crs) if crs else None,
                 )
         except Exception:  # noqa: BLE001 - not a vector either
             pass
-    return DatasetEntry(path=rel, kind="other", size=size, detail="not a dataset GDAL can open")
+    return DatasetEntry(path=rel, kind="other", size=size, detail=_why_not(gdal_path))
+
+
+def _why_not(gdal_path: str) -> str:
+    """Why GDAL opens nothing here, as raster_info would say it (engine/raster/opening.py)."""
+    if gdal_path.lower().endswith((".hdf", ".hdf4", ".he4")):
+        return "HDF4 file: this GDAL build has no HDF4 driver (convert it to netCDF or GeoTIFF elsewhere)"
+    return "not a dataset GDAL can open"
+
+
+def _vector_crs(text: str) -> str | None:
+    if re.fullmatch(r"[A-Za-z]+:\d+", text):
+        return text.upper()
+    from gdal_mcp.engine.crs import crs_label, layer_crs
+
+    try:
+        return crs_label(layer_crs(text))
+    except GdalMcpError:
+        return None
+
+
+def archive_members(path: Path) -> tuple[str, list[tuple[str, int]]] | None:
+    """(GDAL prefix, [(member, size)] of its regular files, in archive order) of a .zip, .tar(.gz) or .gz file; None
+    for other files and archives Python cannot list (.7z, .rar) or cannot read."""
+    import tarfile
+    import zipfile
+
+    low = path.name.lower()
+    try:
+        if low.endswith((".zip", ".kmz")):
+            with zipfile.ZipFile(path) as z:
+                infos = z.infolist()[:MAX_ARCHIVE_MEMBERS]
+                return "/vsizip/", [(i.filename, i.file_size) for i in infos if not i.is_dir()]
+        if low.endswith((".tar", ".tgz", ".tar.gz")):
+            out: list[tuple[str, int]] = []
+            with tarfile.open(path) as t:
+                for m in t:
+                    if m.isfile():
+                        out.append((m.name, m.size))
+                    if len(out) >= MAX_ARCHIVE_MEMBERS:
+                        break
+            return "/vsitar/", out
+        if low.endswith(".gz"):
+            return "/vsigzip/", [("", 0)]
+    except (OSError, zipfile.BadZipFile, tarfile.TarError, EOFError, ValueError):
+        return None
+    return None
+
+
+def member_entries(path: Path, pattern: str | None = None, max_opens: int = MAX_MEMBER_OPENS) -> tuple[list[DatasetEntry], int]:
+    """The datasets inside an archive (sidecars and non-datasets left out), each with the GDAL path that opens it
+    ('/vsizip/<archive>/<member>'), and how many archive files were not classified (past MAX_MEMBER_OPENS)."""
+    listed = archive_members(path)
+    if listed is None:
+        return [], 0
+    prefix, members = listed
+    names = {name.lower() for name, _ in members}
+    out: list[DatasetEntry] = []
+    skipped = 0
+    opened = 0
+    for name, size in members:
+        pure = PurePosixPath(name)
+        if name and (pure.is_absolute() or ".." in pure.parts or any(p.startswith(".") for p in pure.parts)):
+            continue
+        if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in name):
+            continue  # a name that reads as another one (the sandbox refuses it as a path anyway)
+        if name and _sidecar_of(Path(name)) is not None:
+            continue
+        if name.lower().endswith(".dbf") and name[:-4].lower() + ".shp" in names:
+            continue  # a shapefile's table
+        shown = name or path.name[: -len(".gz")]  # a .gz holds one file, named like it without .gz
+        if pattern and not fnmatch.fnmatch(PurePosixPath(shown).name, pattern) and not fnmatch.fnmatch(shown, pattern):
+            continue
+        if opened >= max_opens:
+            skipped += 1
+            continue
+        opened += 1
+        gdal_path = prefix + str(path) + ("/" + name if name else "")
+        entry = open_entry(gdal_path, gdal_path, size or 0)
+        if entry.kind != "other":
+            out.append(entry)
+    return out, skipped
 
 
 @wrap_gdal_errors
 def list_datasets(
     directory: str, pattern: str | None = None, recursive: bool = True, limit: int = 200, progress: Progress = no_progress
 ) -> DatasetList:
-    """List files under `directory` (a real path) with their kind; entry paths are real paths."""
+    """List files under `directory` (a real path) with their kind; entry paths are real paths, or the GDAL paths of
+    archive members ('/vsizip/<real archive>/<member>'). The datasets inside an archive follow its entry (those
+    matching `pattern` even when the archive's own name does not); `directory` may be an archive, to list its
+    members alone."""
     base = Path(directory)
-    matched: list[Path] = []
-    total = 0
+    if base.is_file():
+        guard.check_files([str(base)])
+        if archive_members(base) is None:
+            raise GdalMcpError(
+                "invalid-argument",
+                f"{base.name} is a file, not a directory or an archive (.zip, .tar, .gz); "
+                "raster_info or vector_info describes it, list_datasets lists its folder",
+            )
+        members, skipped = member_entries(base, pattern, max_opens=MAX_ARCHIVE_OPENS)
+        shown = members[:limit]
+        return DatasetList(
+            path=directory,
+            entries=shown,
+            truncated=len(members) + skipped > len(shown),
+            remaining=len(members) + skipped - len(shown),
+        )
+    items: list[tuple[Path, bool]] = []  # (file, whether it matches the pattern itself)
     scanned = 0
     for current, dirs, files in os.walk(base, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -120,20 +243,35 @@ def list_datasets(
             scanned += 1
             p = cur / name
             rel = p.relative_to(base).as_posix()
-            if pattern and not (fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(rel, pattern)):
-                continue
-            total += 1
-            if len(matched) < limit:
-                matched.append(p)
+            matches = not pattern or fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(rel, pattern)
+            if matches or name.lower().endswith(ARCHIVE_SUFFIXES):
+                items.append((p, matches))
         if not recursive or scanned >= MAX_SCAN:
             break
-    out = []
-    for i, p in enumerate(matched):
+    out: list[DatasetEntry] = []
+    remaining = 0
+    for i, (p, matches) in enumerate(items):
+        if len(out) >= limit:
+            remaining += matches
+            continue
         try:
             guard.check_files([str(p)])
         except GdalMcpError:
-            out.append(DatasetEntry(path=str(p), kind="other", size=0, detail="link to outside the workspace (not opened)"))
+            if matches:
+                out.append(DatasetEntry(path=str(p), kind="other", size=0, detail="link to outside the workspace (not opened)"))
             continue
-        out.append(classify(p))
-        progress((i + 1) / max(1, len(matched)), f"classified {i + 1}/{len(matched)}")
-    return DatasetList(path=directory, entries=out, truncated=total > len(out), remaining=total - len(out))
+        if matches:
+            out.append(classify(p))
+        if p.name.lower().endswith(ARCHIVE_SUFFIXES) and p.is_file():
+            members, skipped = member_entries(p, pattern)
+            room = max(0, limit - len(out))
+            out += members[:room]
+            remaining += len(members) - len(members[:room]) + skipped
+            if skipped and matches:
+                archive_entry = next(e for e in out if e.path == str(p))
+                archive_entry.detail = (
+                    f"archive: its first {MAX_MEMBER_OPENS} files were looked at, {skipped} more were not; "
+                    "list_datasets with path set to this archive lists them all"
+                )
+        progress((i + 1) / max(1, len(items)), f"classified {i + 1}/{len(items)}")
+    return DatasetList(path=directory, entries=out, truncated=remaining > 0, remaining=remaining)

@@ -42,7 +42,21 @@ def _describe_wkt(wkt: str) -> CRSInfo:
     except Exception:  # noqa: BLE001
         proj4 = None
     units = c.axis_info[0].unit_name if c.axis_info else None
-    return CRSInfo(epsg=epsg, name=c.name, wkt=c.to_wkt(), proj4=proj4, is_geographic=c.is_geographic, units=units)
+    return CRSInfo(epsg=epsg, name=_name(c), wkt=c.to_wkt(), proj4=proj4, is_geographic=c.is_geographic, units=units)
+
+
+def _name(c: Any) -> str:
+    """The CRS's name; for a custom CRS named 'unnamed' or 'unknown' (GOES, custom Albers grids), what it is:
+    'custom Albers Equal Area', 'custom geographic (GRS 1980)'."""
+    name = str(c.name or "")
+    if name.lower() not in ("", "unnamed", "unknown", "undefined"):
+        return name
+    op = c.coordinate_operation
+    if op is not None and op.method_name:
+        return f"custom {op.method_name}"
+    if c.is_geographic and c.ellipsoid is not None:
+        return f"custom geographic ({c.ellipsoid.name})"
+    return name or "unnamed"
 
 
 def parse_crs(text: str | int, what: str = "crs") -> Any:

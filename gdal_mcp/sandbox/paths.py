@@ -47,8 +47,17 @@ def workspace_roots(workspaces: Iterable[os.PathLike[str] | str]) -> Roots:
 
 
 # ----- display -------------------------------------------------------------------------
+#: archive file systems whose path is the archive's (real) path then the member's
+ARCHIVE_DISPLAY_PREFIXES = ("/vsizip/", "/vsitar/", "/vsigzip/", "/vsi7z/", "/vsirar/")
+
+
 def display(roots: Roots, path: os.PathLike[str] | str) -> str:
-    """Workspace-relative form of a real path (absolute only for secondary workspaces)."""
+    """Workspace-relative form of a real path (absolute only for secondary workspaces); an archive member's GDAL path
+    ('/vsizip/<real archive>/<member>') keeps its prefix before the archive's relative path."""
+    text = os.fspath(path)
+    for prefix in ARCHIVE_DISPLAY_PREFIXES:
+        if text.startswith(prefix + "/"):
+            return prefix + display(roots, text[len(prefix) :])
     p = Path(path)
     for i, root in enumerate(roots):
         if p == root or p.is_relative_to(root):

@@ -62,10 +62,11 @@ inside a sandboxed workspace.
 - Inspect first: raster_info / vector_info, then raster_preview / vector_preview to look at the data.
   Multi-layer sources (GPKG, GPX, OSM) need layer=.
 - One vocabulary everywhere: `input`/`inputs` (or `input_pattern`, a glob such as 'tiles/*.tif') is what a tool
-  reads, `output` what it writes; `bbox` is in `bbox_crs`, by default the CRS of the data read (the output CRS
-  where the bbox defines a new grid); `resolution` is in the units of its CRS (DEGREES on EPSG:4326). CRS
-  arguments take codes, PROJ/WKT or names ("WGS 84 / UTM zone 32N"); crs_search finds one for a place or name,
-  crs_info describes it, transform_coordinates converts points.
+  reads (the inspection tools raster_info, vector_info and list_datasets take `path`), `output` what it writes;
+  `bbox` is in `bbox_crs`, by default the CRS of the data read (the output CRS where the bbox defines a new grid);
+  `resolution` is in the units of its CRS (DEGREES on EPSG:4326). CRS arguments take codes, PROJ/WKT or names
+  ("WGS 84 / UTM zone 32N"); crs_search finds one for a place or name, crs_info describes it,
+  transform_coordinates converts points.
 - Prefer COG for raster outputs (raster_convert format="COG"); keep analysis in a projected CRS. Distances
   (vector_buffer, vector_simplify, vector_join max_distance) are in metres by default, also on lon/lat layers;
   areas and lengths on lon/lat data are geodesic (vector_measure, raster_stats categorical=true). "What share is

@@ -31,9 +31,18 @@ def _validation_message(exc: BaseException) -> str:
     errors = getattr(cause, "errors", None)
     if callable(errors):
         parts = []
+        missing: list[str] = []
+        unexpected: list[str] = []
         for err in errors():
             loc = ".".join(str(x) for x in err.get("loc", ()) if x not in ("call",)) or "arguments"
             parts.append(f"{loc}: {err.get('msg')}")
+            if err.get("type") == "missing_argument":
+                missing.append(loc)
+            elif err.get("type") == "unexpected_keyword_argument":
+                unexpected.append(loc)
+        if len(missing) == 1 and len(unexpected) == 1:
+            # input= to raster_info (which takes path=), inputs= for input=: say the name this tool uses
+            parts.append(f"this tool takes the value of {unexpected[0]} as {missing[0]}=")
         if parts:
             return "invalid arguments: " + "; ".join(parts) + " (see the tool's input schema)"
     return f"invalid arguments: {exc}"

@@ -133,6 +133,8 @@ def test_rgb_composite_percentile_stretch_and_transparent_nodata() -> None:
         valid = values[j][~invalid[j]]
         lo, hi = np.percentile(valid, [2, 98])
         assert r.value_range[j] == (lo, hi)
+        # data_range is the preview pixels' own range, not the stretch (an agent reported 6-255 for data of 1-255)
+        assert r.data_range[j] == (valid.min(), valid.max()) and r.data_range[j] != r.value_range[j]
         ok = ~invalid[j]
         assert np.array_equal(img[..., j][ok], stretched(values[j], lo, hi)[ok])
     assert (img[dataset_mask == 0][:, :3] == 0).all()
@@ -316,6 +318,7 @@ def test_bbox_reads_only_its_window_and_reports_its_extent() -> None:
     values, invalid = source_read(RGB, [1], (r.height, r.width), window=win)
     lo, hi = np.percentile(values[0][~invalid[0]], [2, 98])
     assert r.value_range[0] == (lo, hi)
+    assert r.data_range[0] is not None and r.data_range[0][0] <= lo and r.data_range[0][1] >= hi
     ll = transform_bounds("EPSG:32618", "EPSG:4326", *bbox)
     r2 = raster_preview(RGB, bbox=ll, bbox_crs="EPSG:4326", max_size=128)
     assert r2.extent[0] <= bbox[0] + 300 and r2.extent[2] >= bbox[2] - 300

@@ -229,12 +229,20 @@ def raster_preview(
         return data[j].astype(np.float64)
 
     ranges: list[tuple[float, float] | None] = []
+    data_ranges: list[tuple[float, float] | None] = []
+
+    def minmax(values: np.ndarray, bad: np.ndarray) -> tuple[float, float] | None:
+        valid = values[~bad]
+        return (float(valid.min()), float(valid.max())) if valid.size else None
+
     rgba = np.zeros((read_h, read_w, 4), dtype=np.uint8)
     cmap_name: str | None = None
     if len(indexes) == 3:
         mode = "rgb"
         for j in range(3):
-            idx, rng = _stretch(band_values(j), invalid[j], stretch, q)
+            values = band_values(j)
+            data_ranges.append(minmax(values, invalid[j]))  # before _stretch, which overwrites values
+            idx, rng = _stretch(values, invalid[j], stretch, q)
             rgba[..., j] = idx
             ranges.append(rng)
         transparent = invalid.all(axis=0)
@@ -250,13 +258,16 @@ def raster_preview(
         codes = np.where(inside, band, 0).astype(np.int64)
         rgba[:] = table[codes]
         transparent = ~inside | (rgba[..., 3] == 0)
-        valid = band[~invalid[0]]
-        ranges.append((float(valid.min()), float(valid.max())) if valid.size else None)
+        ranges.append(minmax(band, invalid[0]))
+        data_ranges.append(ranges[-1])
     else:
         base, reverse = colormaps.canonical_name(colormap or "gray")
         cmap_name = base + ("_r" if reverse else "")
         mode = "gray" if cmap_name == "gray" else "colormap"
-        idx, rng = _stretch(band_values(0), invalid[0], stretch, q)
+        values = band_values(0)
+        data_ranges.append(minmax(values, invalid[0]))  # before _stretch, which overwrites values
+        idx, rng = _stretch(values, invalid[0], stretch, q)
+        del values
         rgba[..., :3] = colormaps.lut(cmap_name)[idx]
         ranges.append(rng)
         transparent = invalid[0]
@@ -316,7 +327,10 @@ def raster_preview(
         names = ", ".join(
             f"{c} = band {b} ({span(r)})" for c, b, r in zip(("red", "green", "blue"), indexes, ranges, strict=True)
         )
-        text = f"RGB composite: {names}; each band {how}, values beyond clipped to 0 or 255."
+        seen = "; ".join(f"band {b} {span(r)}" for b, r in zip(indexes, data_ranges, strict=True))
+        text = (
+            f"RGB composite: {names}; each band {how}, values beyond clipped to 0 or 255. Values of the preview's pixels: {seen}."
+        )
     elif mode == "palette":
         text = (
             f"Band {indexes[0]} ({dtypes[0]}, values {span(ranges[0])}) drawn with the raster's own colour "
@@ -326,7 +340,8 @@ def raster_preview(
         ends = (
             "no valid pixels"
             if ranges[0] is None
-            else f"low end = {fmt(ranges[0][0])}, high end = {fmt(ranges[0][1])}; values beyond get the end colours"
+            else f"low end = {fmt(ranges[0][0])}, high end = {fmt(ranges[0][1])}; values beyond get the end colours "
+            f"(the preview's pixels range from {span(data_ranges[0])})"
         )
         text = (
             f"Band {indexes[0]} ({dtypes[0]}, colour interpretation {interp[0]}) drawn with colormap "
@@ -367,6 +382,7 @@ def raster_preview(
         mode=mode,
         bands_used=indexes,
         value_range=ranges,
+        data_range=data_ranges,
         colormap=cmap_name,
         crs=crs,
         extent=extent,

@@ -10,6 +10,7 @@ from pydantic import Field
 from gdal_mcp import jobs
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import DatasetList, RasterInfo, VectorInfo
+from gdal_mcp.sandbox import ARCHIVE_VSI
 from gdal_mcp.server.app import App
 from gdal_mcp.server.results import read_result
 from gdal_mcp.server.tools.params import InspectPath as DatasetPath
@@ -75,16 +76,26 @@ async def vector_info(
 @tool(title="List datasets", annotations=READ, tags={"workspace"})
 async def list_datasets(
     app: App,
-    path: Annotated[str, Field(description="Directory to list, relative to the workspace")] = ".",
+    path: Annotated[
+        str,
+        Field(description="Directory to list, relative to the workspace, or an archive ('a.zip') to list its contents"),
+    ] = ".",
     pattern: Annotated[str | None, Field(description="Glob on the file name or relative path, e.g. '*.tif' or 'dem/**'")] = None,
     recursive: Annotated[bool, Field(description="Descend into subdirectories")] = True,
     limit: Annotated[int, Field(ge=1, le=1000, description="Most entries to return")] = 200,
     ctx: Context | None = None,
 ) -> DatasetList:
-    """List the files in a workspace directory and whether GDAL reads each as raster, vector or other
-    (sidecars such as .prj/.aux.xml, archives and unreadable files are 'other', with a reason).
-    Bounded: `truncated` and `remaining` say what was left out. Use it to find inputs."""
-    directory, shown = app.sandbox.resolve_dir(path)
+    """List the files in a workspace directory and whether GDAL reads each as raster, vector or other, with
+    the CRS and pixel size of rasters and the CRS of vectors (sidecars such as .prj/.aux.xml, archives and
+    unreadable files are 'other', with a reason). The datasets inside .zip/.tar/.gz archives follow the archive,
+    each with the path that opens it ('/vsizip/a.zip/dem.tif'). Bounded: `truncated` and `remaining` say what
+    was left out. Use it to find inputs."""
+    plain = path
+    for prefix in ARCHIVE_VSI + ("/vsigzip/",):
+        if path.lower().startswith(prefix):
+            plain = path[len(prefix) :].rstrip("/") or "."
+    real = app.sandbox.resolve_file(plain, what="path")
+    directory, shown = real, app.sandbox.display(real)
     if pattern is not None and (pattern.startswith(("/", "~")) or ".." in pattern.replace("\\", "/").split("/")):
         raise GdalMcpError(
             "invalid-argument",

@@ -127,7 +127,7 @@ def test_custom_albers_layer_by_a_lonlat_geojson_polygon(tmp_path) -> None:
     assert keep.all() and summary.feature_count == 2 and list(fields["id"]) == [1, 2]
     assert all(0 < g.area < s.area for g, s in zip(got, src, strict=True))  # both are cut
     assert shapely.area(got) == pytest.approx(shapely.area(expected), rel=1e-6)
-    assert summary.crs == "unnamed" and CRS(load(tmp_path / "p.gpkg")[0]["crs"]).equals(CRS(meta["crs"]))
+    assert summary.crs == "custom Albers Equal Area" and CRS(load(tmp_path / "p.gpkg")[0]["crs"]).equals(CRS(meta["crs"]))
     assert warnings == []
 
 

@@ -173,6 +173,9 @@ async def test_schema_violations_are_invalid_argument(client: Client) -> None:
     assert "band" in assert_envelope(err, content, "invalid-argument")
     err, content = await call(client, "raster_info", path="raster/RGB.byte.tif", bogus=1)
     assert_envelope(err, content, "invalid-argument")
+    # the processing tools' name for the dataset, given to an inspection tool: the message names the one it takes
+    err, content = await call(client, "raster_info", input="raster/RGB.byte.tif")
+    assert "takes the value of input as path=" in assert_envelope(err, content, "invalid-argument")
     err, content = await call(client, "list_datasets", limit=100000)
     assert_envelope(err, content, "invalid-argument")
     err, content = await call(client, "no_such_tool")
@@ -196,7 +199,28 @@ async def test_list_datasets_is_bounded_and_relative(client: Client, ws: Path) -
     err, content = await call(client, "list_datasets", path="..")
     assert_envelope(err, content, "out-of-root")
     err, content = await call(client, "list_datasets", path="raster/RGB.byte.tif")
-    assert_envelope(err, content, "invalid-argument")
+    assert "raster_info" in assert_envelope(err, content, "invalid-argument")
+
+
+async def test_list_datasets_names_archive_members_and_each_opens(client: Client, ws: Path) -> None:
+    """An agent could not find the DEM inside a zip (its path was never named, and list_datasets on the
+    /vsizip/ path was refused as out-of-root): the member is listed with the path that opens it, CRS and
+    resolution as rasterio reads them."""
+    member = "/vsizip/raster/N10W110.hgt.zip/N10W110.hgt"
+    err, listing = await call(client, "list_datasets", path="raster")
+    assert not err
+    paths = [e["path"] for e in listing["entries"]]
+    assert paths.index(member) == paths.index("raster/N10W110.hgt.zip") + 1
+    for archive in ("raster/N10W110.hgt.zip", "/vsizip/raster/N10W110.hgt.zip", "/vsizip/raster/N10W110.hgt.zip/"):
+        err, alone = await call(client, "list_datasets", path=archive)
+        assert not err and [e["path"] for e in alone["entries"]] == [member], archive
+    entry = alone["entries"][0]
+    with rasterio.open(f"/vsizip/{ws}/raster/N10W110.hgt.zip/N10W110.hgt") as ds:
+        assert entry["crs"] == "EPSG:4326" and entry["resolution"] == [abs(ds.res[0]), abs(ds.res[1])]
+    err, info = await call(client, "raster_info", path=entry["path"])
+    assert not err and info["driver"] == "SRTMHGT"
+    err, content = await call(client, "list_datasets", path="/vsizip/../outside.zip")
+    assert_envelope(err, content, "out-of-root")
 
 
 async def test_progress_notifications_carry_messages(client: Client) -> None:
