@@ -188,10 +188,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="stderr log level (default WARNING) [GDAL_MCP_LOG_LEVEL]",
     )
     p.add_argument(
+        "--allow-remote",
+        action="append",
+        metavar="URL",
+        help="a remote location the tools may read, and everything below it: https://host[/prefix], "
+        "s3://bucket[/prefix], gs://…, az://container[/prefix]; repeat for more. Anything else remote is refused "
+        "(out-of-root), and without any the workers get no network at all. Credentials come from the environment "
+        "(AWS_*, GOOGLE_*, AZURE_*) [GDAL_MCP_ALLOW_REMOTE=url,url]",
+    )
+    p.add_argument(
+        "--max-remote-bytes",
+        default=_env("MAX_REMOTE_BYTES", "1G"),
+        metavar="SIZE",
+        help="most one job may download from remote locations, e.g. 500M (default 1 GiB; 0 for no limit); a job "
+        "that would fetch more stops with resource-limit [GDAL_MCP_MAX_REMOTE_BYTES]",
+    )
+    p.add_argument(
         "--allow-network",
         action="store_true",
         default=_env_bool("ALLOW_NETWORK"),
-        help="allow remote data (/vsicurl/, /vsis3/, http://…); off by default [GDAL_MCP_ALLOW_NETWORK=1]",
+        help="allow every remote location (prefer --allow-remote, which names them) [GDAL_MCP_ALLOW_NETWORK=1]",
     )
     p.add_argument(
         "--allow-unconfined",
@@ -259,10 +275,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         audit_log=Path(args.audit_log) if args.audit_log else None,
         log_level=args.log_level.upper(),
         allow_network=args.allow_network,
+        allow_remote=tuple(r.strip() for r in (args.allow_remote or (_env("ALLOW_REMOTE") or "").split(",")) if r.strip()),
         allow_unconfined=args.allow_unconfined,
         allow_origins=tuple(origins),
         allow_hosts=tuple(hosts),
         max_resource_bytes=parse_size(str(args.max_resource_size)),
+        max_remote_bytes=None
+        if str(args.max_remote_bytes).strip() in ("0", "", "none")
+        else parse_size(str(args.max_remote_bytes)),
         max_message_bytes=parse_size(str(args.max_message_size)),
         token=_env("TOKEN") or None,
         console_token=_env("CONSOLE_TOKEN") or None,

@@ -25,7 +25,11 @@ class Settings:
     max_tiles: int = 100_000  # most web map tiles one raster_tiles call may write (engine/raster/web_tiles.MAX_TILES)
     audit_log: Path | None = None
     log_level: str = "WARNING"
-    allow_network: bool = False
+    allow_network: bool = False  # every remote location (kept for compatibility; prefer allow_remote)
+    # Remote locations the workers may read (--allow-remote): 'https://host/prefix', 's3://bucket/prefix', gs://, az://
+    allow_remote: tuple[str, ...] = ()
+    # Most bytes one job may download from remote locations (--max-remote-bytes); None: no limit
+    max_remote_bytes: int | None = GiB
     # Run GDAL unconfined where the kernel cannot confine the workers (no Landlock): refused unless the operator says so
     allow_unconfined: bool = False
     allow_origins: tuple[str, ...] = ()
@@ -53,6 +57,10 @@ class Settings:
                 "GDAL_MCP_CONSOLE_TOKEN must differ from GDAL_MCP_TOKEN: the MCP client holds the MCP "
                 "token, and approving is a person's decision"
             )
+        from gdal_mcp.sandbox.remote import parse_allowed
+
+        for entry in self.allow_remote:
+            parse_allowed(entry)  # ValueError naming what is wrong with it
         if self.confirm not in CONFIRM_POLICIES:
             raise ValueError(f"confirm must be one of {', '.join(CONFIRM_POLICIES)}, not {self.confirm!r}")
         if self.executor not in EXECUTORS:

@@ -1077,3 +1077,50 @@ def all_jobs() -> list[type[Job[Any]]]:
             if "FUNC" in sub.__dict__ and sub.__module__ == __name__:  # not test doubles defined elsewhere
                 found.append(sub)
     return sorted(found, key=lambda c: c.__name__)
+
+
+# ----- outputs in object storage -----
+@dataclass(frozen=True, kw_only=True)
+class UploadJob(Job[list[str]]):
+    """Upload a finished output's files (the real paths in its temporary directory) to their /vsis3/ objects, never
+    replacing one (engine/upload.py); App.execute runs it in place of the local commit."""
+
+    FUNC = "gdal_mcp.engine.upload:upload"
+    sources: list[str]
+    targets: list[str]
+
+    def paths(self) -> list[str]:
+        """The objects written (a Dask worker checks them against the allow-list again there)."""
+        return [*self.targets]
+
+
+# ----- STAC: stac_search -----
+from gdal_mcp.models import StacSearchResult  # noqa: E402
+
+
+@dataclass(frozen=True, kw_only=True)
+class StacSearchJob(Job[StacSearchResult]):
+    """stac_search: `catalog` is the real path of a workspace STAC JSON file, or an http(s) URL the sandbox allowed."""
+
+    FUNC = "gdal_mcp.engine.stac:stac_search"
+    catalog: str
+    collections: list[str] | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    datetime: str | None = None
+    query: dict[str, dict[str, Any]] | None = None
+    sortby: list[str] | None = None
+    limit: int = 10
+    page_token: str | None = None
+    assets: list[str] | None = None
+    max_walk: int = 10_000  # gdal_mcp.engine.stac_static.MAX_WALK
+
+    def paths(self) -> list[str]:
+        """The catalog read (a Dask worker checks it again there; its field is not one of PATH_FIELDS)."""
+        return [self.catalog]
+
+    def naming_input(self, message: str) -> str:
+        """Failures name the catalog searched unless they already do (a timeout, a crashed worker)."""
+        name = self.catalog.split("?", 1)[0]
+        short = name.rstrip("/").rsplit("/", 1)[-1]
+        return message if short and short in message else f"{name}: {message}"

@@ -18,6 +18,22 @@ class Model(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
 
+class RemoteReads(Model):
+    """What a job read from remote locations, as GDAL counted it (its network statistics)."""
+
+    requests: int = Field(description="HTTP requests (HEAD and ranged GETs)")
+    bytes: int = Field(description="Bytes downloaded")
+    files: int = Field(description="Remote files read from")
+
+
+class ReadsRemote(Model):
+    """A tool result that says what its job downloaded when it read remote data."""
+
+    remote: RemoteReads | None = Field(
+        None, description="Requests and bytes the job fetched from remote locations (null when it read none)"
+    )
+
+
 Number = float | int
 NoData = float | Literal["nan", "inf", "-inf"] | None
 
@@ -94,7 +110,7 @@ class GcpInfo(Model):
     crs: str | None = Field(None, description="CRS of the GCPs' map coordinates (EPSG:n when it matches one)")
 
 
-class RasterInfo(Model):
+class RasterInfo(ReadsRemote):
     path: str
     driver: str
     kind: Literal["raster", "container"] = Field(
@@ -147,7 +163,7 @@ class LayerInfo(Model):
     fields: list[FieldInfo] = Field(default_factory=list)
 
 
-class VectorInfo(Model):
+class VectorInfo(ReadsRemote):
     path: str
     driver: str | None
     layer_count: int
@@ -220,7 +236,7 @@ DOWNLOAD_URL_DOC = (
 )
 
 
-class RasterWriteResult(Model):
+class RasterWriteResult(ReadsRemote):
     output: str = Field(description="Workspace-relative path of the file written")
     uri: str = Field(description="Resource URI to read the file through MCP")
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
@@ -237,7 +253,7 @@ class PixelWindow(Model):
     height: int = Field(description="Rows")
 
 
-class RasterClipResult(Model):
+class RasterClipResult(ReadsRemote):
     """raster_clip: the raster written and the source pixels it kept."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -331,7 +347,7 @@ class CategoriesResult(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
-class RasterStatsResult(Model):
+class RasterStatsResult(ReadsRemote):
     path: str
     window: tuple[int, int, int, int] | None = Field(None, description="col_off, row_off, width, height read")
     bands: list[BandStatsDetail] = Field(description="Statistics per band (empty with categorical=true)")
@@ -362,7 +378,7 @@ class PointSample(Model):
     values: list[float | None] = Field(description="One per band; null for nodata/masked or outside")
 
 
-class SampleResult(Model):
+class SampleResult(ReadsRemote):
     path: str
     crs: str | None
     bands: list[int]
@@ -375,7 +391,7 @@ class SampleResult(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
-class TableWriteResult(Model):
+class TableWriteResult(ReadsRemote):
     output: str
     uri: str
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
@@ -385,7 +401,7 @@ class TableWriteResult(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
-class OverviewsResult(Model):
+class OverviewsResult(ReadsRemote):
     path: str
     action: Literal["add", "delete", "list"]
     levels: list[int] = Field(description="Overview factors present after the action (band 1)")
@@ -406,7 +422,7 @@ class VectorSummary(Model):
     file_size: int = Field(description="Bytes on disk, sidecars (.shx, .dbf, .prj …) included")
 
 
-class VectorWriteResult(Model):
+class VectorWriteResult(ReadsRemote):
     output: str = Field(description="Workspace-relative path of the file written")
     uri: str = Field(description="Resource URI to read the file through MCP")
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
@@ -414,7 +430,7 @@ class VectorWriteResult(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
-class FromTableResult(Model):
+class FromTableResult(ReadsRemote):
     """vector_from_table: the layer written and how each row's geometry was read."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -436,7 +452,7 @@ class FromTableResult(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
-class MeasureResult(Model):
+class MeasureResult(ReadsRemote):
     """vector_measure: measures per feature (bounded rows), or the layer written with measure fields."""
 
     method: Literal["geodesic", "planar"] = Field(
@@ -480,7 +496,7 @@ class NearestInfo(Model):
     k: int = Field(description="Neighbours asked for per input feature (ties at the k-th are all kept)")
 
 
-class JoinResult(Model):
+class JoinResult(ReadsRemote):
     """vector_join: the layer written and, for nearest, how its distances were measured."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -491,7 +507,7 @@ class JoinResult(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
-class MergeResult(Model):
+class MergeResult(ReadsRemote):
     """vector_merge: one merged layer (mode single) or one layer per input (mode layers)."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -505,7 +521,7 @@ class MergeResult(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
-class FeaturePage(Model):
+class FeaturePage(ReadsRemote):
     """A bounded GeoJSON FeatureCollection for reading features."""
 
     type: Literal["FeatureCollection"] = "FeatureCollection"
@@ -518,7 +534,7 @@ class FeaturePage(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
-class QueryResult(Model):
+class QueryResult(ReadsRemote):
     """vector_query: the rows of one layer or of an SQL SELECT, one page at a time, no file written."""
 
     layer: str | None = Field(None, description="The layer read (null with sql)")
@@ -549,7 +565,7 @@ class ValidationReport(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
-class ZonalResult(Model):
+class ZonalResult(ReadsRemote):
     rows: list[dict[str, Any]] = Field(
         description="One row per zone, in layer order: id (the id_field value, else "
         "the 0-based feature index) and each statistic (null when the "
@@ -588,7 +604,7 @@ class ScaleBar(Model):
     )
 
 
-class PreviewResult(Model):
+class PreviewResult(ReadsRemote):
     """A PNG quicklook and what a model needs to read it (the legend says it in one paragraph)."""
 
     png: bytes = Field(exclude=True, repr=False, description="The PNG image: 8-bit RGBA")
@@ -731,7 +747,7 @@ class PipelineStepGrid(Model):
     nodata: NoData = None
 
 
-class RasterPipelineResult(Model):
+class RasterPipelineResult(ReadsRemote):
     """raster_pipeline: what each step makes, and the file written (none with plan_only)."""
 
     output: str = Field("", description="Workspace-relative path of the file written (with plan_only: that would be written)")
@@ -791,7 +807,7 @@ class VectorPipelineRun(Model):
     pipeline: str
 
 
-class VectorPipelineResult(Model):
+class VectorPipelineResult(ReadsRemote):
     output: str = Field(description="Workspace-relative path of the file written (or that would be, with plan_only)")
     uri: str | None = Field(None, description="Resource URI to read the file through MCP (null with plan_only)")
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
@@ -818,7 +834,7 @@ class ViewshedObserver(Model):
     visible_pixels: int = Field(description="Pixels this observer sees")
 
 
-class ViewshedResult(Model):
+class ViewshedResult(ReadsRemote):
     """raster_viewshed: the visibility raster written and what it shows."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -887,7 +903,7 @@ class BandDifference(Model):
     bounds: Bounds | None = Field(None, description="That box in the input's CRS (through the input's geotransform)")
 
 
-class RasterCompareResult(Model):
+class RasterCompareResult(ReadsRemote):
     """raster_compare: whether two rasters are the same, and where and by how much they differ."""
 
     input: str
@@ -924,7 +940,7 @@ class FocalWindow(Model):
     )
 
 
-class RasterFocalResult(Model):
+class RasterFocalResult(ReadsRemote):
     """raster_focal: the raster written, the statistic and the window."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -974,7 +990,7 @@ class TilesSummary(Model):
     file_size: int = Field(description="Bytes on disk, all tiles and pages")
 
 
-class TilesWriteResult(Model):
+class TilesWriteResult(ReadsRemote):
     output: str = Field(description="Workspace-relative path of the tile directory or MBTiles file written")
     uri: str | None = Field(
         None, description="Resource URI of the MBTiles file (null for a directory: read its tiles by their paths)"
@@ -993,7 +1009,7 @@ class TilesWriteResult(Model):
 
 
 # ----- GDAL 3.12 algorithms: raster_footprint, dataset_index -----
-class FootprintResult(Model):
+class FootprintResult(ReadsRemote):
     """raster_footprint: the outline of the valid pixels written, with its area."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -1010,7 +1026,7 @@ class FootprintResult(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
-class DatasetIndexResult(Model):
+class DatasetIndexResult(ReadsRemote):
     """dataset_index: the tile index written, one feature per indexed raster (or vector layer)."""
 
     output: str = Field("", description="Workspace-relative path of the file written")
@@ -1032,3 +1048,103 @@ class DatasetIndexResult(Model):
 
 
 # ----- GDAL 3.12 algorithms: vector_interpolate -----
+
+
+# ----- STAC: stac_search -----
+class StacBand(Model):
+    """One band of a STAC asset, merged from the STAC 1.1 `bands` field and the eo:bands / raster:bands extensions."""
+
+    name: str | None = Field(None, description="The band's name in the catalog (e.g. 'B04', 'red')")
+    common_name: str | None = Field(
+        None, description="eo common name: coastal, blue, green, red, rededge, nir, nir08, swir16, swir22, pan, lwir …"
+    )
+    description: str | None = None
+    center_wavelength: float | None = Field(None, description="Centre wavelength in micrometres (eo extension)")
+    data_type: str | None = Field(None, description="Pixel data type as the catalog states it (uint16, float32 …)")
+    nodata: float | str | None = Field(None, description="Nodata value as the catalog states it ('nan' for NaN)")
+    unit: str | None = None
+
+
+class StacAsset(Model):
+    """One asset (file) of a STAC item."""
+
+    key: str = Field(description="The asset's key in the item (e.g. 'red', 'B04', 'visual', 'data')")
+    href: str = Field(
+        description="Where the asset lives, made absolute: a URL, or for a workspace catalog the workspace path of the file"
+    )
+    input: str | None = Field(
+        None,
+        description=(
+            "Pass this as input= (or path= to raster_info) of any raster tool to read the asset: an https:// or s3:// URL "
+            "(read remotely; the server must allow that location, else the tool says out-of-root or unsupported) or a "
+            "workspace path. Null when this server cannot read it: a local file outside the catalog's folder, or a "
+            "scheme GDAL does not read"
+        ),
+    )
+    type: str | None = Field(
+        None, description="Media type, e.g. 'image/tiff; application=geotiff; profile=cloud-optimized' for a COG"
+    )
+    roles: list[str] = Field(default_factory=list, description="Asset roles: data, thumbnail, overview, metadata, visual …")
+    title: str | None = None
+    bands: list[StacBand] = Field(
+        default_factory=list, description="The asset's bands in order (band 1 first), when the catalog describes them"
+    )
+    band_count: int | None = Field(None, description="How many bands the catalog describes (bands lists at most 64)")
+
+
+class StacItem(Model):
+    """One STAC item (a scene, tile or granule) found by stac_search."""
+
+    id: str
+    collection: str | None = Field(None, description="Collection id of the item")
+    datetime: str | None = Field(None, description="Acquisition time (RFC 3339); null when the item has a range instead")
+    start_datetime: str | None = None
+    end_datetime: str | None = None
+    bbox: list[float] | None = Field(None, description="Footprint bounds [west, south, east, north] in lon/lat (WGS 84)")
+    geometry_type: str | None = Field(None, description="GeoJSON type of the footprint (Polygon, MultiPolygon …)")
+    cloud_cover: float | None = Field(None, description="eo:cloud_cover: percent of the scene covered by cloud (0-100)")
+    platform: str | None = Field(None, description="Satellite or platform, e.g. 'sentinel-2a', 'landsat-8'")
+    constellation: str | None = None
+    gsd: float | None = Field(None, description="Ground sample distance in metres")
+    proj_code: str | None = Field(None, description="CRS of the assets' grid (proj:code or proj:epsg), e.g. 'EPSG:32633'")
+    properties: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "Other simple properties of the item (at most 30; names as in the catalog): what query= and sortby= can use"
+        ),
+    )
+    href: str | None = Field(None, description="Where the item's own JSON is (URL or workspace path), when it has one")
+    assets: list[StacAsset] = Field(default_factory=list)
+
+
+class StacSearchResult(Model):
+    """stac_search: one page of the items matching a search of a STAC API or a static catalog."""
+
+    catalog: str = Field(description="The catalog searched: its workspace path, or its URL without the query string")
+    kind: Literal["api", "static"] = Field(
+        description="api: a STAC API searched through its /search endpoint; static: a static catalog (catalog.json, "
+        "collection.json or an item collection) walked and filtered here"
+    )
+    items: list[StacItem]
+    returned: int = Field(description="Items on this page")
+    matched: int | None = Field(
+        None,
+        description="Items matching the search in all: as the API counts them, or as counted in a static catalog's walk; "
+        "null when not known",
+    )
+    next_page_token: str | None = Field(
+        None,
+        description="More items follow: repeat the same call with page_token set to this value (only limit may change). "
+        "Null: this is the last page",
+    )
+    searched_bbox: list[float] | None = Field(
+        None, description="The bbox searched, in lon/lat (WGS 84): bbox transformed from bbox_crs"
+    )
+    searched_datetime: str | None = Field(None, description="The datetime interval searched, as sent (RFC 3339, '..' open)")
+    documents_read: int | None = Field(None, description="Static catalogs: catalog, collection and item files read")
+    walk_truncated: bool = Field(
+        False,
+        description="Static catalogs: the walk stopped at its limit of documents read, so items beyond it were not seen "
+        "(matched counts only those seen); search a narrower sub-catalog or collection.json",
+    )
+    warnings: list[str] = Field(default_factory=list)

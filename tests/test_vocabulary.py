@@ -13,6 +13,7 @@ from fastmcp import Client
 
 INSPECT_TOOLS = {"raster_info", "vector_info", "list_datasets"}  # keep `path`, the seeds' name for inspection
 NO_FILE_TOOLS = {"crs_info", "crs_search", "transform_coordinates"}
+CATALOG_TOOLS = {"stac_search"}  # reads a STAC catalog (`catalog`: a workspace JSON file or a URL), not a dataset
 RETIRED = {"projwin", "projwin_crs", "dtype", "fix_output", "raster", "src", "dst", "geometry_crs_", "action_list"}
 # Shared names whose description may come in a few deliberate variants (each variant lives in gdal_mcp/server/tools/params.py):
 # bbox/bbox_crs: the data's CRS, or the output grid's (gdalwarp -te); input/output/format: raster, vector, CSV …
@@ -49,6 +50,8 @@ async def test_every_tool_names_what_it_reads_input(tools: dict[str, dict[str, A
         props = _props(schema)
         if name in INSPECT_TOOLS:
             assert "path" in props, name
+        elif name in CATALOG_TOOLS:
+            assert "catalog" in props and "input" not in props, name
         elif name not in NO_FILE_TOOLS:
             assert {"input", "inputs"} & set(props), f"{name} reads a dataset but has no input/inputs parameter"
             assert "path" not in props, f"{name}: the dataset read is `input`, not `path`"

@@ -12,8 +12,11 @@ classification). The server imports the executors, never the workers' side (test
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.jobs import Job
 
 #: receives a job's progress: (fraction in [0, 1], message)
@@ -43,3 +46,31 @@ class Executor(Protocol):
     def busy_pids(self) -> list[int]:
         """The ids of the workers running a job now."""
         ...
+
+
+#: the exit status of a local worker that stopped its job for reading past --max-remote-bytes (execution/local.py)
+EXIT_REMOTE_BUDGET = 75
+
+
+def remote_budget_error(limit: int, used: int | None = None) -> GdalMcpError:
+    from gdal_mcp.config import format_size
+
+    figure = f" (it had fetched {format_size(used)})" if used is not None else ""
+    return GdalMcpError(
+        "resource-limit",
+        f"the job would download more than the server's limit of {format_size(limit)} from remote locations{figure}; "
+        "read a smaller area (bbox), a coarser resolution (the overviews of a COG), or fewer bands",
+    )
+
+
+@dataclass(frozen=True)
+class WithRemote:
+    """A job's result and what it read from remote locations ({requests, bytes, files}: engine/remote_io.py), as a
+    worker sends it when the job read any; App.execute takes it apart (the figures go to the tool's result)."""
+
+    value: Any
+    remote: dict[str, int]
+
+
+#: the remote reads of the job(s) the current tool call ran (set by App.execute, read where results are shaped)
+REMOTE_READS: ContextVar[dict[str, int] | None] = ContextVar("gdal_mcp_remote_reads", default=None)

@@ -13,13 +13,15 @@ import logging
 import os
 import re
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 from gdal_mcp.engine.failures import gdal_message
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.execution import confine
+from gdal_mcp.execution import WithRemote, confine, remote_budget_error
+from gdal_mcp.execution.egress import REFUSED_STATUS
 from gdal_mcp.jobs import Job
 
 ENGINE_PREFIX = "gdal_mcp.engine."
@@ -30,6 +32,12 @@ PROGRESS_INTERVAL = 0.2
 #: environment variables a worker never inherits: the server's credentials (a job has no use for them, and what a
 #: process holds in its environment a dataset could make GDAL send somewhere)
 SECRET_ENV_PREFIXES = ("GDAL_MCP_",)
+
+
+def network_allowed(config: dict[str, Any]) -> bool:
+    """Whether a worker may connect at all: only when the operator allows remote locations (--allow-remote, or
+    --allow-network for every one). The kernel's confinement gives the worker no TCP otherwise."""
+    return bool(config.get("allow_network") or config.get("allow_remote"))
 
 
 def set_gdal_environment(config: dict[str, Any]) -> None:
@@ -51,11 +59,69 @@ def set_gdal_environment(config: dict[str, Any]) -> None:
     # sidecars by name, so a PNG/JPEG georeferenced by its .aux.xml or world file keeps its CRS and transform.
     os.environ.setdefault("GDAL_DISABLE_READDIR_ON_OPEN", "TRUE")
     os.environ["CPL_LOG_ERRORS"] = "OFF"
-    if not config.get("allow_network"):
+    if not network_allowed(config):
         # Belt and braces beside the kernel's confinement: GDAL and PROJ do not even try.
         os.environ["GDAL_HTTP_TIMEOUT"] = "1"
         os.environ["CPL_VSIL_CURL_ALLOWED_EXTENSIONS"] = ".__gdal_mcp_network_disabled__"
         os.environ["PROJ_NETWORK"] = "OFF"
+    else:
+        # Requests and bytes per remote file, for each job's result and its byte budget (engine/remote_io.py)
+        os.environ["CPL_VSIL_NETWORK_STATS_ENABLED"] = "YES"
+        if config.get("egress_port"):  # every request through the allow-list's proxy (execution/egress.py)
+            from gdal_mcp.execution.egress import proxy_environment
+
+            os.environ.update(proxy_environment(int(config["egress_port"])))
+        if not config.get("allow_network"):
+            os.environ["PROJ_NETWORK"] = "OFF"  # PROJ's grid CDN is not among the allowed locations
+
+
+def remote_start() -> None:
+    """Before a job: its remote reads are counted from zero."""
+    from gdal_mcp.engine import remote_io
+
+    remote_io.reset()
+
+
+def remote_finish(result: Any, config: dict[str, Any]) -> Any:
+    """After a job: its result with what it fetched remotely (WithRemote, when it fetched anything), and a job that
+    fetched more than the budget fails with resource-limit. GDAL's cache of remote bytes is dropped (the next job may
+    read an object that has changed)."""
+    from gdal_mcp.engine import remote_io
+
+    figures = remote_io.totals()
+    remote_io.clear_cache()
+    limit = config.get("max_remote_bytes")
+    if figures is not None and limit and figures.bytes > limit:
+        raise remote_budget_error(limit, figures.bytes)
+    return result if figures is None else WithRemote(result, figures.model_dump())
+
+
+#: how often a running job's remote reads are measured against the budget
+BUDGET_INTERVAL = 0.05
+
+
+def watch_remote_budget(config: dict[str, Any], running: Callable[[], bool], stop: Callable[[int], None]) -> Any:
+    """A thread that measures the job's remote reads every BUDGET_INTERVAL while `running()` and calls `stop(bytes)`
+    once they pass --max-remote-bytes; None when there is nothing to watch."""
+    import threading
+
+    from gdal_mcp.engine import remote_io
+
+    limit = config.get("max_remote_bytes")
+    if not limit or not remote_io.enabled():
+        return None
+
+    def watch() -> None:
+        while running():
+            figures = remote_io.totals()
+            if figures is not None and figures.bytes > limit:
+                stop(figures.bytes)
+                return
+            time.sleep(BUDGET_INTERVAL)
+
+    thread = threading.Thread(target=watch, name="gdal-mcp-remote-budget", daemon=True)
+    thread.start()
+    return thread
 
 
 def quiet_libraries() -> None:
@@ -67,6 +133,21 @@ def quiet_libraries() -> None:
 
 
 def classify(exc: BaseException, job: Job[Any] | None = None, *, identify: bool = False) -> tuple[str, str]:
+    """(code, message) of a failed job (_classify), with every credential of the environment redacted from the
+    message (GDAL quotes a remote server's error response, which can name the access key)."""
+    from gdal_mcp.credentials import redact
+
+    text = str(exc)
+    if re.search(rf"\b{REFUSED_STATUS}\b", text) and re.search(r"http|curl|response", text, re.I):
+        return "out-of-root", redact(
+            "a request went outside the remote locations this server may read (a redirect to another host, or a URL "
+            f"the dataset names) and was refused; read data at an allowed location. GDAL said: {text.strip()[:300]}"
+        )
+    code, message = _classify(exc, job, identify=identify)
+    return code, redact(message)
+
+
+def _classify(exc: BaseException, job: Job[Any] | None = None, *, identify: bool = False) -> tuple[str, str]:
     """(code, message) of a failed job. A read the kernel refused (a file the dataset refers to outside what the
     worker may read) is out-of-root naming that file; a file in a format whose driver is not allowed is unsupported
     naming the driver (`identify`: only where no other job runs GDAL in this process, see drivers.refused_driver)."""
@@ -126,7 +207,8 @@ def engine_function(job: object) -> Callable[..., Any]:
     return func
 
 
-_PATH_IN_TEXT = re.compile(r"(?<![\w.])(/[^\s'\"`()<>,;:]+)")
+#: a path in a message: not the "//host/…" of a URL (":" or "/" before it)
+_PATH_IN_TEXT = re.compile(r"(?<![\w.:/])(/[^\s'\"`()<>,;:]+)")
 DENIED_TEXTS = ("permission denied", "operation not permitted")
 
 

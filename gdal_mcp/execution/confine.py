@@ -80,9 +80,14 @@ class Policy:
     read_write_files: tuple[str, ...] = ("/dev/null",)
     #: TCP connect/bind and new sockets allowed
     network: bool = False
+    #: with the network allowed: the one TCP port it may connect to (the egress proxy, execution/egress.py); None:
+    #: any (--allow-network, and Dask workers)
+    proxy_port: int | None = None
 
 
-def worker_policy(roots: Iterable[str], tmp: str | None, *, read_only: bool, network: bool) -> Policy:
+def worker_policy(
+    roots: Iterable[str], tmp: str | None, *, read_only: bool, network: bool, proxy_port: int | None = None
+) -> Policy:
     """The policy of a process (or thread) that runs jobs on these workspaces."""
     roots = [os.path.realpath(r) for r in roots]
     write = [] if read_only else list(roots)
@@ -95,7 +100,13 @@ def worker_policy(roots: Iterable[str], tmp: str | None, *, read_only: bool, net
         read += NETWORK_READ
     for var in ("GDAL_DATA", "PROJ_DATA", "PROJ_LIB"):  # data directories an operator points the libraries at
         read += [p for p in os.environ.get(var, "").split(os.pathsep) if p]
-    return Policy(read=tuple(dict.fromkeys(read)), write=tuple(write), list_only=tuple(list_only), network=network)
+    return Policy(
+        read=tuple(dict.fromkeys(read)),
+        write=tuple(write),
+        list_only=tuple(list_only),
+        network=network,
+        proxy_port=proxy_port if network else None,
+    )
 
 
 #: read-only system paths the libraries need: shared libraries and the loader's cache, time zone and locale data,
@@ -202,7 +213,8 @@ def confine(policy: Policy) -> list[str]:
     from landlockpy import AccessFS, AccessNet, Scope
 
     read, write, file_only, listing = _landlock_rights()
-    net = AccessNet.NONE if policy.network else AccessNet.BIND_TCP | AccessNet.CONNECT_TCP
+    proxied = policy.network and policy.proxy_port is not None
+    net = AccessNet.NONE if policy.network and not proxied else AccessNet.BIND_TCP | AccessNet.CONNECT_TCP
     scoped = Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL
     try:
         granted: list[str] = []
@@ -216,6 +228,9 @@ def confine(policy: Policy) -> list[str]:
                 for path in paths:
                     if _allow(rules, path, rights, file_only):
                         granted.append(path)
+            if proxied:  # the egress proxy's port, and no other: every request goes through the allow-list
+                rules.allow_port(int(policy.proxy_port or 0), AccessNet.CONNECT_TCP)
+                granted.append(f"tcp:{policy.proxy_port}")
             rules.restrict()
     except (OSError, ValueError, RuntimeError) as e:
         raise ConfinementError(f"applying the Landlock rules failed: {e}") from e

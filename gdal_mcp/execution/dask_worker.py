@@ -43,6 +43,7 @@ from gdal_mcp.execution.common import (
     PROGRESS_INTERVAL,
     classify,
     engine_function,
+    network_allowed,
     quiet_libraries,
     set_gdal_environment,
 )
@@ -156,9 +157,7 @@ def confine_executor(worker: Any, config: dict[str, Any]) -> None:
         )
     tmp = tempfile.mkdtemp(prefix="gdal-mcp-dask-")
     os.environ["CPL_TMPDIR"] = os.environ["PROJ_USER_WRITABLE_DIRECTORY"] = tmp
-    policy = confine.worker_policy(
-        config["roots"], tmp, read_only=bool(config.get("read_only")), network=bool(config.get("allow_network"))
-    )
+    policy = confine.worker_policy(config["roots"], tmp, read_only=bool(config.get("read_only")), network=network_allowed(config))
     # Confine a throwaway thread first: a policy the kernel refuses fails here, at set-up, not in a task thread.
     failure: list[BaseException] = []
     probe = threading.Thread(target=lambda: _try(confine.confine, policy, failure), name="gdal-mcp-confine-check")
@@ -299,7 +298,7 @@ def worker_pid() -> int:
 
 
 # ----- sandbox on the worker --------------------------------------------------------------------------
-_sandboxes: dict[tuple[tuple[str, ...], bool], Any] = {}
+_sandboxes: dict[tuple[tuple[str, ...], bool, tuple[str, ...]], Any] = {}
 _sandbox_lock = threading.Lock()
 
 
@@ -308,12 +307,12 @@ def _sandbox(config: dict[str, Any]) -> Any:
     from gdal_mcp.engine import guard
     from gdal_mcp.sandbox import Sandbox
 
-    key = (tuple(config["roots"]), bool(config.get("allow_network", False)))
+    key = (tuple(config["roots"]), bool(config.get("allow_network", False)), tuple(config.get("allow_remote") or ()))
     with _sandbox_lock:
         sandbox = _sandboxes.get(key)
         if sandbox is None:
             try:
-                sandbox = Sandbox(config["roots"], allow_network=key[1])
+                sandbox = Sandbox.for_worker(config)
             except ValueError as e:
                 raise GdalMcpError(
                     "internal-error",

@@ -29,7 +29,7 @@ from typing import Any
 import gdal_mcp
 from gdal_mcp.config import format_size
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.execution import ProgressSink
+from gdal_mcp.execution import EXIT_REMOTE_BUDGET, ProgressSink, remote_budget_error
 from gdal_mcp.jobs import Job
 
 log = logging.getLogger("gdal_mcp.execution.local")
@@ -436,6 +436,8 @@ class LocalExecutor:
         memory = self._memory_death(w, code)
         if memory is not None:
             return memory
+        if code == EXIT_REMOTE_BUDGET and self.worker_config.get("max_remote_bytes"):
+            return remote_budget_error(int(self.worker_config["max_remote_bytes"]))
         if code is not None and code < 0:
             name = _exit_text(code)
             if code == -signal.SIGXFSZ:

@@ -14,13 +14,18 @@ import sys
 import time
 from typing import Any
 
+from gdal_mcp.execution import EXIT_REMOTE_BUDGET
 from gdal_mcp.execution.common import (
     PROGRESS_INTERVAL,
     classify,
     engine_function,
+    network_allowed,
     preload,
     quiet_libraries,
+    remote_finish,
+    remote_start,
     set_gdal_environment,
+    watch_remote_budget,
 )
 
 
@@ -101,7 +106,11 @@ def confine_worker(config: dict[str, Any]) -> bool:
     if not config.get("confine", False):
         return False
     policy = confine.worker_policy(
-        config["roots"], config.get("tmp"), read_only=bool(config.get("read_only")), network=bool(config.get("allow_network"))
+        config["roots"],
+        config.get("tmp"),
+        read_only=bool(config.get("read_only")),
+        network=network_allowed(config),
+        proxy_port=config.get("egress_port"),
     )
     try:
         confine.confine(policy)
@@ -141,6 +150,15 @@ def run_in_job_thread(func: Any, kwargs: dict[str, Any], writable: list[str]) ->
 _READER: dict[tuple[str, ...], Any] = {}
 
 
+def _stop_for_remote_budget(used: int) -> None:
+    """The job read past --max-remote-bytes while running: end this worker at once (a read in progress cannot be
+    interrupted otherwise). The server reports resource-limit for this exit status and starts a fresh worker; the
+    job's output is discarded like any failed job's."""
+    sys.stderr.write(f"gdal-mcp worker: the job fetched {used} bytes from remote locations, past --max-remote-bytes\n")
+    sys.stderr.flush()
+    os._exit(EXIT_REMOTE_BUDGET)
+
+
 def main(conn: Any) -> None:
     """Serve jobs on `conn` until the server closes it."""
     config = pickle.loads(conn.recv_bytes())
@@ -156,7 +174,7 @@ def main(conn: Any) -> None:
     from gdal_mcp.engine import guard
     from gdal_mcp.sandbox import Sandbox
 
-    sandbox = Sandbox(config["roots"], allow_network=config.get("allow_network", False))
+    sandbox = Sandbox.for_worker(config)
     guard.install(sandbox.check_referenced)
     _set_memory_limit(config.get("max_memory"))
     conn.send(("ready", os.getpid()))
@@ -178,14 +196,24 @@ def main(conn: Any) -> None:
                 last[0] = now
                 conn.send(("progress", float(min(max(fraction, 0.0), 1.0)), str(text)))
 
+        running = [True]
         try:
             func = engine_function(job)
-            if confined:
-                writable = [*([config["tmp"]] if config.get("tmp") else []), *job.writable()]
-                result = run_in_job_thread(func, {**job.kwargs(), "progress": progress}, writable)
-            else:
-                result = func(**job.kwargs(), progress=progress)
-            reply: tuple[Any, ...] = ("result", result)
+            remote_start()
+
+            def still_running(flag: list[bool] = running) -> bool:
+                return flag[0]
+
+            watch_remote_budget(config, still_running, _stop_for_remote_budget)
+            try:
+                if confined:
+                    writable = [*([config["tmp"]] if config.get("tmp") else []), *job.writable()]
+                    result = run_in_job_thread(func, {**job.kwargs(), "progress": progress}, writable)
+                else:
+                    result = func(**job.kwargs(), progress=progress)
+            finally:
+                running[0] = False
+            reply: tuple[Any, ...] = ("result", remote_finish(result, config))
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 return

@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from gdal_mcp.sandbox import inputs as _inputs
 from gdal_mcp.sandbox import options as _options
 from gdal_mcp.sandbox import outputs as _outputs
 from gdal_mcp.sandbox import paths as _paths
 from gdal_mcp.sandbox import references as _references
+from gdal_mcp.sandbox import remote as _remote
 from gdal_mcp.sandbox import temporaries as _temporaries
 from gdal_mcp.sandbox.inputs import MAX_PATTERN_MATCHES, ResolvedInput
 from gdal_mcp.sandbox.outputs import OutputTarget
@@ -25,9 +27,23 @@ from gdal_mcp.sandbox.temporaries import SWEEP_MAX_DIRS, SWEEP_MAX_SECONDS
 class Sandbox:
     """Decides every path. Built from the workspace roots given on the command line."""
 
-    def __init__(self, workspaces: Iterable[os.PathLike[str] | str], *, allow_network: bool = False) -> None:
+    def __init__(
+        self, workspaces: Iterable[os.PathLike[str] | str], *, allow_network: bool = False, allow_remote: Iterable[str] = ()
+    ) -> None:
         self.roots: tuple[Path, ...] = _paths.workspace_roots(workspaces)
-        self.allow_network = allow_network
+        self.remote = _remote.AllowList(tuple(allow_remote), any_location=allow_network)
+
+    @classmethod
+    def for_worker(cls, config: Mapping[str, object]) -> Sandbox:
+        """The sandbox of a worker, from the config the server gives it (roots, allow_network, allow_remote)."""
+        roots: Any = config["roots"]
+        remote: Any = config.get("allow_remote") or ()
+        return cls(roots, allow_network=bool(config.get("allow_network")), allow_remote=tuple(remote))
+
+    @property
+    def allow_network(self) -> bool:
+        """Whether any remote location may be read (the workers then get the network)."""
+        return bool(self.remote)
 
     # ----- display (paths.py) ----------------------------------------------------------------
     def display(self, path: os.PathLike[str] | str) -> str:
@@ -35,8 +51,8 @@ class Sandbox:
         return _paths.display(self.roots, path)
 
     def uri(self, display: str) -> str:
-        """The resource URI of a workspace file (see server/tools/resources.py)."""
-        return _paths.uri(display)
+        """The resource URI of a workspace file (see server/tools/resources.py); an object in storage keeps its URL."""
+        return display if _remote.is_remote(display) else _paths.uri(display)
 
     def scrub(self, text: str) -> str:
         """Remove the server's absolute layout from a message (GDAL errors quote full paths)."""

@@ -175,13 +175,21 @@ def glob(roots: Roots, pattern: str, *, limit: int = MAX_PATTERN_MATCHES) -> lis
 
 
 def network(sb: Sandbox, path: str, what: str) -> tuple[str, list[Path], bool]:
-    if not sb.allow_network:
+    """A remote location: in GDAL's one spelling of its scheme when the operator's allow-list covers it (remote.py)."""
+    location = sb.remote.check(path, what=what)
+    return location.gdal_path, [], True
+
+
+def network_connection(sb: Sandbox, path: str, what: str) -> tuple[str, list[Path], bool]:
+    """A connection string to a remote service (WMS:, WFS:, STACIT: …): its URLs are not checked one by one, so only
+    --allow-network (every location) opens it."""
+    if not sb.remote.any_location:
         raise GdalMcpError(
             "unsupported",
-            f"{what} '{path}' is a network location; this server reads only workspace files "
-            "(start it with --allow-network to permit remote data)",
+            f"{what} '{path.split('?', 1)[0][:120]}': '{path.split(':', 1)[0]}:' connections reach services this server "
+            "does not check against its allowed remote locations; read the service's files by URL instead"
+            + (" (stac_search finds a STAC item's assets)" if path.upper().startswith("STAC") else ""),
         )
-    log.warning("network access allowed by --allow-network: %s", path)
     return path, [], True
 
 
@@ -190,7 +198,7 @@ def resolve_gdal(sb: Sandbox, path: str, *, base: Path | None, what: str, depth:
     if depth > MAX_REFERENCE_DEPTH:
         raise GdalMcpError("unsupported", f"{what}: datasets nest more than {MAX_REFERENCE_DEPTH} levels deep")
     low = path.lower()
-    if low.startswith(NETWORK_SCHEMES) or low.startswith(NETWORK_VSI):
+    if low.startswith(NETWORK_SCHEMES) or low.startswith(NETWORK_VSI) or low.startswith(("/vsicurl?", "/vsicurl_streaming?")):
         return network(sb, path, what)
     if low.startswith("/vsigzip/"):
         inner = path[len("/vsigzip/") :]
@@ -271,7 +279,7 @@ def resolve_connection(
 ) -> tuple[str, list[Path], bool]:
     up = driver.upper()
     if up in NETWORK_CONNECTION_PREFIXES:
-        return network(sb, original, what)
+        return network_connection(sb, original, what)
     if up not in FILE_CONNECTION_PREFIXES:
         raise GdalMcpError(
             "unsupported",

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.sandbox import remote
 from gdal_mcp.sandbox.inputs import (
     _CONN_RE,
     FILE_CONNECTION_PREFIXES,
@@ -61,6 +62,9 @@ class OutputTarget:
     overwrite: bool = False
     #: the output is a directory the job creates at tmp_path (see the module docstring)
     directory: bool = False
+    #: an object-storage output ('/vsis3/bucket/key'): the job writes into tmp_dir as usual, and the files are then
+    #: uploaded (engine/upload.py, run by App.execute in a worker) instead of renamed; `final` is not used
+    remote: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _discarded: bool = field(default=False, init=False, repr=False, compare=False)
     _keep: bool = field(default=False, init=False, repr=False, compare=False)
@@ -69,8 +73,21 @@ class OutputTarget:
     def tmp_path(self) -> Path:
         return self.tmp_dir / self.final.name
 
+    def uploads(self) -> tuple[list[str], list[str]]:
+        """(local files, their object paths) of a remote output: the side files first, the dataset's own file last."""
+        if self.remote is None or not self.tmp_path.exists():
+            raise GdalMcpError("internal-error", f"the job wrote no file for {self.display}")
+        items = sorted(
+            (p for p in self.tmp_dir.iterdir() if p.name != OWNER_FILE and p.is_file() and not p.is_symlink()),
+            key=lambda p: (p.name == self.final.name, p.name),
+        )
+        folder = self.remote.rsplit("/", 1)[0]
+        return [str(p) for p in items], [f"{folder}/{p.name}" for p in items]
+
     def commit(self) -> list[Path]:
         """Move everything the job wrote (the file and its sidecars) into place; see the class docstring."""
+        if self.remote is not None:
+            raise GdalMcpError("internal-error", "a remote output is uploaded, not committed (App.execute)")
         if self.directory:
             return self._commit_directory()
         if not self.tmp_path.exists():
@@ -294,6 +311,8 @@ def resolve_output(
     """Check an output path and prepare its temporary directory beside it (`directory`: the output is a directory,
     see the module docstring)."""
     check_text(path, what)
+    if remote.is_remote(path):
+        return remote_output(sb, path, overwrite=overwrite, what=what, directory=directory)
     low = path.lower()
     if (
         low.startswith(("/vsi", "file:"))
@@ -376,3 +395,35 @@ def resolve_output(
     return OutputTarget(
         final=final, display=sb.display(final), tmp_dir=tmp_dir, created_dirs=created, overwrite=overwrite, directory=directory
     )
+
+
+def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directory: bool) -> OutputTarget:
+    """An output in object storage the allow-list covers: written into a temporary directory in the first workspace,
+    then uploaded object by object, never replacing one (engine/upload.py)."""
+    location = sb.remote.check(path, what=what)
+    if location.scheme != "s3":
+        raise GdalMcpError(
+            "unsupported", f"{what} '{location.url}': outputs are written to s3:// locations only (or the workspace)"
+        )
+    name = location.path.rsplit("/", 1)[-1]
+    if directory or not name or path.endswith("/"):
+        raise GdalMcpError("invalid-argument", f"{what} '{location.url}' must name one object (a key, not a prefix)")
+    if name.startswith(TMP_PREFIX):
+        raise GdalMcpError("invalid-argument", f"{what} '{location.url}' uses a name reserved for temporary files")
+    if overwrite:
+        raise GdalMcpError(
+            "unsupported",
+            f"{what} '{location.url}': replacing an object in object storage is not supported (an upload never replaces "
+            "one); write to a new key",
+        )
+    root = sb.roots[0]
+    tmp_dir = root / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+    try:
+        tmp_dir.mkdir()
+        (tmp_dir / OWNER_FILE).write_text(json.dumps(_owner_identity()))
+    except OSError as e:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise GdalMcpError("resource-limit", f"the disk is full ({e.strerror}) where {what} is prepared") from None
+        raise
+    return OutputTarget(final=root / name, display=location.url, tmp_dir=tmp_dir, remote=location.gdal_path)

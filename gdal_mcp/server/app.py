@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from gdal_mcp.config import Settings
+from gdal_mcp.credentials import redact
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.execution import Executor
+from gdal_mcp.execution import REMOTE_READS, Executor, WithRemote
+from gdal_mcp.execution.egress import EgressProxy
 from gdal_mcp.execution.local import LocalExecutor
-from gdal_mcp.jobs import Job
+from gdal_mcp.jobs import Job, UploadJob
+from gdal_mcp.models import ReadsRemote, RemoteReads
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
 from gdal_mcp.server.approval.parked import ParkedConfirmations
 from gdal_mcp.server.audit import AuditLog
@@ -81,13 +84,23 @@ class App:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.sandbox = Sandbox(settings.workspaces, allow_network=settings.allow_network)
+        self.sandbox = Sandbox(settings.workspaces, allow_network=settings.allow_network, allow_remote=settings.allow_remote)
         # Local workers: this kernel confines them. Dask workers confine their task threads themselves (and refuse
         # to run unconfined unless allowed): gdal_mcp.execution.dask_worker.confine_executor.
         self.confined = confinement(settings) if settings.executor == "local" else True
+        # With an allow-list, local workers reach the network only through this proxy, which applies the list to every
+        # request (redirects, URLs inside datasets): execution/egress.py
+        self.egress = (
+            EgressProxy(self.sandbox.remote).start()
+            if settings.allow_remote and not settings.allow_network and settings.executor == "local"
+            else None
+        )
         worker_config = {
             "roots": [str(r) for r in self.sandbox.roots],
             "allow_network": settings.allow_network,
+            "allow_remote": list(settings.allow_remote),
+            "max_remote_bytes": settings.max_remote_bytes,
+            "egress_port": self.egress.port if self.egress is not None else None,
             "gdal_cache": settings.gdal_cache,
             "log_level": settings.log_level.upper(),
             "confine": self.confined,
@@ -122,7 +135,7 @@ class App:
         return type(model).model_validate(self.sandbox.scrub_obj(model.model_dump()))
 
     def scrub_error(self, error: GdalMcpError) -> GdalMcpError:
-        return GdalMcpError(error.code, self.sandbox.scrub(error.message))
+        return GdalMcpError(error.code, redact(self.sandbox.scrub(error.message)))
 
     async def execute[R](
         self, job: Job[R], *, ctx: Context | None = None, quick: bool = False, output: OutputTarget | None = None
@@ -147,7 +160,16 @@ class App:
                 result = await (tracker.run(work) if tracker is not None else work)  # the console may cancel it
             except GdalMcpError as e:  # every failure names the file it is about
                 raise GdalMcpError(e.code, job.naming_input(e.message)) from None
-            if output is not None:
+            if isinstance(result, WithRemote):  # the job read remote data: its figures go to the tool's result
+                result = remote_figures(result)
+            if output is not None and output.remote is not None:
+                sources, targets = output.uploads()  # an object-storage output: uploaded whole, never replacing one
+                uploaded = await self.executor.run(UploadJob(sources=sources, targets=targets), progress=relay, quick=False)
+                if isinstance(uploaded, WithRemote):
+                    uploaded = remote_figures(uploaded)
+                committed = True
+                output.discard()
+            elif output is not None:
                 placed = await asyncio.to_thread(output.commit)
                 committed = True
                 self.cache.evict(placed)
@@ -175,3 +197,17 @@ class App:
         if keyed is not None:
             self.cache.put(keyed[0], keyed[1], result, now_ns=now)
         return result
+
+
+def remote_figures(reply: WithRemote) -> Any:
+    """The job's own result, with the figures of what it read remotely: on the result when it is a model with a
+    `remote` field, and for the tool call (REMOTE_READS, summed over its jobs) where the tool shapes another model."""
+    figures = dict(reply.remote)
+    before = REMOTE_READS.get()
+    if before:
+        figures = {k: figures.get(k, 0) + before.get(k, 0) for k in ("requests", "bytes", "files")}
+    REMOTE_READS.set(figures)
+    value = reply.value
+    if isinstance(value, ReadsRemote) and value.remote is None:
+        value.remote = RemoteReads(**reply.remote)
+    return value

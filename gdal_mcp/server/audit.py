@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from gdal_mcp.credentials import redact_obj
 from gdal_mcp.sandbox import Sandbox
 
 
@@ -44,7 +45,7 @@ class AuditLog:
         record: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
             "tool": tool,
-            "arguments": self.sandbox.scrub_obj(arguments),
+            "arguments": redact_obj(self.sandbox.scrub_obj(arguments)),
             "outcome": outcome,
             "duration_ms": round(duration_ms, 1),
             "outputs": list(outputs),
@@ -73,7 +74,7 @@ class AuditLog:
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
             "event": "confirmation",
             "tool": tool,
-            "arguments": self.sandbox.scrub_obj(arguments),
+            "arguments": redact_obj(self.sandbox.scrub_obj(arguments)),
             "kind": kind,
             "shown": self.sandbox.scrub(question),
             "answer": answer,

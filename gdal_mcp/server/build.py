@@ -42,6 +42,7 @@ from gdal_mcp.server.tools import prompts as prompt_tools  # noqa: E402
 from gdal_mcp.server.tools import query as query_tools  # noqa: E402
 from gdal_mcp.server.tools import raster as raster_tools  # noqa: E402
 from gdal_mcp.server.tools import resources as resource_tools  # noqa: E402
+from gdal_mcp.server.tools import stac as stac_tools  # noqa: E402
 from gdal_mcp.server.tools import vector as vector_tools  # noqa: E402
 from gdal_mcp.server.tools import vector_pipeline as vector_pipeline_tools  # noqa: E402
 from gdal_mcp.server.tools import visibility as visibility_tools  # noqa: E402
@@ -83,6 +84,8 @@ inside a sandboxed workspace.
   raster_viewshed (visibility from observers on a projected DEM), vector_interpolate (points to a grid: IDW,
   nearest, linear …), raster_footprint (valid-data outline), dataset_index (tile index of many files),
   raster_tiles (XYZ/TMS tiles or MBTiles), raster_compare (check a result: what differs, where, by how much).
+- Finding imagery: stac_search queries a STAC API or a static STAC catalog (collections, bbox, datetime, query such
+  as {"eo:cloud_cover": {"lt": 20}}, sortby) page by page; pass an asset's `input` to raster_info or any raster tool.
 - Questions about a layer's rows (features per continent, the ten largest, sums and means, any read-only SQL
   SELECT) are answered by vector_query directly, paged, with no file written.
 - Workspace files: workspace_copy, workspace_move (rename) and workspace_delete take a dataset with its side files
@@ -198,6 +201,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
         footprints_tools,  # raster_footprint, dataset_index
         compare_tools,  # raster_compare
         crs_tools,
+        stac_tools,  # stac_search
         workspace_tools,
         schemas=schemas,
     )

@@ -13,6 +13,7 @@ from mcp.client.stdio import stdio_client
 from pyproj import Transformer
 
 from tests.helpers import make_workspace
+from tests.stac_helpers import write_static_catalog
 
 # (tool, arguments, a check on the structured result) — facts from tests/data/MANIFEST.md.
 CALLS = [
@@ -262,6 +263,15 @@ CALLS = [
         lambda r: r["pixels_identical"] is True,
     ),
     (
+        "stac_search",
+        {"catalog": "stac/catalog.json", "query": {"eo:cloud_cover": {"lt": 10}}, "sortby": "eo:cloud_cover"},
+        # the catalog tests/stac_helpers.py writes: cloud cover 0 (scene-5), 1 (other-0), 5 (scene-1), the others >= 12.5
+        lambda r: (
+            [i["id"] for i in r["items"]] == ["scene-5", "other-0", "scene-1"]
+            and r["items"][0]["assets"][0]["input"] == "stac/rgb/scene-5/scene-5.tif"
+        ),
+    ),
+    (
         "workspace_copy",
         {"input": "vector/polygons.shp", "output": "out/scratch/zones.shp"},
         lambda r: r["output"] == "out/scratch/zones.shp" and "out/scratch/zones.dbf" in r["files"],
@@ -281,7 +291,9 @@ CALLS = [
 
 @pytest.fixture(scope="module")
 def all_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_workspace(tmp_path_factory.mktemp("all"))
+    root = make_workspace(tmp_path_factory.mktemp("all"))
+    write_static_catalog(root / "stac")
+    return root
 
 
 @pytest.mark.slow

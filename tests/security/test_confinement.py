@@ -143,3 +143,35 @@ print(attempt(lambda: open("/etc/passwd").read()), attempt(lambda: socket.socket
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert out.stdout.split() == ["denied", "denied", "denied", "denied", "allowed", "denied"], out.stderr
+
+
+def test_with_an_allow_list_a_worker_may_connect_to_the_egress_proxy_port_only(tmp_path: Path) -> None:
+    """Network exfiltration around the allow-list: a worker confined with a proxy port connects to that port and to
+    no other (the kernel refuses a direct connection to any server, so every request goes through the proxy)."""
+    import socket
+
+    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    proxy, other = (s.getsockname()[1] for s in listeners)
+    code = f"""
+import socket
+from gdal_mcp.execution import confine
+confine.confine(confine.worker_policy([{str(tmp_path)!r}], None, read_only=True, network=True, proxy_port={proxy}))
+def attempt(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close(); return "allowed"
+    except OSError as e:
+        return "denied"
+print(attempt({proxy}), attempt({other}))
+"""
+    try:
+        out = subprocess.run(
+            [sys.executable, "-P", "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+    finally:
+        for s in listeners:
+            s.close()
+    assert out.stdout.split() == ["allowed", "denied"], out.stderr

@@ -9,6 +9,7 @@ import dataclasses
 import datetime
 import functools
 import inspect
+import json
 import logging
 import time
 import typing
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import mcp.types as mt
 from fastmcp.tools import ToolResult
 from fastmcp.tools.function_tool import FunctionTool
 from fastmcp.utilities.tasks import TaskConfig
@@ -23,6 +25,8 @@ from mcp.types import InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel
 
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.execution import REMOTE_READS
+from gdal_mcp.models import ReadsRemote, RemoteReads
 from gdal_mcp.server.app import App
 from gdal_mcp.server.envelope import envelope
 from gdal_mcp.server.jobboard import CURRENT_TOOL
@@ -110,10 +114,11 @@ def register_tool(mcp: FastMCP, app: App, fn: Callable[..., Any], schemas: ToolS
     @functools.wraps(bound)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         CURRENT_TOOL.set(name)  # the approval console names this call's jobs by it (inline or task)
+        REMOTE_READS.set(None)  # this call's remote reads (App.execute), none carried over from another
         try:
             if meta.writes and kwargs.get("plan_only") is not True:  # a plan (raster/vector_pipeline) writes nothing
                 app.require_writable(name)
-            return await bound(*args, **kwargs)
+            return with_remote_reads(await bound(*args, **kwargs))
         except GdalMcpError as e:
             return envelope(app.scrub_error(e))
         except Exception as e:  # noqa: BLE001 - never a traceback to the client
@@ -235,6 +240,31 @@ def register_prompts(mcp: FastMCP, app: App, *modules: ModuleType) -> None:
 def description_of(fn: Callable[..., Any]) -> str | None:
     """The docstring as a description, given as is (FastMCP would otherwise import griffe to parse it)."""
     return inspect.cleandoc(fn.__doc__) if fn.__doc__ else None
+
+
+def with_remote_reads(result: Any) -> Any:
+    """The call's remote reads (REMOTE_READS, summed over its jobs by App.execute) in its result's `remote` where the
+    tool shaped its result from an engine summary that does not carry them; a ToolResult's JSON text follows."""
+    figures = REMOTE_READS.get()
+    if not figures:
+        return result
+    if isinstance(result, ReadsRemote):
+        if result.remote is None:
+            result.remote = RemoteReads(**figures)
+        return result
+    sc = result.structured_content if isinstance(result, ToolResult) else None
+    if not isinstance(sc, dict) or sc.get("remote") is not None or result.is_error:
+        return result
+    for block in result.content:
+        if isinstance(block, mt.TextContent):
+            try:
+                same = json.loads(block.text) == sc
+            except ValueError:
+                same = False
+            if same:
+                block.text = json.dumps({**sc, "remote": figures}, separators=(",", ":"), ensure_ascii=False)
+    sc["remote"] = figures
+    return result
 
 
 def bound_to(app: App, fn: Callable[..., Any]) -> Callable[..., Any]:

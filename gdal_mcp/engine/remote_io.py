@@ -1,0 +1,92 @@
+"""What a job read from remote locations: GDAL's own network statistics (CPL_VSIL_NETWORK_STATS_ENABLED, set by the
+worker when the operator allows remote data), per job, in both bundled GDALs (rasterio's, and pyogrio's once loaded).
+
+`reset()` before a job, `totals()` after it (and while it runs, for the byte budget), `clear_cache()` after it so a
+job never reads another job's cached bytes of an object that may have changed since.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+import os
+import sys
+from typing import Any
+
+from gdal_mcp.models import RemoteReads
+
+c = ctypes
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "VSINetworkStatsReset": (None, []),
+    "VSINetworkStatsGetAsSerializedJSON": (c.c_void_p, [c.c_void_p]),
+    "VSIFree": (None, [c.c_void_p]),
+    "VSICurlClearCache": (None, []),
+}
+
+
+def enabled() -> bool:
+    return os.environ.get("CPL_VSIL_NETWORK_STATS_ENABLED", "").upper() == "YES"
+
+
+@functools.lru_cache(maxsize=4)
+def _declared(path: str) -> Any:
+    lib = ctypes.CDLL(path)
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+def _libraries() -> list[Any]:
+    """The bundled GDALs loaded in this process (pyogrio's only once a vector job has imported it)."""
+    from gdal_mcp.engine.drivers import _bundled
+
+    libs = []
+    for name in ("rasterio", "pyogrio"):
+        module = sys.modules.get(name)
+        path = _bundled(module) if module is not None else None
+        if path is not None:
+            libs.append(_declared(path))
+    return libs
+
+
+def reset() -> None:
+    if enabled():
+        for lib in _libraries():
+            lib.VSINetworkStatsReset()
+
+
+def clear_cache() -> None:
+    if enabled():
+        for lib in _libraries():
+            lib.VSICurlClearCache()
+
+
+def totals() -> RemoteReads | None:
+    """Requests and bytes downloaded since the last reset, over every remote file and both GDALs; None when nothing
+    was requested (or remote data is not allowed)."""
+    if not enabled():
+        return None
+    requests = downloaded = 0
+    files: set[str] = set()
+    for lib in _libraries():
+        ptr = lib.VSINetworkStatsGetAsSerializedJSON(None)
+        if not ptr:
+            continue
+        try:
+            stats = json.loads(ctypes.string_at(ptr).decode("utf-8", "replace"))
+        except ValueError:
+            stats = {}
+        finally:
+            lib.VSIFree(ptr)
+        for method in (stats.get("methods") or {}).values():
+            requests += int(method.get("count", 0))
+            downloaded += int(method.get("downloaded_bytes", 0))
+        for handler in (stats.get("handlers") or {}).values():
+            for name, per_file in (handler.get("files") or {}).items():
+                if int(((per_file.get("methods") or {}).get("GET") or {}).get("downloaded_bytes", 0)):
+                    files.add(name)
+    if not requests:
+        return None
+    return RemoteReads(requests=requests, bytes=downloaded, files=len(files))

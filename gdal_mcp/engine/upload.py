@@ -1,0 +1,111 @@
+"""Uploading a finished output to object storage: each file written whole with one conditional request, so an object
+appears complete or not at all, and never replaces one that exists.
+
+GDAL's /vsis3/ writer sends a file below its chunk size as one PUT and a larger one as a multipart upload that the
+final CompleteMultipartUpload makes visible at once; with `If-None-Match: *` on these requests S3 refuses (412) to
+create an object whose key exists, and the existing object stays as it was. (GDAL's VSICopyFile is not used: on a
+failed upload it deletes the target, which would remove the object the condition protected.)
+
+The side files go first and the dataset's own file last; when one is refused or fails, the objects this upload
+created are deleted again (they are new: the condition guaranteed it), so a failed upload leaves nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+from gdal_mcp.engine import gdal_c
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.errors import GdalMcpError
+
+c = ctypes
+CHUNK = 8 * 1024 * 1024
+_SIGNATURES = {
+    "VSIFOpenL": (c.c_void_p, [c.c_char_p, c.c_char_p]),
+    "VSIFWriteL": (c.c_size_t, [c.c_void_p, c.c_size_t, c.c_size_t, c.c_void_p]),
+    "VSIFCloseL": (c.c_int, [c.c_void_p]),
+    "VSIUnlink": (c.c_int, [c.c_char_p]),
+    "CPLSetThreadLocalConfigOption": (None, [c.c_char_p, c.c_char_p]),
+    "VSIStatL": (c.c_int, [c.c_char_p, c.c_void_p]),
+    "VSICurlPartialClearCache": (None, [c.c_char_p]),
+}
+
+
+def _lib() -> object:
+    lib = gdal_c.libgdal()
+    if lib is None:
+        raise GdalMcpError("internal-error", "GDAL's library was not found for the upload")
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+def upload(sources: Sequence[str], targets: Sequence[str], progress: Progress = no_progress) -> list[str]:
+    """Upload each local file of `sources` to the /vsis3/ path at the same index of `targets`, never replacing an
+    object; returns the targets written. already-exists when one exists (nothing of this upload stays)."""
+    if len(sources) != len(targets):
+        raise GdalMcpError("internal-error", "upload: sources and targets differ in number")
+    lib = _lib()
+    total = sum(_size(s) for s in sources) or 1
+    done = 0
+    created: list[str] = []
+    lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", b"If-None-Match: *")  # type: ignore[attr-defined]
+    try:
+        for src, dst in zip(sources, targets, strict=True):
+            try:
+                done = _put(lib, src, dst, done, total, progress)
+            except BaseException:
+                for made in reversed(created):
+                    lib.VSIUnlink(made.encode())  # type: ignore[attr-defined]
+                raise
+            created.append(dst)
+    finally:
+        lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)  # type: ignore[attr-defined]
+    progress(1.0, "uploaded")
+    return created
+
+
+def _size(path: str) -> int:
+    import os
+
+    return os.path.getsize(path)
+
+
+def _put(lib: object, src: str, dst: str, done: int, total: int, progress: Progress) -> int:
+    lib.CPLErrorReset()  # type: ignore[attr-defined]
+    handle = lib.VSIFOpenL(dst.encode(), b"wb")  # type: ignore[attr-defined]
+    if not handle:
+        raise GdalMcpError("gdal-error", f"cannot write {_shown(dst)}: {gdal_c.last_error(lib) or 'GDAL refused to open it'}")
+    ok = True
+    try:
+        with open(src, "rb") as fh:
+            while chunk := fh.read(CHUNK):
+                if lib.VSIFWriteL(chunk, 1, len(chunk), handle) != len(chunk):  # type: ignore[attr-defined]
+                    ok = False
+                    break
+                done += len(chunk)
+                progress(min(0.99, done / total), f"uploading {_shown(dst)}")
+    finally:
+        closed = lib.VSIFCloseL(handle) == 0  # type: ignore[attr-defined]  # the PUT, or the multipart's completion
+    if ok and closed:
+        return done
+    error = gdal_c.last_error(lib)
+    if _exists(lib, dst):  # GDAL names the failed request, not its status: a 412 leaves an object at the key
+        raise GdalMcpError(
+            "already-exists",
+            f"output '{_shown(dst)}' already exists (or was being written by someone else); nothing was written. "
+            "Choose another key",
+        )
+    raise GdalMcpError("gdal-error", f"uploading {_shown(dst)} failed: {error or 'GDAL gave no reason'}")
+
+
+def _exists(lib: object, path: str) -> bool:
+    lib.VSICurlPartialClearCache(path.encode())  # type: ignore[attr-defined]
+    buffer = ctypes.create_string_buffer(512)  # a VSIStatBufL (struct stat64)
+    return bool(lib.VSIStatL(path.encode(), buffer) == 0)  # type: ignore[attr-defined]
+
+
+def _shown(path: str) -> str:
+    return "s3://" + path[len("/vsis3/") :] if path.startswith("/vsis3/") else path
