@@ -448,6 +448,8 @@ class CalcJob(WriteJob[tuple[RasterSummary, Warnings]]):
     nodata: float | None = None
     format: str | None = None
     creation_options: Options | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1090,6 +1090,10 @@ class StacAsset(Model):
         default_factory=list, description="The asset's bands in order (band 1 first), when the catalog describes them"
     )
     band_count: int | None = Field(None, description="How many bands the catalog describes (bands lists at most 64)")
+    uri: str | None = Field(
+        None,
+        description="stac://collection/item/asset: the same as input, for any tool's input= on this server (after this search)",
+    )
 
 
 class StacItem(Model):

@@ -8,6 +8,7 @@ that resolve what a dataset or an argument names (references.py, options.py).
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,9 @@ from gdal_mcp.sandbox.inputs import MAX_PATTERN_MATCHES, ResolvedInput
 from gdal_mcp.sandbox.outputs import OutputTarget
 from gdal_mcp.sandbox.temporaries import SWEEP_MAX_DIRS, SWEEP_MAX_SECONDS
 
+#: stac:// asset names a server remembers (each costs ~200 bytes)
+MAX_STAC_ASSETS = 100_000
+
 
 class Sandbox:
     """Decides every path. Built from the workspace roots given on the command line."""
@@ -32,6 +36,16 @@ class Sandbox:
     ) -> None:
         self.roots: tuple[Path, ...] = _paths.workspace_roots(workspaces)
         self.remote = _remote.AllowList(tuple(allow_remote), any_location=allow_network)
+        #: stac://collection/item/asset -> the asset's input, for the assets stac_search has returned (bounded, newest kept)
+        self.stac_assets: OrderedDict[str, str] = OrderedDict()
+
+    def remember_stac_asset(self, uri: str, target: str) -> None:
+        """Let `uri` (stac://collection/item/asset, named in a stac_search result) stand for the asset's input; the
+        input is resolved (and checked) each time it is used, like any other."""
+        self.stac_assets[uri] = target
+        self.stac_assets.move_to_end(uri)
+        while len(self.stac_assets) > MAX_STAC_ASSETS:
+            self.stac_assets.popitem(last=False)
 
     @classmethod
     def for_worker(cls, config: Mapping[str, object]) -> Sandbox:

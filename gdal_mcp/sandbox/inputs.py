@@ -198,6 +198,15 @@ def resolve_gdal(sb: Sandbox, path: str, *, base: Path | None, what: str, depth:
     if depth > MAX_REFERENCE_DEPTH:
         raise GdalMcpError("unsupported", f"{what}: datasets nest more than {MAX_REFERENCE_DEPTH} levels deep")
     low = path.lower()
+    if low.startswith("stac://"):
+        target = sb.stac_assets.get(path)
+        if target is None:
+            raise GdalMcpError(
+                "not-found",
+                f"{what} '{path}' names no STAC asset this server has listed; run stac_search first (each asset's uri "
+                "is valid after the search that returned it), or pass the asset's input",
+            )
+        return resolve_gdal(sb, target, base=base, what=what, depth=depth + 1)
     if low.startswith(NETWORK_SCHEMES) or low.startswith(NETWORK_VSI) or low.startswith(("/vsicurl?", "/vsicurl_streaming?")):
         return network(sb, path, what)
     if low.startswith("/vsigzip/"):

@@ -57,6 +57,7 @@ from gdal_mcp.engine.raster.output import (
     summarize,
     write_tiles,
 )
+from gdal_mcp.engine.raster.region import bbox_window
 from gdal_mcp.engine.raster.windows import iter_windows
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
@@ -291,13 +292,17 @@ def calc(
     nodata: float | None = None,
     format: str | None = None,
     creation_options: dict[str, Any] | None = None,
+    bbox: list[float] | None = None,
+    bbox_crs: str | None = None,
     progress: Progress = no_progress,
 ) -> tuple[RasterSummary, list[str]]:
     """Evaluate `expression` over the bands named in `inputs` ({"A": "red.tif", "B": "bands.tif:4"}) into `dst`.
 
     A list of expressions writes one band each. A list of `inputs` (["a.tif", "b.tif", …]) is a stack S that
     the expression reduces per pixel (median(S), mean(S) …). `band` is the band read from every input that
-    has no ":n" suffix (default 1).
+    has no ":n" suffix (default 1). `bbox` (in `bbox_crs`, default the inputs' CRS) computes only the pixels of
+    the inputs' grid that it touches (region.bbox_window, as raster_stats reads a bbox): the output is that window
+    of the grid, and only it is read (a remote COG: only its tiles there).
     """
     warnings: list[str] = []
     expressions = _expressions(expression)
@@ -360,12 +365,15 @@ def calc(
                 f"{defaulted} of the {len(sources)} inputs have several bands; band 1 of each was read "
                 '(pass band=N, or "path:N" per input, to choose another)'
             )
+        area = bbox_window(ref, bbox, bbox_crs)
+        origin = (int(area.col_off), int(area.row_off))
+        width, height = int(area.width), int(area.height)
 
         # Stack mode: windows of at most STACK_VALUES / inputs pixels (iter_windows may double its target).
         window_pixels = WINDOW_PIXELS
         if stacked:
             window_pixels = min(WINDOW_PIXELS, max(1, STACK_VALUES // (2 * len(sources)))) * len(expressions)
-        plan = output_tiles(driver, options, ref.width, ref.height, bytes_per_pixel=len(expressions) * np.dtype(dtype).itemsize)
+        plan = output_tiles(driver, options, width, height, bytes_per_pixel=len(expressions) * np.dtype(dtype).itemsize)
         specs = [
             CalcTile(
                 sources=tuple((s.label, s.path, s.band) for s in sources),
@@ -376,6 +384,7 @@ def calc(
                 nodata=out_nodata,
                 window=t.window,
                 window_pixels=window_pixels,
+                origin=origin,
             )
             for t in plan
         ]
@@ -397,12 +406,12 @@ def calc(
             dst,
             driver,
             options,
-            width=ref.width,
-            height=ref.height,
+            width=width,
+            height=height,
             count=len(expressions),
             dtype=dtype,
             crs=ref.crs,
-            transform=ref.transform,
+            transform=ref.window_transform(area),
             nodata=out_nodata,
             fn=calc_tile,
             specs=specs,
@@ -436,10 +445,12 @@ class CalcTile:
     stacked: bool
     dtype: str
     nodata: float
-    #: (col_off, row_off, width, height) of the tile in the output (= input) grid
+    #: (col_off, row_off, width, height) of the tile in the output grid (the input grid, or the window of it at `origin`)
     window: tuple[int, int, int, int]
     #: output pixels (all bands) per window read inside the tile
     window_pixels: int
+    #: (col, row) of the output grid's first pixel in the input grid (a bbox's window)
+    origin: tuple[int, int] = (0, 0)
 
 
 def calc_tile(spec: CalcTile) -> tuple[np.ndarray, list[tuple[int, ...]]]:
@@ -464,7 +475,14 @@ def calc_tile(spec: CalcTile) -> tuple[np.ndarray, list[tuple[int, ...]]]:
             tiles.check_stop()
             r0, c0, h, ww = int(w.row_off), int(w.col_off), int(w.height), int(w.width)
             out[:, r0 : r0 + h, c0 : c0 + ww] = _compute(
-                sources, compiled, reductions, Window(col + c0, row + r0, ww, h), spec.stacked, spec.dtype, spec.nodata, counts
+                sources,
+                compiled,
+                reductions,
+                Window(spec.origin[0] + col + c0, spec.origin[1] + row + r0, ww, h),
+                spec.stacked,
+                spec.dtype,
+                spec.nodata,
+                counts,
             )
     return out, [astuple(c) for c in counts]
 

@@ -15,6 +15,8 @@ from gdal_mcp.server.app import App
 from gdal_mcp.server.results import optional_input, write_output, write_result
 from gdal_mcp.server.tools.params import (
     Band,
+    BBox,
+    BBoxCRS,
     CreationOptions,
     CrsCheck,
     DataType,
@@ -218,6 +220,8 @@ async def raster_calc(
     nodata: Annotated[float | None, Field(description="Output nodata (default -9999)")] = None,
     format: Format = None,
     creation_options: CreationOptions = None,
+    bbox: BBox = None,
+    bbox_crs: BBoxCRS = None,
     overwrite: Overwrite = False,
     ctx: Context | None = None,
 ) -> RasterWriteResult:
@@ -238,7 +242,11 @@ async def raster_calc(
     expression=["median(S)", "count(S)"] adds a band with the number of valid scenes. Multi-band scenes:
     band=N (or a "path:N" suffix per input) selects the band read from every input. Up to 1000 inputs,
     streamed window by window: the window shrinks with the number of inputs so that at most 8 Mi stacked
-    values (64 MiB of float64) are in memory at once."""
+    values (64 MiB of float64) are in memory at once.
+
+    bbox: compute only that area; the output is the window of the inputs' grid the bbox touches (the pixels
+    raster_stats reads for the same bbox), and only those pixels are read: NDVI of an area of a remote scene
+    (stac_search's asset inputs) reads only that area's tiles."""
     max_stack = 1000  # engine.raster.calc.MAX_STACK_INPUTS (not imported: the server never loads GDAL)
     srcs = []
     resolved: dict[str, str] | list[str]
@@ -277,6 +285,8 @@ async def raster_calc(
         nodata=nodata,
         format=format,
         creation_options=creation_options,
+        bbox=as_bbox(bbox),
+        bbox_crs=bbox_crs,
     )
     return await write_result(app, ctx, job, model=RasterWriteResult, inputs=srcs, output=output, overwrite=overwrite)
 

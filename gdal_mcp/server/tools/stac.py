@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from fastmcp import Context
 from pydantic import Field
@@ -190,4 +191,10 @@ async def stac_search(
     )
     result = app.scrub_model(await app.execute(job, ctx=ctx))
     result.catalog = shown
+    for item in result.items:
+        for asset in item.assets:
+            if asset.input is not None:
+                parts = (item.collection or "_", item.id, asset.key)
+                asset.uri = "stac://" + "/".join(quote(p, safe="") for p in parts)
+                app.sandbox.remember_stac_asset(asset.uri, asset.input)
     return result

@@ -624,3 +624,31 @@ def test_a_stack_expression_must_reduce_the_stack(scenes, tmp_path) -> None:
         with pytest.raises(GdalMcpError) as e:
             calc({name: paths[0]}, f"{name} + 1", str(tmp_path / "x.tif"))
         assert "taken by a function" in e.value.message
+
+
+def test_a_bbox_computes_the_window_it_touches_in_any_crs(tmp_path) -> None:
+    """bbox (here in lon/lat on a UTM raster) limits the output to the window of the grid the bbox touches, outward to
+    whole pixels: the same pixels as numpy on that window, found with rasterio's densified transform_bounds."""
+    import math
+
+    from rasterio.warp import transform_bounds
+
+    src = str(DATA / "raster" / "RGB.byte.tif")
+    lonlat = [-77.5, 24.4, -77.2, 24.6]
+    summary, _ = calc({"A": src, "B": f"{src}:2"}, "A * 2 + B", str(tmp_path / "o.tif"), bbox=lonlat, bbox_crs="EPSG:4326")
+    with rasterio.open(src) as ds:
+        # the bbox's corners do not bound its outline in UTM: its edges are densified
+        x0, y0, x1, y1 = transform_bounds("EPSG:4326", ds.crs, *lonlat, densify_pts=21)
+        inv = ~ds.transform
+        (c0, r1), (c1, r0) = inv * (x0, y0), inv * (x1, y1)
+        window = ((max(0, math.floor(r0 + 1e-6)), math.ceil(r1 - 1e-6)), (max(0, math.floor(c0 + 1e-6)), math.ceil(c1 - 1e-6)))
+        a = ds.read(1, window=window, masked=True).astype(np.float64)
+        b = ds.read(2, window=window, masked=True).astype(np.float64)
+        expected_transform = ds.window_transform(window)
+    with rasterio.open(tmp_path / "o.tif") as out:
+        got = out.read(1, masked=True)
+        assert out.transform == expected_transform and out.shape == a.shape
+    expected = a * 2 + b
+    assert np.array_equal(got.mask, np.ma.getmaskarray(expected))
+    assert np.array_equal(got.compressed(), expected.compressed().astype(np.float32))
+    assert (summary.width, summary.height) == (a.shape[1], a.shape[0])
