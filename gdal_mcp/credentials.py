@@ -16,7 +16,8 @@ import re
 CREDENTIAL_ENV = re.compile(
     r"^(AWS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN|SECURITY_TOKEN)|GS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY|OAUTH2_\w+)"
     r"|GOOGLE_\w*(KEY|TOKEN|SECRET|CREDENTIALS)\w*|AZURE_\w*(KEY|TOKEN|SECRET|CONNECTION_STRING|SAS)\w*"
-    r"|OSS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY)|SWIFT_\w*KEY\w*|GDAL_HTTP_(USERPWD|AUTH|HEADERS|BEARER)\w*)$"
+    r"|OSS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY)|SWIFT_\w*KEY\w*|GDAL_HTTP_(USERPWD|AUTH|HEADERS|BEARER|PROXYUSERPWD)\w*"
+    r"|HTTPS?_PROXY|https?_proxy)$"
 )
 #: URL query keys that carry a credential (presigned S3/GCS URLs, Azure SAS, generic tokens)
 SIGNED_QUERY_KEYS = frozenset(
@@ -62,14 +63,14 @@ def redact(text: str) -> str:
     return text
 
 
-_QUERY_VALUE = re.compile(r"([?&])([^=&?#\s\"']+)=([^&#\s\"']*)")
+_QUERY_VALUE = re.compile(r"([?&;])([^=&;?#\s\"']+)=([^&;#\s\"']*)")
 
 
 def redact_queries(text: str) -> str:
     """`text` with the value of every credential-carrying URL query key in it replaced by '***'."""
     if "=" not in text:
         return text
-    return _QUERY_VALUE.sub(lambda m: f"{m[1]}{m[2]}=***" if m[2].lower() in SIGNED_QUERY_KEYS else m[0], text)
+    return _QUERY_VALUE.sub(lambda m: f"{m[1]}{m[2]}=***" if _is_signed_key(m[2]) else m[0], text)
 
 
 def redact_obj(obj: object) -> object:
@@ -83,10 +84,22 @@ def redact_obj(obj: object) -> object:
     return obj
 
 
+#: key endings that name a credential whatever comes before (client_secret, X-Amz-Signature, id_token …)
+SIGNED_KEY_ENDINGS = ("signature", "credential", "secret", "token", "password", "passwd", "apikey", "api_key", "jwt")
+
+
+def _is_signed_key(raw: str) -> bool:
+    from urllib.parse import unquote
+
+    key = unquote(unquote(raw)).strip().lower().rstrip("[]")
+    return key in SIGNED_QUERY_KEYS or key.endswith(SIGNED_KEY_ENDINGS) or key in ("auth", "authorization")
+
+
 def signed_query(query: str) -> str | None:
-    """The first query key of a URL that carries a credential, or None."""
-    for part in query.split("&"):
-        key = part.split("=", 1)[0].strip().lower()
-        if key in SIGNED_QUERY_KEYS:
-            return part.split("=", 1)[0]
+    """The first query key of a URL that carries a credential, or None: keys compared decoded (servers decode
+    'X%2DAmz%2DSignature'), split on '&' and ';'."""
+    for part in re.split(r"[&;]", query):
+        raw = part.split("=", 1)[0]
+        if raw and _is_signed_key(raw):
+            return raw
     return None

@@ -1121,7 +1121,7 @@ class StacItem(Model):
     assets: list[StacAsset] = Field(default_factory=list)
 
 
-class StacSearchResult(Model):
+class StacSearchResult(ReadsRemote):
     """stac_search: one page of the items matching a search of a STAC API or a static catalog."""
 
     catalog: str = Field(description="The catalog searched: its workspace path, or its URL without the query string")

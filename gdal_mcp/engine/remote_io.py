@@ -25,6 +25,33 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 }
 
 
+#: what Python's HTTP clients fetched for this job (stac_io.py): [requests, bytes]; GDAL counts its own
+_python = [0, 0]
+#: the job's byte budget (--max-remote-bytes), set by the worker around each job (None: no limit)
+_budget: list[int | None] = [None]
+
+
+def count_request() -> None:
+    _python[0] += 1
+
+
+def count_bytes(n: int) -> None:
+    _python[1] += n
+
+
+def set_budget(limit: int | None) -> None:
+    _budget[0] = limit
+
+
+def over_budget() -> bool:
+    """Whether the job has fetched more than its budget, counting Python's reads and GDAL's."""
+    limit = _budget[0]
+    if not limit:
+        return False
+    figures = totals()
+    return figures is not None and figures.bytes > limit
+
+
 def enabled() -> bool:
     return os.environ.get("CPL_VSIL_NETWORK_STATS_ENABLED", "").upper() == "YES"
 
@@ -52,6 +79,7 @@ def _libraries() -> list[Any]:
 
 
 def reset() -> None:
+    _python[0] = _python[1] = 0
     if enabled():
         for lib in _libraries():
             lib.VSINetworkStatsReset()
@@ -68,7 +96,7 @@ def totals() -> RemoteReads | None:
     was requested (or remote data is not allowed)."""
     if not enabled():
         return None
-    requests = downloaded = 0
+    requests, downloaded = _python
     files: set[str] = set()
     for lib in _libraries():
         ptr = lib.VSINetworkStatsGetAsSerializedJSON(None)
@@ -89,4 +117,4 @@ def totals() -> RemoteReads | None:
                     files.add(name)
     if not requests:
         return None
-    return RemoteReads(requests=requests, bytes=downloaded, files=len(files))
+    return RemoteReads(requests=requests, bytes=downloaded, files=len(files) + (1 if _python[0] else 0))

@@ -25,7 +25,7 @@ from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import ProxyError, RequestException, Timeout
 from urllib3 import Retry
 
-from gdal_mcp.engine import guard
+from gdal_mcp.engine import guard, remote_io
 from gdal_mcp.errors import GdalMcpError
 
 #: the largest STAC document read (a catalog, an item, a page of search results, an item collection)
@@ -234,8 +234,14 @@ def _text(response: Response, url: str) -> str:
     try:
         chunks: list[bytes] = []
         size = 0
+        remote_io.count_request()
         for chunk in response.iter_content(chunk_size=1 << 16):
             size += len(chunk)
+            remote_io.count_bytes(len(chunk))  # the job's remote reads: its result and --max-remote-bytes
+            if remote_io.over_budget():
+                raise GdalMcpError(
+                    "resource-limit", f"reading {shown(url)} passed the server's limit on bytes a job may download"
+                )
             if size > MAX_DOCUMENT_BYTES:
                 raise GdalMcpError(
                     "resource-limit", f"{shown(url)} answered more than {MAX_DOCUMENT_BYTES} bytes; narrow the search"

@@ -57,7 +57,8 @@ def upload(sources: Sequence[str], targets: Sequence[str], progress: Progress = 
             try:
                 done = _put(lib, src, dst, done, total, progress)
             except BaseException:
-                for made in reversed(created):
+                lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)  # type: ignore[attr-defined]
+                for made in reversed(created):  # new objects (the condition guaranteed it): nothing of this upload stays
                     lib.VSIUnlink(made.encode())  # type: ignore[attr-defined]
                 raise
             created.append(dst)

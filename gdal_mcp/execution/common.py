@@ -70,16 +70,17 @@ def set_gdal_environment(config: dict[str, Any]) -> None:
         if config.get("egress_port"):  # every request through the allow-list's proxy (execution/egress.py)
             from gdal_mcp.execution.egress import proxy_environment
 
-            os.environ.update(proxy_environment(int(config["egress_port"])))
+            os.environ.update(proxy_environment(int(config["egress_port"]), str(config["egress_token"])))
         if not config.get("allow_network"):
             os.environ["PROJ_NETWORK"] = "OFF"  # PROJ's grid CDN is not among the allowed locations
 
 
-def remote_start() -> None:
-    """Before a job: its remote reads are counted from zero."""
+def remote_start(config: dict[str, Any] | None = None) -> None:
+    """Before a job: its remote reads are counted from zero, against its budget."""
     from gdal_mcp.engine import remote_io
 
     remote_io.reset()
+    remote_io.set_budget((config or {}).get("max_remote_bytes"))
 
 
 def remote_finish(result: Any, config: dict[str, Any]) -> Any:

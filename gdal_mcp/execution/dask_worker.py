@@ -108,6 +108,13 @@ class WorkerSetup(WorkerPlugin):
             # A worker of local:N inherited the server's stdout (over stdio, the MCP stream): nothing may reach it.
             os.dup2(2, 1)
             sys.stdout = sys.stderr
+        if self.config.get("allow_remote") and not self.config.get("allow_network") and self.config.get("confine", True):
+            # This worker's own egress proxy: its task threads reach the network only through it, as the local
+            # workers reach the server's (execution/egress.py)
+            # (a child process: this process's GDAL threads hold the interpreter while they wait for the network)
+            from gdal_mcp.execution.egress import spawn
+
+            _egress[0], self.config["egress_port"], self.config["egress_token"] = spawn(self.config["allow_remote"])
         set_gdal_environment(self.config)
         quiet_libraries()
         tune_malloc()
@@ -116,6 +123,10 @@ class WorkerSetup(WorkerPlugin):
 
         drivers.restrict()  # the driver allow-list (gdal_mcp.formats), before any task opens a file
         confine_executor(worker, self.config)
+
+
+#: this worker process's egress proxy (with an allow-list), kept alive with the process
+_egress: list[Any] = [None]
 
 
 # ----- confinement of the threads that run tasks ----------------------------------------------------------
@@ -157,7 +168,13 @@ def confine_executor(worker: Any, config: dict[str, Any]) -> None:
         )
     tmp = tempfile.mkdtemp(prefix="gdal-mcp-dask-")
     os.environ["CPL_TMPDIR"] = os.environ["PROJ_USER_WRITABLE_DIRECTORY"] = tmp
-    policy = confine.worker_policy(config["roots"], tmp, read_only=bool(config.get("read_only")), network=network_allowed(config))
+    policy = confine.worker_policy(
+        config["roots"],
+        tmp,
+        read_only=bool(config.get("read_only")),
+        network=network_allowed(config),
+        proxy_port=config.get("egress_port"),
+    )
     # Confine a throwaway thread first: a policy the kernel refuses fails here, at set-up, not in a task thread.
     failure: list[BaseException] = []
     probe = threading.Thread(target=lambda: _try(confine.confine, policy, failure), name="gdal-mcp-confine-check")

@@ -199,7 +199,7 @@ def main(conn: Any) -> None:
         running = [True]
         try:
             func = engine_function(job)
-            remote_start()
+            remote_start(config)
 
             def still_running(flag: list[bool] = running) -> bool:
                 return flag[0]

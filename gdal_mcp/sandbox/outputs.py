@@ -81,6 +81,8 @@ class OutputTarget:
             (p for p in self.tmp_dir.iterdir() if p.name != OWNER_FILE and p.is_file() and not p.is_symlink()),
             key=lambda p: (p.name == self.final.name, p.name),
         )
+        if not items or items[-1].name != self.final.name:
+            raise GdalMcpError("internal-error", f"the job wrote no file for {self.display}")
         folder = self.remote.rsplit("/", 1)[0]
         return [str(p) for p in items], [f"{folder}/{p.name}" for p in items]
 
@@ -408,7 +410,7 @@ def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directo
     name = location.path.rsplit("/", 1)[-1]
     if directory or not name or path.endswith("/"):
         raise GdalMcpError("invalid-argument", f"{what} '{location.url}' must name one object (a key, not a prefix)")
-    if name.startswith(TMP_PREFIX):
+    if name.startswith(TMP_PREFIX) or name == OWNER_FILE:
         raise GdalMcpError("invalid-argument", f"{what} '{location.url}' uses a name reserved for temporary files")
     if overwrite:
         raise GdalMcpError(

@@ -113,8 +113,10 @@ def _http(text: str, what: str) -> Location:
     if parts.fragment or "#" in text:
         raise GdalMcpError("invalid-argument", f"{what} '{_short(text)}': remove the '#…' fragment")
     host = (parts.hostname or "").lower()
-    if not host or not re.fullmatch(r"[a-z0-9.\-\[\]:]+", host):
+    if not host or not re.fullmatch(r"[a-z0-9.\-:]+", host) or (":" in host and not parts.netloc.split("@")[-1].startswith("[")):
         raise GdalMcpError("invalid-argument", f"{what} '{_short(text)}': the URL has no valid host name")
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address keeps its brackets, so its port cannot be read as part of it
     signed = signed_query(parts.query)
     if signed is not None:
         raise GdalMcpError(
@@ -141,8 +143,9 @@ def _object(scheme: str, rest: str, text: str, what: str) -> Location:
 def _clean_path(path: str, text: str, what: str) -> str:
     if "\\" in path or "\x00" in path or re.search(r"%2f|%5c|%00", path, re.I):
         raise GdalMcpError("invalid-argument", f"{what} '{_short(text)}': encoded slashes and backslashes are not accepted")
-    for candidate in (path, unquote(path)):
-        if any(seg in (".", "..") for seg in candidate.split("/")):
+    for candidate in (path, unquote(path), unquote(unquote(path))):
+        # '..;/' is '..' to servers that cut a segment at ';' (Tomcat, Spring, some proxies)
+        if any(seg.split(";", 1)[0] in (".", "..") for seg in candidate.split("/")):
             raise GdalMcpError("invalid-argument", f"{what} '{_short(text)}': '.' and '..' segments are not accepted")
     return path
 

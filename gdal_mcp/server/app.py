@@ -101,6 +101,7 @@ class App:
             "allow_remote": list(settings.allow_remote),
             "max_remote_bytes": settings.max_remote_bytes,
             "egress_port": self.egress.port if self.egress is not None else None,
+            "egress_token": self.egress.token if self.egress is not None else None,
             "gdal_cache": settings.gdal_cache,
             "log_level": settings.log_level.upper(),
             "confine": self.confined,

@@ -189,3 +189,141 @@ def test_environment_credentials_are_redacted_from_messages_and_audit_arguments(
     assert "AKIAEXAMPLEKEY" not in message and "s3cr3t-value-xyz" not in message
     args = {"input": "https://h.org/a.tif?X-Amz-Signature=deadbeef&x=1", "note": ["azure-key-value"]}
     assert redact_obj(args) == {"input": "https://h.org/a.tif?X-Amz-Signature=***&x=1", "note": ["***"]}
+
+
+# ----- the egress proxy (execution/egress.py), driven with raw sockets ----------------------------------------------
+def _exchange(port: int, request: bytes, *, timeout: float = 5.0) -> bytes:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(request)
+        chunks = []
+        try:
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        except TimeoutError:
+            pass
+    return b"".join(chunks)
+
+
+@pytest.fixture
+def proxy_and_upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from gdal_mcp.execution.egress import EgressProxy
+    from gdal_mcp.sandbox.remote import AllowList
+    from tests.remote_servers import RangeServer
+
+    (tmp_path / "pub").mkdir()
+    (tmp_path / "pub" / "a.txt").write_text("public")
+    (tmp_path / "private.txt").write_text("private")
+    monkeypatch.setenv("AWS_S3_ENDPOINT", "127.0.0.1:9")  # an endpoint whose other ports must stay closed
+    with RangeServer(tmp_path) as upstream:
+        proxy = EgressProxy(AllowList((f"{upstream.url}/pub", "s3://bucket/data"))).start()
+        try:
+            yield proxy, upstream
+        finally:
+            proxy.close()
+
+
+def _auth(proxy) -> bytes:
+    import base64
+
+    return b"Proxy-Authorization: Basic " + base64.b64encode(f"gdal-mcp:{proxy.token}".encode()) + b"\r\n"
+
+
+def test_the_proxy_serves_only_the_workers_and_only_what_the_list_covers(proxy_and_upstream) -> None:
+    """Open relay and SSRF through the proxy: without the workers' token every request is 407; with it a covered GET
+    goes, with the Host of the decided URL (not the client's); a location outside the list, a write method to an
+    HTTP location, and a tunnel to the S3 endpoint's host on another port are refused (451)."""
+    proxy, upstream = proxy_and_upstream
+    url = f"{upstream.url}/pub/a.txt".encode()
+    assert _exchange(proxy.port, b"GET " + url + b" HTTP/1.1\r\nHost: x\r\n\r\n").startswith(b"HTTP/1.1 407")
+    ok = _exchange(proxy.port, b"GET " + url + b" HTTP/1.1\r\nHost: internal-admin.local\r\n" + _auth(proxy) + b"\r\n")
+    assert ok.startswith(b"HTTP/1.0 200") or ok.startswith(b"HTTP/1.1 200"), ok[:100]
+    assert ok.endswith(b"public")
+    for request in (
+        b"GET " + upstream.url.encode() + b"/private.txt HTTP/1.1\r\n",
+        b"DELETE " + url + b" HTTP/1.1\r\n",
+        b"CONNECT 127.0.0.1:" + str(upstream.port).encode() + b" HTTP/1.1\r\n",  # the endpoint host, not its port
+        b"CONNECT s3.amazonaws.com:443 HTTP/1.1\r\n",  # a shared host, not asked for (AWS_VIRTUAL_HOSTING unset)
+    ):
+        answer = _exchange(proxy.port, request + b"Host: x\r\n" + _auth(proxy) + b"\r\n")
+        assert answer.startswith(b"HTTP/1.1 451"), (request, answer[:120])
+    assert upstream.log.sent("/private.txt") == (0, 0)
+
+
+def test_the_proxy_relays_exactly_the_declared_body_and_no_pipelined_request(proxy_and_upstream) -> None:
+    """Request smuggling: a second request written after the first one's body never reaches the upstream."""
+    proxy, upstream = proxy_and_upstream
+    url = f"{upstream.url}/pub/a.txt".encode()
+    upstream.log.clear()
+    smuggled = b"GET " + upstream.url.encode() + b"/private.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+    _exchange(proxy.port, b"GET " + url + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n" + _auth(proxy) + b"\r\n" + smuggled)
+    chunked = b"POST " + url + b" HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n" + _auth(proxy) + b"\r\n0\r\n\r\n"
+    assert _exchange(proxy.port, chunked).startswith(b"HTTP/1.1 400")
+    assert upstream.log.sent("/private.txt") == (0, 0)
+
+
+def test_the_proxy_drops_slow_and_surplus_connections(proxy_and_upstream, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exhausting the server's file descriptors through the proxy: a header that never ends is dropped after
+    HEADER_TIMEOUT, and connections past MAX_CONNECTIONS are closed at once."""
+    import socket
+    import time
+
+    from gdal_mcp.execution import egress
+
+    proxy, _ = proxy_and_upstream
+    monkeypatch.setattr(egress, "HEADER_TIMEOUT", 0.5)
+    monkeypatch.setattr(egress, "MAX_CONNECTIONS", 3)
+    held = [socket.create_connection(("127.0.0.1", proxy.port)) for _ in range(3)]
+    for s in held:
+        s.sendall(b"GET http://x/ HTTP/1.1\r\n")  # and never the end of the header
+    time.sleep(0.2)
+    extra = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+    assert extra.recv(10) == b""  # closed at once: the cap
+    extra.close()
+    time.sleep(1.0)
+    for s in held:
+        s.settimeout(5)
+        assert s.recv(10) == b""  # the slow headers timed out
+        s.close()
+    assert proxy.connections == 0
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "https://tiles.example.org/cogs/..;/private/a.tif",
+        "https://tiles.example.org/cogs/%2e%2e;/private/a.tif",
+        "https://tiles.example.org/cogs/a.tif?X%2DAmz%2DSignature=abc",
+        "https://tiles.example.org/cogs/a.tif?%73ig=abc",
+        "https://tiles.example.org/cogs/a.tif?a=1;sig=abc",
+        "https://tiles.example.org/cogs/a.tif?client_secret=abc",
+    ],
+)
+def test_encoded_traversal_and_encoded_credential_keys_are_refused(sb: Sandbox, path: str) -> None:
+    assert code(sb, path) == "invalid-argument"
+
+
+def test_an_ipv6_host_keeps_its_port_apart(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    sb = Sandbox([tmp_path / "ws"], allow_remote=("http://[::1]:8080/pub",))
+    assert sb.resolve_input("http://[::1]:8080/pub/x.tif").gdal_path == "/vsicurl/http://[::1]:8080/pub/x.tif"
+    assert code(sb, "http://[::1:8080]/pub/x.tif") == "out-of-root"  # another address, on port 80
+
+
+@pytest.mark.parametrize(
+    "output,overwrite,expected",
+    [
+        ("s3://bucket/data/.gdal-mcp-owner", False, "invalid-argument"),  # the temporary directory's own marker
+        ("s3://bucket/data/.gdal-mcp-tmp-x.tif", False, "invalid-argument"),
+        ("s3://bucket/data/", False, "invalid-argument"),  # a prefix, not an object
+        ("s3://bucket/data/x.tif", True, "unsupported"),  # an upload never replaces an object
+        ("s3://bucket/other/x.tif", False, "out-of-root"),
+        ("gs://g-bucket/x.tif", False, "unsupported"),
+    ],
+)
+def test_remote_outputs_never_replace_and_stay_in_the_list(sb: Sandbox, output: str, overwrite: bool, expected: str) -> None:
+    with pytest.raises(GdalMcpError) as info:
+        sb.resolve_output(output, overwrite=overwrite)
+    assert info.value.code == expected
+    assert not list(sb.roots[0].glob(".gdal-mcp-tmp-*"))  # nothing prepared for a refused output

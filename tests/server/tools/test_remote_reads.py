@@ -138,8 +138,24 @@ async def test_a_remote_path_outside_the_list_is_refused_in_every_syntax(server,
         assert http.log.sent() == (0, 0)  # refused before any request
 
 
+def write_catalog(folder: Path, padding: int) -> None:
+    """A static catalog of one item whose properties carry `padding` bytes."""
+    folder.mkdir(exist_ok=True)
+    link = {"rel": "item", "href": "./item.json", "type": "application/json"}
+    catalog = {"type": "Catalog", "stac_version": "1.0.0", "id": "c", "description": "d", "links": [link]}
+    item = {
+        "type": "Feature", "stac_version": "1.0.0", "id": "i", "bbox": [0, 0, 1, 1],
+        "geometry": {"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 1], [0, 0]]]},
+        "properties": {"datetime": "2024-06-01T00:00:00Z", "pad": "x" * padding}, "links": [], "assets": {},
+    }  # fmt: skip
+    (folder / "catalog.json").write_text(json.dumps(catalog))
+    (folder / "item.json").write_text(json.dumps(item))
+
+
 async def test_a_job_over_the_byte_budget_stops_with_resource_limit(remote) -> None:
     http, local, ws = remote
+    write_catalog(local.parent / "stac", 1_000_000)
+    write_catalog(local.parent / "stac-small", 1000)
     mcp, app = build_server(
         Settings(workspaces=(ws,), workers=1, timeout=60, confirm="never", allow_remote=(http.url,), max_remote_bytes=300_000)
     )
@@ -151,6 +167,11 @@ async def test_a_job_over_the_byte_budget_stops_with_resource_limit(remote) -> N
             # a small read still fits, on a fresh worker
             err, info = await call(client, "raster_info", path=f"{http.url}/big.tif")
             assert not err and 0 < info["remote"]["bytes"] <= 300_000
+            # STAC documents count too (Python's HTTP client, not GDAL): a catalog whose item is 1 MB
+            err, content = await call(client, "stac_search", catalog=f"{http.url}/stac/catalog.json")
+            assert err and content["error"]["code"] == "resource-limit", content
+            err, small = await call(client, "stac_search", catalog=f"{http.url}/stac-small/catalog.json")
+            assert not err and small["returned"] == 1 and 0 < small["remote"]["bytes"] < 300_000, small
     finally:
         app.executor.close()
 
@@ -261,3 +282,29 @@ async def test_a_redirect_out_of_the_list_is_refused_by_the_egress_proxy(server,
     assert app.egress is not None and app.egress.refusals >= 1
     policy = app.executor.worker_config  # the workers' kernel policy names the proxy's port as their only way out
     assert policy["egress_port"] == app.egress.port
+
+
+async def test_dask_workers_read_allowed_locations_through_their_own_egress_proxy(remote) -> None:
+    """The Dask executor with an allow-list: each worker runs its own egress proxy and its task threads are confined
+    to that port, so a redirect out of the list is refused there as on the local pool."""
+    pytest.importorskip("distributed")
+    http, local, ws = remote
+    with RangeServer(local.parent) as other:
+        http.redirects["/cogs-allowed/y.tif"] = f"{other.url}/big.tif"
+        mcp, app = build_server(
+            Settings(
+                workspaces=(ws,), executor="dask", dask_scheduler="local:1", timeout=60, confirm="never",
+                allow_remote=(f"{http.url}/cogs-allowed", f"{http.url}/big.tif"),
+            )
+        )  # fmt: skip
+        try:
+            async with Client(mcp) as client:
+                err, info = await call(client, "raster_info", path=f"{http.url}/big.tif")
+                assert not err and info["width"] == SIZE, info
+                err, content = await call(client, "raster_info", path=f"{http.url}/cogs-allowed/y.tif")
+                assert err and content["error"]["code"] == "out-of-root", content
+                err, content = await call(client, "raster_info", path=f"{other.url}/big.tif")
+                assert err and content["error"]["code"] == "out-of-root", content
+        finally:
+            app.executor.close()
+        assert other.log.sent() == (0, 0)
