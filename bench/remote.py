@@ -108,6 +108,7 @@ async def run(a: argparse.Namespace) -> None:
     size = cog.stat().st_size
     queue: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
     log = Log(work / "requests.json")
+    log.path.unlink(missing_ok=True)  # a previous run's log in a kept --workdir
     proc = multiprocessing.Process(target=serve, args=(str(served), queue, str(log.path)), daemon=True)
     proc.start()
     port = queue.get(timeout=30)
@@ -118,7 +119,20 @@ async def run(a: argparse.Namespace) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDAL_MCP_")}
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "gdal_mcp", "--workspace", str(ws), "--confirm", "never", "--allow-remote", f"http://127.0.0.1:{port}"],
+        args=[
+            "-m",
+            "gdal_mcp",
+            "--workspace",
+            str(ws),
+            "--confirm",
+            "never",
+            "--allow-remote",
+            f"http://127.0.0.1:{port}",
+            "--max-remote-bytes",
+            "0",
+            "--timeout",
+            "3600",
+        ],  # fmt: skip
         env=env,
         cwd=os.getcwd(),
     )
@@ -129,6 +143,7 @@ async def run(a: argparse.Namespace) -> None:
             ("raster_info", {"path": url}),
             ("raster_stats bbox", {"input": url, "bbox": bbox}),
             ("raster_clip bbox", {"input": url, "output": "clip.tif", "bbox": bbox, "overwrite": True}),
+            ("raster_stats of the whole file", {"input": url}),
         ]
         for label, args in calls:
             log.start()
@@ -143,12 +158,15 @@ async def run(a: argparse.Namespace) -> None:
         ("gdalinfo", ["gdalinfo", f"/vsicurl/{url}"]),
         ("gdal_translate -projwin", ["gdal_translate", "-q", "-projwin", str(bbox[0]), str(bbox[3]), str(bbox[2]), str(bbox[1]),
                                      f"/vsicurl/{url}", str(work / "ref_clip.tif")]),
+        ("gdalinfo -stats (the whole file)", ["gdalinfo", "-stats", f"/vsicurl/{url}"]),
     ]  # fmt: skip
     ref_rows = []
     for label, cmd in refs:
         log.start()
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, env={**env, "GDAL_DISABLE_READDIR_ON_OPEN": "TRUE"})
+        subprocess.run(
+            cmd, check=True, capture_output=True, env={**env, "GDAL_DISABLE_READDIR_ON_OPEN": "TRUE", "GDAL_PAM_ENABLED": "NO"}
+        )
         seconds = time.perf_counter() - t0
         requests, sent = log.since()
         ref_rows.append((label, requests, sent, seconds))
