@@ -157,6 +157,20 @@ class ListDatasetsJob(Job[DatasetList]):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ListRemoteJob(Job[DatasetList]):
+    """list_datasets on an object-storage prefix (a /vsis3/ path the sandbox allowed)."""
+
+    FUNC = "gdal_mcp.engine.catalog:list_remote"
+    prefix: str
+    pattern: str | None = None
+    recursive: bool = True
+    limit: int = 200
+
+    def paths(self) -> list[str]:
+        return [self.prefix]
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkerStatusJob(Job[dict[str, Any]]):
     """pid, limits and library versions of the worker that runs it (diagnostics, tests)."""
 

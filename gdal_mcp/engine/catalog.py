@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import fnmatch
 import os
 import re
+import stat
 import unicodedata
 import warnings
 from pathlib import Path, PurePosixPath
@@ -275,3 +277,69 @@ def list_datasets(
                 )
         progress((i + 1) / max(1, len(items)), f"classified {i + 1}/{len(items)}")
     return DatasetList(path=directory, entries=out, truncated=remaining > 0, remaining=remaining)
+
+
+class _DirEntry(ctypes.Structure):
+    """GDAL's VSIDIREntry (cpl_vsi.h)."""
+
+    _fields_ = [
+        ("pszName", ctypes.c_char_p),
+        ("nMode", ctypes.c_int),
+        ("nSize", ctypes.c_uint64),
+        ("nMTime", ctypes.c_int64),
+        ("bModeKnown", ctypes.c_char),
+        ("bSizeKnown", ctypes.c_char),
+        ("bMTimeKnown", ctypes.c_char),
+        ("papszExtra", ctypes.c_void_p),
+    ]
+
+
+#: objects listed from a bucket before the listing stops (its entries are classified up to `limit`)
+MAX_REMOTE_LISTED = 100_000
+
+
+@wrap_gdal_errors
+def list_remote(
+    prefix: str, pattern: str | None = None, recursive: bool = True, limit: int = 200, progress: Progress = no_progress
+) -> DatasetList:
+    """List the objects below `prefix` (a /vsis3/ path the sandbox allowed) with their kind, as list_datasets does a
+    directory: GDAL lists the bucket (ListObjectsV2, through the egress proxy), and each object matching `pattern` is
+    opened by GDAL to classify it (a header read: a few kilobytes of a COG). Entry paths are /vsis3/ paths."""
+    from gdal_mcp.engine import gdal_c
+
+    lib = gdal_c.libgdal()
+    lib.VSIOpenDir.restype, lib.VSIOpenDir.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p]
+    lib.VSIGetNextDirEntry.restype = ctypes.POINTER(_DirEntry)
+    lib.VSIGetNextDirEntry.argtypes = [ctypes.c_void_p]
+    lib.VSICloseDir.restype, lib.VSICloseDir.argtypes = None, [ctypes.c_void_p]
+    base = prefix.rstrip("/")
+    handle = lib.VSIOpenDir(base.encode(), -1 if recursive else 0, None)
+    if not handle:
+        raise GdalMcpError("not-found", f"nothing is listed at {base} (no such bucket or prefix, or listing it was refused)")
+    found: list[tuple[str, int]] = []
+    total = 0
+    try:
+        while len(found) < MAX_REMOTE_LISTED:
+            entry = lib.VSIGetNextDirEntry(handle)
+            if not entry:
+                break
+            e = entry.contents
+            name = (e.pszName or b"").decode("utf-8", "replace")
+            if stat.S_ISDIR(e.nMode) and e.bModeKnown:
+                continue
+            leaf = name.rsplit("/", 1)[-1]
+            if not name or leaf.startswith(".") or _sidecar_of(Path(leaf)) is not None:
+                continue
+            if pattern and not (fnmatch.fnmatch(leaf, pattern) or fnmatch.fnmatch(name, pattern)):
+                continue
+            total += 1
+            if len(found) < limit:
+                found.append((name, int(e.nSize) if e.bSizeKnown else 0))
+    finally:
+        lib.VSICloseDir(handle)
+    out = []
+    for i, (name, size) in enumerate(found):
+        path = f"{base}/{name}"
+        out.append(open_entry(path, path, size))
+        progress((i + 1) / max(1, len(found)), f"classified {i + 1}/{len(found)}")
+    return DatasetList(path=base, entries=out, truncated=total > len(out), remaining=total - len(out))

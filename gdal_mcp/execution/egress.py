@@ -112,7 +112,16 @@ class Decider:
     def _listing_allowed(self, bucket: str, query: str) -> bool:
         """A bucket-level GET: only a listing (list-type=2) whose prefix lies under an allowed s3 prefix."""
         args = parse_qs(query, keep_blank_values=True)
-        if set(args) - {"list-type", "prefix", "delimiter", "continuation-token", "max-keys", "encoding-type", "start-after"}:
+        if set(args) - {
+            "list-type",
+            "prefix",
+            "delimiter",
+            "continuation-token",
+            "max-keys",
+            "encoding-type",
+            "start-after",
+            "marker",
+        }:
             return False
         prefix = (args.get("prefix") or [""])[0]
         return (

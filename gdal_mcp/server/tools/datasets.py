@@ -11,6 +11,7 @@ from gdal_mcp import jobs
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import DatasetList, RasterInfo, VectorInfo
 from gdal_mcp.sandbox import ARCHIVE_VSI
+from gdal_mcp.sandbox.remote import is_remote
 from gdal_mcp.server.app import App
 from gdal_mcp.server.results import read_result
 from gdal_mcp.server.tools.params import InspectPath as DatasetPath
@@ -78,7 +79,10 @@ async def list_datasets(
     app: App,
     path: Annotated[
         str,
-        Field(description="Directory to list, relative to the workspace, or an archive ('a.zip') to list its contents"),
+        Field(
+            description="Directory to list, relative to the workspace; an archive ('a.zip') to list its contents; or an "
+            "allowed s3:// prefix ('s3://bucket/data') to list its objects"
+        ),
     ] = ".",
     pattern: Annotated[str | None, Field(description="Glob on the file name or relative path, e.g. '*.tif' or 'dem/**'")] = None,
     recursive: Annotated[bool, Field(description="Descend into subdirectories")] = True,
@@ -90,6 +94,21 @@ async def list_datasets(
     unreadable files are 'other', with a reason). The datasets inside .zip/.tar/.gz archives follow the archive,
     each with the path that opens it ('/vsizip/a.zip/dem.tif'). Bounded: `truncated` and `remaining` say what
     was left out. Use it to find inputs."""
+    if is_remote(path):  # an object-storage prefix the operator allows
+        location = app.sandbox.remote.check(path, what="path")
+        if location.scheme != "s3":
+            raise GdalMcpError(
+                "unsupported",
+                f"path '{location.url.split('?', 1)[0]}': only s3:// prefixes are listed (an HTTP server does not list its "
+                "files: give a file's URL, or search a STAC catalog with stac_search)",
+            )
+        listed = await app.execute(
+            jobs.ListRemoteJob(prefix=location.gdal_path, pattern=pattern, recursive=recursive, limit=limit), ctx=ctx, quick=True
+        )
+        for entry in listed.entries:
+            entry.path = "s3://" + entry.path.removeprefix("/vsis3/")
+        listed.path = location.url.rstrip("/")
+        return listed
     plain = path
     for prefix in ARCHIVE_VSI + ("/vsigzip/",):
         if path.lower().startswith(prefix):

@@ -308,3 +308,31 @@ async def test_dask_workers_read_allowed_locations_through_their_own_egress_prox
         finally:
             app.executor.close()
         assert other.log.sent() == (0, 0)
+
+
+async def test_list_datasets_lists_an_allowed_s3_prefix_and_nothing_beside_it(s3, tmp_path: Path) -> None:
+    """list_datasets on s3://bucket/data: the objects there with their kinds, CRS and resolution (read by GDAL through
+    the egress proxy, which lets a listing through only below an allowed prefix); other prefixes are out-of-root."""
+    env, local = s3
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    mcp, app = build_server(
+        Settings(workspaces=(ws,), workers=1, timeout=60, confirm="never", allow_remote=("s3://bucket/data",))
+    )
+    try:
+        async with Client(mcp) as client:
+            err, listing = await call(client, "list_datasets", path="s3://bucket/data")
+            assert not err, listing
+            entries = {e["path"]: e for e in listing["entries"]}
+            big = entries["s3://bucket/data/big.tif"]
+            with rasterio.open(local) as ds:
+                assert big["kind"] == "raster" and big["size"] == local.stat().st_size
+                assert big["crs"] == "EPSG:32633" and big["resolution"] == [abs(ds.res[0]), abs(ds.res[1])]
+            assert not any(p.startswith("s3://bucket/private") for p in entries)
+            err, info = await call(client, "raster_info", path=big["path"])  # each entry opens as listed
+            assert not err and info["width"] == SIZE
+            for outside in ("s3://bucket", "s3://bucket/private", "s3://other/data"):
+                err, content = await call(client, "list_datasets", path=outside)
+                assert err and content["error"]["code"] == "out-of-root", content
+    finally:
+        app.executor.close()
