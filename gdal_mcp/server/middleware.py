@@ -26,7 +26,7 @@ from gdal_mcp.server.approval import policy as confirm
 from gdal_mcp.server.envelope import envelope
 
 
-def _validation_message(exc: BaseException) -> str:
+def _validation_message(exc: BaseException, parameters: list[str] | None = None) -> str:
     cause = exc.__cause__ or exc.__context__
     errors = getattr(cause, "errors", None)
     if callable(errors):
@@ -43,9 +43,29 @@ def _validation_message(exc: BaseException) -> str:
         if len(missing) == 1 and len(unexpected) == 1:
             # input= to raster_info (which takes path=), inputs= for input=: say the name this tool uses
             parts.append(f"this tool takes the value of {unexpected[0]} as {missing[0]}=")
+        elif unexpected and parameters:
+            import difflib
+
+            for name in unexpected:  # crs= to raster_reproject, which takes dst_crs= (and src_crs=, bbox_crs=)
+                near = [p for p in parameters if name in p.split("_")] + difflib.get_close_matches(
+                    name, parameters, n=3, cutoff=0.6
+                )
+                near = list(dict.fromkeys(near))[:4]
+                if near:
+                    parts.append(f"this tool has no {name}=; its parameters like it: {', '.join(near)}")
         if parts:
             return "invalid arguments: " + "; ".join(parts) + " (see the tool's input schema)"
     return f"invalid arguments: {exc}"
+
+
+async def _parameters(context: MiddlewareContext[mt.CallToolRequestParams], name: str) -> list[str]:
+    """The names of a tool's parameters (for a hint on a misspelt one); empty when unknown."""
+    try:
+        server = context.fastmcp_context.fastmcp if context.fastmcp_context is not None else None
+        tool = await server.get_tool(name) if server is not None else None
+        return list((tool.parameters or {}).get("properties", {})) if tool is not None else []
+    except Exception:  # noqa: BLE001 - only a hint
+        return []
 
 
 class EnvelopeAndAudit(Middleware):
@@ -83,7 +103,7 @@ class EnvelopeAndAudit(Middleware):
                 )
                 result = asked if asked is not None else await call_next(context)
             except ValidationError as e:
-                result = envelope(GdalMcpError("invalid-argument", _validation_message(e)))
+                result = envelope(GdalMcpError("invalid-argument", _validation_message(e, await _parameters(context, name))))
             except NotFoundError:
                 result = envelope(GdalMcpError("not-found", f"unknown tool '{name}'; tools/list shows the tools"))
             except GdalMcpError as e:

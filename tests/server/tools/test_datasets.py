@@ -267,3 +267,11 @@ async def test_sidecar_georeferencing_survives_the_worker(client: Client) -> Non
     err, jpg = await call(client, "raster_info", path="raster/demo.jpg")
     assert not err and jpg["crs"]["epsg"] == 4326
     assert jpg["transform"] == pytest.approx([69.1589, 0.021938, 0, 11.8187, 0, -0.021938], abs=1e-4)
+
+
+async def test_a_misnamed_argument_gets_the_tool_parameters_like_it(client: Client) -> None:
+    """crs= to raster_reproject (which takes dst_crs=): the message names the parameters that look like it, so the
+    model's next call is right."""
+    err, content = await call(client, "raster_reproject", input="raster/RGB.byte.tif", output="x.tif", crs="EPSG:4326")
+    message = assert_envelope(err, content, "invalid-argument")
+    assert "dst_crs" in message and "src_crs" in message
