@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="DIR",
         help="directory the tools may read and write; repeatable; relative paths resolve against "
-        "the first (default: the current directory) [GDAL_MCP_WORKSPACE, ':'-separated]",
+        "the first (default: the current directory); or one bucket, s3://bucket/prefix, whose objects relative "
+        "paths then name (credentials from AWS_*) [GDAL_MCP_WORKSPACE, ':'-separated directories]",
     )
     p.set_defaults(env_workspaces=env_ws)
     p.add_argument(
@@ -237,7 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     workspaces = args.workspace or args.env_workspaces
-    if not workspaces:
+    buckets = [w for w in workspaces if "://" in str(w)]
+    workspaces = [w for w in workspaces if "://" not in str(w)]
+    if len(buckets) > 1:
+        raise ValueError("give at most one bucket workspace (--workspace s3://bucket/prefix)")
+    if not workspaces and not buckets:
         workspaces = [os.getcwd()]
         log.warning("no --workspace given: using the current directory %s", workspaces[0])
     max_memory = None if str(args.max_memory).strip() in ("0", "", "none") else parse_size(str(args.max_memory))
@@ -260,6 +265,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ValueError("--confirm-timeout must be positive")
     return Settings(
         workspaces=tuple(Path(w) for w in workspaces),
+        bucket=buckets[0] if buckets else None,
         transport=args.transport,
         host=args.host,
         port=args.port,

@@ -28,6 +28,8 @@ class Settings:
     allow_network: bool = False  # every remote location (kept for compatibility; prefer allow_remote)
     # Remote locations the workers may read (--allow-remote): 'https://host/prefix', 's3://bucket/prefix', gs://, az://
     allow_remote: tuple[str, ...] = ()
+    # A workspace in object storage (--workspace s3://bucket/prefix): relative paths name its objects
+    bucket: str | None = None
     # Most bytes one job may download from remote locations (--max-remote-bytes); None: no limit
     max_remote_bytes: int | None = GiB
     # Run GDAL unconfined where the kernel cannot confine the workers (no Landlock): refused unless the operator says so
@@ -59,8 +61,10 @@ class Settings:
             )
         from gdal_mcp.sandbox.remote import parse_allowed
 
-        for entry in self.allow_remote:
+        for entry in (*self.allow_remote, *([self.bucket] if self.bucket else [])):
             parse_allowed(entry)  # ValueError naming what is wrong with it
+        if self.bucket and not self.bucket.lower().startswith("s3://"):
+            raise ValueError(f"--workspace {self.bucket}: only s3:// buckets can be workspaces")
         if self.confirm not in CONFIRM_POLICIES:
             raise ValueError(f"confirm must be one of {', '.join(CONFIRM_POLICIES)}, not {self.confirm!r}")
         if self.executor not in EXECUTORS:

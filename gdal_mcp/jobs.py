@@ -1110,6 +1110,19 @@ class UploadJob(Job[list[str]]):
         return [*self.targets]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReadObjectJob(Job[tuple[int, bytes]]):
+    """Bytes of an object of the bucket workspace (resources/read, downloads): (its size, `length` bytes from `offset`)."""
+
+    FUNC = "gdal_mcp.engine.upload:read_object"
+    path: str
+    offset: int = 0
+    length: int = 8 * 1024 * 1024
+
+    def paths(self) -> list[str]:
+        return [self.path]
+
+
 # ----- STAC: stac_search -----
 from gdal_mcp.models import StacSearchResult  # noqa: E402
 

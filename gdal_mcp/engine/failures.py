@@ -182,15 +182,25 @@ def translate(exc: BaseException, dst: str | None = None) -> GdalMcpError | None
     if resource is not None:
         return resource
     if isinstance(exc, GdalMcpError):
-        return exc
+        return remote_missing(exc.message) or exc
     if (type(exc).__module__ or "").startswith(GDAL_MODULES):
-        return GdalMcpError("gdal-error", gdal_message(exc))
+        message = gdal_message(exc)
+        return remote_missing(message) or GdalMcpError("gdal-error", message)
     if isinstance(exc, UnicodeDecodeError):
         # Text read from the file (a CRS name, a field name or value) that is not valid in its encoding.
         return GdalMcpError("gdal-error", f"the file holds text that is not valid {exc.encoding}: {exc}")
     if type(exc).__name__ == "GEOSException" and type(exc).__module__ == "shapely.errors":
         # GEOS refusing what GDAL read (a ring that does not close …): the input's geometry is corrupt.
         return GdalMcpError("gdal-error", f"invalid geometry in the data: {gdal_message(exc)}")
+    return None
+
+
+def remote_missing(message: str) -> GdalMcpError | None:
+    """not-found for GDAL's report of a remote 404 (it opens /vsicurl/, /vsis3/ … and says the HTTP status)."""
+    if re.search(r"HTTP (response )?code:? ?404|HTTP error code ?: ?404", message):
+        return GdalMcpError(
+            "not-found", f"{message} (nothing at that remote location: check the URL, or list_datasets the s3:// prefix)"
+        )
     return None
 
 

@@ -110,3 +110,27 @@ def _exists(lib: object, path: str) -> bool:
 
 def _shown(path: str) -> str:
     return "s3://" + path[len("/vsis3/") :] if path.startswith("/vsis3/") else path
+
+
+def read_object(path: str, offset: int = 0, length: int = 8 * 1024 * 1024, progress: Progress = no_progress) -> tuple[int, bytes]:
+    """(the object's size, `length` bytes of it from `offset`) of a /vsis3/ object: resources/read and downloads of a
+    bucket workspace. not-found when there is no such object."""
+    lib = _lib()
+    lib.VSIFSeekL.restype, lib.VSIFSeekL.argtypes = c.c_int, [c.c_void_p, c.c_uint64, c.c_int]  # type: ignore[attr-defined]
+    lib.VSIFReadL.restype = c.c_size_t  # type: ignore[attr-defined]
+    lib.VSIFReadL.argtypes = [c.c_void_p, c.c_size_t, c.c_size_t, c.c_void_p]  # type: ignore[attr-defined]
+    lib.VSIFTellL.restype, lib.VSIFTellL.argtypes = c.c_uint64, [c.c_void_p]  # type: ignore[attr-defined]
+    handle = lib.VSIFOpenL(path.encode(), b"rb")  # type: ignore[attr-defined]
+    if not handle:
+        raise GdalMcpError("not-found", f"{_shown(path)} does not exist; list_datasets shows what the workspace holds")
+    try:
+        lib.VSIFSeekL(handle, 0, 2)  # type: ignore[attr-defined]  # SEEK_END: the size (from the open's HEAD)
+        size = int(lib.VSIFTellL(handle))  # type: ignore[attr-defined]
+        lib.VSIFSeekL(handle, max(0, offset), 0)  # type: ignore[attr-defined]
+        want = max(0, min(length, size - offset))
+        buffer = ctypes.create_string_buffer(want)
+        got = lib.VSIFReadL(buffer, 1, want, handle) if want else 0  # type: ignore[attr-defined]
+    finally:
+        lib.VSIFCloseL(handle)  # type: ignore[attr-defined]
+    progress(1.0, "read")
+    return size, buffer.raw[:got]

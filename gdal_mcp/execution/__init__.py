@@ -59,7 +59,8 @@ def remote_budget_error(limit: int, used: int | None = None) -> GdalMcpError:
     return GdalMcpError(
         "resource-limit",
         f"the job would download more than the server's limit of {format_size(limit)} from remote locations{figure}; "
-        "read a smaller area (bbox), a coarser resolution (the overviews of a COG), or fewer bands",
+        "ask for less: a bbox (raster_stats, raster_clip, raster_calc, raster_preview take one), fewer bands, a "
+        "coarser grid (raster_reproject resolution=), or ask the operator to raise --max-remote-bytes",
     )
 
 

@@ -75,6 +75,14 @@ def set_gdal_environment(config: dict[str, Any]) -> None:
             os.environ["PROJ_NETWORK"] = "OFF"  # PROJ's grid CDN is not among the allowed locations
 
 
+def only_remote(job: Job[Any]) -> bool:
+    """Whether every dataset the job names is remote (then GDAL need not look for side files beside them)."""
+    from gdal_mcp.sandbox.remote import is_remote
+
+    paths = job.paths()
+    return bool(paths) and all(is_remote(p) or p.startswith(("/vsizip//vsi", "/vsitar//vsi", "/vsigzip//vsi")) for p in paths)
+
+
 def remote_start(config: dict[str, Any] | None = None) -> None:
     """Before a job: its remote reads are counted from zero, against its budget."""
     from gdal_mcp.engine import remote_io

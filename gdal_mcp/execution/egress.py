@@ -395,7 +395,8 @@ def _main() -> None:
         os._exit(0)
 
     threading.Thread(target=watch_parent, daemon=True).start()
-    threading.Thread(target=lambda: (proxy._ready.wait(10), print(proxy.port, flush=True)), daemon=True).start()
+    # the port on this child's own stdout, a pipe to the Dask worker that spawned it (never the MCP stream)
+    threading.Thread(target=lambda: (proxy._ready.wait(10), os.write(1, f"{proxy.port}\n".encode())), daemon=True).start()
     proxy.serve_forever()
 
 

@@ -20,6 +20,7 @@ from gdal_mcp.execution.common import (
     classify,
     engine_function,
     network_allowed,
+    only_remote,
     preload,
     quiet_libraries,
     remote_finish,
@@ -205,6 +206,9 @@ def main(conn: Any) -> None:
                 return flag[0]
 
             watch_remote_budget(config, still_running, _stop_for_remote_budget)
+            readdir = os.environ.get("GDAL_DISABLE_READDIR_ON_OPEN")
+            if only_remote(job):  # no sidecar probes (~40 HEAD requests per open): remote data carries no world files
+                os.environ["GDAL_DISABLE_READDIR_ON_OPEN"] = "EMPTY_DIR"
             try:
                 if confined:
                     writable = [*([config["tmp"]] if config.get("tmp") else []), *job.writable()]
@@ -213,6 +217,8 @@ def main(conn: Any) -> None:
                     result = func(**job.kwargs(), progress=progress)
             finally:
                 running[0] = False
+                if readdir is not None:
+                    os.environ["GDAL_DISABLE_READDIR_ON_OPEN"] = readdir
             reply: tuple[Any, ...] = ("result", remote_finish(result, config))
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
             if isinstance(exc, KeyboardInterrupt | SystemExit):

@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox import inputs as _inputs
 from gdal_mcp.sandbox import options as _options
 from gdal_mcp.sandbox import outputs as _outputs
@@ -32,10 +33,24 @@ class Sandbox:
     """Decides every path. Built from the workspace roots given on the command line."""
 
     def __init__(
-        self, workspaces: Iterable[os.PathLike[str] | str], *, allow_network: bool = False, allow_remote: Iterable[str] = ()
+        self,
+        workspaces: Iterable[os.PathLike[str] | str],
+        *,
+        allow_network: bool = False,
+        allow_remote: Iterable[str] = (),
+        bucket: str | None = None,
+        scratch: os.PathLike[str] | str | None = None,
     ) -> None:
-        self.roots: tuple[Path, ...] = _paths.workspace_roots(workspaces)
-        self.remote = _remote.AllowList(tuple(allow_remote), any_location=allow_network)
+        self.roots: tuple[Path, ...] = _paths.workspace_roots(workspaces, allow_none=bucket is not None)
+        #: a workspace in object storage (--workspace s3://bucket/prefix): relative paths name its objects (remote.py
+        #: bucket_location); local workspaces, if any, are reached by absolute paths
+        self.bucket = _remote.parse_allowed(bucket) if bucket else None
+        if self.bucket is not None and self.bucket.scheme != "s3":
+            raise ValueError(f"workspace {bucket}: only s3:// buckets can be workspaces")
+        #: with a bucket workspace: the local directory outputs are written in before their upload (not a workspace)
+        self.scratch = Path(os.path.realpath(scratch)) if scratch is not None else None
+        entries = (*allow_remote, *([self.bucket.url.rstrip("/")] if self.bucket is not None else []))
+        self.remote = _remote.AllowList(tuple(entries), any_location=allow_network)
         #: stac://collection/item/asset -> the asset's input, for the assets stac_search has returned (bounded, newest kept)
         self.stac_assets: OrderedDict[str, str] = OrderedDict()
 
@@ -49,10 +64,37 @@ class Sandbox:
 
     @classmethod
     def for_worker(cls, config: Mapping[str, object]) -> Sandbox:
-        """The sandbox of a worker, from the config the server gives it (roots, allow_network, allow_remote)."""
+        """The sandbox of a worker, from the config the server gives it (roots with the scratch directory, allow_network,
+        allow_remote with the bucket workspace)."""
         roots: Any = config["roots"]
         remote: Any = config.get("allow_remote") or ()
         return cls(roots, allow_network=bool(config.get("allow_network")), allow_remote=tuple(remote))
+
+    def bucket_location(self, path: str, *, what: str = "path") -> _remote.Location | None:
+        """The object a workspace-relative path names in the bucket workspace; None without one (or for an absolute
+        path, a GDAL path or a URL: those resolve as they always do)."""
+        if self.bucket is None or path.startswith(("/", "~")) or "://" in path or _remote.is_remote(path):
+            return None
+        rel = path.strip()
+        while rel.startswith("./"):
+            rel = rel[2:]
+        rel = "" if rel in (".", "") else rel
+        prefix = self.bucket.path.rstrip("/")
+        key = f"{prefix}/{rel}" if prefix and rel else (prefix or rel)
+        return _remote.parse(f"s3://{self.bucket.host}/{key}", what=what)
+
+    def bucket_display(self, text: str) -> str:
+        """A bucket object's /vsis3/ or s3:// path as the workspace-relative path it is; other text unchanged."""
+        if self.bucket is None:
+            return text
+        prefix = self.bucket.path.rstrip("/")
+        for head in (f"/vsis3/{self.bucket.host}", f"s3://{self.bucket.host}"):
+            root = f"{head}/{prefix}" if prefix else head
+            if text == root:
+                return "."
+            if text.startswith(root + "/"):
+                return text[len(root) + 1 :]
+        return text
 
     @property
     def allow_network(self) -> bool:
@@ -61,7 +103,10 @@ class Sandbox:
 
     # ----- display (paths.py) ----------------------------------------------------------------
     def display(self, path: os.PathLike[str] | str) -> str:
-        """Workspace-relative form of a real path (absolute only for secondary workspaces)."""
+        """Workspace-relative form of a real path (absolute only for secondary workspaces), or of a bucket object."""
+        text = os.fspath(path)
+        if _remote.is_remote(text):  # an object of the bucket workspace: its relative path; another location: itself
+            return self.bucket_display(text)
         return _paths.display(self.roots, path)
 
     def uri(self, display: str) -> str:
@@ -70,6 +115,13 @@ class Sandbox:
 
     def scrub(self, text: str) -> str:
         """Remove the server's absolute layout from a message (GDAL errors quote full paths)."""
+        if self.bucket is not None:
+            prefix = self.bucket.path.rstrip("/")
+            for head in (f"/vsis3/{self.bucket.host}", f"s3://{self.bucket.host}"):
+                root = f"{head}/{prefix}" if prefix else head
+                text = text.replace(root + "/", "")
+        if self.scratch is not None:
+            text = text.replace(str(self.scratch) + os.sep, "")
         return _paths.scrub(self.roots, text)
 
     def scrub_obj(self, obj: object) -> object:
@@ -80,7 +132,13 @@ class Sandbox:
         return _paths.resolve_dir(self.roots, path, what=what)
 
     def resolve_file(self, path: str, *, what: str = "path") -> Path:
-        """A plain workspace file (no GDAL syntax): for resource reads and listings."""
+        """A plain workspace file (no GDAL syntax): for resource reads and listings. In a bucket workspace a relative
+        path names an object, not a file: unsupported here (the callers that read objects ask bucket_location)."""
+        if self.bucket_location(path, what=what) is not None:
+            raise GdalMcpError(
+                "unsupported",
+                f"{what} '{path}' is an object of the bucket workspace; this operation works on local files only",
+            )
         return _paths.resolve_file(self.roots, path, what=what)
 
     # ----- GDAL dataset names (inputs.py) ----------------------------------------------------
@@ -96,6 +154,11 @@ class Sandbox:
 
     def glob(self, pattern: str, *, limit: int = MAX_PATTERN_MATCHES) -> list[Path]:
         """Regular files under the first workspace matching a glob ('tiles/*.tif', 'a/**/b.tif'), sorted."""
+        if self.bucket is not None:
+            raise GdalMcpError(
+                "unsupported",
+                "input_pattern is not matched in a bucket workspace yet; list the inputs (list_datasets shows them)",
+            )
         return _inputs.glob(self.roots, pattern, limit=limit)
 
     def _resolve_gdal(self, path: str, *, base: Path | None, what: str, depth: int) -> tuple[str, list[Path], bool]:

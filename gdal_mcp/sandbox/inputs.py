@@ -122,7 +122,7 @@ def resolve_input(sb: Sandbox, path: str, *, what: str = "input") -> ResolvedInp
     """Resolve a dataset name as GDAL understands it: file, /vsi chain or connection string."""
     check_text(path, what)
     gdal_path, files, network = resolve_gdal(sb, path, base=None, what=what, depth=0)
-    display = sb.scrub(gdal_path) if not network else path
+    display = sb.scrub(gdal_path) if not network else sb.bucket_display(path)
     return ResolvedInput(user=path, gdal_path=gdal_path, display=display, files=tuple(files), network=network)
 
 
@@ -138,7 +138,7 @@ def resolve_inputs(
     if inputs is not None:
         return [resolve_input(sb, p, what=f"{what}[{i}]") for i, p in enumerate(inputs)]
     assert pattern is not None
-    return [resolve_input(sb, str(p), what="input_pattern match") for p in glob(sb.roots, pattern, limit=limit)]
+    return [resolve_input(sb, str(p), what="input_pattern match") for p in sb.glob(pattern, limit=limit)]
 
 
 def glob(roots: Roots, pattern: str, *, limit: int = MAX_PATTERN_MATCHES) -> list[Path]:
@@ -148,6 +148,12 @@ def glob(roots: Roots, pattern: str, *, limit: int = MAX_PATTERN_MATCHES) -> lis
     match is checked like any other input (a symlink out of the workspace is refused by resolve_input).
     """
     check_text(pattern, "input_pattern")
+    if "://" in pattern or pattern.lower().startswith(("/vsis3", "/vsicurl", "/vsigs", "/vsiaz")):
+        raise GdalMcpError(
+            "unsupported",
+            f"input_pattern '{pattern}': globs match workspace files only; for remote objects, list them with "
+            "list_datasets path=s3://bucket/prefix (pattern= filters it) and pass inputs=[…]",
+        )
     pure = PurePosixPath(pattern)
     if pure.is_absolute() or pattern.startswith("~") or ".." in pure.parts or pattern.startswith("/vsi"):
         raise GdalMcpError(
@@ -227,6 +233,8 @@ def resolve_gdal(sb: Sandbox, path: str, *, base: Path | None, what: str, depth:
     m = _CONN_RE.match(path)
     if m and not literal_exists(sb.roots, path, base):
         return resolve_connection(sb, m.group(1), m.group(2), path, base=base, what=what, depth=depth)
+    if base is None and (location := sb.bucket_location(path, what=what)) is not None:
+        return network(sb, location.url, what)  # an object of the bucket workspace
     real = real_file(sb.roots, path, what=what, base=base)
     files = [real]
     if real.is_file():

@@ -313,6 +313,8 @@ def resolve_output(
     """Check an output path and prepare its temporary directory beside it (`directory`: the output is a directory,
     see the module docstring)."""
     check_text(path, what)
+    if (location := sb.bucket_location(path, what=what)) is not None:
+        return remote_output(sb, location.url, overwrite=overwrite, what=what, directory=directory)
     if remote.is_remote(path):
         return remote_output(sb, path, overwrite=overwrite, what=what, directory=directory)
     low = path.lower()
@@ -418,7 +420,7 @@ def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directo
             f"{what} '{location.url}': replacing an object in object storage is not supported (an upload never replaces "
             "one); write to a new key",
         )
-    root = sb.roots[0]
+    root = sb.scratch or sb.roots[0]
     tmp_dir = root / f"{TMP_PREFIX}{uuid.uuid4().hex}"
     try:
         tmp_dir.mkdir()
@@ -428,4 +430,4 @@ def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directo
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise GdalMcpError("resource-limit", f"the disk is full ({e.strerror}) where {what} is prepared") from None
         raise
-    return OutputTarget(final=root / name, display=location.url, tmp_dir=tmp_dir, remote=location.gdal_path)
+    return OutputTarget(final=root / name, display=sb.display(location.url), tmp_dir=tmp_dir, remote=location.gdal_path)

@@ -29,8 +29,9 @@ FORBIDDEN_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
 Roots = tuple[Path, ...]
 
 
-def workspace_roots(workspaces: Iterable[os.PathLike[str] | str]) -> Roots:
-    """The canonical roots of the workspaces given on the command line (duplicates once)."""
+def workspace_roots(workspaces: Iterable[os.PathLike[str] | str], *, allow_none: bool = False) -> Roots:
+    """The canonical roots of the workspaces given on the command line (duplicates once); `allow_none`: there may be
+    none (the workspace is a bucket)."""
     roots: list[Path] = []
     for w in workspaces:
         p = Path(w).expanduser()
@@ -41,7 +42,7 @@ def workspace_roots(workspaces: Iterable[os.PathLike[str] | str]) -> Roots:
             raise ValueError(f"workspace {w} lies in a system pseudo-filesystem")
         if real not in roots:
             roots.append(real)
-    if not roots:
+    if not roots and not allow_none:
         raise ValueError("at least one workspace is required")
     return tuple(roots)
 
@@ -83,6 +84,8 @@ def scrub(roots: Roots, text: str) -> str:
     """Remove the server's absolute layout from a message (GDAL errors quote full paths)."""
     if TMP_PREFIX in text:  # every string of every result comes here: the pattern only where it can match
         text = _TEMPORARY_DIR.sub("", text)
+    if not roots:
+        return text
     first = str(roots[0])
     text = text.replace(first + os.sep, "").replace(first, ".")
     return text
@@ -117,6 +120,8 @@ def check_text(path: str, what: str) -> None:
 def candidate(roots: Roots, path: str, base: Path | None = None) -> Path:
     p = Path(path).expanduser() if path.startswith("~") else Path(path)
     if not p.is_absolute():
+        if base is None and not roots:
+            return Path("/nonexistent-workspace") / p  # no local workspace (a bucket is): contained nowhere
         p = (base or roots[0]) / p
     return p
 

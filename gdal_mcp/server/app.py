@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -84,7 +85,16 @@ class App:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.sandbox = Sandbox(settings.workspaces, allow_network=settings.allow_network, allow_remote=settings.allow_remote)
+        # A bucket workspace: outputs are written in a private local directory, then uploaded (sandbox/outputs.py)
+        scratch = tempfile.mkdtemp(prefix="gdal-mcp-scratch-") if settings.bucket else None
+        self.sandbox = Sandbox(
+            settings.workspaces,
+            allow_network=settings.allow_network,
+            allow_remote=settings.allow_remote,
+            bucket=settings.bucket,
+            scratch=scratch,
+        )
+        allowed = [e.url.rstrip("/") for e in self.sandbox.remote.entries]  # with the bucket workspace's prefix
         # Local workers: this kernel confines them. Dask workers confine their task threads themselves (and refuse
         # to run unconfined unless allowed): gdal_mcp.execution.dask_worker.confine_executor.
         self.confined = confinement(settings) if settings.executor == "local" else True
@@ -92,13 +102,13 @@ class App:
         # request (redirects, URLs inside datasets): execution/egress.py
         self.egress = (
             EgressProxy(self.sandbox.remote).start()
-            if settings.allow_remote and not settings.allow_network and settings.executor == "local"
+            if allowed and not settings.allow_network and settings.executor == "local"
             else None
         )
         worker_config = {
-            "roots": [str(r) for r in self.sandbox.roots],
+            "roots": [str(r) for r in (*self.sandbox.roots, *([self.sandbox.scratch] if self.sandbox.scratch else []))],
             "allow_network": settings.allow_network,
-            "allow_remote": list(settings.allow_remote),
+            "allow_remote": allowed,
             "max_remote_bytes": settings.max_remote_bytes,
             "egress_port": self.egress.port if self.egress is not None else None,
             "egress_token": self.egress.token if self.egress is not None else None,

@@ -22,7 +22,7 @@ from fastmcp_tasks import TasksExtension  # noqa: E402
 from fastmcp_tasks.settings import DocketSettings  # noqa: E402
 
 from gdal_mcp import __version__  # noqa: E402
-from gdal_mcp.config import Settings  # noqa: E402
+from gdal_mcp.config import Settings, format_size  # noqa: E402
 from gdal_mcp.server.app import App  # noqa: E402
 from gdal_mcp.server.approval.parked import ParkedConfirmations  # noqa: E402
 from gdal_mcp.server.jobboard import JobBoard  # noqa: E402
@@ -54,6 +54,30 @@ from gdal_mcp.server.web import console, downloads  # noqa: E402
 from gdal_mcp.server.web.guards import register_health  # noqa: E402
 
 log = logging.getLogger("gdal_mcp")
+
+
+def remote_instructions(app: App) -> str:
+    """What the model must know of remote data on this server: the locations it may read, or nothing."""
+    sb, settings = app.sandbox, app.settings
+    lines = []
+    if sb.bucket is not None:
+        lines.append(
+            f"- The workspace is the bucket {sb.bucket.url.rstrip('/')}: relative paths name its objects (list_datasets "
+            "lists them); outputs are uploaded there and never replace an object (choose a new name; overwrite=true is "
+            "refused). input_pattern, the workspace_* tools and in-place edits are not available on it."
+        )
+    if sb.remote:
+        where = "every remote location" if sb.remote.any_location else ", ".join(sb.remote.describe())
+        budget = f" (at most {format_size(settings.max_remote_bytes)} per call)" if settings.max_remote_bytes else ""
+        lines.append(
+            f"- Remote data: this server reads {where} and below. Give a URL (https://…/x.tif, s3://bucket/key, or a "
+            "stac:// asset uri) as input= or path= to any tool; remote COGs are read by windows (a bbox reads only its "
+            f"tiles), and each result's `remote` says the requests and bytes fetched{budget}. An output in an allowed "
+            "s3:// location is uploaded (never replacing an object; its uri is its s3:// URL). stac_search finds scenes "
+            "in a STAC catalog; list_datasets path=s3://… lists a prefix. Any other remote location is out-of-root."
+        )
+    return ("\n" + "\n".join(lines)) if lines else ""
+
 
 INSTRUCTIONS = """\
 GDAL MCP: inspect, convert, reproject, clip, mosaic and analyse geospatial rasters and vectors with GDAL,
@@ -167,7 +191,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
     schemas = ToolSchemas.for_server(app.sandbox.roots)  # derived on a first start, then read (schema_cache.py)
     mcp = FastMCP(
         "gdal-mcp",
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS + remote_instructions(app),
         version=__version__,
         middleware=[EnvelopeAndAudit(app), SchemasDereferencedOnce(schemas.listed)],
         lifespan=warm_workers,

@@ -114,6 +114,8 @@ async def write_output[S](
     import mcp.types as mt
 
     target, job = prepare_output(app, job, output=output, overwrite=overwrite, inputs=inputs, final_dir_arg=final_dir_arg)
+    if target.remote is not None:
+        await refuse_existing_object(app, target)
     result, warnings = await app.execute(job, ctx=ctx, output=target)
     if ctx is not None:
         try:
@@ -122,6 +124,26 @@ async def write_output[S](
             log.debug("resource list notification failed", exc_info=True)
     scrubbed = app.scrub_model(result) if isinstance(result, BaseModel) else app.sandbox.scrub_obj(result)
     return target, scrubbed, [app.sandbox.scrub(w) for w in warnings]  # type: ignore[return-value]
+
+
+async def refuse_existing_object(app: App, target: OutputTarget) -> None:
+    """already-exists before any work when an object is at the output's key (the upload's condition still decides,
+    at the end: an object that appears meanwhile is not replaced either)."""
+    from gdal_mcp import jobs
+
+    try:
+        await app.execute(jobs.ReadObjectJob(path=str(target.remote), length=0), quick=True)
+    except GdalMcpError as e:
+        if e.code == "not-found":
+            return
+        target.discard()
+        raise
+    target.discard()
+    raise GdalMcpError(
+        "already-exists",
+        f"output '{target.display}' already exists; nothing was done. Choose another name (an object in object storage "
+        "is never replaced)",
+    )
 
 
 async def write_result[S, W: BaseModel](

@@ -94,8 +94,9 @@ async def list_datasets(
     unreadable files are 'other', with a reason). The datasets inside .zip/.tar/.gz archives follow the archive,
     each with the path that opens it ('/vsizip/a.zip/dem.tif'). Bounded: `truncated` and `remaining` say what
     was left out. Use it to find inputs."""
-    if is_remote(path):  # an object-storage prefix the operator allows
-        location = app.sandbox.remote.check(path, what="path")
+    bucket = app.sandbox.bucket_location(path, what="path")
+    if bucket is not None or is_remote(path):  # a prefix of the bucket workspace, or one the operator allows
+        location = bucket or app.sandbox.remote.check(path, what="path")
         if location.scheme != "s3":
             raise GdalMcpError(
                 "unsupported",
@@ -106,8 +107,8 @@ async def list_datasets(
             jobs.ListRemoteJob(prefix=location.gdal_path, pattern=pattern, recursive=recursive, limit=limit), ctx=ctx, quick=True
         )
         for entry in listed.entries:
-            entry.path = "s3://" + entry.path.removeprefix("/vsis3/")
-        listed.path = location.url.rstrip("/")
+            entry.path = app.sandbox.display("s3://" + entry.path.removeprefix("/vsis3/"))
+        listed.path = app.sandbox.display(location.url.rstrip("/"))
         return listed
     plain = path
     for prefix in ARCHIVE_VSI + ("/vsigzip/",):

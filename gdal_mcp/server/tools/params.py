@@ -46,8 +46,11 @@ MeasureUnitName = Literal["m", "km", "ha", "ft", "mi"]
 RASTER_EXAMPLES = 'dem.tif, tiles/a.tif, /vsizip/a.zip/f.tif, NETCDF:"f.nc":var, HDF5:"f.h5"://x'
 VECTOR_EXAMPLES = "roads.gpkg, parcels.shp, cities.geojson, /vsizip/a.zip/x.shp, GPKG:f.gpkg:layer"
 
-RasterInput = Annotated[str, Field(description=f"Raster to read, relative to the workspace ({RASTER_EXAMPLES})")]
-VectorInput = Annotated[str, Field(description=f"Vector dataset to read, relative to the workspace ({VECTOR_EXAMPLES})")]
+REMOTE_NOTE = "or a URL of a remote location the server allows (https://…, s3://bucket/key; see the instructions)"
+RasterInput = Annotated[str, Field(description=f"Raster to read, relative to the workspace ({RASTER_EXAMPLES}), {REMOTE_NOTE}")]
+VectorInput = Annotated[
+    str, Field(description=f"Vector dataset to read, relative to the workspace ({VECTOR_EXAMPLES}), {REMOTE_NOTE}")
+]
 RasterInputs = Annotated[
     list[str], Field(min_length=1, max_length=10000, description=("Rasters to read, relative to the workspace, in order"))
 ]
@@ -56,7 +59,7 @@ InspectPath = Annotated[
     Field(
         description=(
             "Dataset path relative to the workspace (e.g. 'dem.tif'); also /vsizip/a.zip/b.tif, NETCDF:\"f.nc\":var, "
-            'HDF5:"f.h5"://x, GPKG:f.gpkg:layer'
+            f'HDF5:"f.h5"://x, GPKG:f.gpkg:layer; {REMOTE_NOTE}'
         )
     ),
 ]

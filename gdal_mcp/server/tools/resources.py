@@ -73,6 +73,15 @@ async def vector_info_resource(app: App, path: str) -> str:
     "truncated/remaining); list_datasets filters and pages",
 )
 async def catalog(app: App) -> str:
+    if app.sandbox.bucket is not None:  # the bucket workspace's objects
+        try:
+            listed = await app.execute(jobs.ListRemoteJob(prefix=app.sandbox.bucket.gdal_path, limit=CATALOG_LIMIT), quick=True)
+        except GdalMcpError as e:
+            raise _error(app, e) from None
+        for entry in listed.entries:
+            entry.path = app.sandbox.display(entry.path)
+        listed.path = "."
+        return listed.model_dump_json()
     root = app.sandbox.roots[0]
     try:
         result = await app.execute(jobs.ListDatasetsJob(directory=str(root), limit=CATALOG_LIMIT), quick=True)
@@ -92,6 +101,18 @@ async def catalog(app: App) -> str:
     "cap are refused: convert, clip or preview them instead.",
 )
 async def workspace_file(app: App, path: str) -> ResourceResult:
+    location = app.sandbox.bucket_location(path, what="resource") if app.sandbox.bucket is not None else None
+    if location is not None:  # an object of the bucket workspace: read by a worker, through the allow-list
+        cap = app.settings.max_resource_bytes
+        try:
+            size, data = await app.execute(jobs.ReadObjectJob(path=location.gdal_path, length=cap + 1), quick=True)
+        except GdalMcpError as e:
+            raise _error(app, e) from None
+        if size > cap:
+            raise ResourceError(
+                f"resource-limit: {path} is {size} bytes, over the {cap}-byte cap; convert, clip or preview it instead"
+            )
+        return ResourceResult([ResourceContent(data, mime_type=mime_type(path.rsplit("/", 1)[-1]))])
     try:
         real = app.sandbox.resolve_file(path, what="resource")
     except GdalMcpError as e:

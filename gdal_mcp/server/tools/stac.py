@@ -168,6 +168,7 @@ async def stac_search(
     static catalog (catalog.json, collection.json or an item collection; in the workspace or at a URL; walked and
     filtered here, at most 10000 documents read).
 
+    Each asset's `uri` (stac://collection/item/asset) is accepted by every tool after this search, like its input.
     Each item comes with its id, collection, time, lon/lat bbox, cloud cover, platform, CRS code, other simple
     properties, and its assets: key, href, media type, roles, title and bands (name, common name such as red or
     nir, data type, nodata). An asset's `input` is what to pass as input= (path= for raster_info) to the raster tools
@@ -191,10 +192,27 @@ async def stac_search(
     )
     result = app.scrub_model(await app.execute(job, ctx=ctx))
     result.catalog = shown
+    unreadable = 0
     for item in result.items:
         for asset in item.assets:
+            if asset.input is not None and not _readable(app, asset.input):
+                asset.input, unreadable = None, unreadable + 1  # a location this server may not read
             if asset.input is not None:
                 parts = (item.collection or "_", item.id, asset.key)
                 asset.uri = "stac://" + "/".join(quote(p, safe="") for p in parts)
                 app.sandbox.remember_stac_asset(asset.uri, asset.input)
+    if unreadable:
+        result.warnings.append(
+            f"{unreadable} asset(s) lie outside the remote locations this server may read: their input is null "
+            "(the operator allows more with --allow-remote)"
+        )
     return result
+
+
+def _readable(app: App, target: str) -> bool:
+    """Whether the sandbox lets a tool read `target` (an allowed location or a workspace file); nothing is opened."""
+    try:
+        app.sandbox.resolve_input(target, what="asset")
+    except GdalMcpError as e:
+        return e.code not in ("out-of-root", "unsupported", "invalid-argument")
+    return True

@@ -9,6 +9,7 @@ puts the whole file in one JSON message), with single and multiple byte ranges, 
 from __future__ import annotations
 
 import hmac
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -42,7 +43,7 @@ def _error(status: int, code: str, message: str, headers: dict[str, str] | None 
     return JSONResponse({"success": False, "error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
-def file_response(app: App, request: Request) -> Response:
+async def file_response(app: App, request: Request) -> Response:
     """The response to GET/HEAD /files/<path>."""
     if not (_token_ok(app, request) or console_session_ok(app, request)):
         return _error(
@@ -57,6 +58,9 @@ def file_response(app: App, request: Request) -> Response:
     try:
         if any(part.startswith(TMP_PREFIX) for part in path.split("/")):
             raise GdalMcpError("not-found", f"'{path}' is an unfinished output; download it once its tool returns")
+        location = app.sandbox.bucket_location(path, what="file") if app.sandbox.bucket is not None else None
+        if location is not None:
+            return await object_response(app, request, location.gdal_path, path)
         real = app.sandbox.resolve_file(path, what="file")
         if real.is_dir():
             raise GdalMcpError("invalid-argument", f"'{path}' is a directory; list_datasets lists it")
@@ -65,9 +69,40 @@ def file_response(app: App, request: Request) -> Response:
     return FileResponse(real, media_type=mime_type(real.name), filename=real.name, content_disposition_type="attachment")
 
 
+#: bytes one worker job reads of an object being downloaded
+OBJECT_CHUNK = 8 * 1024 * 1024
+
+
+async def object_response(app: App, request: Request, gdal_path: str, shown: str) -> Response:
+    """An object of the bucket workspace, streamed in chunks that workers read through the allow-list (whole objects;
+    no byte ranges)."""
+    from starlette.responses import StreamingResponse
+
+    from gdal_mcp import jobs
+    from gdal_mcp.formats import mime_type
+
+    size, first = await app.execute(jobs.ReadObjectJob(path=gdal_path, length=OBJECT_CHUNK), quick=True)
+    name = shown.rsplit("/", 1)[-1]
+    headers = {"Content-Length": str(size), "Content-Disposition": f'attachment; filename="{name}"'}
+    if request.method == "HEAD":
+        return Response(status_code=200, media_type=mime_type(name), headers=headers)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield first
+        offset = len(first)
+        while offset < size:
+            _, data = await app.execute(jobs.ReadObjectJob(path=gdal_path, offset=offset, length=OBJECT_CHUNK), quick=True)
+            if not data:
+                return
+            yield data
+            offset += len(data)
+
+    return StreamingResponse(chunks(), media_type=mime_type(name), headers=headers)
+
+
 def register(mcp: FastMCP, app: App) -> None:
     """Add the /files route to the server's HTTP app (custom routes are not behind FastMCP's auth: checked here)."""
 
     @mcp.custom_route(ROUTE, methods=["GET", "HEAD"], name="download")
     async def download(request: Request) -> Response:
-        return file_response(app, request)
+        return await file_response(app, request)

@@ -336,3 +336,21 @@ async def test_list_datasets_lists_an_allowed_s3_prefix_and_nothing_beside_it(s3
                 assert err and content["error"]["code"] == "out-of-root", content
     finally:
         app.executor.close()
+
+
+async def test_the_model_is_told_where_remote_data_may_come_from(server, remote) -> None:
+    """An agent run found nothing told the model it may read URLs: the instructions name the allowed locations and
+    the budget, and the input parameters say URLs are taken. A missing object is not-found; a glob of URLs says
+    how to list them instead."""
+    http, _, _ = remote
+    async with Client(server[0]) as client:
+        instructions = server[0].instructions  # what initialize gives the client
+        assert f"{http.url}/cogs-allowed" in instructions and "at most 1G per call" in instructions
+        tools = {t.name: t for t in await client.list_tools()}
+        assert "s3://" in tools["raster_stats"].inputSchema["properties"]["input"]["description"]
+        err, content = await call(client, "raster_info", path=f"{http.url}/cogs-allowed/missing.tif")
+        assert err and content["error"]["code"] == "not-found", content
+        err, content = await call(
+            client, "raster_calc", input_pattern=f"{http.url}/cogs-allowed/*.tif", expression="median(S)", output="m.tif"
+        )
+        assert err and content["error"]["code"] == "unsupported" and "list_datasets" in content["error"]["message"]

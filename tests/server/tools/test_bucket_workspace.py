@@ -1,0 +1,122 @@
+"""A workspace in a bucket (`--workspace s3://bucket/prefix`, issue 27) through an MCP client, on a local S3 (moto):
+relative paths name its objects for every tool, outputs are uploaded (never replacing), list_datasets, the catalog and
+file resources and the HTTP download read it, and nothing outside its prefix (or on the local disk) is reachable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+from fastmcp import Client
+
+from gdal_mcp.config import Settings
+from gdal_mcp.server.build import build_server
+from tests.helpers import DATA, call
+from tests.remote_servers import environment, local_s3
+
+RGB = DATA / "raster" / "RGB.byte.tif"
+
+
+@pytest.fixture(scope="module")
+def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], object, Path]]:
+    import boto3
+
+    local = tmp_path_factory.mktemp("bucket-local")
+    with local_s3() as (endpoint, env), environment(env):
+        s3 = boto3.client("s3", endpoint_url=endpoint)
+        s3.create_bucket(Bucket="team")
+        s3.upload_file(str(RGB), "team", "ws/raster/RGB.byte.tif")
+        s3.upload_file(str(DATA / "vector" / "test_gpx.gpx"), "team", "ws/vector/tracks.gpx")
+        s3.upload_file(str(RGB), "team", "private/RGB.byte.tif")
+        yield env, s3, local
+
+
+@pytest.fixture(scope="module")
+def server(bucket) -> Iterator[tuple]:
+    mcp, app = build_server(Settings(workspaces=(), bucket="s3://team/ws", workers=1, timeout=60, confirm="never"))
+    yield mcp, app
+    app.executor.close()
+
+
+async def test_tools_read_and_write_the_bucket_by_relative_paths(server, bucket) -> None:
+    env, s3, local = bucket
+    async with Client(server[0]) as client:
+        err, listing = await call(client, "list_datasets")
+        assert not err, listing
+        kinds = {e["path"]: e["kind"] for e in listing["entries"]}
+        assert kinds == {"raster/RGB.byte.tif": "raster", "vector/tracks.gpx": "vector"}
+        err, info = await call(client, "raster_info", path="raster/RGB.byte.tif")
+        assert not err and info["path"] == "raster/RGB.byte.tif" and info["remote"]["bytes"] > 0
+        with rasterio.open(RGB) as ds:
+            assert (info["width"], info["height"]) == (ds.width, ds.height)
+            bbox = [ds.bounds.left + 3000, ds.bounds.bottom + 3000, ds.bounds.left + 12000, ds.bounds.bottom + 12000]
+        err, vinfo = await call(client, "vector_info", path="vector/tracks.gpx")
+        assert not err and vinfo["layer_count"] == 5
+        err, clip = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip.tif", bbox=bbox)
+        assert not err, clip
+        assert clip["output"] == "out/clip.tif" and clip["uri"] == "gdal-mcp://files/out/clip.tif"
+        body = s3.get_object(Bucket="team", Key="ws/out/clip.tif")["Body"].read()
+        # the same job on the local file gives the same bytes
+        mcp_local, app_local = build_server(Settings(workspaces=(local,), workers=1, timeout=60, confirm="never"))
+        (local / "RGB.byte.tif").write_bytes(RGB.read_bytes())
+        try:
+            async with Client(mcp_local) as local_client:
+                err, _ = await call(local_client, "raster_clip", input="RGB.byte.tif", output="clip.tif", bbox=bbox)
+                assert not err
+        finally:
+            app_local.executor.close()
+        assert body == (local / "clip.tif").read_bytes()
+        # the resource and the catalog read the bucket
+        contents = await client.read_resource("gdal-mcp://files/out/clip.tif")
+        assert contents[0].blob is not None
+        import base64
+
+        assert base64.b64decode(contents[0].blob) == body
+        catalog = json.loads((await client.read_resource("gdal-mcp://catalog"))[0].text)
+        assert {e["path"] for e in catalog["entries"]} == {"raster/RGB.byte.tif", "vector/tracks.gpx", "out/clip.tif"}
+        # never replaced; overwrite is refused for objects
+        err, again = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip.tif", bbox=bbox)
+        assert err and again["error"]["code"] == "already-exists"
+        assert s3.get_object(Bucket="team", Key="ws/out/clip.tif")["Body"].read() == body
+
+
+@pytest.mark.parametrize(
+    "tool,args,code",
+    [
+        ("raster_info", {"path": "../private/RGB.byte.tif"}, "invalid-argument"),  # '..' out of the prefix
+        ("raster_info", {"path": "s3://team/private/RGB.byte.tif"}, "out-of-root"),
+        ("raster_info", {"path": "/etc/passwd"}, "out-of-root"),  # no local workspace
+        ("raster_info", {"path": "missing.tif"}, "gdal-error"),
+        ("list_datasets", {"path": "s3://team/private"}, "out-of-root"),
+        ("workspace_delete", {"input": "raster/RGB.byte.tif"}, "unsupported"),
+        ("raster_calc", {"input_pattern": "raster/*.tif", "expression": "median(S)", "output": "m.tif"}, "unsupported"),
+    ],
+)
+async def test_nothing_outside_the_prefix_and_no_silent_local_fallback(server, bucket, tool, args, code) -> None:
+    env, s3, _ = bucket
+    async with Client(server[0]) as client:
+        err, content = await call(client, tool, **args)
+    assert err and content["error"]["code"] in (code, "not-found"), content
+    assert s3.head_object(Bucket="team", Key="ws/raster/RGB.byte.tif")["ContentLength"] == RGB.stat().st_size
+    for secret in (env["AWS_SECRET_ACCESS_KEY"], env["AWS_ACCESS_KEY_ID"]):
+        assert secret not in json.dumps(content)
+
+
+async def test_the_http_download_streams_an_object(server, bucket) -> None:
+    from starlette.requests import Request
+
+    from gdal_mcp.server.web.downloads import file_response
+
+    _, s3, _ = bucket
+    app = server[1]
+    scope = {"type": "http", "method": "GET", "path": "/files/raster/RGB.byte.tif", "headers": [], "query_string": b""}
+    scope["path_params"] = {"path": "raster/RGB.byte.tif"}
+    response = await file_response(app, Request(scope))
+    assert response.status_code == 200 and response.headers["content-length"] == str(RGB.stat().st_size)
+    body = b"".join([chunk async for chunk in response.body_iterator])  # type: ignore[attr-defined]
+    assert body == RGB.read_bytes()
+    assert np.frombuffer(body[:4], dtype=np.uint8).tolist() == list(RGB.read_bytes()[:4])
