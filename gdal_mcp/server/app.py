@@ -19,6 +19,7 @@ from gdal_mcp.execution.local import LocalExecutor
 from gdal_mcp.jobs import Job, UploadJob
 from gdal_mcp.models import ReadsRemote, RemoteReads
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
+from gdal_mcp.sandbox.remote import is_remote
 from gdal_mcp.server.approval.parked import ParkedConfirmations
 from gdal_mcp.server.audit import AuditLog
 from gdal_mcp.server.cache import MetadataCache
@@ -153,6 +154,13 @@ class App:
     ) -> R:
         """Run an engine function in a worker, relaying progress; commit or discard its output."""
 
+        remote_changes = [p for p in job.modifies() if is_remote(p)]
+        if remote_changes:
+            raise GdalMcpError(
+                "unsupported",
+                f"'{self.sandbox.display(remote_changes[0])}' is remote: it cannot be changed in place; write the result to "
+                "a new output instead",
+            )
         tracker = self.jobs.track(job.FUNC) if self.jobs is not None and not quick else None
 
         async def relay(fraction: float, message: str) -> None:
