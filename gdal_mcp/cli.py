@@ -24,6 +24,18 @@ def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(ENV_PREFIX + name, default)
 
 
+def _workspace_list(text: str) -> list[str]:
+    """GDAL_MCP_WORKSPACE: directories separated by ':' (os.pathsep), where a bucket's 's3://…' keeps its own ':'."""
+    parts = [w for w in text.split(os.pathsep) if w]
+    out: list[str] = []
+    for part in parts:
+        if out and part.startswith("//") and out[-1].isalnum():  # 's3' then '//bucket/prefix': one URL
+            out[-1] = f"{out[-1]}:{part}"
+        else:
+            out.append(part)
+    return out
+
+
 def _env_bool(name: str) -> bool:
     return (_env(name) or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -76,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="HTTP bind address (default 127.0.0.1) [GDAL_MCP_HOST]")
     p.add_argument("--port", type=int, default=int(_env("PORT", "8000") or 8000), help="HTTP port (default 8000) [GDAL_MCP_PORT]")
-    env_ws = [w for w in (_env("WORKSPACE") or "").split(os.pathsep) if w]
+    env_ws = _workspace_list(_env("WORKSPACE") or "")
     p.add_argument(
         "--workspace",
         action="append",
@@ -84,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="directory the tools may read and write; repeatable; relative paths resolve against "
         "the first (default: the current directory); or one bucket, s3://bucket/prefix, whose objects relative "
-        "paths then name (credentials from AWS_*) [GDAL_MCP_WORKSPACE, ':'-separated directories]",
+        "paths then name (credentials from AWS_*) [GDAL_MCP_WORKSPACE, ':'-separated]",
     )
     p.set_defaults(env_workspaces=env_ws)
     p.add_argument(

@@ -121,3 +121,21 @@ def test_parse_size() -> None:
     assert parse_size("512M") == 512 * 1024**2 and parse_size("2GiB") == 2 * GiB and parse_size("100") == 100
     with pytest.raises(ValueError):
         parse_size("-1G")
+
+
+def test_remote_flags_and_a_bucket_workspace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--allow-remote, --max-remote-bytes and a bucket workspace, from flags and from the environment (whose ':'
+    separator must not split 's3://…')."""
+    monkeypatch.setenv("GDAL_MCP_WORKSPACE", f"{tmp_path}{os.pathsep}s3://team/ws")
+    monkeypatch.setenv("GDAL_MCP_ALLOW_REMOTE", "https://a.example/cogs,s3://b/x")
+    s = settings_from_args(build_parser().parse_args(["--max-remote-bytes", "500M"]))
+    assert s.workspaces == (tmp_path,) and s.bucket == "s3://team/ws"
+    assert s.allow_remote == ("https://a.example/cogs", "s3://b/x") and s.max_remote_bytes == 500 * 1024**2
+    s = settings_from_args(build_parser().parse_args(["--workspace", "s3://team/ws", "--max-remote-bytes", "0"]))
+    assert s.workspaces == () and s.bucket == "s3://team/ws" and s.max_remote_bytes is None
+    with pytest.raises(ValueError):
+        settings_from_args(build_parser().parse_args(["--allow-remote", "ftp://x.example/a"]))
+    with pytest.raises(ValueError):
+        settings_from_args(build_parser().parse_args(["--workspace", "s3://a/x", "--workspace", "s3://b/y"]))
+    with pytest.raises(ValueError):
+        settings_from_args(build_parser().parse_args(["--workspace", "https://a.example/ws"]))
