@@ -337,9 +337,17 @@ def list_remote(
                 found.append((name, int(e.nSize) if e.bSizeKnown else 0))
     finally:
         lib.VSICloseDir(handle)
+    from gdal_mcp.engine.drivers import REFERENCING_DRIVERS, identified
+
     out = []
     for i, (name, size) in enumerate(found):
         path = f"{base}/{name}"
-        out.append(open_entry(path, path, size))
+        driver = identified(path)
+        if driver in REFERENCING_DRIVERS:  # names other files inside it: not opened remotely (drivers.py)
+            out.append(
+                DatasetEntry(path=path, kind="other", size=size, driver=driver, detail="remote VRT-like dataset: not opened")
+            )
+        else:
+            out.append(open_entry(path, path, size))
         progress((i + 1) / max(1, len(found)), f"classified {i + 1}/{len(found)}")
     return DatasetList(path=base, entries=out, truncated=total > len(out), remaining=total - len(out))

@@ -159,3 +159,45 @@ def refused_driver(path: str) -> str | None:
                 for _, handle in denied:
                     lib.GDALDeregisterDriver(handle)
     return None
+
+
+#: drivers whose datasets name other files or URLs inside them (sources, tiles, overlays): the server checks those
+#: names for workspace files (sandbox/references.py) but cannot for a remote dataset, so a remote one is refused
+REFERENCING_DRIVERS = frozenset({"VRT", "OGR_VRT", "MRF", "GTI", "KML", "LIBKML", "STACIT", "STACTA", "WMS", "WMTS", "XYZ"})
+
+
+def identified(path: str) -> str | None:
+    """The short name of the driver GDAL picks for `path`, or None: asked of both bundled GDALs (rasterio's has the
+    raster drivers, pyogrio's the vector ones such as OGR_VRT), every allowed driver."""
+    import importlib
+
+    for name in ("rasterio", "pyogrio"):  # pyogrio (a second GDAL, ~90 MB) loaded only when rasterio's knows nothing
+        lib_path = _bundled(importlib.import_module(name))
+        if lib_path is None:
+            continue
+        if lib_path not in _counts:
+            restrict_library(lib_path)  # pyogrio's GDAL, loaded now: its allow-list first
+        lib = _declared(lib_path)
+        with _lock:
+            found = lib.GDALIdentifyDriverEx(path.encode(), 0, None, None)
+            if found:
+                return str(lib.GDALGetDriverShortName(found).decode())
+    return None
+
+
+def refuse_remote_references(paths: list[str]) -> None:
+    """out-of-root for a remote dataset in a format that names other files or URLs inside it (an OGR VRT object in a
+    bucket could name any key the server's credentials reach, or a local file the worker may read)."""
+    from gdal_mcp.errors import GdalMcpError
+    from gdal_mcp.sandbox.remote import is_remote
+
+    for path in paths:
+        if not (is_remote(path) or path.startswith(("/vsizip//vsi", "/vsitar//vsi", "/vsigzip//vsi"))):
+            continue
+        name = identified(path)
+        if name in REFERENCING_DRIVERS:
+            raise GdalMcpError(
+                "out-of-root",
+                f"{path.split('?', 1)[0]} is a remote {name} dataset, which names other files inside it; this server "
+                "reads such datasets only from the workspace (copy its sources there, or give them directly)",
+            )

@@ -25,6 +25,10 @@ from gdal_mcp.execution.egress import REFUSED_STATUS
 from gdal_mcp.jobs import Job
 
 ENGINE_PREFIX = "gdal_mcp.engine."
+#: jobs that move bytes or list names without opening a dataset (no format is interpreted)
+BYTES_ONLY = frozenset(
+    {"gdal_mcp.engine.upload:upload", "gdal_mcp.engine.upload:read_object", "gdal_mcp.engine.catalog:list_remote"}
+)
 #: least time between two progress messages of a job (the last one, 1.0, always goes)
 PROGRESS_INTERVAL = 0.2
 
@@ -201,7 +205,8 @@ def refused_format(job: Job[Any]) -> GdalMcpError | None:
 
 
 def engine_function(job: object) -> Callable[..., Any]:
-    """The engine function a job names; only typed jobs naming engine functions are run."""
+    """The engine function a job names; only typed jobs naming engine functions are run. A job reading a remote
+    dataset in a format that names other files inside it (VRT, OGR VRT …) is refused here (drivers.py)."""
     from gdal_mcp.jobs import Job
 
     if not isinstance(job, Job):
@@ -213,6 +218,8 @@ def engine_function(job: object) -> Callable[..., Any]:
     drivers = sys.modules.get("gdal_mcp.engine.drivers")
     if drivers is not None:
         drivers.ensure()  # the driver allow-list still holds (the import above may have loaded pyogrio)
+        if job.FUNC not in BYTES_ONLY:
+            drivers.refuse_remote_references(job.paths())
     return func
 
 

@@ -124,11 +124,13 @@ class Decider:
         }:
             return False
         prefix = (args.get("prefix") or [""])[0]
-        return (
-            self._covered(Location("s3", bucket.lower(), prefix.rstrip("/")))
-            if prefix
-            else self._covered(Location("s3", bucket.lower(), ""))
-        )
+        for entry in self.allowed.entries:
+            if entry.scheme != "s3" or entry.host != bucket.lower():
+                continue
+            allowed = entry.path.rstrip("/")
+            if not allowed or prefix.startswith(allowed + "/"):  # not 'ws' alone: it would list 'ws-private/' too
+                return True
+        return False
 
 
 def object_hosts(entry: Location, endpoint: str | None) -> set[tuple[str, int]]:

@@ -34,6 +34,10 @@ def _configure_environment(config: dict[str, Any]) -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     set_gdal_environment(config)
+    if config.get("tmp"):
+        # A relative name GDAL opens (a VRT's relativeToVRT="0" source in a remote dataset) resolves here, in this
+        # worker's empty private directory, not in the server's working directory (its checkout, its environment)
+        os.chdir(config["tmp"])
     logging.basicConfig(
         level=config.get("log_level", "WARNING"),
         stream=sys.stderr,

@@ -73,15 +73,23 @@ class Sandbox:
     def bucket_location(self, path: str, *, what: str = "path") -> _remote.Location | None:
         """The object a workspace-relative path names in the bucket workspace; None without one (or for an absolute
         path, a GDAL path or a URL: those resolve as they always do)."""
-        if self.bucket is None or path.startswith(("/", "~")) or "://" in path or _remote.is_remote(path):
-            return None
         rel = path.strip()
+        if self.bucket is None or rel.startswith(("/", "~")) or "://" in rel or _remote.is_remote(rel):
+            return None
+        if any(f"/{rel}".startswith(f"{root}/") for root in self.roots):
+            return None  # a local workspace's file named without its leading '/' (a resource URI's path)
         while rel.startswith("./"):
             rel = rel[2:]
         rel = "" if rel in (".", "") else rel
         prefix = self.bucket.path.rstrip("/")
         key = f"{prefix}/{rel}" if prefix and rel else (prefix or rel)
         return _remote.parse(f"s3://{self.bucket.host}/{key}", what=what)
+
+    def resource_path(self, path: str) -> str:
+        """The path a gdal-mcp://files/ URI names: a file of a secondary (or, beside a bucket, any) local workspace is
+        shown absolute, and its URI carries it without the leading '/'."""
+        absolute = "/" + path.lstrip("/")
+        return absolute if any(absolute.startswith(f"{root}/") for root in self.roots) else path
 
     def bucket_display(self, text: str) -> str:
         """A bucket object's /vsis3/ or s3:// path as the workspace-relative path it is; other text unchanged."""
@@ -107,6 +115,8 @@ class Sandbox:
         text = os.fspath(path)
         if _remote.is_remote(text):  # an object of the bucket workspace: its relative path; another location: itself
             return self.bucket_display(text)
+        if self.bucket is not None and os.path.isabs(text):
+            return text  # beside a bucket workspace, relative names are its objects: a local file keeps its full path
         return _paths.display(self.roots, path)
 
     def uri(self, display: str) -> str:
@@ -122,6 +132,8 @@ class Sandbox:
                 text = text.replace(root + "/", "")
         if self.scratch is not None:
             text = text.replace(str(self.scratch) + os.sep, "")
+        if self.bucket is not None:
+            return text  # local paths keep their full form (display)
         return _paths.scrub(self.roots, text)
 
     def scrub_obj(self, obj: object) -> object:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import shutil
 import tempfile
 import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -88,6 +90,8 @@ class App:
         self.settings = settings
         # A bucket workspace: outputs are written in a private local directory, then uploaded (sandbox/outputs.py)
         scratch = tempfile.mkdtemp(prefix="gdal-mcp-scratch-") if settings.bucket else None
+        if scratch is not None:
+            atexit.register(shutil.rmtree, scratch, True)  # a killed server's is left: only unfinished outputs
         self.sandbox = Sandbox(
             settings.workspaces,
             allow_network=settings.allow_network,

@@ -327,3 +327,19 @@ def test_remote_outputs_never_replace_and_stay_in_the_list(sb: Sandbox, output: 
         sb.resolve_output(output, overwrite=overwrite)
     assert info.value.code == expected
     assert not list(sb.roots[0].glob(".gdal-mcp-tmp-*"))  # nothing prepared for a refused output
+
+
+def test_a_bucket_listing_must_stay_below_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """'prefix=ws' without the slash also lists 'ws-private/…': only listings below 'ws/' go through."""
+    from gdal_mcp.execution.egress import Decider
+    from gdal_mcp.sandbox.remote import AllowList
+
+    monkeypatch.setenv("AWS_S3_ENDPOINT", "127.0.0.1:9000")
+    monkeypatch.setenv("AWS_HTTPS", "NO")
+    d = Decider(AllowList(("s3://team/ws",)))
+    assert d.url("GET", "http://127.0.0.1:9000/team?list-type=2&prefix=ws/&delimiter=/") is None
+    assert d.url("GET", "http://127.0.0.1:9000/team?list-type=2&prefix=ws/sub/") is None
+    for query in ("list-type=2&prefix=ws", "list-type=2&prefix=w", "list-type=2", "delete", "list-type=2&prefix=ws-private/"):
+        assert d.url("GET", f"http://127.0.0.1:9000/team?{query}") is not None, query
+    assert d.url("DELETE", "http://127.0.0.1:9000/team/ws/a.tif") is None  # an upload's cleanup, inside the prefix
+    assert d.url("DELETE", "http://127.0.0.1:9000/team/other/a.tif") is not None

@@ -101,7 +101,11 @@ async def catalog(app: App) -> str:
     "cap are refused: convert, clip or preview them instead.",
 )
 async def workspace_file(app: App, path: str) -> ResourceResult:
-    location = app.sandbox.bucket_location(path, what="resource") if app.sandbox.bucket is not None else None
+    path = app.sandbox.resource_path(path)
+    try:
+        location = app.sandbox.bucket_location(path, what="resource") if app.sandbox.bucket is not None else None
+    except GdalMcpError as e:
+        raise _error(app, e) from None
     if location is not None:  # an object of the bucket workspace: read by a worker, through the allow-list
         cap = app.settings.max_resource_bytes
         try:

@@ -52,7 +52,7 @@ async def file_response(app: App, request: Request) -> Response:
             "send the server's token as 'Authorization: Bearer <token>'",
             {"WWW-Authenticate": 'Bearer error="invalid_token"'},
         )
-    path = request.path_params.get("path", "")
+    path = app.sandbox.resource_path(request.path_params.get("path", ""))
     from gdal_mcp.formats import mime_type
 
     try:
@@ -81,10 +81,11 @@ async def object_response(app: App, request: Request, gdal_path: str, shown: str
     from gdal_mcp import jobs
     from gdal_mcp.formats import mime_type
 
-    size, first = await app.execute(jobs.ReadObjectJob(path=gdal_path, length=OBJECT_CHUNK), quick=True)
+    head = request.method == "HEAD"
+    size, first = await app.execute(jobs.ReadObjectJob(path=gdal_path, length=0 if head else OBJECT_CHUNK), quick=True)
     name = shown.rsplit("/", 1)[-1]
     headers = {"Content-Length": str(size), "Content-Disposition": f'attachment; filename="{name}"'}
-    if request.method == "HEAD":
+    if head:
         return Response(status_code=200, media_type=mime_type(name), headers=headers)
 
     async def chunks() -> AsyncIterator[bytes]:

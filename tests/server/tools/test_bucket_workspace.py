@@ -122,3 +122,58 @@ async def test_the_http_download_streams_an_object(server, bucket) -> None:
     body = b"".join([chunk async for chunk in response.body_iterator])  # type: ignore[attr-defined]
     assert body == RGB.read_bytes()
     assert np.frombuffer(body[:4], dtype=np.uint8).tolist() == list(RGB.read_bytes()[:4])
+
+
+OGR_VRT = (
+    "<OGRVRTDataSource><OGRVRTLayer name='x'><SrcDataSource>/vsis3/team/private/secret.csv</SrcDataSource>"
+    "<SrcLayer>secret</SrcLayer></OGRVRTLayer></OGRVRTDataSource>"
+)
+
+
+async def test_a_remote_dataset_that_names_other_files_is_refused(server, bucket) -> None:
+    """Reading past the prefix through a dataset that names other files (a red-team run read another bucket's object
+    through an OGR VRT uploaded as 'evil.csv'): VRT-like formats are refused when remote, whatever their name."""
+    env, s3, _ = bucket
+    s3.put_object(Bucket="team", Key="private/secret.csv", Body=b"name,value\nsecret,TOPSECRET\n")
+    s3.put_object(Bucket="team", Key="ws/stage/evil.vrt", Body=OGR_VRT.encode())
+    s3.put_object(Bucket="team", Key="ws/stage/evil.csv", Body=OGR_VRT.encode())  # content, not name, decides
+    raster_vrt = (
+        '<VRTDataset rasterXSize="1" rasterYSize="1"><VRTRasterBand dataType="Byte" band="1"><SimpleSource>'
+        '<SourceFilename relativeToVRT="0">gdal_mcp/__init__.py</SourceFilename></SimpleSource></VRTRasterBand></VRTDataset>'
+    )
+    s3.put_object(Bucket="team", Key="ws/stage/local.vrt", Body=raster_vrt.encode())
+    async with Client(server[0]) as client:
+        for tool, args in (
+            ("vector_query", {"input": "stage/evil.vrt"}),
+            ("vector_query", {"input": "stage/evil.csv"}),
+            ("vector_info", {"path": "stage/evil.csv"}),
+            ("raster_stats", {"input": "stage/local.vrt"}),
+        ):
+            err, content = await call(client, tool, **args)
+            assert err and content["error"]["code"] == "out-of-root", (tool, args, content)
+            assert "TOPSECRET" not in json.dumps(content)
+        err, listing = await call(client, "list_datasets", path="stage")
+        assert not err and all(e["kind"] == "other" for e in listing["entries"]), listing
+    for key in ("ws/stage/evil.vrt", "ws/stage/evil.csv", "ws/stage/local.vrt", "private/secret.csv"):
+        s3.delete_object(Bucket="team", Key=key)
+
+
+async def test_beside_a_bucket_a_local_output_keeps_its_full_path(bucket, tmp_path: Path) -> None:
+    """With a bucket workspace, relative names are its objects: a local output shown as 'mixed.tif' would name the
+    object of that name (a red-team run read the object back through the local output's uri)."""
+    env, s3, _ = bucket
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "RGB.byte.tif").write_bytes(RGB.read_bytes())
+    mcp, app = build_server(Settings(workspaces=(local,), bucket="s3://team/ws", workers=1, timeout=60, confirm="never"))
+    try:
+        async with Client(mcp) as client:
+            err, out = await call(client, "raster_convert", input=str(local / "RGB.byte.tif"), output=str(local / "mixed.tif"))
+            assert not err, out
+            assert out["output"] == str(local / "mixed.tif") and out["uri"].endswith(str(local / "mixed.tif"))
+            contents = await client.read_resource(out["uri"])
+            import base64
+
+            assert base64.b64decode(contents[0].blob) == (local / "mixed.tif").read_bytes()
+    finally:
+        app.executor.close()
