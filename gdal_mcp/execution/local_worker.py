@@ -203,8 +203,8 @@ def main(conn: Any) -> None:
 
         running = [True]
         try:
+            remote_start(config)  # before engine_function: identifying a remote input's format reads it too
             func = engine_function(job)
-            remote_start(config)
 
             def still_running(flag: list[bool] = running) -> bool:
                 return flag[0]
