@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import fnmatch
 import os
 import re
@@ -279,21 +278,6 @@ def list_datasets(
     return DatasetList(path=directory, entries=out, truncated=remaining > 0, remaining=remaining)
 
 
-class _DirEntry(ctypes.Structure):
-    """GDAL's VSIDIREntry (cpl_vsi.h)."""
-
-    _fields_ = [
-        ("pszName", ctypes.c_char_p),
-        ("nMode", ctypes.c_int),
-        ("nSize", ctypes.c_uint64),
-        ("nMTime", ctypes.c_int64),
-        ("bModeKnown", ctypes.c_char),
-        ("bSizeKnown", ctypes.c_char),
-        ("bMTimeKnown", ctypes.c_char),
-        ("papszExtra", ctypes.c_void_p),
-    ]
-
-
 #: objects listed from a bucket before the listing stops (its entries are classified up to `limit`)
 MAX_REMOTE_LISTED = 100_000
 
@@ -307,11 +291,7 @@ def list_remote(
     opened by GDAL to classify it (a header read: a few kilobytes of a COG). Entry paths are /vsis3/ paths."""
     from gdal_mcp.engine import gdal_c
 
-    lib = gdal_c.libgdal()
-    lib.VSIOpenDir.restype, lib.VSIOpenDir.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p]
-    lib.VSIGetNextDirEntry.restype = ctypes.POINTER(_DirEntry)
-    lib.VSIGetNextDirEntry.argtypes = [ctypes.c_void_p]
-    lib.VSICloseDir.restype, lib.VSICloseDir.argtypes = None, [ctypes.c_void_p]
+    lib = gdal_c.require("VSIOpenDir")
     base = prefix.rstrip("/")
     handle = lib.VSIOpenDir(base.encode(), -1 if recursive else 0, None)
     if not handle:

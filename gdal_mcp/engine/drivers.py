@@ -37,6 +37,11 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "GDALIdentifyDriverEx": (c.c_void_p, [c.c_char_p, c.c_uint, c.POINTER(c.c_char_p), c.POINTER(c.c_char_p)]),
     "CPLSetConfigOption": (None, [c.c_char_p, c.c_char_p]),
     "CPLGetConfigOption": (c.c_char_p, [c.c_char_p, c.c_char_p]),
+    # network statistics and the remote cache, in both GDALs (remote_io.py)
+    "VSINetworkStatsReset": (None, []),
+    "VSINetworkStatsGetAsSerializedJSON": (c.c_void_p, [c.c_void_p]),
+    "VSIFree": (None, [c.c_void_p]),
+    "VSICurlClearCache": (None, []),
 }
 
 

@@ -26,6 +26,22 @@ c = ctypes
 ProgressFunc = c.CFUNCTYPE(c.c_int, c.c_double, c.c_char_p, c.c_void_p)
 _CHARPP = c.POINTER(c.c_char_p)
 
+
+class DirEntry(c.Structure):
+    """GDAL's VSIDIREntry (cpl_vsi.h): what VSIGetNextDirEntry gives (catalog.list_remote)."""
+
+    _fields_ = [
+        ("pszName", c.c_char_p),
+        ("nMode", c.c_int),
+        ("nSize", c.c_uint64),
+        ("nMTime", c.c_int64),
+        ("bModeKnown", c.c_char),
+        ("bSizeKnown", c.c_char),
+        ("bMTimeKnown", c.c_char),
+        ("papszExtra", c.c_void_p),
+    ]
+
+
 #: name -> (restype, argtypes) of every function called
 _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "GDALVersionInfo": (c.c_char_p, [c.c_char_p]),
@@ -60,6 +76,20 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "GDALSetRasterNoDataValueAsUInt64": (c.c_int, [c.c_void_p, c.c_uint64]),
     "GDALGetRasterNoDataValueAsInt64": (c.c_int64, [c.c_void_p, c.POINTER(c.c_int)]),
     "GDALGetRasterNoDataValueAsUInt64": (c.c_uint64, [c.c_void_p, c.POINTER(c.c_int)]),
+    # objects in storage: uploads and reads (upload.py), bucket listings (catalog.list_remote)
+    "VSIFOpenL": (c.c_void_p, [c.c_char_p, c.c_char_p]),
+    "VSIFWriteL": (c.c_size_t, [c.c_void_p, c.c_size_t, c.c_size_t, c.c_void_p]),
+    "VSIFReadL": (c.c_size_t, [c.c_void_p, c.c_size_t, c.c_size_t, c.c_void_p]),
+    "VSIFSeekL": (c.c_int, [c.c_void_p, c.c_uint64, c.c_int]),
+    "VSIFTellL": (c.c_uint64, [c.c_void_p]),
+    "VSIFCloseL": (c.c_int, [c.c_void_p]),
+    "VSIUnlink": (c.c_int, [c.c_char_p]),
+    "VSIStatL": (c.c_int, [c.c_char_p, c.c_void_p]),
+    "VSICurlPartialClearCache": (None, [c.c_char_p]),
+    "CPLSetThreadLocalConfigOption": (None, [c.c_char_p, c.c_char_p]),
+    "VSIOpenDir": (c.c_void_p, [c.c_char_p, c.c_int, c.c_void_p]),
+    "VSIGetNextDirEntry": (c.POINTER(DirEntry), [c.c_void_p]),
+    "VSICloseDir": (None, [c.c_void_p]),
 }
 
 GDAL_OF_READONLY, GDAL_OF_UPDATE, GDAL_OF_RASTER = 0x00, 0x01, 0x02

@@ -8,22 +8,12 @@ job never reads another job's cached bytes of an object that may have changed si
 from __future__ import annotations
 
 import ctypes
-import functools
 import json
 import os
 import sys
 from typing import Any
 
 from gdal_mcp.models import RemoteReads
-
-c = ctypes
-_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-    "VSINetworkStatsReset": (None, []),
-    "VSINetworkStatsGetAsSerializedJSON": (c.c_void_p, [c.c_void_p]),
-    "VSIFree": (None, [c.c_void_p]),
-    "VSICurlClearCache": (None, []),
-}
-
 
 #: what Python's HTTP clients fetched for this job (stac_io.py): [requests, bytes]; GDAL counts its own
 _python = [0, 0]
@@ -56,18 +46,9 @@ def enabled() -> bool:
     return os.environ.get("CPL_VSIL_NETWORK_STATS_ENABLED", "").upper() == "YES"
 
 
-@functools.lru_cache(maxsize=4)
-def _declared(path: str) -> Any:
-    lib = ctypes.CDLL(path)
-    for name, (restype, argtypes) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
-    return lib
-
-
 def _libraries() -> list[Any]:
     """The bundled GDALs loaded in this process (pyogrio's only once a vector job has imported it)."""
-    from gdal_mcp.engine.drivers import _bundled
+    from gdal_mcp.engine.drivers import _bundled, _declared
 
     libs = []
     for name in ("rasterio", "pyogrio"):

@@ -14,32 +14,17 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from typing import Any
 
 from gdal_mcp.engine import gdal_c
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.errors import GdalMcpError
 
-c = ctypes
 CHUNK = 8 * 1024 * 1024
-_SIGNATURES = {
-    "VSIFOpenL": (c.c_void_p, [c.c_char_p, c.c_char_p]),
-    "VSIFWriteL": (c.c_size_t, [c.c_void_p, c.c_size_t, c.c_size_t, c.c_void_p]),
-    "VSIFCloseL": (c.c_int, [c.c_void_p]),
-    "VSIUnlink": (c.c_int, [c.c_char_p]),
-    "CPLSetThreadLocalConfigOption": (None, [c.c_char_p, c.c_char_p]),
-    "VSIStatL": (c.c_int, [c.c_char_p, c.c_void_p]),
-    "VSICurlPartialClearCache": (None, [c.c_char_p]),
-}
 
 
-def _lib() -> object:
-    lib = gdal_c.libgdal()
-    if lib is None:
-        raise GdalMcpError("internal-error", "GDAL's library was not found for the upload")
-    for name, (restype, argtypes) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
-    return lib
+def _lib() -> Any:
+    return gdal_c.require("VSIFOpenL")
 
 
 def upload(sources: Sequence[str], targets: Sequence[str], progress: Progress = no_progress) -> list[str]:
@@ -51,19 +36,19 @@ def upload(sources: Sequence[str], targets: Sequence[str], progress: Progress = 
     total = sum(_size(s) for s in sources) or 1
     done = 0
     created: list[str] = []
-    lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", b"If-None-Match: *")  # type: ignore[attr-defined]
+    lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", b"If-None-Match: *")
     try:
         for src, dst in zip(sources, targets, strict=True):
             try:
                 done = _put(lib, src, dst, done, total, progress)
             except BaseException:
-                lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)  # type: ignore[attr-defined]
+                lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
                 for made in reversed(created):  # new objects (the condition guaranteed it): nothing of this upload stays
-                    lib.VSIUnlink(made.encode())  # type: ignore[attr-defined]
+                    lib.VSIUnlink(made.encode())
                 raise
             created.append(dst)
     finally:
-        lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)  # type: ignore[attr-defined]
+        lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
     progress(1.0, "uploaded")
     return created
 
@@ -74,22 +59,22 @@ def _size(path: str) -> int:
     return os.path.getsize(path)
 
 
-def _put(lib: object, src: str, dst: str, done: int, total: int, progress: Progress) -> int:
-    lib.CPLErrorReset()  # type: ignore[attr-defined]
-    handle = lib.VSIFOpenL(dst.encode(), b"wb")  # type: ignore[attr-defined]
+def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress) -> int:
+    lib.CPLErrorReset()
+    handle = lib.VSIFOpenL(dst.encode(), b"wb")
     if not handle:
         raise GdalMcpError("gdal-error", f"cannot write {_shown(dst)}: {gdal_c.last_error(lib) or 'GDAL refused to open it'}")
     ok = True
     try:
         with open(src, "rb") as fh:
             while chunk := fh.read(CHUNK):
-                if lib.VSIFWriteL(chunk, 1, len(chunk), handle) != len(chunk):  # type: ignore[attr-defined]
+                if lib.VSIFWriteL(chunk, 1, len(chunk), handle) != len(chunk):
                     ok = False
                     break
                 done += len(chunk)
                 progress(min(0.99, done / total), f"uploading {_shown(dst)}")
     finally:
-        closed = lib.VSIFCloseL(handle) == 0  # type: ignore[attr-defined]  # the PUT, or the multipart's completion
+        closed = lib.VSIFCloseL(handle) == 0  # the PUT, or the multipart's completion
     if ok and closed:
         return done
     error = gdal_c.last_error(lib)
@@ -102,10 +87,10 @@ def _put(lib: object, src: str, dst: str, done: int, total: int, progress: Progr
     raise GdalMcpError("gdal-error", f"uploading {_shown(dst)} failed: {error or 'GDAL gave no reason'}")
 
 
-def _exists(lib: object, path: str) -> bool:
-    lib.VSICurlPartialClearCache(path.encode())  # type: ignore[attr-defined]
+def _exists(lib: Any, path: str) -> bool:
+    lib.VSICurlPartialClearCache(path.encode())
     buffer = ctypes.create_string_buffer(512)  # a VSIStatBufL (struct stat64)
-    return bool(lib.VSIStatL(path.encode(), buffer) == 0)  # type: ignore[attr-defined]
+    return bool(lib.VSIStatL(path.encode(), buffer) == 0)
 
 
 def _shown(path: str) -> str:
@@ -116,21 +101,17 @@ def read_object(path: str, offset: int = 0, length: int = 8 * 1024 * 1024, progr
     """(the object's size, `length` bytes of it from `offset`) of a /vsis3/ object: resources/read and downloads of a
     bucket workspace. not-found when there is no such object."""
     lib = _lib()
-    lib.VSIFSeekL.restype, lib.VSIFSeekL.argtypes = c.c_int, [c.c_void_p, c.c_uint64, c.c_int]  # type: ignore[attr-defined]
-    lib.VSIFReadL.restype = c.c_size_t  # type: ignore[attr-defined]
-    lib.VSIFReadL.argtypes = [c.c_void_p, c.c_size_t, c.c_size_t, c.c_void_p]  # type: ignore[attr-defined]
-    lib.VSIFTellL.restype, lib.VSIFTellL.argtypes = c.c_uint64, [c.c_void_p]  # type: ignore[attr-defined]
-    handle = lib.VSIFOpenL(path.encode(), b"rb")  # type: ignore[attr-defined]
+    handle = lib.VSIFOpenL(path.encode(), b"rb")
     if not handle:
         raise GdalMcpError("not-found", f"{_shown(path)} does not exist; list_datasets shows what the workspace holds")
     try:
-        lib.VSIFSeekL(handle, 0, 2)  # type: ignore[attr-defined]  # SEEK_END: the size (from the open's HEAD)
-        size = int(lib.VSIFTellL(handle))  # type: ignore[attr-defined]
-        lib.VSIFSeekL(handle, max(0, offset), 0)  # type: ignore[attr-defined]
+        lib.VSIFSeekL(handle, 0, 2)  # SEEK_END: the size (from the open's HEAD)
+        size = int(lib.VSIFTellL(handle))
+        lib.VSIFSeekL(handle, max(0, offset), 0)
         want = max(0, min(length, size - offset))
         buffer = ctypes.create_string_buffer(want)
-        got = lib.VSIFReadL(buffer, 1, want, handle) if want else 0  # type: ignore[attr-defined]
+        got = lib.VSIFReadL(buffer, 1, want, handle) if want else 0
     finally:
-        lib.VSIFCloseL(handle)  # type: ignore[attr-defined]
+        lib.VSIFCloseL(handle)
     progress(1.0, "read")
     return size, buffer.raw[:got]

@@ -384,18 +384,7 @@ def resolve_output(
             created.append(m)
     elif not parent.is_dir():
         raise GdalMcpError("invalid-argument", f"{what} '{path}': {sb.display(parent)} is not a directory")
-    tmp_dir = parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-    try:
-        tmp_dir.mkdir()
-        (tmp_dir / OWNER_FILE).write_text(json.dumps(_owner_identity()))
-    except OSError as e:
-        OutputTarget(final=final, display="", tmp_dir=tmp_dir, created_dirs=created).discard()
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise GdalMcpError(
-                "resource-limit",
-                f"the disk is full ({e.strerror}) where {what} '{path}' would be written; free space or write elsewhere",
-            ) from None
-        raise
+    tmp_dir = temporary_dir(parent, f"{what} '{path}'", created)
     return OutputTarget(
         final=final, display=sb.display(final), tmp_dir=tmp_dir, created_dirs=created, overwrite=overwrite, directory=directory
     )
@@ -421,13 +410,22 @@ def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directo
             "one); write to a new key",
         )
     root = sb.scratch or sb.roots[0]
-    tmp_dir = root / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+    tmp_dir = temporary_dir(root, f"{what} '{location.url}'", [])
+    return OutputTarget(final=root / name, display=sb.display(location.url), tmp_dir=tmp_dir, remote=location.gdal_path)
+
+
+def temporary_dir(parent: Path, shown: str, created: list[Path]) -> Path:
+    """A job's temporary output directory in `parent`, holding its owner marker (temporaries.py); on failure nothing of
+    it stays (nor the directories `created` for the output), and a full disk is resource-limit."""
+    tmp_dir = parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
     try:
         tmp_dir.mkdir()
         (tmp_dir / OWNER_FILE).write_text(json.dumps(_owner_identity()))
     except OSError as e:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+        OutputTarget(final=tmp_dir, display="", tmp_dir=tmp_dir, created_dirs=created).discard()
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise GdalMcpError("resource-limit", f"the disk is full ({e.strerror}) where {what} is prepared") from None
+            raise GdalMcpError(
+                "resource-limit", f"the disk is full ({e.strerror}) where {shown} would be written; free space or write elsewhere"
+            ) from None
         raise
-    return OutputTarget(final=root / name, display=sb.display(location.url), tmp_dir=tmp_dir, remote=location.gdal_path)
+    return tmp_dir

@@ -73,18 +73,14 @@ async def vector_info_resource(app: App, path: str) -> str:
     "truncated/remaining); list_datasets filters and pages",
 )
 async def catalog(app: App) -> str:
-    if app.sandbox.bucket is not None:  # the bucket workspace's objects
-        try:
-            listed = await app.execute(jobs.ListRemoteJob(prefix=app.sandbox.bucket.gdal_path, limit=CATALOG_LIMIT), quick=True)
-        except GdalMcpError as e:
-            raise _error(app, e) from None
-        for entry in listed.entries:
-            entry.path = app.sandbox.display(entry.path)
-        listed.path = "."
-        return listed.model_dump_json()
-    root = app.sandbox.roots[0]
+    bucket = app.sandbox.bucket  # a bucket workspace's objects, else the first workspace's files
+    job: jobs.ListRemoteJob | jobs.ListDatasetsJob = (
+        jobs.ListRemoteJob(prefix=bucket.gdal_path, limit=CATALOG_LIMIT)
+        if bucket is not None
+        else jobs.ListDatasetsJob(directory=str(app.sandbox.roots[0]), limit=CATALOG_LIMIT)
+    )
     try:
-        result = await app.execute(jobs.ListDatasetsJob(directory=str(root), limit=CATALOG_LIMIT), quick=True)
+        result = await app.execute(job, quick=True)
     except GdalMcpError as e:
         raise _error(app, e) from None
     for entry in result.entries:
