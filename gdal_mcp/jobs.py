@@ -55,8 +55,14 @@ class Job[R]:
     #: the engine argument that receives the path the job writes (None: the job writes nothing)
     OUTPUT: ClassVar[str | None] = None
 
+    #: the object-storage path ('/vsis3/bucket/key') the output goes to: the worker that ran the job uploads the files
+    #: it wrote there, in the same task (execution/common.upload_output), so the output never has to cross from the
+    #: worker's file system to the server's (a Dask worker without a shared file system). Not an engine argument.
+    upload: str | None = None
+
     def kwargs(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """The engine function's keyword arguments: the job's fields but `upload`."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "upload"}
 
     def writing_to(self, path: str) -> Self:
         """The same job with its output argument set to `path` (the temporary file of an atomic write)."""
@@ -73,7 +79,7 @@ class Job[R]:
             value = kwargs.get(key)
             values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
             found += [v for v in values if isinstance(v, str) and v]
-        return found
+        return [*found, *([self.upload] if self.upload else [])]
 
     def modifies(self) -> list[str]:
         """Files the job changes in place (not through a temporary output the server commits): the only files
@@ -1096,20 +1102,6 @@ def all_jobs() -> list[type[Job[Any]]]:
 
 
 # ----- outputs in object storage -----
-@dataclass(frozen=True, kw_only=True)
-class UploadJob(Job[list[str]]):
-    """Upload a finished output's files (the real paths in its temporary directory) to their /vsis3/ objects, never
-    replacing one (engine/upload.py); App.execute runs it in place of the local commit."""
-
-    FUNC = "gdal_mcp.engine.upload:upload"
-    sources: list[str]
-    targets: list[str]
-
-    def paths(self) -> list[str]:
-        """The objects written (a Dask worker checks them against the allow-list again there)."""
-        return [*self.targets]
-
-
 @dataclass(frozen=True, kw_only=True)
 class ReadObjectJob(Job[tuple[int, bytes]]):
     """Bytes of an object of the bucket workspace (resources/read, downloads): (its size, `length` bytes from `offset`)."""

@@ -3,10 +3,12 @@
 # where they cannot be installed, the tests that need them skip and say why.
 #   gdal-bin, python3-gdal  the GDAL command-line tools (gdalwarp, ogr2ogr, gdaldem … and ogrmerge.py)
 #   chromium, chromium-driver  a headless browser for the approval console test (tests/e2e/test_console.py)
+#   iproute2  network namespaces for the Dask workers without a shared file system (tests/e2e/test_dask_no_shared_fs.py)
 # GDAL_MCP_NO_APT=1 skips this. Everything it prints goes to stderr.
 _references_missing() {  # one line per group of missing packages
   { command -v gdalinfo >/dev/null 2>&1 && dpkg -s python3-gdal >/dev/null 2>&1; } || echo "gdal-bin python3-gdal"
   { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || echo "chromium chromium-driver"
+  command -v ip >/dev/null 2>&1 || echo "iproute2"
 }
 if [ -z "${GDAL_MCP_NO_APT:-}" ] && command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1 \
     && [ "$(id -u)" = 0 ]; then

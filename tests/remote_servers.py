@@ -131,21 +131,21 @@ S3_SECRET = "gdal-mcp-test-secret-never-printed-0123456789"
 
 
 @contextmanager
-def local_s3() -> Iterator[tuple[str, dict[str, str]]]:
-    """A local S3 (moto's ThreadedMotoServer) on 127.0.0.1; yields (endpoint URL, the environment GDAL and boto3 need
+def local_s3(ip: str = "127.0.0.1") -> Iterator[tuple[str, dict[str, str]]]:
+    """A local S3 (moto's ThreadedMotoServer) on `ip`; yields (endpoint URL, the environment GDAL and boto3 need
     to use it: endpoint, plain HTTP, path-style addressing, fake credentials)."""
     from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = ThreadedMotoServer(ip_address=ip, port=0, verbose=False)
     server.start()
     port = server._server.server_port  # type: ignore[attr-defined]
-    endpoint = f"http://127.0.0.1:{port}"
+    endpoint = f"http://{ip}:{port}"
     env = {
         "AWS_ACCESS_KEY_ID": S3_KEY_ID,
         "AWS_SECRET_ACCESS_KEY": S3_SECRET,
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_REGION": "us-east-1",
-        "AWS_S3_ENDPOINT": f"127.0.0.1:{port}",  # GDAL
+        "AWS_S3_ENDPOINT": f"{ip}:{port}",  # GDAL
         "AWS_HTTPS": "NO",
         "AWS_VIRTUAL_HOSTING": "FALSE",
         "AWS_ENDPOINT_URL": endpoint,  # boto3

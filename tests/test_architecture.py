@@ -17,6 +17,7 @@ WORKER_SIDE = (
     "gdal_mcp.engine",
     "gdal_mcp.execution.local_worker",
     "gdal_mcp.execution.dask_worker",
+    "gdal_mcp.execution.dask_confine",
     "gdal_mcp.execution.common",
 )
 

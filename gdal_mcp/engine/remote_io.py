@@ -75,10 +75,20 @@ def clear_cache() -> None:
 def totals() -> RemoteReads | None:
     """Requests and bytes downloaded since the last reset, over every remote file and both GDALs; None when nothing
     was requested (or remote data is not allowed)."""
+    return since(None)
+
+
+#: what this process has fetched so far: (requests, bytes, {file: bytes downloaded from it})
+Reading = tuple[int, int, dict[str, int]]
+
+
+def reading() -> Reading | None:
+    """This process's counts now (since the last reset), for `since` (None where remote data is not allowed). A Dask
+    worker never resets them (its threads run several tasks at once): its jobs and tiles count by difference."""
     if not enabled():
         return None
     requests, downloaded = _python
-    files: set[str] = set()
+    files: dict[str, int] = {"<python>": _python[1]} if _python[0] else {}
     for lib in _libraries():
         ptr = lib.VSINetworkStatsGetAsSerializedJSON(None)
         if not ptr:
@@ -94,8 +104,21 @@ def totals() -> RemoteReads | None:
             downloaded += int(method.get("downloaded_bytes", 0))
         for handler in (stats.get("handlers") or {}).values():
             for name, per_file in (handler.get("files") or {}).items():
-                if int(((per_file.get("methods") or {}).get("GET") or {}).get("downloaded_bytes", 0)):
-                    files.add(name)
-    if not requests:
+                got = int(((per_file.get("methods") or {}).get("GET") or {}).get("downloaded_bytes", 0))
+                if got:
+                    files[name] = files.get(name, 0) + got
+    return requests, downloaded, files
+
+
+def since(before: Reading | None) -> RemoteReads | None:
+    """What this process fetched after `before` (a `reading()`; None: since the last reset); None when nothing."""
+    now = reading()
+    if now is None:
         return None
-    return RemoteReads(requests=requests, bytes=downloaded, files=len(files) + (1 if _python[0] else 0))
+    requests, downloaded, files = now
+    if before is not None:
+        requests, downloaded = requests - before[0], downloaded - before[1]
+        files = {name: n for name, n in files.items() if n > before[2].get(name, 0)}
+    if requests <= 0:
+        return None
+    return RemoteReads(requests=requests, bytes=max(0, downloaded), files=len(files))

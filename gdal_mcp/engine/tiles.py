@@ -329,6 +329,12 @@ def mapped[T, U](
             close()
 
 
+def share_files() -> bool:
+    """Whether the tiles of the current executor see the job's output directory (the local pool: one process; a Dask
+    cluster: when the output is on the file system its workers share, not in a directory of the job's worker)."""
+    return bool(getattr(current_mapper(), "shared_files", True))
+
+
 def reaches_everywhere() -> bool:
     """Whether `everywhere()` can run a function in every process the current executor runs tiles in."""
     mapper = current_mapper()

@@ -19,6 +19,7 @@ from typing import Any
 from gdal_mcp.engine import gdal_c
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.sandbox.remote import shown
 
 CHUNK = 8 * 1024 * 1024
 
@@ -63,7 +64,7 @@ def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress
     lib.CPLErrorReset()
     handle = lib.VSIFOpenL(dst.encode(), b"wb")
     if not handle:
-        raise GdalMcpError("gdal-error", f"cannot write {_shown(dst)}: {gdal_c.last_error(lib) or 'GDAL refused to open it'}")
+        raise GdalMcpError("gdal-error", f"cannot write {shown(dst)}: {gdal_c.last_error(lib) or 'GDAL refused to open it'}")
     ok = True
     try:
         with open(src, "rb") as fh:
@@ -72,7 +73,7 @@ def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress
                     ok = False
                     break
                 done += len(chunk)
-                progress(min(0.99, done / total), f"uploading {_shown(dst)}")
+                progress(min(0.99, done / total), f"uploading {shown(dst)}")
     finally:
         closed = lib.VSIFCloseL(handle) == 0  # the PUT, or the multipart's completion
     if ok and closed:
@@ -81,10 +82,10 @@ def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress
     if _exists(lib, dst):  # GDAL names the failed request, not its status: a 412 leaves an object at the key
         raise GdalMcpError(
             "already-exists",
-            f"output '{_shown(dst)}' already exists (or was being written by someone else); nothing was written. "
+            f"output '{shown(dst)}' already exists (or was being written by someone else); nothing was written. "
             "Choose another key",
         )
-    raise GdalMcpError("gdal-error", f"uploading {_shown(dst)} failed: {error or 'GDAL gave no reason'}")
+    raise GdalMcpError("gdal-error", f"uploading {shown(dst)} failed: {error or 'GDAL gave no reason'}")
 
 
 def _exists(lib: Any, path: str) -> bool:
@@ -93,17 +94,13 @@ def _exists(lib: Any, path: str) -> bool:
     return bool(lib.VSIStatL(path.encode(), buffer) == 0)
 
 
-def _shown(path: str) -> str:
-    return "s3://" + path[len("/vsis3/") :] if path.startswith("/vsis3/") else path
-
-
 def read_object(path: str, offset: int = 0, length: int = 8 * 1024 * 1024, progress: Progress = no_progress) -> tuple[int, bytes]:
     """(the object's size, `length` bytes of it from `offset`) of a /vsis3/ object: resources/read and downloads of a
     bucket workspace. not-found when there is no such object."""
     lib = _lib()
     handle = lib.VSIFOpenL(path.encode(), b"rb")
     if not handle:
-        raise GdalMcpError("not-found", f"{_shown(path)} does not exist; list_datasets shows what the workspace holds")
+        raise GdalMcpError("not-found", f"{shown(path)} does not exist; list_datasets shows what the workspace holds")
     try:
         lib.VSIFSeekL(handle, 0, 2)  # SEEK_END: the size (from the open's HEAD)
         size = int(lib.VSIFTellL(handle))

@@ -3,7 +3,7 @@
 - `local.LocalExecutor` (the default): a warm pool of worker processes on this machine (`local_worker.py` is their
   side), each confined by the kernel (`confine.py`) before it starts a thread.
 - `dask_executor.DaskExecutor` (--executor dask): the jobs and their tiles on a Dask cluster (`dask_worker.py` is the
-  workers' side: a plugin that sets them up and confines their task threads).
+  workers' side: a plugin that sets them up, the jobs' and tiles' tasks; `dask_confine.py` confines their task threads).
 
 `common.py` is what both workers' sides share (GDAL set-up, which engine function a job may run, failure
 classification). The server imports the executors, never the workers' side (tests/test_architecture.py).

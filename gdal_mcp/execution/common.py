@@ -6,6 +6,7 @@ Runs only in worker processes (it loads GDAL on demand); the server never import
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gc
 import importlib
@@ -15,7 +16,7 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gdal_mcp.engine.failures import gdal_message
@@ -26,9 +27,7 @@ from gdal_mcp.jobs import Job
 
 ENGINE_PREFIX = "gdal_mcp.engine."
 #: jobs that move bytes or list names without opening a dataset (no format is interpreted)
-BYTES_ONLY = frozenset(
-    {"gdal_mcp.engine.upload:upload", "gdal_mcp.engine.upload:read_object", "gdal_mcp.engine.catalog:list_remote"}
-)
+BYTES_ONLY = frozenset({"gdal_mcp.engine.upload:read_object", "gdal_mcp.engine.catalog:list_remote"})
 #: least time between two progress messages of a job (the last one, 1.0, always goes)
 PROGRESS_INTERVAL = 0.2
 
@@ -87,11 +86,31 @@ def only_remote(job: Job[Any]) -> bool:
     return bool(paths) and all(is_remote(p) or p.startswith(("/vsizip//vsi", "/vsitar//vsi", "/vsigzip//vsi")) for p in paths)
 
 
+@contextlib.contextmanager
+def no_sidecar_probes(job: Job[Any]) -> Iterator[None]:
+    """On this thread, for a job whose datasets are all remote (only_remote): GDAL looks for no side files beside them
+    (~40 HEAD requests per open otherwise). Thread-local, for a Dask worker whose threads run other tasks meanwhile
+    (the local worker, one job per process, sets it in its environment)."""
+    if not only_remote(job):
+        yield
+        return
+    from gdal_mcp.engine import gdal_c
+
+    lib = gdal_c.require("CPLSetThreadLocalConfigOption")
+    lib.CPLSetThreadLocalConfigOption(b"GDAL_DISABLE_READDIR_ON_OPEN", b"EMPTY_DIR")
+    try:
+        yield
+    finally:
+        lib.CPLSetThreadLocalConfigOption(b"GDAL_DISABLE_READDIR_ON_OPEN", None)
+
+
 def remote_start(config: dict[str, Any] | None = None) -> None:
-    """Before a job: its remote reads are counted from zero, against its budget."""
+    """Before a job: its remote reads are counted from zero, against its budget, and nothing another job read (or
+    found missing: a job that failed never reached remote_finish) is served from GDAL's cache."""
     from gdal_mcp.engine import remote_io
 
     remote_io.reset()
+    remote_io.clear_cache()
     remote_io.set_budget((config or {}).get("max_remote_bytes"))
 
 
@@ -107,6 +126,39 @@ def remote_finish(result: Any, config: dict[str, Any]) -> Any:
     if figures is not None and limit and figures.bytes > limit:
         raise remote_budget_error(limit, figures.bytes)
     return result if figures is None else WithRemote(result, figures.model_dump())
+
+
+#: the share of the progress of a job with an upload (Job.upload) that its upload takes
+UPLOAD_SHARE = 0.1
+
+
+def job_progress(job: Job[Any], progress: Callable[[float, str], None]) -> Callable[[float, str], None]:
+    """The progress callback the engine function gets: `progress` itself, or, for a job whose worker then uploads
+    its output, scaled to leave the last UPLOAD_SHARE to the upload (a client's progress never goes back)."""
+    if not job.upload:
+        return progress
+
+    def scaled(fraction: float, text: str = "") -> None:
+        progress(fraction * (1 - UPLOAD_SHARE), text)
+
+    return scaled
+
+
+def upload_output(job: Job[Any], progress: Callable[[float, str], None]) -> list[str]:
+    """After a job with `upload` (its output goes to object storage): the files it wrote beside its output, uploaded
+    by this worker (engine/upload.py: each object whole, never replacing one; nothing stays of a failed upload).
+    The objects written."""
+    from gdal_mcp.engine.upload import upload
+    from gdal_mcp.sandbox.outputs import upload_plan
+
+    assert job.upload and job.OUTPUT
+    dst = str(job.kwargs()[job.OUTPUT])
+    sources, targets = upload_plan(os.path.dirname(dst), os.path.basename(dst), job.upload)
+
+    def share(fraction: float, message: str = "") -> None:
+        progress(1 - UPLOAD_SHARE + UPLOAD_SHARE * fraction, message)
+
+    return upload(sources, targets, share)
 
 
 #: how often a running job's remote reads are measured against the budget
@@ -219,7 +271,7 @@ def engine_function(job: object) -> Callable[..., Any]:
     if drivers is not None:
         drivers.ensure()  # the driver allow-list still holds (the import above may have loaded pyogrio)
         if job.FUNC not in BYTES_ONLY:
-            drivers.refuse_remote_references(job.paths())
+            drivers.refuse_remote_references([p for p in job.paths() if p != job.upload])  # not the object it writes
     return func
 
 

@@ -38,12 +38,12 @@ from typing import Any
 from gdal_mcp.config import format_size, local_workers
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.execution import ProgressSink
+from gdal_mcp.execution.dask_confine import confinement_state
 from gdal_mcp.execution.dask_worker import (
     PROGRESS_TOPIC,
     RERUN_MESSAGE,
     WorkerSetup,
     cancel_event,
-    confinement_state,
     listing,
     probe,
     run_job,
@@ -134,6 +134,9 @@ class DaskExecutor:
         self.max_memory = max_memory
         self.worker_config = dict(worker_config or {})
         self.worker_config["max_memory"] = max_memory
+        # A bucket workspace's outputs: a Dask worker writes them in a directory of its own and uploads them (Job.upload),
+        # never in the server's scratch directory, which workers without a shared file system do not see
+        self.worker_config.pop("scratch", None)
         self._local = local_workers(scheduler)
         self._client: Any = None
         self._cluster: Any = None
@@ -199,7 +202,7 @@ class DaskExecutor:
             ) from None
         try:
             self._client.register_plugin(WorkerSetup(self.worker_config))
-        except RuntimeError as e:  # a worker that cannot confine its task threads (dask_worker.confine_executor)
+        except RuntimeError as e:  # a worker that cannot confine its task threads (dask_confine.confine_executor)
             raise ValueError(str(e)) from None
         self._probe()
         self._check_confinement()

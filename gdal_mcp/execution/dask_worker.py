@@ -39,13 +39,23 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.execution import WithRemote, remote_budget_error
 from gdal_mcp.execution.common import (
+    BUDGET_INTERVAL,
     PROGRESS_INTERVAL,
     classify,
     engine_function,
-    network_allowed,
+    job_progress,
+    no_sidecar_probes,
     quiet_libraries,
     set_gdal_environment,
+    upload_output,
+)
+from gdal_mcp.execution.dask_confine import (
+    _address,
+    _layered,
+    _task_tmp,
+    confine_executor,
 )
 
 log = logging.getLogger("gdal_mcp.execution.dask_worker")
@@ -58,6 +68,8 @@ CANCEL_CHECK_INTERVAL = 0.1
 ATTEMPT_PREFIX = ".attempt-"
 #: the error a second attempt of a job gives (its first worker died while running it)
 RERUN_MESSAGE = "the Dask worker running this job died; a job is never run twice, since it may have had effects"
+#: the directory of a job's attempt directory its tiles spill their arrays into (dask_tiles.SPILL_BYTES)
+SPILL_DIR = ".tiles"
 #: tile tasks in flight per cluster thread: bounds what finished tiles waiting to be assembled hold (spilled arrays
 #: hold page cache, not worker memory). 2 starved the other workers while the job's writer was busy (2 workers,
 #: 3 x 18300^2 nearest reproject: 3.65 s; 4: 3.47 s)
@@ -67,7 +79,6 @@ TILES_PER_THREAD = 4
 #: SPILL_DIR) rather than Dask's comms, which would pass every tile through the job worker's event loop. Measured
 #: on 2 cores, 3 x 18300^2 uint16 reprojected in 88 tiles by 2 workers: 6.2 s spilled, 6.8 s through the comms.
 SPILL_BYTES = 1024 * 1024
-SPILL_DIR = ".tiles"
 #: how many tile arrays this process spilled (for tests and diagnostics)
 spilled = [0]
 #: tiles run before new jobs; quick (metadata) jobs before both
@@ -127,106 +138,6 @@ class WorkerSetup(WorkerPlugin):
 
 #: this worker process's egress proxy (with an allow-list), kept alive with the process
 _egress: list[Any] = [None]
-
-
-# ----- confinement of the threads that run tasks ----------------------------------------------------------
-#: this process's confinement: None before WorkerSetup ran, else a description (see confinement_state)
-_confinement: list[str | None] = [None]
-
-
-def confinement_state() -> str | None:
-    """How this Dask worker runs gdal-mcp's tasks: 'confined: …', 'unconfined: …', or None (not set up yet)."""
-    return _confinement[0]
-
-
-def confine_executor(worker: Any, config: dict[str, Any]) -> None:
-    """Replace the worker's default executor by one whose threads confine themselves (gdal_mcp.execution.confine) before they
-    take their first task: every task of this worker (jobs, tiles, anything a client submits) runs confined, while
-    the worker's own event loop (its connections to the scheduler and the other workers) is not.
-
-    A Dask worker is a running, multi-threaded process when its plugins are set up, and Landlock confines the
-    calling thread and what it starts: hence per thread. Raises RuntimeError where the kernel cannot confine and the
-    server did not accept running unconfined (the server's start-up then fails, naming this worker)."""
-    import tempfile
-
-    from distributed.threadpoolexecutor import ThreadPoolExecutor
-
-    from gdal_mcp.execution import confine
-
-    if not config.get("confine", True):
-        _confinement[0] = "unconfined: the server runs with --allow-unconfined"
-        return
-    if confine.abi() < confine.MIN_ABI:
-        _confinement[0] = confine.status()
-        if config.get("allow_unconfined"):
-            log.warning("Dask worker %s runs gdal-mcp's tasks UNCONFINED (%s; --allow-unconfined)", _address(), _confinement[0])
-            return
-        raise RuntimeError(
-            f"Dask worker {_address()}: this kernel cannot confine the threads that run GDAL "
-            f"({_confinement[0]}); run workers on Linux >= 5.19 with Landlock, or start the server with "
-            "--allow-unconfined (see SECURITY.md)"
-        )
-    tmp = tempfile.mkdtemp(prefix="gdal-mcp-dask-")
-    os.environ["CPL_TMPDIR"] = os.environ["PROJ_USER_WRITABLE_DIRECTORY"] = tmp
-    policy = confine.worker_policy(
-        config["roots"],
-        tmp,
-        read_only=bool(config.get("read_only")),
-        network=network_allowed(config),
-        proxy_port=config.get("egress_port"),
-    )
-    # Confine a throwaway thread first: a policy the kernel refuses fails here, at set-up, not in a task thread.
-    failure: list[BaseException] = []
-    probe = threading.Thread(target=lambda: _try(confine.confine, policy, failure), name="gdal-mcp-confine-check")
-    probe.start()
-    probe.join()
-    if failure:
-        raise RuntimeError(f"Dask worker {_address()}: confining its task threads failed: {failure[0]}")
-
-    class ConfinedThreadPoolExecutor(ThreadPoolExecutor):
-        """Dask's executor (secede/rejoin included) whose every thread confines itself first. (The name must hold
-        "ThreadPoolExecutor": Dask runs tasks with their context variables, get_worker() among them, only then.)"""
-
-        def _adjust_thread_count(self) -> None:
-            from distributed import threadpoolexecutor as tpe
-
-            if len(self._threads) < self._max_workers:
-                t = threading.Thread(
-                    target=_confined_thread,
-                    args=(policy, tpe._worker, self, self._work_queue),
-                    name=f"{self._thread_name_prefix}-{os.getpid()}-{next(self._counter)}",
-                    daemon=True,
-                )
-                self._threads.add(t)
-                t.start()
-
-    old = worker.executors.get("default")
-    threads = getattr(old, "_max_workers", None) or worker.state.nthreads
-    worker.executors["default"] = ConfinedThreadPoolExecutor(max_workers=threads, thread_name_prefix="Dask-Confined-Threads")
-    if old is not None and old is not worker.executors.get("offload"):
-        old.shutdown(wait=False)
-    _confinement[0] = f"confined: {confine.status()}"
-    _task_tmp[0] = tmp
-
-
-def _try(fn: Callable[..., Any], arg: Any, failure: list[BaseException]) -> None:
-    try:
-        fn(arg)
-    except BaseException as e:  # noqa: BLE001 - reported by the caller
-        failure.append(e)
-
-
-def _confined_thread(policy: Any, run: Callable[..., Any], *args: Any) -> None:
-    """A task thread: confined before it takes any task. One that cannot be confined ends its process (its nanny
-    starts a fresh one): a task never runs unconfined."""
-    from gdal_mcp.execution import confine
-
-    try:
-        confine.confine(policy)
-    except BaseException as e:  # noqa: BLE001
-        log.critical("a Dask task thread could not be confined (%s); stopping this worker", e)
-        os._exit(3)
-    run(*args)
 
 
 #: imported when a worker joins (WorkerSetup), besides the local worker's PRELOAD: the modules of the tile-parallel
@@ -315,7 +226,7 @@ def worker_pid() -> int:
 
 
 # ----- sandbox on the worker --------------------------------------------------------------------------
-_sandboxes: dict[tuple[tuple[str, ...], bool, tuple[str, ...]], Any] = {}
+_sandboxes: dict[tuple[tuple[str, ...], bool, tuple[str, ...], str], Any] = {}
 _sandbox_lock = threading.Lock()
 
 
@@ -324,7 +235,12 @@ def _sandbox(config: dict[str, Any]) -> Any:
     from gdal_mcp.engine import guard
     from gdal_mcp.sandbox import Sandbox
 
-    key = (tuple(config["roots"]), bool(config.get("allow_network", False)), tuple(config.get("allow_remote") or ()))
+    key = (
+        tuple(config["roots"]),
+        bool(config.get("allow_network", False)),
+        tuple(config.get("allow_remote") or ()),
+        str(config.get("bucket") or ""),
+    )
     with _sandbox_lock:
         sandbox = _sandboxes.get(key)
         if sandbox is None:
@@ -342,24 +258,14 @@ def _sandbox(config: dict[str, Any]) -> Any:
     return sandbox
 
 
-def _address() -> str:
-    try:
-        from distributed import get_worker
-
-        return str(get_worker().address)
-    except Exception:  # noqa: BLE001 - not in a worker (a direct call in a test)
-        return f"pid {os.getpid()}"
-
-
 # ----- attempt directories -------------------------------------------------------------------------------
 def _attempt_output(job: Any) -> tuple[Any, Path | None]:
     """The job writing into a fresh attempt directory inside its temporary output directory (None: the job
     writes no new file, e.g. an in-place edit)."""
     from gdal_mcp.sandbox import TMP_DIR_RE
 
-    name = job.OUTPUT
-    dst = getattr(job, name, None) if name else None
-    if not isinstance(dst, str) or not dst:
+    dst = _output_path(job)
+    if dst is None:
         return job, None
     target = Path(dst)
     if not TMP_DIR_RE.fullmatch(target.parent.name):
@@ -370,6 +276,23 @@ def _attempt_output(job: Any) -> tuple[Any, Path | None]:
     except FileNotFoundError:
         raise GdalMcpError("cancelled", "the job's temporary output directory is gone: the server gave up on the job") from None
     return job.writing_to(str(attempt / target.name)), attempt
+
+
+def _output_path(job: Any) -> str | None:
+    value = getattr(job, job.OUTPUT, None) if job.OUTPUT else None
+    return value if isinstance(value, str) and value else None
+
+
+def _own_output(job: Any) -> tuple[Any, Path]:
+    """The job writing into a fresh directory of this worker's own (in its private temporary directory once its task
+    threads are confined), for an output this worker uploads (Job.upload): the caller removes the directory."""
+    import tempfile
+
+    dst = _output_path(job)
+    if dst is None:
+        raise GdalMcpError("internal-error", f"{type(job).__name__} has an upload but writes no file")
+    directory = Path(tempfile.mkdtemp(prefix="gdal-mcp-output-", dir=_task_tmp[0]))
+    return job.writing_to(str(directory / Path(dst).name)), directory
 
 
 def _finish_attempt(attempt: Path) -> None:
@@ -501,11 +424,12 @@ class _JobContext:
     """Progress and cancellation of one job on this worker, shared with the tiles' mapper (and, through _stops, with
     the job's tiles that run in this process)."""
 
-    def __init__(self, job_id: str, worker: Any, client: Any) -> None:
+    def __init__(self, job_id: str, worker: Any, client: Any, budget: int | None = None) -> None:
         self.job_id = job_id
         self.worker = worker
         _stops.watch(job_id, client)
         self._last_progress = 0.0
+        self.remote = _RemoteCount(budget)
 
     def publish(self, kind: str, **fields: Any) -> None:
         self.worker.log_event(PROGRESS_TOPIC, {"job": self.job_id, "kind": kind, **fields})
@@ -518,8 +442,52 @@ class _JobContext:
         self.check_cancel()
 
     def check_cancel(self) -> None:
-        """Raise if the server cancelled the job (asked the scheduler at most every CANCEL_CHECK_INTERVAL)."""
+        """Raise if the server cancelled the job (asked the scheduler at most every CANCEL_CHECK_INTERVAL), or if it has
+        fetched more than its remote byte budget."""
         _stops.check(self.job_id)
+        self.remote.check()
+
+
+class _RemoteCount:
+    """What a job fetched from remote locations on a Dask cluster: GDAL's network statistics are per process and
+    several tasks share a worker process, so they count by difference (engine/remote_io.since) over the job's task in
+    its process, plus what each of its tiles that ran in another process reported. Reads of other jobs' tasks that
+    ran in the same processes meanwhile are counted too: an upper bound, and the byte budget stops a job early rather
+    than late (the local pool counts exactly: one job per process)."""
+
+    def __init__(self, budget: int | None) -> None:
+        from gdal_mcp.engine import remote_io
+
+        self.budget = budget
+        remote_io.clear_cache()  # nothing another job read (or found missing) is served from GDAL's cache
+        self.before = remote_io.reading()
+        self.tiles = [0, 0, 0]  # requests, bytes, files of tiles elsewhere
+        self._checked = 0.0
+
+    def add(self, figures: dict[str, int]) -> None:
+        for i, name in enumerate(("requests", "bytes", "files")):
+            self.tiles[i] += int(figures.get(name, 0))
+
+    def figures(self) -> dict[str, int] | None:
+        from gdal_mcp.engine import remote_io
+
+        if self.before is None:
+            return None
+        own = remote_io.since(self.before)
+        requests, downloaded, files = self.tiles
+        if own is not None:
+            requests, downloaded, files = requests + own.requests, downloaded + own.bytes, files + own.files
+        return {"requests": requests, "bytes": downloaded, "files": files} if requests else None
+
+    def check(self, *, final: bool = False) -> None:
+        """remote_budget_error once the job fetched more than its budget (measured every BUDGET_INTERVAL at most)."""
+        now = time.monotonic()
+        if not self.budget or self.before is None or (not final and now - self._checked < BUDGET_INTERVAL):
+            return
+        self._checked = now
+        figures = self.figures()
+        if figures is not None and figures["bytes"] > self.budget:
+            raise remote_budget_error(self.budget, figures["bytes"])
 
 
 def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
@@ -534,27 +502,43 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
     if started.is_set():
         return ("error", "internal-error", RERUN_MESSAGE)
     started.set()
-    ctx = _JobContext(job_id, worker, client)
+    ctx = _JobContext(job_id, worker, client, config.get("max_remote_bytes"))
     ctx.publish("started", address=str(worker.address), pid=os.getpid())
     attempt: Path | None = None
     try:
         ctx.check_cancel()
-        func = engine_function(job)
+        with no_sidecar_probes(job):  # identifying a remote input's format opens it too
+            func = engine_function(job)
         sandbox = _sandbox(config)
-        sandbox.check_referenced(job.paths(), what="job path")
-        job, attempt = _attempt_output(job)
+        if job.upload:
+            # Its output goes to object storage: written in a directory of this worker's own, uploaded from there in
+            # this task. The server's temporary path is not checked (this worker need not see the server's files).
+            sandbox.check_referenced([p for p in job.paths() if p != _output_path(job)], what="job path")
+            job, attempt = _own_output(job)
+        else:
+            sandbox.check_referenced(job.paths(), what="job path")
+            job, attempt = _attempt_output(job)
         # Where this job may write (its output now goes to its attempt directory; a file it changes in place);
         # nothing else. Its own thread and its tiles' are confined so (_layered); without confinement, as before.
         writable = job.writable()
         layered = _task_tmp[0] is not None
+        # Tiles share the job's directory only where it is on the file system every worker shares: then large tile
+        # arrays travel as files there, and raw GTiff tiles write where they ran; else both go through Dask's comms.
+        shared = attempt is not None and not job.upload
         mapper = DaskMapper(
-            config, ctx, scratch=attempt / SPILL_DIR if attempt is not None else None, writable=writable, layered=layered
+            config,
+            ctx,
+            scratch=attempt / SPILL_DIR if shared and attempt is not None else None,
+            writable=writable if not job.upload else [],
+            layered=layered,
+            shared_files=shared or attempt is None,
         )
         kwargs = job.kwargs()
+        progress = job_progress(job, ctx.progress)
 
         def work() -> Any:
-            with tiles.using(mapper):
-                return func(**kwargs, progress=ctx.progress)
+            with tiles.using(mapper), no_sidecar_probes(job):
+                return func(**kwargs, progress=progress)
 
         if layered:
             from distributed import rejoin, secede
@@ -566,10 +550,14 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
                 rejoin()
         else:
             result = work()
-        if attempt is not None:
+        ctx.remote.check(final=True)
+        if job.upload:
+            upload_output(job, ctx.progress)  # a cancel stops it at its next chunk, and removes what it uploaded
+        elif attempt is not None:
             _finish_attempt(attempt)
             attempt = None
-        return ("result", result)
+        figures = ctx.remote.figures()
+        return ("result", result if figures is None else WithRemote(result, figures))
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a structured reply
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
@@ -626,6 +614,7 @@ def run_tile(
     writable: list[str] | None = None,
     job_id: str | None = None,
     call: str | None = None,
+    home: str | None = None,
 ) -> Any:
     """The Dask task of one tile: the tile function imported by name (a gdal_mcp.engine module-level function,
     like jobs), under the job's sandbox guard, on a thread that may write only `writable` (the job's attempt
@@ -651,28 +640,25 @@ def run_tile(
         with tiles.stopping_by(check):
             return fn(item)
 
+    from gdal_mcp.engine import remote_io
+
+    before = remote_io.reading() if home is not None and home != _address() else None
     with _stops.tile(call or job_id):
         check()
         result = _layered(work, writable) if writable is not None else work()
         check()
-        return _spill(result, scratch) if scratch is not None else result
+        result = _spill(result, scratch) if scratch is not None else result
+    # A tile that ran outside its job's process says what it fetched (the job's own process counts its tiles there)
+    figures = remote_io.since(before) if before is not None else None
+    return _TileReads(result, figures.model_dump()) if figures is not None else result
 
 
-#: this process's private temporary directory once its task threads are confined (confine_executor), else None
-_task_tmp: list[str | None] = [None]
+@dataclass(frozen=True)
+class _TileReads:
+    """A tile's result, with what it fetched remotely in a process other than its job's (_RemoteCount)."""
 
-
-def _layered(fn: Callable[[], Any], writable: list[str]) -> Any:
-    """fn() on a fresh thread that may write only `writable` and this worker's private temporary directory (one more
-    Landlock layer: gdal_mcp.execution.confine.restrict_writes), with this thread's context variables (get_worker()). A
-    task thread runs many tasks, and a Landlock layer cannot be taken off a thread: hence a thread per task. As
-    fn() itself where the task threads are not confined."""
-    tmp = _task_tmp[0]
-    if tmp is None:
-        return fn()
-    from gdal_mcp.execution import confine
-
-    return confine.on_write_layer_thread(fn, [*writable, tmp], name="gdal-mcp-dask-job")
+    value: Any
+    remote: dict[str, int]
 
 
 class DaskMapper:
@@ -687,8 +673,11 @@ class DaskMapper:
         scratch: Path | None = None,
         writable: list[str] | None = None,
         layered: bool = False,
+        shared_files: bool = True,
     ) -> None:
         self.config = config
+        #: whether the job's output directory is on the file system every worker shares (tiles may write into it)
+        self.shared_files = shared_files
         self.ctx = ctx
         self.scratch = str(scratch) if scratch is not None else None
         #: where the tiles may write (the job's attempt directory); None: as the task thread may
@@ -724,6 +713,7 @@ class DaskMapper:
                         self.writable,
                         self.ctx.job_id,
                         stops,
+                        str(self.ctx.worker.address),
                         pure=False,
                         retries=0,
                         priority=TILE_PRIORITY,
@@ -743,7 +733,11 @@ class DaskMapper:
                     self.ctx.check_cancel()
                     for future in done:
                         i = pending.pop(future)
-                        result = _unspill(future.result())
+                        result = future.result()
+                        if isinstance(result, _TileReads):
+                            self.ctx.remote.add(result.remote)
+                            result = result.value
+                        result = _unspill(result)
                         future.release()
                         submit_more()
                         yield i, result

@@ -19,6 +19,7 @@ from gdal_mcp.execution.common import (
     PROGRESS_INTERVAL,
     classify,
     engine_function,
+    job_progress,
     network_allowed,
     only_remote,
     preload,
@@ -26,6 +27,7 @@ from gdal_mcp.execution.common import (
     remote_finish,
     remote_start,
     set_gdal_environment,
+    upload_output,
     watch_remote_budget,
 )
 
@@ -111,7 +113,7 @@ def confine_worker(config: dict[str, Any]) -> bool:
     if not config.get("confine", False):
         return False
     policy = confine.worker_policy(
-        config["roots"],
+        [*config["roots"], *([config["scratch"]] if config.get("scratch") else [])],
         config.get("tmp"),
         read_only=bool(config.get("read_only")),
         network=network_allowed(config),
@@ -204,21 +206,24 @@ def main(conn: Any) -> None:
         running = [True]
         try:
             remote_start(config)  # before engine_function: identifying a remote input's format reads it too
-            func = engine_function(job)
-
-            def still_running(flag: list[bool] = running) -> bool:
-                return flag[0]
-
-            watch_remote_budget(config, still_running, _stop_for_remote_budget)
             readdir = os.environ.get("GDAL_DISABLE_READDIR_ON_OPEN")
             if only_remote(job):  # no sidecar probes (~40 HEAD requests per open): remote data carries no world files
                 os.environ["GDAL_DISABLE_READDIR_ON_OPEN"] = "EMPTY_DIR"
             try:
+                func = engine_function(job)
+
+                def still_running(flag: list[bool] = running) -> bool:
+                    return flag[0]
+
+                watch_remote_budget(config, still_running, _stop_for_remote_budget)
+                own = job_progress(job, progress)
                 if confined:
                     writable = [*([config["tmp"]] if config.get("tmp") else []), *job.writable()]
-                    result = run_in_job_thread(func, {**job.kwargs(), "progress": progress}, writable)
+                    result = run_in_job_thread(func, {**job.kwargs(), "progress": own}, writable)
                 else:
-                    result = func(**job.kwargs(), progress=progress)
+                    result = func(**job.kwargs(), progress=own)
+                if job.upload:  # its output goes to object storage: uploaded from here, where it was written
+                    upload_output(job, progress)
             finally:
                 running[0] = False
                 if readdir is not None:

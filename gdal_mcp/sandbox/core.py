@@ -11,7 +11,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox import inputs as _inputs
@@ -64,11 +64,18 @@ class Sandbox:
 
     @classmethod
     def for_worker(cls, config: Mapping[str, object]) -> Sandbox:
-        """The sandbox of a worker, from the config the server gives it (roots with the scratch directory, allow_network,
-        allow_remote with the bucket workspace)."""
-        roots: Any = config["roots"]
+        """The sandbox of a worker, from the config the server gives it (roots, the scratch directory of a local
+        worker, allow_network, allow_remote with the bucket workspace, and the bucket: then there may be no roots)."""
+        scratch = config.get("scratch")
+        roots: list[Any] = [*cast(Iterable[Any], config["roots"]), *([scratch] if scratch else [])]
         remote: Any = config.get("allow_remote") or ()
-        return cls(roots, allow_network=bool(config.get("allow_network")), allow_remote=tuple(remote))
+        bucket = config.get("bucket")
+        return cls(
+            roots,
+            allow_network=bool(config.get("allow_network")),
+            allow_remote=tuple(remote),
+            bucket=str(bucket) if bucket else None,
+        )
 
     def bucket_location(self, path: str, *, what: str = "path") -> _remote.Location | None:
         """The object a workspace-relative path names in the bucket workspace; None without one (or for an absolute

@@ -44,6 +44,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("gdal_mcp.sandbox")
 
 
+def upload_plan(directory: str, name: str, destination: str) -> tuple[list[str], list[str]]:
+    """(local files, their object paths) of an output the job wrote as `directory`/`name` and that goes to the object
+    `destination` ('/vsis3/bucket/key'): the files beside it (its side files) first, the dataset's own file last, each
+    to the key of the same name in `destination`'s folder. Regular files only: no links, no directories, no owner marker.
+    Run by the worker that ran the job (execution/common.upload_output)."""
+    items = sorted(
+        (p for p in Path(directory).iterdir() if p.name != OWNER_FILE and p.is_file() and not p.is_symlink()),
+        key=lambda p: (p.name == name, p.name),
+    )
+    if not items or items[-1].name != name:
+        raise GdalMcpError("internal-error", f"the job wrote no file for {remote.shown(destination)}")
+    folder = destination.rsplit("/", 1)[0]
+    return [str(p) for p in items], [f"{folder}/{p.name}" for p in items]
+
+
 @dataclass
 class OutputTarget:
     """Where a job writes (`tmp_path`) and where the result lands on success (`final`).
@@ -62,8 +77,9 @@ class OutputTarget:
     overwrite: bool = False
     #: the output is a directory the job creates at tmp_path (see the module docstring)
     directory: bool = False
-    #: an object-storage output ('/vsis3/bucket/key'): the job writes into tmp_dir as usual, and the files are then
-    #: uploaded (engine/upload.py, run by App.execute in a worker) instead of renamed; `final` is not used
+    #: an object-storage output ('/vsis3/bucket/key'): the job's worker writes it where it can (tmp_dir for a local
+    #: worker, a directory of its own on a Dask worker) and uploads the files it wrote (`upload_plan`, the job's
+    #: `upload`) instead of the server renaming them; `final` is not used
     remote: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _discarded: bool = field(default=False, init=False, repr=False, compare=False)
@@ -72,19 +88,6 @@ class OutputTarget:
     @property
     def tmp_path(self) -> Path:
         return self.tmp_dir / self.final.name
-
-    def uploads(self) -> tuple[list[str], list[str]]:
-        """(local files, their object paths) of a remote output: the side files first, the dataset's own file last."""
-        if self.remote is None or not self.tmp_path.exists():
-            raise GdalMcpError("internal-error", f"the job wrote no file for {self.display}")
-        items = sorted(
-            (p for p in self.tmp_dir.iterdir() if p.name != OWNER_FILE and p.is_file() and not p.is_symlink()),
-            key=lambda p: (p.name == self.final.name, p.name),
-        )
-        if not items or items[-1].name != self.final.name:
-            raise GdalMcpError("internal-error", f"the job wrote no file for {self.display}")
-        folder = self.remote.rsplit("/", 1)[0]
-        return [str(p) for p in items], [f"{folder}/{p.name}" for p in items]
 
     def commit(self) -> list[Path]:
         """Move everything the job wrote (the file and its sidecars) into place; see the class docstring."""

@@ -71,6 +71,14 @@ def is_remote(path: str) -> bool:
     return low.startswith(tuple(VSI_SCHEMES)) or low.startswith(tuple(f"{s}://" for s in URL_SCHEMES))
 
 
+def shown(path: str) -> str:
+    """A remote GDAL path as its URL (/vsis3/b/k -> s3://b/k), for messages; other text as it is."""
+    try:
+        return parse(path).url if is_remote(path) else path
+    except GdalMcpError:
+        return path
+
+
 def parse(text: str, *, what: str = "input") -> Location:
     """The canonical Location of a remote dataset name in any spelling GDAL accepts; invalid-argument or unsupported
     for what cannot be read unambiguously (see the module docstring)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import logging
 import shutil
 import tempfile
@@ -18,7 +19,7 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.execution import REMOTE_READS, Executor, WithRemote
 from gdal_mcp.execution.egress import EgressProxy
 from gdal_mcp.execution.local import LocalExecutor
-from gdal_mcp.jobs import Job, UploadJob
+from gdal_mcp.jobs import Job
 from gdal_mcp.models import ReadsRemote, RemoteReads
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
 from gdal_mcp.sandbox.remote import is_remote
@@ -101,7 +102,7 @@ class App:
         )
         allowed = [e.url.rstrip("/") for e in self.sandbox.remote.entries]  # with the bucket workspace's prefix
         # Local workers: this kernel confines them. Dask workers confine their task threads themselves (and refuse
-        # to run unconfined unless allowed): gdal_mcp.execution.dask_worker.confine_executor.
+        # to run unconfined unless allowed): gdal_mcp.execution.dask_confine.confine_executor.
         self.confined = confinement(settings) if settings.executor == "local" else True
         # With an allow-list, local workers reach the network only through this proxy, which applies the list to every
         # request (redirects, URLs inside datasets): execution/egress.py
@@ -111,7 +112,11 @@ class App:
             else None
         )
         worker_config = {
-            "roots": [str(r) for r in (*self.sandbox.roots, *([self.sandbox.scratch] if self.sandbox.scratch else []))],
+            "roots": [str(r) for r in self.sandbox.roots],
+            # a local worker writes a bucket workspace's outputs there before it uploads them (a Dask worker in a
+            # directory of its own: dask_executor)
+            "scratch": str(self.sandbox.scratch) if self.sandbox.scratch else None,
+            "bucket": settings.bucket,
             "allow_network": settings.allow_network,
             "allow_remote": allowed,
             "max_remote_bytes": settings.max_remote_bytes,
@@ -165,6 +170,8 @@ class App:
                 f"'{self.sandbox.display(remote_changes[0])}' is remote: it cannot be changed in place; write the result to "
                 "a new output instead",
             )
+        if output is not None and output.remote is not None:
+            job = dataclasses.replace(job, upload=output.remote)  # the worker that runs the job uploads its output
         tracker = self.jobs.track(job.FUNC) if self.jobs is not None and not quick else None
 
         async def relay(fraction: float, message: str) -> None:
@@ -186,11 +193,7 @@ class App:
             if isinstance(result, WithRemote):  # the job read remote data: its figures go to the tool's result
                 result = remote_figures(result)
             if output is not None and output.remote is not None:
-                sources, targets = output.uploads()  # an object-storage output: uploaded whole, never replacing one
-                uploaded = await self.executor.run(UploadJob(sources=sources, targets=targets), progress=relay, quick=False)
-                if isinstance(uploaded, WithRemote):
-                    uploaded = remote_figures(uploaded)
-                committed = True
+                committed = True  # an object-storage output: its worker uploaded it (Job.upload), nothing to place here
                 output.discard()
             elif output is not None:
                 placed = await asyncio.to_thread(output.commit)

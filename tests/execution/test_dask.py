@@ -535,7 +535,8 @@ async def test_cancel_stops_the_running_tiles_on_every_worker_and_leaves_nothing
     while await running_tiles(runner) and time.monotonic() - t0 < 30:
         await asyncio.sleep(0.05)
     stopped = time.monotonic() - t0
-    assert stopped < 2.0, f"the cancelled job's tiles ran on for {stopped:.1f} s"
+    # by themselves, before the server's grace for a stuck job ran out (1-2 s on an idle machine, 2.5 s seen loaded)
+    assert stopped < GRACE, f"the cancelled job's tiles ran on for {stopped:.1f} s"
     assert leftovers(dask_ws) == [] and not (dask_ws / "out" / "cancelled_tiles.tif").exists()
     assert await asyncio.to_thread(runner.pids) == pids, "a worker was restarted: the tiles did not stop by themselves"
     info = await runner.run(jobs.RasterInfoJob(path=str(dask_ws / "raster" / "slope.tif")))

@@ -572,7 +572,8 @@ def write_tiles(
         source=source,
     ) as target:
         raw = None
-        if not target.staged and rawtiff.eligible(driver, target.options):
+        # (tiles write a raw GTiff where they run: only where they all see the output's directory)
+        if not target.staged and rawtiff.eligible(driver, target.options) and tiles.share_files():
             raw = rawtiff.create(target.path, target.profile, prepare)
             if raw is not None and not all(raw.fits(w) for w in windows):
                 os.remove(target.path)

@@ -286,7 +286,8 @@ async def test_a_redirect_out_of_the_list_is_refused_by_the_egress_proxy(server,
 
 async def test_dask_workers_read_allowed_locations_through_their_own_egress_proxy(remote) -> None:
     """The Dask executor with an allow-list: each worker runs its own egress proxy and its task threads are confined
-    to that port, so a redirect out of the list is refused there as on the local pool."""
+    to that port, so a redirect out of the list is refused there as on the local pool. Results say what they fetched
+    (the server's request log agrees), and the byte budget holds."""
     pytest.importorskip("distributed")
     http, local, ws = remote
     with RangeServer(local.parent) as other:
@@ -294,13 +295,21 @@ async def test_dask_workers_read_allowed_locations_through_their_own_egress_prox
         mcp, app = build_server(
             Settings(
                 workspaces=(ws,), executor="dask", dask_scheduler="local:1", timeout=60, confirm="never",
-                allow_remote=(f"{http.url}/cogs-allowed", f"{http.url}/big.tif"),
+                allow_remote=(f"{http.url}/cogs-allowed", f"{http.url}/big.tif"), max_remote_bytes=300_000,
             )
         )  # fmt: skip
         try:
             async with Client(mcp) as client:
+                http.log.clear()
                 err, info = await call(client, "raster_info", path=f"{http.url}/big.tif")
                 assert not err and info["width"] == SIZE, info
+                # every byte the server sent (GDAL's probe of big.tif.vat.dbf, outside the list, is a request the
+                # worker's proxy answered itself)
+                requests, sent = http.log.sent()
+                assert info["remote"]["bytes"] == sent and 0 < sent <= 300_000, http.log.entries
+                assert requests <= info["remote"]["requests"] <= requests + 1
+                err, content = await call(client, "raster_stats", input=f"{http.url}/big.tif")  # every pixel: ~30 MB
+                assert err and content["error"]["code"] == "resource-limit", content
                 err, content = await call(client, "raster_info", path=f"{http.url}/cogs-allowed/y.tif")
                 assert err and content["error"]["code"] == "out-of-root", content
                 err, content = await call(client, "raster_info", path=f"{other.url}/big.tif")
