@@ -40,6 +40,17 @@ def _env_bool(name: str) -> bool:
     return (_env(name) or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def _profiles(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """--remote-profile LOCATION=NAME values as (location, name) pairs (the name after the last '=')."""
+    pairs = []
+    for value in values:
+        location, sep, name = value.strip().rpartition("=")
+        if not sep or not location or not name:
+            raise SystemExit(f"gdal-mcp: --remote-profile {value!r}: give LOCATION=NAME, e.g. s3://team-bucket=analytics")
+        pairs.append((location.strip(), name.strip()))
+    return tuple(pairs)
+
+
 def versions() -> str:
     """Version line of gdal-mcp and the geospatial libraries it bundles."""
     import warnings
@@ -210,6 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(AWS_*, GOOGLE_*, AZURE_*) [GDAL_MCP_ALLOW_REMOTE=url,url]",
     )
     p.add_argument(
+        "--remote-profile",
+        action="append",
+        metavar="LOCATION=NAME",
+        help="read and write an allowed s3://bucket[/prefix] with the keys of the AWS profile NAME (from the AWS shared "
+        "credentials file of the machine each worker runs on); repeat for more. Without it, AWS_PROFILE or AWS_* of "
+        "the environment [GDAL_MCP_REMOTE_PROFILE=location=name,location=name]",
+    )
+    p.add_argument(
         "--max-remote-bytes",
         default=_env("MAX_REMOTE_BYTES", "1G"),
         metavar="SIZE",
@@ -294,6 +313,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         log_level=args.log_level.upper(),
         allow_network=args.allow_network,
         allow_remote=tuple(r.strip() for r in (args.allow_remote or (_env("ALLOW_REMOTE") or "").split(",")) if r.strip()),
+        remote_profiles=_profiles(args.remote_profile or [p for p in (_env("REMOTE_PROFILE") or "").split(",") if p.strip()]),
         allow_unconfined=args.allow_unconfined,
         allow_origins=tuple(origins),
         allow_hosts=tuple(hosts),

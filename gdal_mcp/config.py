@@ -30,6 +30,9 @@ class Settings:
     allow_remote: tuple[str, ...] = ()
     # A workspace in object storage (--workspace s3://bucket/prefix): relative paths name its objects
     bucket: str | None = None
+    # The AWS profile whose keys a bucket (or a prefix of one) is read and written with (--remote-profile LOCATION=NAME):
+    # ((s3 location, profile name), …); read by each worker from its machine's AWS files (credentials.load_profiles)
+    remote_profiles: tuple[tuple[str, str], ...] = ()
     # Most bytes one job may download from remote locations (--max-remote-bytes); None: no limit
     max_remote_bytes: int | None = GiB
     # Run GDAL unconfined where the kernel cannot confine the workers (no Landlock): refused unless the operator says so
@@ -63,6 +66,7 @@ class Settings:
 
         for entry in (*self.allow_remote, *([self.bucket] if self.bucket else [])):
             parse_allowed(entry)  # ValueError naming what is wrong with it
+        self._check_profiles()
         if self.bucket and not self.bucket.lower().startswith("s3://"):
             raise ValueError(f"--workspace {self.bucket}: only s3:// buckets can be workspaces")
         if self.confirm not in CONFIRM_POLICIES:
@@ -76,6 +80,25 @@ class Settings:
                     "(tcp://host:8786), or local:N to start N local worker processes"
                 )
             local_workers(self.dask_scheduler)  # a malformed local:N fails here
+
+    def _check_profiles(self) -> None:
+        from gdal_mcp.credentials import PROFILE_NAME
+        from gdal_mcp.sandbox.remote import AllowList, parse_allowed
+
+        allowed = AllowList((*self.allow_remote, *([self.bucket] if self.bucket else [])))
+        for location, name in self.remote_profiles:
+            where = parse_allowed(location)
+            if where.scheme != "s3":
+                raise ValueError(f"--remote-profile {location}={name}: profiles are AWS's: give an s3:// location")
+            if not PROFILE_NAME.match(name):
+                raise ValueError(f"--remote-profile {location}={name}: not a profile name")
+            try:
+                allowed.check(where.url, what="--remote-profile")
+            except Exception:  # noqa: BLE001 - GdalMcpError: not allowed
+                raise ValueError(
+                    f"--remote-profile {location}={name}: {location} is not among the allowed remote locations "
+                    "(--allow-remote, or the bucket workspace)"
+                ) from None
 
 
 def local_workers(scheduler: str) -> int | None:

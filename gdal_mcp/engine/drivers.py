@@ -42,7 +42,17 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "VSINetworkStatsGetAsSerializedJSON": (c.c_void_p, [c.c_void_p]),
     "VSIFree": (None, [c.c_void_p]),
     "VSICurlClearCache": (None, []),
+    # credentials of one bucket (credentials.load_profiles)
+    "VSISetPathSpecificOption": (None, [c.c_char_p, c.c_char_p, c.c_char_p]),
 }
+#: (path prefix, option, value) set in every bundled GDAL as it is restricted (set_path_options)
+_path_options: list[tuple[str, str, str]] = []
+
+
+def set_path_options(options: list[tuple[str, str, str]]) -> None:
+    """Options of some paths only (a bucket's credentials), for both GDALs: before `restrict()`, which sets them in
+    rasterio's GDAL and, when it loads, pyogrio's."""
+    _path_options[:] = options
 
 
 @functools.lru_cache(maxsize=4)
@@ -88,6 +98,8 @@ def restrict_library(path: str, *, register: bool = True) -> list[str]:
         skip = [n for n in (lib.CPLGetConfigOption(b"GDAL_SKIP", b"") or b"").decode().split(",") if n]
         lib.CPLSetConfigOption(b"GDAL_SKIP", ",".join(dict.fromkeys([*skip, *(n for n, _ in denied)])).encode())
         _counts[path] = lib.GDALGetDriverCount()
+        for prefix, option, value in _path_options:
+            lib.VSISetPathSpecificOption(prefix.encode(), option.encode(), value.encode())
         return names
 
 

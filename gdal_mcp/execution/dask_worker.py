@@ -126,12 +126,19 @@ class WorkerSetup(WorkerPlugin):
             from gdal_mcp.execution.egress import spawn
 
             _egress[0], self.config["egress_port"], self.config["egress_token"] = spawn(self.config["allow_remote"])
+        from gdal_mcp.credentials import load_profiles
+
+        try:
+            profiles = load_profiles(self.config)  # this machine's AWS profiles, before the task threads are confined
+        except ValueError as e:
+            raise RuntimeError(f"Dask worker {_address()}: {e}") from None
         set_gdal_environment(self.config)
         quiet_libraries()
         tune_malloc()
         preload()
         from gdal_mcp.engine import drivers
 
+        drivers.set_path_options(profiles)  # a bucket's own credentials, in both GDALs
         drivers.restrict()  # the driver allow-list (gdal_mcp.formats), before any task opens a file
         confine_executor(worker, self.config)
 

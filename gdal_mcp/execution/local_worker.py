@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from gdal_mcp.credentials import load_profiles
 from gdal_mcp.execution import EXIT_REMOTE_BUDGET
 from gdal_mcp.execution.common import (
     PROGRESS_INTERVAL,
@@ -169,6 +170,13 @@ def _stop_for_remote_budget(used: int) -> None:
 def main(conn: Any) -> None:
     """Serve jobs on `conn` until the server closes it."""
     config = pickle.loads(conn.recv_bytes())
+    try:
+        # the operator's AWS profiles, read while this process still may (its HOME and its confinement change next)
+        profiles = load_profiles(config)
+    except ValueError as e:
+        sys.stderr.write(f"gdal-mcp worker: {e}; exiting\n")
+        sys.stderr.flush()
+        os._exit(3)
     _configure_environment(config)
     confined = confine_worker(config)  # before any thread: Landlock confines the calling thread and what it starts
     _exit_with_server(conn)
@@ -177,6 +185,7 @@ def main(conn: Any) -> None:
     preload(("gdal_mcp.engine.guard", "gdal_mcp.sandbox", "gdal_mcp.engine.drivers"))
     from gdal_mcp.engine import drivers
 
+    drivers.set_path_options(profiles)  # a bucket's own credentials, in both GDALs
     drivers.restrict()  # the driver allow-list (gdal_mcp.formats), before any job opens a file
     from gdal_mcp.engine import guard
     from gdal_mcp.sandbox import Sandbox

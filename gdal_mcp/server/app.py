@@ -50,6 +50,16 @@ def _dask_executor(settings: Settings, worker_config: dict[str, Any]) -> DaskExe
     )
 
 
+def _check_profiles(worker_config: dict[str, Any]) -> None:
+    """The AWS profiles the local workers will read exist with keys (ValueError naming the profile and the files, at
+    start-up rather than in a worker). Nothing read is kept. (Dask workers check their own machine's at set-up.)"""
+    from gdal_mcp.credentials import default_profile, read_profile
+
+    names = [str(name) for _, name in worker_config.get("remote_profiles") or ()]
+    for name in dict.fromkeys([*names, *filter(None, [default_profile(worker_config)])]):
+        read_profile(name)
+
+
 def confinement(settings: Settings) -> bool:
     """Whether the workers will be confined by the kernel (gdal_mcp.execution.confine). Where the kernel cannot, the server
     refuses to start (ValueError) unless the operator accepted running unconfined (--allow-unconfined); then it
@@ -117,6 +127,7 @@ class App:
             # directory of its own: dask_executor)
             "scratch": str(self.sandbox.scratch) if self.sandbox.scratch else None,
             "bucket": settings.bucket,
+            "remote_profiles": [list(p) for p in settings.remote_profiles],
             "allow_network": settings.allow_network,
             "allow_remote": allowed,
             "max_remote_bytes": settings.max_remote_bytes,
@@ -128,6 +139,8 @@ class App:
             "allow_unconfined": settings.allow_unconfined,
             "read_only": settings.read_only,
         }
+        if settings.executor == "local":
+            _check_profiles(worker_config)
         self.executor: Executor
         if settings.executor == "dask":
             self.executor = _dask_executor(settings, worker_config)

@@ -1,0 +1,213 @@
+"""Named AWS profiles per bucket (`--remote-profile s3://bucket=NAME`, issue 27) through an MCP client: each bucket is
+read and written with its own profile's keys, taken from the AWS shared credentials file by the workers before they
+confine themselves; no key appears in a result or an error; a profile that cannot be read, or a location that is not
+allowed, stops the server at start-up.
+
+Attack classes: credential confusion (a bucket reached with another bucket's keys) and credential disclosure (a key in
+a result, an error or the audit log). The local S3 (moto) does not check signatures, so a relay in front of it records
+the access key id of every request's Authorization header.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from gdal_mcp.config import Settings
+from gdal_mcp.credentials import load_profiles, read_profile, redact
+from gdal_mcp.server.build import build_server
+from tests.helpers import DATA, call
+from tests.remote_servers import environment, local_s3
+
+RGB = DATA / "raster" / "RGB.byte.tif"
+KEYS = {
+    "alpha-team": ("AKIAALPHAPROFILE0001", "alpha-secret-never-printed-0123456789"),
+    "beta-team": ("AKIABETAPROFILE00002", "beta-secret-never-printed-9876543210"),
+}
+
+
+class Relay:
+    """Forwards every request to `upstream` (host:port) and records (method, path, access key id)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+        relay = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                key = re.search(r"Credential=([A-Z0-9]+)/", self.headers.get("Authorization", ""))
+                relay.seen.append((self.command, self.path, key.group(1) if key else ""))
+                conn = http.client.HTTPConnection(upstream, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "proxy-connection")}
+                conn.request(self.command, self.path, body=body or None, headers=headers)
+                answer = conn.getresponse()
+                data = answer.read()
+                self.send_response(answer.status)
+                for k, v in answer.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def keys(self, bucket: str) -> set[str]:
+        return {k for _, path, k in self.seen if path.startswith(f"/{bucket}/") or path.startswith(f"/{bucket}?")}
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _credentials_file(path: Path) -> Path:
+    path.write_text(
+        "".join(
+            f"[{name}]\naws_access_key_id = {kid}\naws_secret_access_key = {secret}\n\n" for name, (kid, secret) in KEYS.items()
+        )
+        + "[sso-only]\nsso_start_url = https://example.org/start\n"
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def buckets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Relay, object]]:
+    import boto3
+
+    home = tmp_path_factory.mktemp("profiles")
+    with local_s3() as (endpoint, env):
+        s3 = boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="setup", aws_secret_access_key="setup", region_name="us-east-1"
+        )
+        for bucket in ("alpha", "beta"):
+            s3.create_bucket(Bucket=bucket)
+            s3.upload_file(str(RGB), bucket, "RGB.byte.tif")
+        relay = Relay(endpoint.removeprefix("http://"))
+        # No key in the environment: only the profiles give any
+        profile_env = {
+            "AWS_SHARED_CREDENTIALS_FILE": str(_credentials_file(home / "credentials")),
+            "AWS_CONFIG_FILE": str(home / "no-config"),
+            "AWS_S3_ENDPOINT": f"127.0.0.1:{relay.port}",
+            "AWS_HTTPS": "NO",
+            "AWS_VIRTUAL_HOSTING": "FALSE",
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "",
+            "AWS_SECRET_ACCESS_KEY": "",
+        }
+        try:
+            with environment(profile_env):
+                yield relay, s3
+        finally:
+            relay.close()
+    del env
+
+
+@pytest.mark.parametrize("executor", ["local", "dask"])
+async def test_each_bucket_is_reached_with_its_own_profiles_keys(buckets, tmp_path: Path, executor: str) -> None:
+    """On the local pool and on Dask workers (which read the profiles in their set-up)."""
+    if executor == "dask":
+        pytest.importorskip("distributed")
+    relay, s3 = buckets
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    mcp, app = build_server(
+        Settings(
+            workspaces=(ws,), workers=1, timeout=60, confirm="never", allow_remote=("s3://alpha", "s3://beta"),
+            remote_profiles=(("s3://alpha", "alpha-team"), ("s3://beta", "beta-team")), executor=executor,
+            dask_scheduler="local:1" if executor == "dask" else None,
+        )
+    )  # fmt: skip
+    try:
+        async with Client(mcp) as client:
+            relay.seen.clear()
+            err, a = await call(client, "raster_info", path="s3://alpha/RGB.byte.tif")
+            assert not err and a["width"] == 791, a
+            err, b = await call(client, "raster_info", path="s3://beta/RGB.byte.tif")
+            assert not err and b["width"] == 791, b
+            bbox = [150000, 2_700_000, 160000, 2_710_000]
+            err, clip = await call(
+                client, "raster_clip", input="s3://alpha/RGB.byte.tif", output="s3://beta/out/clip.tif", bbox=bbox
+            )
+            assert not err, clip
+            err, missing = await call(client, "raster_info", path="s3://alpha/missing.tif")
+            assert err and missing["error"]["code"] == "not-found", missing
+            everything = repr([a, b, clip, missing])
+    finally:
+        app.executor.close()
+    assert relay.keys("alpha") == {KEYS["alpha-team"][0]}, relay.seen
+    assert relay.keys("beta") == {KEYS["beta-team"][0]}, relay.seen
+    assert any(m == "PUT" and p.startswith("/beta/out/clip.tif") for m, p, _ in relay.seen)
+    assert s3.head_object(Bucket="beta", Key="out/clip.tif")["ContentLength"] > 0  # type: ignore[attr-defined]
+    s3.delete_object(Bucket="beta", Key="out/clip.tif")  # type: ignore[attr-defined]
+    for kid, secret in KEYS.values():
+        assert kid not in everything and secret not in everything
+
+
+def test_a_profile_that_cannot_be_read_or_a_location_not_allowed_stops_the_start(buckets, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with pytest.raises(ValueError, match="not among the allowed remote locations"):
+        Settings(workspaces=(ws,), allow_remote=("s3://alpha",), remote_profiles=(("s3://beta", "beta-team"),))
+    with pytest.raises(ValueError, match="give an s3:// location"):
+        Settings(workspaces=(ws,), allow_remote=("https://example.org",), remote_profiles=(("https://example.org", "x"),))
+    for name, reason in (("nobody", "no aws_access_key_id"), ("sso-only", "SSO")):
+        with pytest.raises(ValueError, match=reason):
+            build_server(
+                Settings(
+                    workspaces=(ws,), workers=1, allow_remote=("s3://alpha",), remote_profiles=(("s3://alpha", name),)
+                )
+            )  # fmt: skip
+
+
+def test_profiles_are_read_into_path_options_and_redacted(buckets, tmp_path: Path) -> None:
+    """What a worker does before it confines itself: the options of each bucket's path, and every secret redacted."""
+    options = load_profiles({"remote_profiles": [["s3://alpha/data", "alpha-team"]], "allow_remote": ["s3://alpha/data"]})
+    kid, secret = KEYS["alpha-team"]
+    assert ("/vsis3/alpha/data", "AWS_ACCESS_KEY_ID", kid) in options
+    assert ("/vsis3/alpha/data", "AWS_SECRET_ACCESS_KEY", secret) in options
+    assert redact(f"GDAL said: {secret} / {kid}") == "GDAL said: *** / ***"
+    # keys from the credentials file, the region from the config file's [profile NAME]
+    config = tmp_path / "config"
+    config.write_text("[profile beta-team]\nregion = eu-west-3\n")
+    credentials = _credentials_file(tmp_path / "credentials")
+    values = read_profile("beta-team", {"AWS_SHARED_CREDENTIALS_FILE": str(credentials), "AWS_CONFIG_FILE": str(config)})
+    assert values == {
+        "AWS_ACCESS_KEY_ID": KEYS["beta-team"][0],
+        "AWS_SECRET_ACCESS_KEY": KEYS["beta-team"][1],
+        "AWS_REGION": "eu-west-3",
+    }
+
+
+def test_the_command_line_takes_location_equals_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gdal_mcp.cli import build_parser, settings_from_args
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    argv = ["--workspace", str(ws), "--allow-remote", "s3://alpha", "--allow-remote", "s3://beta/geo"]
+    s = settings_from_args(
+        build_parser().parse_args([*argv, "--remote-profile", "s3://alpha=alpha-team", "--remote-profile", "s3://beta/geo=b"])
+    )
+    assert s.remote_profiles == (("s3://alpha", "alpha-team"), ("s3://beta/geo", "b"))
+    monkeypatch.setenv("GDAL_MCP_REMOTE_PROFILE", "s3://alpha=alpha-team,s3://beta/geo=b")
+    assert settings_from_args(build_parser().parse_args(argv)).remote_profiles == s.remote_profiles
+    with pytest.raises(SystemExit, match="LOCATION=NAME"):
+        settings_from_args(build_parser().parse_args([*argv, "--remote-profile", "s3://alpha"]))
