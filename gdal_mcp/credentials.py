@@ -171,11 +171,9 @@ def default_profile(config: dict[str, object]) -> str | None:
 
 def load_profiles(config: dict[str, object]) -> list[tuple[str, str, str]]:
     """In a worker, before it confines itself: (GDAL path prefix, option, value) for every --remote-profile the server
-    names in `config` ("remote_profiles": [[location, name], …]); with AWS_PROFILE in the environment and no
+    names in `config` ("remote_profiles": [[GDAL path prefix, profile name], …]); with AWS_PROFILE in the environment and no
     AWS_ACCESS_KEY_ID, that profile's values go into the environment (for every bucket). Every value read is redacted
     from then on. ValueError naming the profile when one cannot be read."""
-    from gdal_mcp.sandbox.remote import parse
-
     options: list[tuple[str, str, str]] = []
     default = default_profile(config)
     if default:
@@ -183,9 +181,8 @@ def load_profiles(config: dict[str, object]) -> list[tuple[str, str, str]]:
         _profile_secrets.update(v for k, v in values.items() if k != "AWS_REGION" and len(v) >= MIN_SECRET_LENGTH)
         for option, value in values.items():
             os.environ.setdefault(option, value)
-    for location, name in config.get("remote_profiles") or ():  # type: ignore[attr-defined]
+    for prefix, name in config.get("remote_profiles") or ():  # type: ignore[attr-defined]
         values = read_profile(str(name))
         _profile_secrets.update(v for k, v in values.items() if k != "AWS_REGION" and len(v) >= MIN_SECRET_LENGTH)
-        prefix = parse(str(location), what="--remote-profile").gdal_path.rstrip("/")
-        options += [(prefix, option, value) for option, value in values.items()]
+        options += [(str(prefix), option, value) for option, value in values.items()]
     return options

@@ -177,6 +177,19 @@ class ListRemoteJob(Job[DatasetList]):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RemoteNamesJob(Job[list[str]]):
+    """The object names below an allowed /vsis3/ prefix that a regex matches (input_pattern in a bucket workspace)."""
+
+    FUNC = "gdal_mcp.engine.catalog:remote_names"
+    prefix: str
+    regex: str
+    limit: int = 1000
+
+    def paths(self) -> list[str]:
+        return [self.prefix]
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkerStatusJob(Job[dict[str, Any]]):
     """pid, limits and library versions of the worker that runs it (diagnostics, tests)."""
 

@@ -355,3 +355,30 @@ def test_second_workspace_is_addressed_by_absolute_path(layout) -> None:
     r = sb.resolve_input(str(layout["outside"] / "secret.tif"))
     assert r.gdal_path == str(layout["outside"].resolve() / "secret.tif")
     assert code_of(sb.resolve_input, str(layout["evil"] / "secret.tif")) == "out-of-root"
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["scenes/*.tif", "**/*.tif", "scenes/**/*.tif", "a/b/**/c?.tif", "s*/[ab]*.tif", "s*/[!a]*", "*/x.tif", "scenes/2024-*/*",
+     "**/[[]x].tif", "*"],
+)  # fmt: skip
+def test_object_globs_match_what_pathlib_globs_match(tmp_path: Path, pattern: str) -> None:
+    """A bucket workspace's input_pattern (object names, matched by a regex: sandbox/inputs.pattern_regex) matches the
+    same names as pathlib's glob on the same tree of files (the local workspace's input_pattern)."""
+    import re
+
+    from gdal_mcp.sandbox.inputs import pattern_regex
+
+    names = [
+        "top.tif", "scenes/a.tif", "scenes/b.tif", "scenes/b.txt", "scenes/2024-06/x.tif", "scenes/2024-07/deep/y.tif",
+        "a/b/c1.tif", "a/b/d/e/c2.tif", "a/b/cc.tif", "s1/ax.tif", "s1/bx.tif", "s1/cx.tif", "t/x.tif", "[x].tif",
+        "q/[x].tif",
+    ]  # fmt: skip
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    expected = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob(pattern) if p.is_file())
+    fixed, regex = pattern_regex(pattern)
+    base = f"{fixed}/" if fixed else ""
+    got = sorted(n for n in names if n.startswith(base) and re.fullmatch(regex, n[len(base) :]))
+    assert got == expected and expected, (pattern, fixed, regex)

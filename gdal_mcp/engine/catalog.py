@@ -8,6 +8,7 @@ import re
 import stat
 import unicodedata
 import warnings
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from gdal_mcp.engine import guard
@@ -289,34 +290,10 @@ def list_remote(
     """List the objects below `prefix` (a /vsis3/ path the sandbox allowed) with their kind, as list_datasets does a
     directory: GDAL lists the bucket (ListObjectsV2, through the egress proxy), and each object matching `pattern` is
     opened by GDAL to classify it (a header read: a few kilobytes of a COG). Entry paths are /vsis3/ paths."""
-    from gdal_mcp.engine import gdal_c
-
-    lib = gdal_c.require("VSIOpenDir")
     base = prefix.rstrip("/")
-    handle = lib.VSIOpenDir(base.encode(), -1 if recursive else 0, None)
-    if not handle:
-        raise GdalMcpError("not-found", f"nothing is listed at {base} (no such bucket or prefix, or listing it was refused)")
-    found: list[tuple[str, int]] = []
-    total = 0
-    try:
-        while len(found) < MAX_REMOTE_LISTED:
-            entry = lib.VSIGetNextDirEntry(handle)
-            if not entry:
-                break
-            e = entry.contents
-            name = (e.pszName or b"").decode("utf-8", "replace")
-            if stat.S_ISDIR(e.nMode) and e.bModeKnown:
-                continue
-            leaf = name.rsplit("/", 1)[-1]
-            if not name or leaf.startswith(".") or _sidecar_of(Path(leaf)) is not None:
-                continue
-            if pattern and not (fnmatch.fnmatch(leaf, pattern) or fnmatch.fnmatch(name, pattern)):
-                continue
-            total += 1
-            if len(found) < limit:
-                found.append((name, int(e.nSize) if e.bSizeKnown else 0))
-    finally:
-        lib.VSICloseDir(handle)
+    found, total = _objects(
+        base, recursive, limit, lambda name, leaf: not pattern or fnmatch.fnmatch(leaf, pattern) or fnmatch.fnmatch(name, pattern)
+    )
     from gdal_mcp.engine.drivers import REFERENCING_DRIVERS, identified
 
     out = []
@@ -331,3 +308,46 @@ def list_remote(
             out.append(open_entry(path, path, size))
         progress((i + 1) / max(1, len(found)), f"classified {i + 1}/{len(found)}")
     return DatasetList(path=base, entries=out, truncated=total > len(out), remaining=total - len(out))
+
+
+def remote_names(prefix: str, regex: str, limit: int = 1000, progress: Progress = no_progress) -> list[str]:
+    """The names (relative to `prefix`, a /vsis3/ path the sandbox allowed) of the objects below it that `regex`
+    matches whole, sorted; at most limit + 1 (the caller says a pattern matched too many). Nothing is opened: an
+    input_pattern in a bucket workspace (server/results.pattern_inputs)."""
+    matcher = re.compile(regex)
+    found, _ = _objects(prefix.rstrip("/"), True, limit + 1, lambda name, leaf: bool(matcher.fullmatch(name)))
+    progress(1.0, f"listed {len(found)} objects")
+    return sorted(name for name, _ in found)
+
+
+def _objects(base: str, recursive: bool, limit: int, keep: Callable[[str, str], bool]) -> tuple[list[tuple[str, int]], int]:
+    """(name, size) of the first `limit` objects below `base` that `keep(name, leaf)` keeps (no directories, hidden
+    names or side files), and how many it keeps in all (MAX_REMOTE_LISTED listed at most)."""
+    from gdal_mcp.engine import gdal_c
+
+    lib = gdal_c.require("VSIOpenDir")
+    handle = lib.VSIOpenDir(base.encode(), -1 if recursive else 0, None)
+    if not handle:
+        raise GdalMcpError("not-found", f"nothing is listed at {base} (no such bucket or prefix, or listing it was refused)")
+    found: list[tuple[str, int]] = []
+    total = 0
+    listed = 0
+    try:
+        while listed < MAX_REMOTE_LISTED:
+            entry = lib.VSIGetNextDirEntry(handle)
+            if not entry:
+                break
+            listed += 1
+            e = entry.contents
+            name = (e.pszName or b"").decode("utf-8", "replace")
+            if stat.S_ISDIR(e.nMode) and e.bModeKnown:
+                continue
+            leaf = name.rsplit("/", 1)[-1]
+            if not name or leaf.startswith(".") or _sidecar_of(Path(leaf)) is not None or not keep(name, leaf):
+                continue
+            total += 1
+            if len(found) < limit:
+                found.append((name, int(e.nSize) if e.bSizeKnown else 0))
+    finally:
+        lib.VSICloseDir(handle)
+    return found, total

@@ -27,7 +27,9 @@ from gdal_mcp.jobs import Job
 
 ENGINE_PREFIX = "gdal_mcp.engine."
 #: jobs that move bytes or list names without opening a dataset (no format is interpreted)
-BYTES_ONLY = frozenset({"gdal_mcp.engine.upload:read_object", "gdal_mcp.engine.catalog:list_remote"})
+BYTES_ONLY = frozenset(
+    {"gdal_mcp.engine.upload:read_object", "gdal_mcp.engine.catalog:list_remote", "gdal_mcp.engine.catalog:remote_names"}
+)
 #: least time between two progress messages of a job (the last one, 1.0, always goes)
 PROGRESS_INTERVAL = 0.2
 

@@ -147,6 +147,33 @@ def glob(roots: Roots, pattern: str, *, limit: int = MAX_PATTERN_MATCHES) -> lis
     The pattern is relative to the workspace: absolute patterns, '..' and GDAL syntax are refused; every
     match is checked like any other input (a symlink out of the workspace is refused by resolve_input).
     """
+    check_pattern(pattern)
+    root = roots[0]
+    matches: list[Path] = []
+    for p in root.glob(pattern):
+        if p.name.startswith(TMP_PREFIX) or any(part.startswith(TMP_PREFIX) for part in p.parts):
+            continue
+        if p.is_file():
+            matches.append(p)
+            if len(matches) > limit:
+                raise too_many_matches(pattern, limit)
+    if not matches:
+        raise no_match(pattern)
+    return sorted(matches)
+
+
+def too_many_matches(pattern: str, limit: int) -> GdalMcpError:
+    return GdalMcpError("invalid-argument", f"input_pattern '{pattern}' matches more than {limit} files; narrow it")
+
+
+def no_match(pattern: str) -> GdalMcpError:
+    return GdalMcpError(
+        "not-found", f"input_pattern '{pattern}' matches no file in the workspace; list_datasets shows what is there"
+    )
+
+
+def check_pattern(pattern: str) -> None:
+    """An input_pattern is a glob relative to the workspace, with a wildcard (no URL, no '..', no GDAL syntax)."""
     check_text(pattern, "input_pattern")
     if "://" in pattern or pattern.lower().startswith(("/vsis3", "/vsicurl", "/vsigs", "/vsiaz")):
         raise GdalMcpError(
@@ -164,20 +191,53 @@ def glob(roots: Roots, pattern: str, *, limit: int = MAX_PATTERN_MATCHES) -> lis
             "invalid-argument",
             f"input_pattern '{pattern}' has no wildcard; give inputs=[…] for named files or a glob such as 'tiles/*.tif'",
         )
-    root = roots[0]
-    matches: list[Path] = []
-    for p in root.glob(pattern):
-        if p.name.startswith(TMP_PREFIX) or any(part.startswith(TMP_PREFIX) for part in p.parts):
+
+
+def pattern_regex(pattern: str) -> tuple[str, str]:
+    """(the pattern's leading directories without wildcards, a regex of the rest) with pathlib's glob meaning: '*' and
+    '?' within one path component, '[…]' a character class, '**' any number of directories. For object names, which
+    no file system globs (a bucket workspace's input_pattern): 'scenes/2024-*/*.tif' -> ('scenes', '2024-[^/]*/[^/]*\\.tif')."""
+    check_pattern(pattern)
+    parts = PurePosixPath(pattern).parts
+    fixed = 0
+    while fixed < len(parts) - 1 and not any(ch in parts[fixed] for ch in "*?["):
+        fixed += 1
+    regex = ""
+    for i, part in enumerate(parts[fixed:]):
+        last = fixed + i == len(parts) - 1
+        if part == "**":
+            regex += ".*" if last else "(?:[^/]+/)*"
             continue
-        if p.is_file():
-            matches.append(p)
-            if len(matches) > limit:
-                raise GdalMcpError("invalid-argument", f"input_pattern '{pattern}' matches more than {limit} files; narrow it")
-    if not matches:
-        raise GdalMcpError(
-            "not-found", f"input_pattern '{pattern}' matches no file in the workspace; list_datasets shows what is there"
-        )
-    return sorted(matches)
+        regex += _component(part) + ("" if last else "/")
+    return "/".join(parts[:fixed]), regex
+
+
+def _component(part: str) -> str:
+    out, i = "", 0
+    while i < len(part):
+        ch = part[i]
+        if ch == "*":
+            out += "[^/]*"
+        elif ch == "?":
+            out += "[^/]"
+        elif ch == "[":
+            j = i + 1 + (part[i + 1 : i + 2] == "!")
+            j += part[j : j + 1] == "]"
+            end = part.find("]", j)
+            if end < 0:
+                out += re.escape(ch)
+            else:
+                body = part[i + 1 : end]
+                negated = body.startswith("!")
+                body = (body[1:] if negated else body).replace("\\", "\\\\")
+                if body.startswith("^"):
+                    body = "\\" + body
+                out += "(?:(?!/)[" + ("^" if negated else "") + body + "])"
+                i = end
+        else:
+            out += re.escape(ch)
+        i += 1
+    return out
 
 
 def network(sb: Sandbox, path: str, what: str) -> tuple[str, list[Path], bool]:

@@ -22,7 +22,7 @@ from gdal_mcp.execution.local import LocalExecutor
 from gdal_mcp.jobs import Job
 from gdal_mcp.models import ReadsRemote, RemoteReads
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
-from gdal_mcp.sandbox.remote import is_remote
+from gdal_mcp.sandbox.remote import is_remote, parse_allowed
 from gdal_mcp.server.approval.parked import ParkedConfirmations
 from gdal_mcp.server.audit import AuditLog
 from gdal_mcp.server.cache import MetadataCache
@@ -127,7 +127,8 @@ class App:
             # directory of its own: dask_executor)
             "scratch": str(self.sandbox.scratch) if self.sandbox.scratch else None,
             "bucket": settings.bucket,
-            "remote_profiles": [list(p) for p in settings.remote_profiles],
+            # (the GDAL path each profile's keys apply to, the profile's name): credentials.load_profiles
+            "remote_profiles": [[parse_allowed(loc).gdal_path.rstrip("/"), name] for loc, name in settings.remote_profiles],
             "allow_network": settings.allow_network,
             "allow_remote": allowed,
             "max_remote_bytes": settings.max_remote_bytes,

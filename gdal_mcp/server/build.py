@@ -64,7 +64,8 @@ def remote_instructions(app: App) -> str:
         lines.append(
             f"- The workspace is the bucket {sb.bucket.url.rstrip('/')}: relative paths name its objects (list_datasets "
             "lists them); outputs are uploaded there and never replace an object (choose a new name; overwrite=true is "
-            "refused). input_pattern, the workspace_* tools and in-place edits are not available on it."
+            "refused); input_pattern globs match its object names. The workspace_* tools and in-place edits are not "
+            "available on it."
         )
     if sb.remote:
         where = "every remote location" if sb.remote.any_location else ", ".join(sb.remote.describe())

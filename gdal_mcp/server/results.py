@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.jobs import Job
-from gdal_mcp.sandbox import OutputTarget, ResolvedInput
+from gdal_mcp.sandbox import MAX_PATTERN_MATCHES, OutputTarget, ResolvedInput
 from gdal_mcp.server.app import App
 
 log = logging.getLogger("gdal_mcp.server")
@@ -35,6 +35,27 @@ def prepare_output[J: Job[Any]](
     if final_dir_arg:
         job = dataclasses.replace(job, **{final_dir_arg: str(target.final.parent)})
     return target, job
+
+
+async def resolve_inputs(
+    app: App, ctx: Context | None, inputs: list[str] | None, pattern: str | None, *, limit: int = MAX_PATTERN_MATCHES
+) -> list[ResolvedInput]:
+    """The datasets of a many-input tool: the list given, or what the glob `pattern` matches (Sandbox.resolve_inputs);
+    in a bucket workspace the glob matches object names, listed by a worker (nothing is opened)."""
+    if pattern is None or app.sandbox.bucket is None or inputs is not None:
+        return app.sandbox.resolve_inputs(inputs, pattern, limit=limit)
+    from gdal_mcp import jobs
+    from gdal_mcp.sandbox.inputs import no_match, pattern_regex, too_many_matches
+
+    fixed, regex = pattern_regex(pattern)
+    location = app.sandbox.bucket_location(fixed or ".", what="input_pattern")
+    assert location is not None
+    names = await app.execute(jobs.RemoteNamesJob(prefix=location.gdal_path, regex=regex, limit=limit), ctx=ctx, quick=True)
+    if len(names) > limit:
+        raise too_many_matches(pattern, limit)
+    if not names:
+        raise no_match(pattern)
+    return app.sandbox.resolve_inputs([f"{fixed}/{n}" if fixed else n for n in names], None, what="input_pattern match")
 
 
 def download_url(app: App, display: str) -> str | None:

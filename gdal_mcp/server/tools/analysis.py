@@ -12,7 +12,7 @@ from gdal_mcp import jobs
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterWriteResult, VectorWriteResult, ZonalResult
 from gdal_mcp.server.app import App
-from gdal_mcp.server.results import optional_input, write_output, write_result
+from gdal_mcp.server.results import optional_input, resolve_inputs, write_output, write_result
 from gdal_mcp.server.tools.params import (
     Band,
     BBox,
@@ -275,7 +275,7 @@ async def raster_calc(
                 "or a list of rasters to reduce as the stack S) or input_pattern (a glob such "
                 "as 'scenes/*.tif')",
             )
-        srcs = app.sandbox.resolve_inputs(inputs, input_pattern, limit=max_stack)
+        srcs = await resolve_inputs(app, ctx, inputs, input_pattern, limit=max_stack)
         resolved = [s.gdal_path for s in srcs]
     job = jobs.CalcJob(
         inputs=resolved,

@@ -11,7 +11,7 @@ from pydantic import Field
 from gdal_mcp import jobs
 from gdal_mcp.models import DatasetIndexResult, FootprintResult
 from gdal_mcp.server.app import App
-from gdal_mcp.server.results import write_output
+from gdal_mcp.server.results import resolve_inputs, write_output
 from gdal_mcp.server.tools.params import (
     Bands,
     CrsCheck,
@@ -172,7 +172,7 @@ async def dataset_index(
     directory (GTI:index.gpkg), e.g. after downloading the workspace; this server does not open tile indexes
     itself: give raster_mosaic the files (input_pattern). vector_features with bbox or intersects then finds
     the files covering an area."""
-    srcs = app.sandbox.resolve_inputs(inputs, input_pattern)
+    srcs = await resolve_inputs(app, ctx, inputs, input_pattern)
     job = jobs.DatasetIndexJob(
         inputs=[s.gdal_path for s in srcs],
         names=[s.display for s in srcs],

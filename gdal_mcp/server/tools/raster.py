@@ -19,7 +19,7 @@ from gdal_mcp.models import (
     TableWriteResult,
 )
 from gdal_mcp.server.app import App
-from gdal_mcp.server.results import optional_input, read_result, write_output, write_result
+from gdal_mcp.server.results import optional_input, read_result, resolve_inputs, write_output, write_result
 from gdal_mcp.server.tools.params import (
     CRS_FORMS,
     Band,
@@ -292,7 +292,7 @@ async def raster_mosaic(
     .vrt output) writes a virtual mosaic that references the inputs instead of copying pixels. Inputs'
     nodata pixels never cover data from earlier inputs. Give inputs, or input_pattern (a glob such as
     'tiles/*.tif'). bbox sets the output extent (gdalbuildvrt -te)."""
-    srcs = app.sandbox.resolve_inputs(inputs, input_pattern)
+    srcs = await resolve_inputs(app, ctx, inputs, input_pattern)
     job = jobs.MosaicJob(
         inputs=[s.gdal_path for s in srcs],
         resolution=resolution,

@@ -12,7 +12,7 @@ from gdal_mcp import jobs
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import FeaturePage, FromTableResult, MergeResult, ValidationReport, VectorWriteResult
 from gdal_mcp.server.app import App
-from gdal_mcp.server.results import optional_input, read_result, write_output, write_result
+from gdal_mcp.server.results import optional_input, read_result, resolve_inputs, write_output, write_result
 from gdal_mcp.server.tools.params import (
     VECTOR_FORMATS,
     BBox,
@@ -619,7 +619,7 @@ async def vector_merge(
     input's; field sets are unioned (a field missing from an input is null; type conflicts take the wider type
     or text, and are reported). The merged layer is named output_layer, default the output file's name. Streamed: memory does
     not grow with the inputs."""
-    srcs = app.sandbox.resolve_inputs(inputs, input_pattern)
+    srcs = await resolve_inputs(app, ctx, inputs, input_pattern)
     job = jobs.MergeJob(
         inputs=[s.gdal_path for s in srcs],
         source_names=[s.display for s in srcs],

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import rasterio
 from fastmcp import Client
+from rasterio.transform import from_origin
 
 from gdal_mcp.config import Settings
 from gdal_mcp.server.build import build_server
@@ -19,6 +20,7 @@ from tests.helpers import DATA, call
 from tests.remote_servers import environment, local_s3
 
 RGB = DATA / "raster" / "RGB.byte.tif"
+SCENES = ("scenes/2024-06/a.tif", "scenes/2024-06/b.tif", "scenes/2024-07/c.tif", "scenes/2024-06/notes/d.tif")
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +34,13 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str,
         s3.upload_file(str(RGB), "team", "ws/raster/RGB.byte.tif")
         s3.upload_file(str(DATA / "vector" / "test_gpx.gpx"), "team", "ws/vector/tracks.gpx")
         s3.upload_file(str(RGB), "team", "private/RGB.byte.tif")
+        for i, name in enumerate(SCENES):  # three single-band scenes on one grid, and one that no pattern below matches
+            path = local / name.replace("/", "_")
+            profile = {"driver": "GTiff", "width": 40, "height": 30, "count": 1, "dtype": "float32", "crs": "EPSG:32633",
+                       "transform": from_origin(500000, 4000000, 10, 10)}  # fmt: skip
+            with rasterio.open(path, "w", **profile) as ds:
+                ds.write(np.random.default_rng(i).random((1, 30, 40), dtype=np.float32) * 100)
+            s3.upload_file(str(path), "team", f"ws/{name}")
         yield env, s3, local
 
 
@@ -48,7 +57,7 @@ async def test_tools_read_and_write_the_bucket_by_relative_paths(server, bucket)
         err, listing = await call(client, "list_datasets")
         assert not err, listing
         kinds = {e["path"]: e["kind"] for e in listing["entries"]}
-        assert kinds == {"raster/RGB.byte.tif": "raster", "vector/tracks.gpx": "vector"}
+        assert kinds == {"raster/RGB.byte.tif": "raster", "vector/tracks.gpx": "vector", **dict.fromkeys(SCENES, "raster")}
         err, info = await call(client, "raster_info", path="raster/RGB.byte.tif")
         assert not err and info["path"] == "raster/RGB.byte.tif" and info["remote"]["bytes"] > 0
         with rasterio.open(RGB) as ds:
@@ -77,7 +86,7 @@ async def test_tools_read_and_write_the_bucket_by_relative_paths(server, bucket)
 
         assert base64.b64decode(contents[0].blob) == body
         catalog = json.loads((await client.read_resource("gdal-mcp://catalog"))[0].text)
-        assert {e["path"] for e in catalog["entries"]} == {"raster/RGB.byte.tif", "vector/tracks.gpx", "out/clip.tif"}
+        assert {e["path"] for e in catalog["entries"]} == {"raster/RGB.byte.tif", "vector/tracks.gpx", "out/clip.tif", *SCENES}
         # never replaced; overwrite is refused for objects
         err, again = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip.tif", bbox=bbox)
         assert err and again["error"]["code"] == "already-exists"
@@ -95,7 +104,8 @@ async def test_tools_read_and_write_the_bucket_by_relative_paths(server, bucket)
         ("workspace_delete", {"input": "raster/RGB.byte.tif"}, "unsupported"),
         ("raster_edit", {"input": "raster/RGB.byte.tif", "nodata": 7}, "unsupported"),  # no change in place
         ("raster_overviews", {"input": "raster/RGB.byte.tif"}, "unsupported"),
-        ("raster_calc", {"input_pattern": "raster/*.tif", "expression": "median(S)", "output": "m.tif"}, "unsupported"),
+        ("raster_calc", {"input_pattern": "nowhere/*.tif", "expression": "median(S)", "output": "m.tif"}, "not-found"),
+        ("raster_calc", {"input_pattern": "../*.tif", "expression": "median(S)", "output": "m.tif"}, "out-of-root"),
     ],
 )
 async def test_nothing_outside_the_prefix_and_no_silent_local_fallback(server, bucket, tool, args, code) -> None:
@@ -177,3 +187,22 @@ async def test_beside_a_bucket_a_local_output_keeps_its_full_path(bucket, tmp_pa
             assert base64.b64decode(contents[0].blob) == (local / "mixed.tif").read_bytes()
     finally:
         app.executor.close()
+
+
+async def test_input_pattern_matches_object_names(server, bucket) -> None:
+    """raster_calc input_pattern="scenes/2024-06/*.tif" in a bucket workspace: the objects the glob matches (one level:
+    not notes/d.tif, not 2024-07), reduced per pixel; equal to numpy's mean of the same pixels."""
+    env, s3, local = bucket
+    async with Client(server[0]) as client:
+        err, result = await call(
+            client, "raster_calc", input_pattern="scenes/2024-06/*.tif", expression="mean(S)", output="out/june_mean.tif"
+        )
+        assert not err, result
+    path = local / "june_mean.tif"
+    path.write_bytes(s3.get_object(Bucket="team", Key="ws/out/june_mean.tif")["Body"].read())
+    stack = []
+    for name in SCENES[:2]:
+        with rasterio.open(local / name.replace("/", "_")) as ds:
+            stack.append(ds.read(1).astype(np.float64))
+    with rasterio.open(path) as ds:
+        np.testing.assert_allclose(ds.read(1), np.mean(stack, axis=0), rtol=1e-6)

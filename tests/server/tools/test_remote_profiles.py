@@ -180,7 +180,7 @@ def test_a_profile_that_cannot_be_read_or_a_location_not_allowed_stops_the_start
 
 def test_profiles_are_read_into_path_options_and_redacted(buckets, tmp_path: Path) -> None:
     """What a worker does before it confines itself: the options of each bucket's path, and every secret redacted."""
-    options = load_profiles({"remote_profiles": [["s3://alpha/data", "alpha-team"]], "allow_remote": ["s3://alpha/data"]})
+    options = load_profiles({"remote_profiles": [["/vsis3/alpha/data", "alpha-team"]], "allow_remote": ["s3://alpha/data"]})
     kid, secret = KEYS["alpha-team"]
     assert ("/vsis3/alpha/data", "AWS_ACCESS_KEY_ID", kid) in options
     assert ("/vsis3/alpha/data", "AWS_SECRET_ACCESS_KEY", secret) in options
