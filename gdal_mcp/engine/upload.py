@@ -39,6 +39,8 @@ def upload(sources: Sequence[str], targets: Sequence[str], progress: Progress = 
     created: list[str] = []
     lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", b"If-None-Match: *")
     try:
+        if targets:
+            _check_condition(lib, targets[-1])
         for src, dst in zip(sources, targets, strict=True):
             try:
                 done = _put(lib, src, dst, done, total, progress)
@@ -52,6 +54,51 @@ def upload(sources: Sequence[str], targets: Sequence[str], progress: Progress = 
         lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
     progress(1.0, "uploaded")
     return created
+
+
+#: object stores (their /vsis3/bucket path) seen to refuse a second conditional create, in this process
+_honoured: set[str] = set()
+PROBE_PREFIX = ".gdal-mcp-condition-probe-"
+
+
+def _check_condition(lib: Any, target: str) -> None:
+    """Once per bucket and process, before the first upload there: the store must refuse to create an object that
+    exists (If-None-Match: *), or an upload could replace one. A probe object in the target's folder is written, written
+    again with the condition (which must fail), and deleted. unsupported when the store ignores the condition."""
+    import uuid
+
+    bucket = "/".join(target.split("/")[:3])
+    if bucket in _honoured:
+        return
+    probe = f"{target.rsplit('/', 1)[0]}/{PROBE_PREFIX}{uuid.uuid4().hex}"
+    if not _write(lib, probe, b"1"):
+        raise GdalMcpError(
+            "gdal-error", f"cannot write to {shown(probe.rsplit('/', 1)[0])}: {gdal_c.last_error(lib) or 'refused'}"
+        )
+    replaced = _write(lib, probe, b"2")
+    lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
+    try:
+        lib.VSIUnlink(probe.encode())
+    finally:
+        lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", b"If-None-Match: *")
+    if replaced:
+        raise GdalMcpError(
+            "unsupported",
+            f"the object store of {shown(bucket)} ignores If-None-Match: an upload there could replace an existing object, "
+            "so this server writes no output to it (nothing was written); write the output to the workspace or another "
+            "allowed bucket, or ask the operator for a store that honours conditional writes",
+        )
+    _honoured.add(bucket)
+
+
+def _write(lib: Any, path: str, data: bytes) -> bool:
+    """One small object written with one PUT (with this thread's headers); whether the store took it."""
+    lib.CPLErrorReset()
+    handle = lib.VSIFOpenL(path.encode(), b"wb")
+    if not handle:
+        return False
+    written = lib.VSIFWriteL(data, 1, len(data), handle) == len(data)
+    return bool(lib.VSIFCloseL(handle) == 0 and written)
 
 
 def _size(path: str) -> int:

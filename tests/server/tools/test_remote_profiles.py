@@ -1,4 +1,5 @@
-"""Named AWS profiles per bucket (`--remote-profile s3://bucket=NAME`, issue 27) through an MCP client: each bucket is
+"""Named AWS profiles per bucket (`--remote-profile s3://bucket=NAME`, issue 27), and object stores that ignore conditional
+writes, through an MCP client. Profiles: each bucket is
 read and written with its own profile's keys, taken from the AWS shared credentials file by the workers before they
 confine themselves; no key appears in a result or an error; a profile that cannot be read, or a location that is not
 allowed, stops the server at start-up.
@@ -38,6 +39,8 @@ class Relay:
 
     def __init__(self, upstream: str) -> None:
         self.seen: list[tuple[str, str, str]] = []
+        #: drop If-None-Match from the requests (a store that ignores conditional writes)
+        self.unconditional = False
         relay = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,7 +54,8 @@ class Relay:
                 key = re.search(r"Credential=([A-Z0-9]+)/", self.headers.get("Authorization", ""))
                 relay.seen.append((self.command, self.path, key.group(1) if key else ""))
                 conn = http.client.HTTPConnection(upstream, timeout=30)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "proxy-connection")}
+                dropped = ("connection", "proxy-connection", *(("if-none-match",) if relay.unconditional else ()))
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 conn.request(self.command, self.path, body=body or None, headers=headers)
                 answer = conn.getresponse()
                 data = answer.read()
@@ -211,3 +215,36 @@ def test_the_command_line_takes_location_equals_name(tmp_path: Path, monkeypatch
     assert settings_from_args(build_parser().parse_args(argv)).remote_profiles == s.remote_profiles
     with pytest.raises(SystemExit, match="LOCATION=NAME"):
         settings_from_args(build_parser().parse_args([*argv, "--remote-profile", "s3://alpha"]))
+
+
+async def test_a_store_that_ignores_conditional_writes_gets_no_output(buckets, tmp_path: Path) -> None:
+    """Attack class: silent replacement. Before its first upload to a bucket, a worker checks that the store refuses
+    to create an object twice (If-None-Match: *); one that ignores the condition (here the relay drops the header)
+    gets no output (unsupported), an object at the output's key stays as it was, and no probe object is left."""
+    relay, s3 = buckets
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    s3.put_object(Bucket="beta", Key="kept/clip.tif", Body=b"someone else's")  # type: ignore[attr-defined]
+    mcp, app = build_server(
+        Settings(
+            workspaces=(ws,), workers=1, timeout=60, confirm="never", allow_remote=("s3://alpha", "s3://beta"),
+            remote_profiles=(("s3://alpha", "alpha-team"), ("s3://beta", "beta-team")),
+        )
+    )  # fmt: skip
+    relay.unconditional = True
+    try:
+        async with Client(mcp) as client:
+            bbox = [150000, 2_700_000, 160000, 2_710_000]
+            for key in ("new/clip.tif", "kept/clip.tif"):
+                err, result = await call(
+                    client, "raster_clip", input="s3://alpha/RGB.byte.tif", output=f"s3://beta/{key}", bbox=bbox
+                )
+                assert err and result["error"]["code"] in ("unsupported", "already-exists"), result
+                if key == "new/clip.tif":
+                    assert result["error"]["code"] == "unsupported" and "If-None-Match" in result["error"]["message"]
+    finally:
+        relay.unconditional = False
+        app.executor.close()
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="beta").get("Contents", [])]  # type: ignore[attr-defined]
+    assert "new/clip.tif" not in keys and not [k for k in keys if ".gdal-mcp-condition-probe-" in k], keys
+    assert s3.get_object(Bucket="beta", Key="kept/clip.tif")["Body"].read() == b"someone else's"  # type: ignore[attr-defined]
