@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--remote-profile",
         action="append",
         metavar="LOCATION=NAME",
-        help="read and write an allowed s3://bucket[/prefix] with the keys of the AWS profile NAME (from the AWS shared "
+        help="read and write an allowed s3://bucket with the keys of the AWS profile NAME (from the AWS shared "
         "credentials file of the machine each worker runs on); repeat for more. Without it, AWS_PROFILE or AWS_* of "
         "the environment [GDAL_MCP_REMOTE_PROFILE=location=name,location=name]",
     )

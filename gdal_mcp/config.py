@@ -92,13 +92,24 @@ class Settings:
                 raise ValueError(f"--remote-profile {location}={name}: profiles are AWS's: give an s3:// location")
             if not PROFILE_NAME.match(name):
                 raise ValueError(f"--remote-profile {location}={name}: not a profile name")
-            try:
-                allowed.check(where.url, what="--remote-profile")
-            except Exception:  # noqa: BLE001 - GdalMcpError: not allowed
+            if not any(e.scheme == "s3" and e.host == where.host for e in allowed.entries):
                 raise ValueError(
-                    f"--remote-profile {location}={name}: {location} is not among the allowed remote locations "
-                    "(--allow-remote, or the bucket workspace)"
-                ) from None
+                    f"--remote-profile {location}={name}: the bucket {where.host} is not among the allowed remote "
+                    "locations (--allow-remote, or the bucket workspace)"
+                )
+            # GDAL applies a path's options to every path that begins with it (the longest such path's first): hence
+            # whole buckets only (s3://b/data's keys would sign s3://b/database's requests), and an allowed bucket whose
+            # name begins with this one's (alphabet, beside alpha) must have a profile of its own
+            if where.path.strip("/"):
+                raise ValueError(f"--remote-profile {location}={name}: profiles are per bucket: give s3://{where.host}=NAME")
+            profiled = {parse_allowed(loc).host for loc, _ in self.remote_profiles}
+            for entry in allowed.entries:
+                if entry.scheme == "s3" and entry.host.startswith(where.host) and entry.host not in profiled:
+                    raise ValueError(
+                        f"--remote-profile {location}={name}: the allowed bucket {entry.host} begins with {where.host}, "
+                        f"and GDAL would sign its requests with this profile's keys too; give {entry.host} a profile "
+                        "of its own, or rename one of the buckets"
+                    )
 
 
 def local_workers(scheduler: str) -> int | None:

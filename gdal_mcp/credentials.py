@@ -1,5 +1,5 @@
 """Credentials for remote data: they come from the operator's environment (AWS_*, GOOGLE_*/GS_*, AZURE_*), or from named
-AWS profiles (`AWS_PROFILE` for every bucket, `--remote-profile s3://bucket[/prefix]=NAME` for one), never from a tool
+AWS profiles (`AWS_PROFILE` for every bucket, `--remote-profile s3://bucket=NAME` for one), never from a tool
 argument, and never leave in a result, an error, a log or an audit line.
 
 A worker reads its profiles (`load_profiles`) from the AWS shared files of its own machine before it confines itself:
@@ -184,5 +184,8 @@ def load_profiles(config: dict[str, object]) -> list[tuple[str, str, str]]:
     for prefix, name in config.get("remote_profiles") or ():  # type: ignore[attr-defined]
         values = read_profile(str(name))
         _profile_secrets.update(v for k, v in values.items() if k != "AWS_REGION" and len(v) >= MIN_SECRET_LENGTH)
+        # every key, empty when the profile has none: no other profile's value for a path beginning with this one
+        # applies (GDAL looks each option up by the longest matching path prefix)
+        values = {**dict.fromkeys(("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"), ""), **values}
         options += [(str(prefix), option, value) for option, value in values.items()]
     return options

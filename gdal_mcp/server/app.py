@@ -127,7 +127,8 @@ class App:
             # directory of its own: dask_executor)
             "scratch": str(self.sandbox.scratch) if self.sandbox.scratch else None,
             "bucket": settings.bucket,
-            # (the GDAL path each profile's keys apply to, the profile's name): credentials.load_profiles
+            # (the GDAL path each profile's keys apply to, the profile's name): credentials.load_profiles (GDAL matches
+            # path options by prefix: Settings refuses a profile whose location begins another allowed one)
             "remote_profiles": [[parse_allowed(loc).gdal_path.rstrip("/"), name] for loc, name in settings.remote_profiles],
             "allow_network": settings.allow_network,
             "allow_remote": allowed,

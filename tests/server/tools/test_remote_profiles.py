@@ -152,9 +152,11 @@ async def test_each_bucket_is_reached_with_its_own_profiles_keys(buckets, tmp_pa
                 client, "raster_clip", input="s3://alpha/RGB.byte.tif", output="s3://beta/out/clip.tif", bbox=bbox
             )
             assert not err, clip
+            err, listing = await call(client, "list_datasets", path="s3://beta")  # the bucket itself, listed
+            assert not err and "s3://beta/RGB.byte.tif" in {e["path"] for e in listing["entries"]}, listing
             err, missing = await call(client, "raster_info", path="s3://alpha/missing.tif")
             assert err and missing["error"]["code"] == "not-found", missing
-            everything = repr([a, b, clip, missing])
+            everything = repr([a, b, clip, missing, listing])
     finally:
         app.executor.close()
     assert relay.keys("alpha") == {KEYS["alpha-team"][0]}, relay.seen
@@ -171,6 +173,16 @@ def test_a_profile_that_cannot_be_read_or_a_location_not_allowed_stops_the_start
     ws.mkdir()
     with pytest.raises(ValueError, match="not among the allowed remote locations"):
         Settings(workspaces=(ws,), allow_remote=("s3://alpha",), remote_profiles=(("s3://beta", "beta-team"),))
+    # GDAL applies a path's options to every path beginning with it: alpha's keys would sign alphabet's requests
+    with pytest.raises(ValueError, match="bucket alphabet begins with alpha"):
+        Settings(workspaces=(ws,), allow_remote=("s3://alpha", "s3://alphabet"), remote_profiles=(("s3://alpha", "a"),))
+    Settings(
+        workspaces=(ws,), allow_remote=("s3://alpha", "s3://alphabet"),
+        remote_profiles=(("s3://alpha", "a"), ("s3://alphabet", "b")),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="profiles are per bucket"):  # s3://b/data's keys would sign s3://b/database's
+        Settings(workspaces=(ws,), allow_remote=("s3://b/data",), remote_profiles=(("s3://b/data", "a"),))
+    Settings(workspaces=(ws,), allow_remote=("s3://b/data",), remote_profiles=(("s3://b", "a"),))
     with pytest.raises(ValueError, match="give an s3:// location"):
         Settings(workspaces=(ws,), allow_remote=("https://example.org",), remote_profiles=(("https://example.org", "x"),))
     for name, reason in (("nobody", "no aws_access_key_id"), ("sso-only", "SSO")):
@@ -184,10 +196,11 @@ def test_a_profile_that_cannot_be_read_or_a_location_not_allowed_stops_the_start
 
 def test_profiles_are_read_into_path_options_and_redacted(buckets, tmp_path: Path) -> None:
     """What a worker does before it confines itself: the options of each bucket's path, and every secret redacted."""
-    options = load_profiles({"remote_profiles": [["/vsis3/alpha/data", "alpha-team"]], "allow_remote": ["s3://alpha/data"]})
+    options = load_profiles({"remote_profiles": [["/vsis3/alpha", "alpha-team"]], "allow_remote": ["s3://alpha/data"]})
     kid, secret = KEYS["alpha-team"]
-    assert ("/vsis3/alpha/data", "AWS_ACCESS_KEY_ID", kid) in options
-    assert ("/vsis3/alpha/data", "AWS_SECRET_ACCESS_KEY", secret) in options
+    assert ("/vsis3/alpha", "AWS_ACCESS_KEY_ID", kid) in options
+    assert ("/vsis3/alpha", "AWS_SECRET_ACCESS_KEY", secret) in options
+    assert ("/vsis3/alpha", "AWS_SESSION_TOKEN", "") in options  # none in the profile: not another path's either
     assert redact(f"GDAL said: {secret} / {kid}") == "GDAL said: *** / ***"
     # keys from the credentials file, the region from the config file's [profile NAME]
     config = tmp_path / "config"
@@ -208,10 +221,10 @@ def test_the_command_line_takes_location_equals_name(tmp_path: Path, monkeypatch
     ws.mkdir()
     argv = ["--workspace", str(ws), "--allow-remote", "s3://alpha", "--allow-remote", "s3://beta/geo"]
     s = settings_from_args(
-        build_parser().parse_args([*argv, "--remote-profile", "s3://alpha=alpha-team", "--remote-profile", "s3://beta/geo=b"])
+        build_parser().parse_args([*argv, "--remote-profile", "s3://alpha=alpha-team", "--remote-profile", "s3://beta=b"])
     )
-    assert s.remote_profiles == (("s3://alpha", "alpha-team"), ("s3://beta/geo", "b"))
-    monkeypatch.setenv("GDAL_MCP_REMOTE_PROFILE", "s3://alpha=alpha-team,s3://beta/geo=b")
+    assert s.remote_profiles == (("s3://alpha", "alpha-team"), ("s3://beta", "b"))
+    monkeypatch.setenv("GDAL_MCP_REMOTE_PROFILE", "s3://alpha=alpha-team,s3://beta=b")
     assert settings_from_args(build_parser().parse_args(argv)).remote_profiles == s.remote_profiles
     with pytest.raises(SystemExit, match="LOCATION=NAME"):
         settings_from_args(build_parser().parse_args([*argv, "--remote-profile", "s3://alpha"]))
