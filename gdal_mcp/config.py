@@ -86,6 +86,12 @@ class Settings:
         from gdal_mcp.sandbox.remote import AllowList, parse_allowed
 
         allowed = AllowList((*self.allow_remote, *([self.bucket] if self.bucket else [])))
+        if self.remote_profiles and self.allow_network:
+            raise ValueError(
+                "--remote-profile and --allow-network do not go together: GDAL matches a bucket's options by prefix, so "
+                "a profiled bucket's keys would sign the requests to any bucket whose name begins with it; name the "
+                "allowed locations with --allow-remote instead"
+            )
         for location, name in self.remote_profiles:
             where = parse_allowed(location)
             if where.scheme != "s3":

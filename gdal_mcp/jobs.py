@@ -178,11 +178,11 @@ class ListRemoteJob(Job[DatasetList]):
 
 @dataclass(frozen=True, kw_only=True)
 class RemoteNamesJob(Job[list[str]]):
-    """The object names below an allowed /vsis3/ prefix that a regex matches (input_pattern in a bucket workspace)."""
+    """The object names below an allowed /vsis3/ prefix that a glob matches (input_pattern in a bucket workspace)."""
 
     FUNC = "gdal_mcp.engine.catalog:remote_names"
     prefix: str
-    regex: str
+    pattern: str
     limit: int = 1000
 
     def paths(self) -> list[str]:

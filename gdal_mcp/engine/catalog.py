@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import stat
@@ -310,14 +311,40 @@ def list_remote(
     return DatasetList(path=base, entries=out, truncated=total > len(out), remaining=total - len(out))
 
 
-def remote_names(prefix: str, regex: str, limit: int = 1000, progress: Progress = no_progress) -> list[str]:
-    """The names (relative to `prefix`, a /vsis3/ path the sandbox allowed) of the objects below it that `regex`
-    matches whole, sorted; at most limit + 1 (the caller says a pattern matched too many). Nothing is opened: an
-    input_pattern in a bucket workspace (server/results.pattern_inputs)."""
-    matcher = re.compile(regex)
-    found, _ = _objects(prefix.rstrip("/"), True, limit + 1, lambda name, leaf: bool(matcher.fullmatch(name)))
+def remote_names(prefix: str, pattern: str, limit: int = 1000, progress: Progress = no_progress) -> list[str]:
+    """The names (relative to `prefix`, a /vsis3/ path the sandbox allowed) of the objects below it that the glob
+    `pattern` matches (glob_match), sorted; at most limit + 1 (the caller says a pattern matched too many). Nothing is
+    opened: an input_pattern in a bucket workspace (server/results.resolve_inputs)."""
+    parts = tuple(pattern.split("/"))
+
+    def matching(name: str, leaf: str) -> bool:
+        return glob_match(parts, tuple(name.split("/")))
+
+    found, _ = _objects(prefix.rstrip("/"), True, limit + 1, matching)
     progress(1.0, f"listed {len(found)} objects")
     return sorted(name for name, _ in found)
+
+
+#: object names with more '/'-separated levels are not matched by a glob (the match's work grows with them)
+MAX_GLOB_LEVELS = 64
+
+
+def glob_match(pattern: tuple[str, ...], name: tuple[str, ...]) -> bool:
+    """Whether an object name (its '/'-separated levels) matches a glob with pathlib's meaning: each level by
+    fnmatch (case-sensitive; '*' and '?' within a level, '[…]' a class), '**' any number of levels. In time linear in
+    levels x pattern parts (no backtracking regex over whole names)."""
+    if len(name) > MAX_GLOB_LEVELS:
+        return False
+
+    @functools.cache
+    def match(i: int, j: int) -> bool:
+        if i == len(pattern):
+            return j == len(name)
+        if pattern[i] == "**":
+            return match(i + 1, j) or (j < len(name) and match(i, j + 1))
+        return j < len(name) and fnmatch.fnmatchcase(name[j], pattern[i]) and match(i + 1, j + 1)
+
+    return match(0, 0)
 
 
 def _objects(base: str, recursive: bool, limit: int, keep: Callable[[str, str], bool]) -> tuple[list[tuple[str, int]], int]:

@@ -13,15 +13,17 @@ created are deleted again (they are new: the condition guaranteed it), so a fail
 from __future__ import annotations
 
 import ctypes
+import logging
 from collections.abc import Sequence
 from typing import Any
 
-from gdal_mcp.engine import gdal_c
+from gdal_mcp.engine import gdal_c, guard
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox.remote import shown
 
 CHUNK = 8 * 1024 * 1024
+log = logging.getLogger("gdal_mcp.engine.upload")
 
 
 def _lib() -> Any:
@@ -37,19 +39,36 @@ def upload(sources: Sequence[str], targets: Sequence[str], progress: Progress = 
     total = sum(_size(s) for s in sources) or 1
     done = 0
     created: list[str] = []
+    # Every object written, and the probe beside them, lies where the worker's sandbox allows (a side file's key too)
+    guard.check_files([*targets, *(f"{t.rsplit('/', 1)[0]}/{PROBE_PREFIX}" for t in targets[-1:])])
+    # A stop asked for while a file is being written (a cancel, the byte budget: progress raises) takes effect once the
+    # file is written whole: closing a half-written file would complete an object with part of its bytes. (A worker
+    # killed meanwhile never completes it: the PUT, or the multipart's completion, is sent by the close.)
+    stop: list[BaseException] = []
+
+    def report(fraction: float, message: str = "") -> None:
+        if not stop:
+            try:
+                progress(fraction, message)
+            except BaseException as e:  # noqa: BLE001 - raised below, between files
+                stop.append(e)
+
     lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", b"If-None-Match: *")
     try:
         if targets:
             _check_condition(lib, targets[-1])
         for src, dst in zip(sources, targets, strict=True):
             try:
-                done = _put(lib, src, dst, done, total, progress)
+                done = _put(lib, src, dst, done, total, report)
+                created.append(dst)
+                if stop:
+                    raise stop[0]
             except BaseException:
                 lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
                 for made in reversed(created):  # new objects (the condition guaranteed it): nothing of this upload stays
-                    lib.VSIUnlink(made.encode())
+                    if lib.VSIUnlink(made.encode()) != 0:
+                        log.warning("could not delete %s after a failed upload", shown(made))
                 raise
-            created.append(dst)
     finally:
         lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
     progress(1.0, "uploaded")
@@ -78,7 +97,8 @@ def _check_condition(lib: Any, target: str) -> None:
     replaced = _write(lib, probe, b"2")
     lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
     try:
-        lib.VSIUnlink(probe.encode())
+        if lib.VSIUnlink(probe.encode()) != 0:  # a store that lets this worker write but not delete keeps it
+            log.warning("could not delete the probe object %s", shown(probe))
     finally:
         lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", b"If-None-Match: *")
     if replaced:

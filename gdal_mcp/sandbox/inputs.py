@@ -193,51 +193,22 @@ def check_pattern(pattern: str) -> None:
         )
 
 
-def pattern_regex(pattern: str) -> tuple[str, str]:
-    """(the pattern's leading directories without wildcards, a regex of the rest) with pathlib's glob meaning: '*' and
-    '?' within one path component, '[…]' a character class, '**' any number of directories. For object names, which
-    no file system globs (a bucket workspace's input_pattern): 'scenes/2024-*/*.tif' -> ('scenes', '2024-[^/]*/[^/]*\\.tif')."""
+def pattern_parts(pattern: str) -> tuple[str, str]:
+    """(the pattern's leading directories without wildcards, the rest of it): where to list object names, and the glob
+    they are matched with there (engine/catalog.glob_match, pathlib's meaning). For a bucket workspace's input_pattern:
+    'scenes/2024-*/*.tif' -> ('scenes', '2024-*/*.tif')."""
     check_pattern(pattern)
     parts = PurePosixPath(pattern).parts
     fixed = 0
     while fixed < len(parts) - 1 and not any(ch in parts[fixed] for ch in "*?["):
         fixed += 1
-    regex = ""
-    for i, part in enumerate(parts[fixed:]):
-        last = fixed + i == len(parts) - 1
-        if part == "**":
-            regex += ".*" if last else "(?:[^/]+/)*"
-            continue
-        regex += _component(part) + ("" if last else "/")
-    return "/".join(parts[:fixed]), regex
+    if sum(part == "**" for part in parts) > MAX_RECURSIVE_WILDCARDS:
+        raise GdalMcpError("invalid-argument", f"input_pattern '{pattern}': at most {MAX_RECURSIVE_WILDCARDS} '**' in a glob")
+    return "/".join(parts[:fixed]), "/".join(parts[fixed:])
 
 
-def _component(part: str) -> str:
-    out, i = "", 0
-    while i < len(part):
-        ch = part[i]
-        if ch == "*":
-            out += "[^/]*"
-        elif ch == "?":
-            out += "[^/]"
-        elif ch == "[":
-            j = i + 1 + (part[i + 1 : i + 2] == "!")
-            j += part[j : j + 1] == "]"
-            end = part.find("]", j)
-            if end < 0:
-                out += re.escape(ch)
-            else:
-                body = part[i + 1 : end]
-                negated = body.startswith("!")
-                body = (body[1:] if negated else body).replace("\\", "\\\\")
-                if body.startswith("^"):
-                    body = "\\" + body
-                out += "(?:(?!/)[" + ("^" if negated else "") + body + "])"
-                i = end
-        else:
-            out += re.escape(ch)
-        i += 1
-    return out
+#: '**' components one input_pattern may hold
+MAX_RECURSIVE_WILDCARDS = 3
 
 
 def network(sb: Sandbox, path: str, what: str) -> tuple[str, list[Path], bool]:

@@ -402,6 +402,10 @@ def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directo
             "unsupported", f"{what} '{location.url}': outputs are written to s3:// locations only (or the workspace)"
         )
     name = location.path.rsplit("/", 1)[-1]
+    if any(e.covers(location) and e.path.strip("/") == location.path.strip("/") for e in sb.remote.entries):
+        raise GdalMcpError(  # the prefix itself: its side files and its folder would be beside the prefix, outside it
+            "invalid-argument", f"{what} '{sb.display(location.url)}' is an allowed prefix itself: name an object below it"
+        )
     if directory or not name or path.endswith("/"):
         raise GdalMcpError("invalid-argument", f"{what} '{location.url}' must name one object (a key, not a prefix)")
     if name.startswith(TMP_PREFIX) or name == OWNER_FILE:

@@ -45,12 +45,12 @@ async def resolve_inputs(
     if pattern is None or app.sandbox.bucket is None or inputs is not None:
         return app.sandbox.resolve_inputs(inputs, pattern, limit=limit)
     from gdal_mcp import jobs
-    from gdal_mcp.sandbox.inputs import no_match, pattern_regex, too_many_matches
+    from gdal_mcp.sandbox.inputs import no_match, pattern_parts, too_many_matches
 
-    fixed, regex = pattern_regex(pattern)
+    fixed, rest = pattern_parts(pattern)
     location = app.sandbox.bucket_location(fixed or ".", what="input_pattern")
     assert location is not None
-    names = await app.execute(jobs.RemoteNamesJob(prefix=location.gdal_path, regex=regex, limit=limit), ctx=ctx, quick=True)
+    names = await app.execute(jobs.RemoteNamesJob(prefix=location.gdal_path, pattern=rest, limit=limit), ctx=ctx, quick=True)
     if len(names) > limit:
         raise too_many_matches(pattern, limit)
     if not names:

@@ -105,6 +105,10 @@ async def test_tools_read_and_write_the_bucket_by_relative_paths(server, bucket)
         ("raster_edit", {"input": "raster/RGB.byte.tif", "nodata": 7}, "unsupported"),  # no change in place
         ("raster_overviews", {"input": "raster/RGB.byte.tif"}, "unsupported"),
         ("raster_calc", {"input_pattern": "nowhere/*.tif", "expression": "median(S)", "output": "m.tif"}, "not-found"),
+        # the prefix itself as the output: its side files and folder would lie beside the prefix, outside it
+        ("raster_convert", {"input": "raster/RGB.byte.tif", "output": "./"}, "invalid-argument"),
+        ("raster_convert", {"input": "raster/RGB.byte.tif", "output": ".", "format": "PNG"}, "invalid-argument"),
+        ("raster_convert", {"input": "raster/RGB.byte.tif", "output": "s3://team/ws"}, "invalid-argument"),
         ("raster_calc", {"input_pattern": "../*.tif", "expression": "median(S)", "output": "m.tif"}, "out-of-root"),
     ],
 )

@@ -180,6 +180,8 @@ def test_a_profile_that_cannot_be_read_or_a_location_not_allowed_stops_the_start
         workspaces=(ws,), allow_remote=("s3://alpha", "s3://alphabet"),
         remote_profiles=(("s3://alpha", "a"), ("s3://alphabet", "b")),
     )  # fmt: skip
+    with pytest.raises(ValueError, match="do not go together"):  # any bucket, 'alpha-attacker' too, would be allowed
+        Settings(workspaces=(ws,), allow_network=True, allow_remote=("s3://alpha",), remote_profiles=(("s3://alpha", "a"),))
     with pytest.raises(ValueError, match="profiles are per bucket"):  # s3://b/data's keys would sign s3://b/database's
         Settings(workspaces=(ws,), allow_remote=("s3://b/data",), remote_profiles=(("s3://b/data", "a"),))
     Settings(workspaces=(ws,), allow_remote=("s3://b/data",), remote_profiles=(("s3://b", "a"),))
@@ -261,3 +263,33 @@ async def test_a_store_that_ignores_conditional_writes_gets_no_output(buckets, t
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="beta").get("Contents", [])]  # type: ignore[attr-defined]
     assert "new/clip.tif" not in keys and not [k for k in keys if ".gdal-mcp-condition-probe-" in k], keys
     assert s3.get_object(Bucket="beta", Key="kept/clip.tif")["Body"].read() == b"someone else's"  # type: ignore[attr-defined]
+
+
+def test_a_stop_during_an_upload_leaves_no_object(buckets, tmp_path: Path) -> None:
+    """Attack class: partial output. A cancel (or the byte budget) while a file is being uploaded takes effect once the
+    file is written whole, then every object of the upload is deleted: closing a half-written file would have
+    completed an object with part of its bytes, under a key no upload could replace afterwards."""
+    from gdal_mcp.engine import drivers, upload
+    from gdal_mcp.errors import GdalMcpError
+
+    relay, s3 = buckets
+    drivers.set_path_options(load_profiles({"remote_profiles": [["/vsis3/beta", "beta-team"]], "allow_remote": []}))
+    drivers.restrict()
+    try:
+        side, main = tmp_path / "big.tif.aux.xml", tmp_path / "big.tif"
+        side.write_bytes(b"<PAMDataset/>")
+        main.write_bytes(bytes(range(256)) * (20 * 4096))  # 20 MiB: written in chunks, with progress between them
+        calls = []
+
+        def cancel_midway(fraction: float, message: str = "") -> None:
+            calls.append(fraction)
+            if 0.2 < fraction < 0.9:
+                raise GdalMcpError("cancelled", "the job was cancelled")
+
+        targets = ["/vsis3/beta/stop/big.tif.aux.xml", "/vsis3/beta/stop/big.tif"]
+        with pytest.raises(GdalMcpError, match="cancelled"):
+            upload.upload([str(side), str(main)], targets, cancel_midway)
+        assert len(calls) >= 2
+        assert "Contents" not in s3.list_objects_v2(Bucket="beta", Prefix="stop/")  # type: ignore[attr-defined]
+    finally:
+        drivers.set_path_options([])
