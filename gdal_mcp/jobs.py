@@ -1116,6 +1116,17 @@ def all_jobs() -> list[type[Job[Any]]]:
 
 # ----- outputs in object storage -----
 @dataclass(frozen=True, kw_only=True)
+class DeleteObjectsJob(Job[int]):
+    """Delete the objects an upload killed midway had created (read from its journal by App.execute)."""
+
+    FUNC = "gdal_mcp.engine.upload:delete_objects"
+    objects: list[str]
+
+    def paths(self) -> list[str]:
+        return [*self.objects]
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReadObjectJob(Job[tuple[int, bytes]]):
     """Bytes of an object of the bucket workspace (resources/read, downloads): (its size, `length` bytes from `offset`)."""
 

@@ -30,9 +30,12 @@ def _lib() -> Any:
     return gdal_c.require("VSIFOpenL")
 
 
-def upload(sources: Sequence[str], targets: Sequence[str], progress: Progress = no_progress) -> list[str]:
+def upload(
+    sources: Sequence[str], targets: Sequence[str], progress: Progress = no_progress, journal: str | None = None
+) -> list[str]:
     """Upload each local file of `sources` to the /vsis3/ path at the same index of `targets`, never replacing an
-    object; returns the targets written. already-exists when one exists (nothing of this upload stays)."""
+    object; returns the targets written. already-exists when one exists (nothing of this upload stays). `journal`: a
+    file that gets a line for each object as soon as it is created, for whoever cleans up after a killed upload."""
     if len(sources) != len(targets):
         raise GdalMcpError("internal-error", "upload: sources and targets differ in number")
     lib = _lib()
@@ -61,6 +64,9 @@ def upload(sources: Sequence[str], targets: Sequence[str], progress: Progress = 
             try:
                 done = _put(lib, src, dst, done, total, report)
                 created.append(dst)
+                if journal is not None:
+                    with open(journal, "a", encoding="utf-8") as fh:
+                        fh.write(dst + "\n")
                 if stop:
                     raise stop[0]
             except BaseException:
@@ -179,3 +185,18 @@ def read_object(path: str, offset: int = 0, length: int = 8 * 1024 * 1024, progr
         lib.VSIFCloseL(handle)
     progress(1.0, "read")
     return size, buffer.raw[:got]
+
+
+def delete_objects(objects: Sequence[str], progress: Progress = no_progress) -> int:
+    """Delete the /vsis3/ `objects` (those an upload killed midway had created: new ones, the condition
+    guaranteed it); how many went. Missing ones are skipped."""
+    lib = _lib()
+    gone = 0
+    for i, path in enumerate(objects):
+        if _exists(lib, path):
+            if lib.VSIUnlink(path.encode()) == 0:
+                gone += 1
+            else:
+                log.warning("could not delete %s, left by an upload that was stopped", shown(path))
+        progress((i + 1) / max(1, len(objects)), "deleting")
+    return gone

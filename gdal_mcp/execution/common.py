@@ -28,7 +28,12 @@ from gdal_mcp.jobs import Job
 ENGINE_PREFIX = "gdal_mcp.engine."
 #: jobs that move bytes or list names without opening a dataset (no format is interpreted)
 BYTES_ONLY = frozenset(
-    {"gdal_mcp.engine.upload:read_object", "gdal_mcp.engine.catalog:list_remote", "gdal_mcp.engine.catalog:remote_names"}
+    {
+        "gdal_mcp.engine.upload:read_object",
+        "gdal_mcp.engine.upload:delete_objects",
+        "gdal_mcp.engine.catalog:list_remote",
+        "gdal_mcp.engine.catalog:remote_names",
+    }
 )
 #: least time between two progress messages of a job (the last one, 1.0, always goes)
 PROGRESS_INTERVAL = 0.2
@@ -161,7 +166,9 @@ def upload_output(job: Job[Any], progress: Callable[[float, str], None]) -> list
     def share(fraction: float, message: str = "") -> None:
         progress(1 - UPLOAD_SHARE + UPLOAD_SHARE * fraction, message)
 
-    return upload(sources, targets, share)
+    from gdal_mcp.sandbox.temporaries import upload_journal
+
+    return upload(sources, targets, share, journal=upload_journal(os.path.dirname(dst)))
 
 
 #: how often a running job's remote reads are measured against the budget

@@ -57,6 +57,7 @@ from gdal_mcp.execution.dask_confine import (
     _task_tmp,
     confine_executor,
 )
+from gdal_mcp.sandbox.temporaries import upload_journal
 
 log = logging.getLogger("gdal_mcp.execution.dask_worker")
 
@@ -572,6 +573,7 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
     finally:
         if attempt is not None:
             shutil.rmtree(attempt, ignore_errors=True)
+            Path(upload_journal(str(attempt))).unlink(missing_ok=True)  # what its upload created (it cleans up itself)
 
 
 # ----- tiles -------------------------------------------------------------------------------------------

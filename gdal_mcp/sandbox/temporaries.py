@@ -22,6 +22,17 @@ log = logging.getLogger("gdal_mcp.sandbox")
 
 # Inside each temporary directory: which server process made it (never moved into place by commit).
 OWNER_FILE = ".gdal-mcp-owner"
+#: beside a remote output's temporary directory (its name + this): the objects its upload has created so far, a line
+#: each (engine/upload.py), for the server to delete after a worker killed in the middle of the upload (App.execute).
+#: Beside it, not in it: the job's own thread (GDAL on the input's data) may write only inside it, so it cannot forge
+#: the list the server deletes from; the worker's main thread, which uploads, may write here
+UPLOAD_JOURNAL_SUFFIX = ".uploaded"
+
+
+def upload_journal(tmp_dir: str) -> str:
+    return os.path.normpath(tmp_dir) + UPLOAD_JOURNAL_SUFFIX
+
+
 # Start-up sweep of stale temporary directories: a bounded walk, so a huge workspace cannot stall start-up.
 SWEEP_MAX_DIRS = 20000
 SWEEP_MAX_SECONDS = 3.0

@@ -9,6 +9,7 @@ import logging
 import shutil
 import tempfile
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -23,6 +24,7 @@ from gdal_mcp.jobs import Job
 from gdal_mcp.models import ReadsRemote, RemoteReads
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
 from gdal_mcp.sandbox.remote import is_remote, parse_allowed
+from gdal_mcp.sandbox.temporaries import upload_journal
 from gdal_mcp.server.approval.parked import ParkedConfirmations
 from gdal_mcp.server.audit import AuditLog
 from gdal_mcp.server.cache import MetadataCache
@@ -209,6 +211,7 @@ class App:
                 result = remote_figures(result)
             if output is not None and output.remote is not None:
                 committed = True  # an object-storage output: its worker uploaded it (Job.upload), nothing to place here
+                Path(upload_journal(str(output.tmp_dir))).unlink(missing_ok=True)
                 output.discard()
             elif output is not None:
                 placed = await asyncio.to_thread(output.commit)
@@ -220,7 +223,33 @@ class App:
             raise
         finally:
             if output is not None and not committed:
+                if output.remote is not None:
+                    await self._remove_partial_upload(output)
                 output.discard()
+
+    async def _remove_partial_upload(self, output: OutputTarget) -> None:
+        """After a job whose upload did not finish: the objects its worker's journal says it created (new ones: the
+        upload's condition guaranteed it) are deleted, when a worker killed midway (a cancel, a timeout) could not
+        delete them itself. Shielded: it runs to its end even while the call is being cancelled."""
+        import anyio
+
+        from gdal_mcp import jobs
+
+        journal = Path(upload_journal(str(output.tmp_dir)))
+        try:
+            created = [line for line in journal.read_text(encoding="utf-8").splitlines() if line]
+            journal.unlink()
+        except OSError:
+            return  # nothing uploaded (or a Dask worker's own directory: it deletes what it created itself)
+        folder = output.remote.rsplit("/", 1)[0] + "/" if output.remote else ""
+        created = [key for key in created if key.startswith(folder) and "/" not in key[len(folder) :]]
+        if not created:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.executor.run(jobs.DeleteObjectsJob(objects=created), quick=True)
+            except GdalMcpError as e:
+                log.warning("could not delete the objects of an upload that was stopped (%s): %s", created, e.message)
 
     async def metadata[R](self, job: Job[R], src: ResolvedInput, *, ctx: Context | None = None) -> R:
         """A quick read-only metadata job, answered from the cache while the input's files are unchanged.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import re
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -41,6 +42,8 @@ class Relay:
         self.seen: list[tuple[str, str, str]] = []
         #: drop If-None-Match from the requests (a store that ignores conditional writes)
         self.unconditional = False
+        #: hold PUTs of keys ending so for this many seconds (a slow upload)
+        self.slow_puts: dict[str, float] = {}
         relay = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,6 +56,9 @@ class Relay:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 key = re.search(r"Credential=([A-Z0-9]+)/", self.headers.get("Authorization", ""))
                 relay.seen.append((self.command, self.path, key.group(1) if key else ""))
+                for suffix, seconds in relay.slow_puts.items():
+                    if self.command == "PUT" and self.path.split("?")[0].endswith(suffix):
+                        time.sleep(seconds)
                 conn = http.client.HTTPConnection(upstream, timeout=30)
                 dropped = ("connection", "proxy-connection", *(("if-none-match",) if relay.unconditional else ()))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
@@ -293,3 +299,31 @@ def test_a_stop_during_an_upload_leaves_no_object(buckets, tmp_path: Path) -> No
         assert "Contents" not in s3.list_objects_v2(Bucket="beta", Prefix="stop/")  # type: ignore[attr-defined]
     finally:
         drivers.set_path_options([])
+
+
+async def test_a_worker_killed_midway_through_an_upload_leaves_no_object(buckets, tmp_path: Path) -> None:
+    """Attack class: partial output. A PNG's georeferencing goes in a side file uploaded before the PNG; the worker is
+    killed (the call's time limit) while the PNG's PUT hangs: the server deletes the side object that upload had
+    created, from the journal the worker's uploading thread keeps beside the output's directory."""
+    relay, s3 = buckets
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    mcp, app = build_server(
+        Settings(
+            workspaces=(ws,), workers=1, timeout=6, confirm="never", allow_remote=("s3://alpha", "s3://beta"),
+            remote_profiles=(("s3://alpha", "alpha-team"), ("s3://beta", "beta-team")),
+        )
+    )  # fmt: skip
+    relay.slow_puts[".png"] = 30
+    try:
+        async with Client(mcp) as client:
+            err, result = await call(
+                client, "raster_convert", input="s3://alpha/RGB.byte.tif", output="s3://beta/killed/rgb.png", format="PNG"
+            )
+            assert err and result["error"]["code"] == "timeout", result
+    finally:
+        relay.slow_puts.clear()
+        app.executor.close()
+    assert any(m == "PUT" and p.startswith("/beta/killed/rgb.png.aux.xml") for m, p, _ in relay.seen), relay.seen
+    assert "Contents" not in s3.list_objects_v2(Bucket="beta", Prefix="killed/")  # type: ignore[attr-defined]
+    assert not list(tmp_path.rglob("*.uploaded"))
