@@ -48,12 +48,20 @@ MAX_MEMBER_OPENS = 50
 MAX_ARCHIVE_OPENS = 1000
 
 
-def _sidecar_of(p: Path) -> str | None:
-    name = p.name.lower()
+def _suffix_sidecar(leaf: str) -> str | None:
+    """The dataset a file name is a side file of, by its suffix alone (an .aux.xml, a .shx …)."""
+    low = leaf.lower()
     for suf in SIDECAR_SUFFIXES:
-        if name.endswith(suf) and len(name) > len(suf):
-            return p.name[: -len(suf)]
-    if name.endswith(".dbf") and p.with_suffix(".shp").exists():
+        if low.endswith(suf) and len(low) > len(suf):
+            return leaf[: -len(suf)]
+    return None
+
+
+def _sidecar_of(p: Path) -> str | None:
+    side = _suffix_sidecar(p.name)
+    if side is not None:
+        return side
+    if p.name.lower().endswith(".dbf") and p.with_suffix(".shp").exists():
         return p.with_suffix(".shp").name
     return None
 
@@ -356,25 +364,28 @@ def _objects(base: str, recursive: bool, limit: int, keep: Callable[[str, str], 
     handle = lib.VSIOpenDir(base.encode(), -1 if recursive else 0, None)
     if not handle:
         raise GdalMcpError("not-found", f"nothing is listed at {base} (no such bucket or prefix, or listing it was refused)")
-    found: list[tuple[str, int]] = []
-    total = 0
-    listed = 0
+    objects: list[tuple[str, int]] = []
     try:
-        while listed < MAX_REMOTE_LISTED:
+        while len(objects) < MAX_REMOTE_LISTED:
             entry = lib.VSIGetNextDirEntry(handle)
             if not entry:
                 break
-            listed += 1
             e = entry.contents
             name = (e.pszName or b"").decode("utf-8", "replace")
-            if stat.S_ISDIR(e.nMode) and e.bModeKnown:
-                continue
-            leaf = name.rsplit("/", 1)[-1]
-            if not name or leaf.startswith(".") or _sidecar_of(Path(leaf)) is not None or not keep(name, leaf):
-                continue
-            total += 1
-            if len(found) < limit:
-                found.append((name, int(e.nSize) if e.bSizeKnown else 0))
+            if name and not (stat.S_ISDIR(e.nMode) and e.bModeKnown):
+                objects.append((name, int(e.nSize) if e.bSizeKnown else 0))
     finally:
         lib.VSICloseDir(handle)
+    names = {name for name, _ in objects}
+    found: list[tuple[str, int]] = []
+    total = 0
+    for name, size in objects:
+        leaf = name.rsplit("/", 1)[-1]
+        # side files by their suffix, and a shapefile's .dbf by its .shp among the listed names (not on a local disk)
+        dbf_of_shp = leaf.lower().endswith(".dbf") and any(name[:-4] + ext in names for ext in (".shp", ".SHP"))
+        if leaf.startswith(".") or _suffix_sidecar(leaf) is not None or dbf_of_shp or not keep(name, leaf):
+            continue
+        total += 1
+        if len(found) < limit:
+            found.append((name, size))
     return found, total

@@ -89,8 +89,10 @@ def only_remote(job: Job[Any]) -> bool:
     """Whether every dataset the job names is remote (then GDAL need not look for side files beside them)."""
     from gdal_mcp.sandbox.remote import is_remote
 
-    output = job.kwargs().get(job.OUTPUT) if job.OUTPUT else None
-    paths = [p for p in job.paths() if p not in (output, job.upload)]  # what it reads (its output is written new)
+    kwargs = job.kwargs()
+    # what it reads: not its output (written new), nor where a VRT output will live (a directory named, never opened)
+    skip = {kwargs.get(job.OUTPUT) if job.OUTPUT else None, job.upload, kwargs.get("vrt_dir")}
+    paths = [p for p in job.paths() if p not in skip]
     return bool(paths) and all(is_remote(p) or p.startswith(("/vsizip//vsi", "/vsitar//vsi", "/vsigzip//vsi")) for p in paths)
 
 

@@ -34,6 +34,8 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str,
         s3.upload_file(str(RGB), "team", "ws/raster/RGB.byte.tif")
         s3.upload_file(str(DATA / "vector" / "test_gpx.gpx"), "team", "ws/vector/tracks.gpx")
         s3.upload_file(str(RGB), "team", "private/RGB.byte.tif")
+        for part in ("shp", "shx", "dbf", "prj", "cpg"):  # a shapefile: listed once, its parts not as datasets
+            s3.upload_file(str(DATA / "vector" / f"box.{part}"), "team", f"ws/vector/box.{part}")
         for i, name in enumerate(SCENES):  # three single-band scenes on one grid, and one that no pattern below matches
             path = local / name.replace("/", "_")
             profile = {"driver": "GTiff", "width": 40, "height": 30, "count": 1, "dtype": "float32", "crs": "EPSG:32633",
@@ -57,7 +59,12 @@ async def test_tools_read_and_write_the_bucket_by_relative_paths(server, bucket)
         err, listing = await call(client, "list_datasets")
         assert not err, listing
         kinds = {e["path"]: e["kind"] for e in listing["entries"]}
-        assert kinds == {"raster/RGB.byte.tif": "raster", "vector/tracks.gpx": "vector", **dict.fromkeys(SCENES, "raster")}
+        assert kinds == {
+            "raster/RGB.byte.tif": "raster",
+            "vector/tracks.gpx": "vector",
+            "vector/box.shp": "vector",
+            **dict.fromkeys(SCENES, "raster"),
+        }
         err, info = await call(client, "raster_info", path="raster/RGB.byte.tif")
         assert not err and info["path"] == "raster/RGB.byte.tif" and info["remote"]["bytes"] > 0
         with rasterio.open(RGB) as ds:
@@ -86,7 +93,9 @@ async def test_tools_read_and_write_the_bucket_by_relative_paths(server, bucket)
 
         assert base64.b64decode(contents[0].blob) == body
         catalog = json.loads((await client.read_resource("gdal-mcp://catalog"))[0].text)
-        assert {e["path"] for e in catalog["entries"]} == {"raster/RGB.byte.tif", "vector/tracks.gpx", "out/clip.tif", *SCENES}
+        assert {e["path"] for e in catalog["entries"]} == {
+            "raster/RGB.byte.tif", "vector/tracks.gpx", "vector/box.shp", "out/clip.tif", *SCENES
+        }  # fmt: skip
         # never replaced; overwrite is refused for objects
         err, again = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip.tif", bbox=bbox)
         assert err and again["error"]["code"] == "already-exists"
@@ -202,6 +211,9 @@ async def test_input_pattern_matches_object_names(server, bucket) -> None:
             client, "raster_calc", input_pattern="scenes/2024-06/*.tif", expression="mean(S)", output="out/june_mean.tif"
         )
         assert not err, result
+        # a mosaic of remote inputs opens each without probing ~40 side-file names (a few requests per input, not ~100)
+        err, mosaic = await call(client, "raster_mosaic", input_pattern="scenes/2024-06/*.tif", output="out/june_mosaic.tif")
+        assert not err and mosaic["remote"]["requests"] <= 12 * 2, mosaic
     path = local / "june_mean.tif"
     path.write_bytes(s3.get_object(Bucket="team", Key="ws/out/june_mean.tif")["Body"].read())
     stack = []
