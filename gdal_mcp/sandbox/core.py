@@ -156,7 +156,9 @@ class Sandbox:
         if self.bucket_location(path, what=what) is not None:
             raise GdalMcpError(
                 "unsupported",
-                f"{what} '{path}' is an object of the bucket workspace; this operation works on local files only",
+                f"{what} '{path}' is an object of the bucket workspace: this server does not copy, move, delete or "
+                "change objects (it writes new ones). To copy one, write it under a new name with raster_convert or "
+                "vector_convert; deleting or renaming objects is for the person, in the bucket itself",
             )
         return _paths.resolve_file(self.roots, path, what=what)
 

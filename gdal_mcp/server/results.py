@@ -37,6 +37,21 @@ def prepare_output[J: Job[Any]](
     return target, job
 
 
+def unchangeable(src: ResolvedInput, name: str, action: str, instead: str) -> GdalMcpError:
+    """unsupported for a dataset a tool would change in place but that is no plain workspace file, saying what to do
+    instead: an object in object storage (never replaced by this server), an archive member or a connection."""
+    if src.network:
+        return GdalMcpError(
+            "unsupported",
+            f"'{name}' is an object in object storage, which this server never changes or replaces ({action} changes "
+            f"files in place); {instead}",
+        )
+    return GdalMcpError(
+        "unsupported",
+        f"'{name}' is not a plain workspace file (an archive member or a connection): {action} changes files in place; {instead}",
+    )
+
+
 async def resolve_inputs(
     app: App, ctx: Context | None, inputs: list[str] | None, pattern: str | None, *, limit: int = MAX_PATTERN_MATCHES
 ) -> list[ResolvedInput]:

@@ -141,22 +141,20 @@ def _same_grid(a: Any, b: Any) -> bool:
 
 
 def _grid_error(first: str, ds_first: Any, name: str, ds: Any) -> GdalMcpError:
-    b = ds_first.bounds
     crs = crs_label(ds_first.crs)
     fix = (
         (
-            f"reproject {name} onto {first}'s grid with raster_reproject (dst_crs={crs}, "
-            f"bbox=[{b.left!r}, {b.bottom!r}, {b.right!r}, {b.top!r}], size=[{ds_first.width}, {ds_first.height}], "
-            "resampling nearest for classes or bilinear for continuous values)"
+            f"align it with raster_reproject input={ds.name} like={ds_first.name} (resampling nearest for classes, "
+            "bilinear for continuous values) and use that output instead; tiles that lie side by side are joined with "
+            "raster_mosaic, not raster_calc"
         )
         if crs
         else f"give {name} the same size and georeferencing as {first}"
     )
     return GdalMcpError(
         "invalid-argument",
-        f"input {name} is not on the same grid as {first}: {first} is "
-        f"{_grid_text(ds_first)}; {name} is {_grid_text(ds)}. All inputs must share CRS, transform "
-        f"and size: {fix}, or clip both to a common extent with raster_clip first",
+        f"input {name} ({ds.name}) is not on the same grid as {first} ({ds_first.name}): {first} is "
+        f"{_grid_text(ds_first)}; {name} is {_grid_text(ds)}. All inputs must share CRS, transform and size: {fix}",
     )
 
 

@@ -19,7 +19,7 @@ from gdal_mcp.models import (
     TableWriteResult,
 )
 from gdal_mcp.server.app import App
-from gdal_mcp.server.results import optional_input, read_result, resolve_inputs, write_output, write_result
+from gdal_mcp.server.results import optional_input, read_result, resolve_inputs, unchangeable, write_output, write_result
 from gdal_mcp.server.tools.params import (
     CRS_FORMS,
     Band,
@@ -441,9 +441,8 @@ async def raster_overviews(
     raster_convert format=COG."""
     src = app.sandbox.resolve_input(input)
     if src.network or len(src.files) != 1 or src.gdal_path != str(src.files[0]):
-        raise GdalMcpError(
-            "unsupported",
-            f"{input} is not a plain workspace file; overviews can only be changed on files (convert it to GTiff first)",
+        raise unchangeable(
+            src, input, "raster_overviews", "make a new raster that holds its own overviews: raster_convert format=COG"
         )
     if external:
         if action != "add":
@@ -516,7 +515,9 @@ async def raster_edit(
     values and never reprojects (use raster_reproject for that). Destructive: refused on a read-only server."""
     src = app.sandbox.resolve_input(input)
     if src.network or len(src.files) != 1 or src.gdal_path != str(src.files[0]):
-        raise GdalMcpError("unsupported", f"{input} is not a plain workspace file; only files can be edited")
+        raise unchangeable(
+            src, input, "raster_edit", "write a corrected copy under a new name with raster_convert (or raster_reproject)"
+        )
     job = jobs.EditRasterJob(
         src=src.gdal_path,
         crs=crs,

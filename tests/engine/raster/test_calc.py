@@ -207,8 +207,14 @@ def test_inputs_on_another_grid_are_refused_with_the_fix(landsat, tmp_path) -> N
         calc({"A": red_path, "B": shifted}, "A + B", str(tmp_path / "x.tif"))
     msg = e.value.message
     assert e.value.code == "invalid-argument"
-    assert "B is not on the same grid as A" in msg and "raster_reproject" in msg and "raster_clip" in msg
-    assert "size=[80, 64]" in msg and "bbox=[300000.0, 4498080.0, 302400.0, 4500000.0]" in msg and "EPSG:32612" in msg
+    assert f"B ({shifted}) is not on the same grid as A ({red_path})" in msg and "raster_mosaic" in msg
+    # the advice, followed as written, gives inputs that calc takes
+    assert f"raster_reproject input={shifted} like={red_path}" in msg
+    from gdal_mcp.engine.raster.warp import reproject
+
+    aligned = str(tmp_path / "aligned.tif")
+    reproject(str(shifted), aligned, like=str(red_path), resampling="bilinear")
+    calc({"A": red_path, "B": aligned}, "A + B", str(tmp_path / "x.tif"))
     for other in (write(tmp_path / "small.tif", red[:10]), write(tmp_path / "ll.tif", red, crs="EPSG:32613")):
         with pytest.raises(GdalMcpError) as e:
             calc({"A": red_path, "B": other}, "A - B", str(tmp_path / "x.tif"))
@@ -562,7 +568,7 @@ def test_a_stack_on_another_grid_is_refused(landsat, tmp_path) -> None:
     shifted = write(tmp_path / "shifted.tif", red, transform=from_origin(300015.0, 4500000.0, 30.0, 30.0))
     with pytest.raises(GdalMcpError) as e:
         calc([red_path, red_path, shifted], "median(S)", str(tmp_path / "x.tif"))
-    assert "input inputs[2] is not on the same grid as inputs[0]" in e.value.message
+    assert f"input inputs[2] ({shifted}) is not on the same grid as inputs[0] ({red_path})" in e.value.message
     assert "raster_reproject" in e.value.message
 
 

@@ -222,3 +222,19 @@ async def test_input_pattern_matches_object_names(server, bucket) -> None:
             stack.append(ds.read(1).astype(np.float64))
     with rasterio.open(path) as ds:
         np.testing.assert_allclose(ds.read(1), np.mean(stack, axis=0), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "tool,args,hint",
+    [
+        ("workspace_delete", {"input": "raster/RGB.byte.tif"}, "for the person, in the bucket"),
+        ("workspace_copy", {"input": "raster/RGB.byte.tif", "output": "copy.tif"}, "raster_convert"),
+        ("raster_edit", {"input": "raster/RGB.byte.tif", "nodata": 7}, "raster_convert"),
+        ("raster_overviews", {"input": "raster/RGB.byte.tif"}, "format=COG"),
+        ("vector_convert", {"input": "vector/tracks.gpx", "output": "vector/box.shp", "mode": "append"}, "vector_merge"),
+    ],
+)
+async def test_what_a_bucket_workspace_does_not_do_says_what_to_do_instead(server, tool, args, hint) -> None:
+    async with Client(server[0]) as client:
+        err, content = await call(client, tool, **args)
+    assert err and content["error"]["code"] == "unsupported" and hint in content["error"]["message"], content
