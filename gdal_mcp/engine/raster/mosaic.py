@@ -208,6 +208,25 @@ def _num(v: float) -> str:
     return "nan" if v != v else repr(float(v)) if not float(v).is_integer() else str(int(v))
 
 
+#: a mosaic whose inputs cover less of its extent than this gets a warning (inputs far apart: mostly nodata)
+SPARSE_SHARE = 0.25
+
+
+def _covered_share(sources: list[Any], extent: tuple[float, float, float, float]) -> float:
+    """The share of `extent` the inputs' bounds cover (their union, on a coarse raster of 256 x 256 cells)."""
+    minx, miny, maxx, maxy = extent
+    if maxx <= minx or maxy <= miny:
+        return 1.0
+    n = 256
+    cells = np.zeros((n, n), dtype=bool)
+    for s in sources:
+        x0, y0, x1, y1 = s.bounds
+        c0, c1 = int((x0 - minx) / (maxx - minx) * n), int(np.ceil((x1 - minx) / (maxx - minx) * n))
+        r0, r1 = int((y0 - miny) / (maxy - miny) * n), int(np.ceil((y1 - miny) / (maxy - miny) * n))
+        cells[max(0, r0) : min(n, r1), max(0, c0) : min(n, c1)] = True
+    return float(cells.mean())
+
+
 @wrap_gdal_errors
 def mosaic(
     inputs: list[str],
@@ -308,11 +327,23 @@ def mosaic(
             f"({res[0]:.6g} x {res[1]:.6g}), so some inputs are resampled ({resampling}); pass "
             "resolution=highest/lowest or [xres, yres] to choose"
         )
+    if foreign:
+        names = ", ".join(os.path.basename(s.path) for s in foreign[:3]) + (" …" if len(foreign) > 3 else "")
+        warnings.append(
+            f"{len(foreign)} input(s) ({names}) are in another CRS than the output's ({crs_label(target) or 'none'}) "
+            f"and were reprojected ({resampling}); pass dst_crs to choose the output's CRS"
+        )
     if bbox is None:
         minx = min(s.bounds[0] for s in sources)
         miny = min(s.bounds[1] for s in sources)
         maxx = max(s.bounds[2] for s in sources)
         maxy = max(s.bounds[3] for s in sources)
+        covered = _covered_share(sources, (minx, miny, maxx, maxy))
+        if len(sources) > 1 and covered < SPARSE_SHARE:
+            warnings.append(
+                f"the inputs cover about {covered:.0%} of the mosaic's extent (they lie apart): the rest is nodata. Mosaic "
+                "the inputs that belong together (a narrower input_pattern, or inputs=[…]), or give bbox"
+            )
     width = max(1, int(0.5 + (maxx - minx) / res[0]))
     height = max(1, int(0.5 + (maxy - miny) / res[1]))
     check_grid(

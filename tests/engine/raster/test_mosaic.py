@@ -180,3 +180,25 @@ def test_bbox_sets_the_output_extent_like_te(tmp_path) -> None:
     with pytest.raises(GdalMcpError) as e:
         mosaic(TILES, str(tmp_path / "x.tif"), bbox_crs="EPSG:4326")
     assert e.value.code == "invalid-argument" and "without bbox" in e.value.message
+
+
+def test_inputs_far_apart_or_in_another_crs_are_said(tmp_path) -> None:
+    """Two copies of a tile 100 tile-widths apart: the mosaic is ~2 % data, which a warning says with its share (the
+    union of the inputs' extents over the mosaic's, here analytic: 2 tiles in a 101 x 1 row); an input in another CRS
+    is named as reprojected. Adjacent tiles give neither warning."""
+    from rasterio.transform import Affine
+
+    with rasterio.open(TILES[0]) as src:
+        profile, data = src.profile, src.read()
+        far = profile | {"transform": src.transform * Affine.translation(100 * src.width, 0)}
+    with rasterio.open(tmp_path / "far.tif", "w", **far) as dst:
+        dst.write(data)
+    _, warnings = mosaic([TILES[0], str(tmp_path / "far.tif")], str(tmp_path / "m.tif"))
+    sparse = [w for w in warnings if "cover about" in w]
+    assert len(sparse) == 1 and "cover about 2%" in sparse[0], warnings
+    _, warnings = mosaic(TILES, str(tmp_path / "adjacent.tif"))
+    assert not [w for w in warnings if "cover about" in w or "another CRS" in w], warnings
+    with rasterio.open(tmp_path / "ll.tif", "w", **(profile | {"crs": "EPSG:32619"})) as dst:
+        dst.write(data)
+    _, warnings = mosaic([TILES[0], str(tmp_path / "ll.tif")], str(tmp_path / "x.tif"))
+    assert any("1 input(s) (ll.tif) are in another CRS" in w for w in warnings), warnings
