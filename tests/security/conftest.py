@@ -1,6 +1,6 @@
-"""The attacker's bench (module-scoped fixtures): a directory of secrets outside the workspace, and a loopback canary
-that counts every connection. The workspace, the real MCP client to attack with, and `attack` itself are plain
-helpers in tests/security/helpers.py.
+"""The attacker's bench (module-scoped fixtures): a directory of secrets outside the workspace, a loopback canary
+that counts every connection, and one server on a module's workspace (`served`). The workspace, the real MCP client
+to attack with, and `attack` itself are plain helpers in tests/security/helpers.py.
 
 Every attack asserts the same three things (SECURITY.md): the call is refused with a stable code (never
 internal-error), no byte of an outside secret appears in anything the client gets back, no connection reaches the
@@ -13,12 +13,14 @@ import shutil
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+from mcp import ClientSession
 
 from tests.helpers import DATA
-from tests.security.helpers import Canary, Secrets
+from tests.security.helpers import Canary, Secrets, shared_session
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +59,10 @@ def secrets(tmp_path_factory: pytest.TempPathFactory) -> Secrets:
         shutil.copy(DATA / "vector" / f"points.{ext}", d / f"secret.{ext}")
     shutil.copy(DATA / "raster" / "RGB.byte.tif", d / "secret.tif")
     return Secrets(d, token)
+
+
+@pytest.fixture(scope="module")
+async def served(ws: Path) -> AsyncIterator[ClientSession]:
+    """One real server (stdio) on the module's `ws` for the module's tests that attack it with default options."""
+    async with shared_session(ws) as s:
+        yield s

@@ -7,6 +7,7 @@ server answers the next call.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -64,6 +65,32 @@ async def session(ws: Path, *extra: str) -> AsyncIterator[ClientSession]:
     async with stdio_client(server_params(ws, *extra)) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         yield s
+
+
+@asynccontextmanager
+async def shared_session(ws: Path, *extra: str) -> AsyncIterator[ClientSession]:
+    """`session`, held open by a task of its own: a module-scoped fixture's setup and teardown run in different
+    tasks, and the stdio client's cancel scopes must be left by the task that entered them. One server for a
+    module's attacks on one workspace (a server start is ~4 s of CPU); each test still asserts the server answers."""
+    ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        try:
+            async with session(ws, *extra) as s:
+                ready.set_result(s)
+                await stop.wait()
+        except BaseException as e:
+            if not ready.done():
+                ready.set_exception(e)
+            raise
+
+    task = asyncio.create_task(hold())
+    try:
+        yield await ready
+    finally:
+        stop.set()
+        await task
 
 
 def everything_returned(result: Any) -> str:

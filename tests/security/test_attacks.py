@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from tests.helpers import DATA
@@ -253,37 +254,39 @@ NOT_FOLLOWED = [
 ]
 
 
-async def test_further_attacks_are_refused(ws: Path, secrets: Secrets, canary: Canary) -> None:
+async def test_further_attacks_are_refused(served: ClientSession, ws: Path, secrets: Secrets, canary: Canary) -> None:
     attacks = cases(secrets, canary)
     assert len(attacks) >= 30
     codes: dict[str, int] = {}
-    async with session(ws) as s:
-        for tool, args in attacks:
-            code = await attack(s, tool, args, secrets=secrets, canary=canary)
-            codes[code] = codes.get(code, 0) + 1
-        # a resource read of an outside file (percent-encoded dots too)
-        for uri in (
-            f"gdal-mcp://files/{'..%2F' * 12}{secrets.path('secret.txt').lstrip('/')}",
-            f"gdal-mcp://files/{secrets.path('secret.txt')}",
-        ):
-            try:
-                got = await s.read_resource(uri)
-                assert secrets.token not in str(got), uri
-            except MCPError as e:
-                assert secrets.token not in str(e), uri
+    s = served
+    for tool, args in attacks:
+        code = await attack(s, tool, args, secrets=secrets, canary=canary)
+        codes[code] = codes.get(code, 0) + 1
+    # a resource read of an outside file (percent-encoded dots too)
+    for uri in (
+        f"gdal-mcp://files/{'..%2F' * 12}{secrets.path('secret.txt').lstrip('/')}",
+        f"gdal-mcp://files/{secrets.path('secret.txt')}",
+    ):
+        try:
+            got = await s.read_resource(uri)
+            assert secrets.token not in str(got), uri
+        except MCPError as e:
+            assert secrets.token not in str(e), uri
     assert set(codes) <= REFUSED, codes
     assert not any(Path(secrets.path(n)).exists() for n in ("planted.tif", "x"))
     assert not any((ws / n).exists() for n in ("m.tif", "c.tif", "j.gpkg", "s1.gpkg", "s2.gpkg", "s3.gpkg", "s4.gpkg"))
 
 
-async def test_references_gdal_ignores_are_not_followed(ws: Path, secrets: Secrets, canary: Canary) -> None:
-    async with session(ws) as s:
-        for tool, args in NOT_FOLLOWED:
-            before = len(canary.hits)
-            r = await s.call_tool(tool, args)
-            assert secrets.token not in everything_returned(r) and len(canary.hits) == before, (tool, args)
-            if r.is_error:
-                assert r.structured_content["error"]["code"] in REFUSED, r.structured_content
+async def test_references_gdal_ignores_are_not_followed(
+    served: ClientSession, ws: Path, secrets: Secrets, canary: Canary
+) -> None:
+    s = served
+    for tool, args in NOT_FOLLOWED:
+        before = len(canary.hits)
+        r = await s.call_tool(tool, args)
+        assert secrets.token not in everything_returned(r) and len(canary.hits) == before, (tool, args)
+        if r.is_error:
+            assert r.structured_content["error"]["code"] in REFUSED, r.structured_content
 
 
 async def test_red_team_findings(tmp_path: Path, secrets: Secrets, canary: Canary) -> None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from mcp import ClientSession
 
 from gdal_mcp.crs_text import crs_value
 from gdal_mcp.errors import GdalMcpError
-from tests.security.helpers import Canary, Secrets, attack, session, workspace
+from tests.security.helpers import Canary, Secrets, attack, workspace
 
 
 def file_and_url_forms(secrets: Secrets, canary: Canary) -> list[str]:
@@ -71,27 +72,27 @@ def test_values_are_accepted_files_and_urls_refused(secrets: Secrets, canary: Ca
         assert e.value.code == "invalid-argument", text
 
 
-async def test_crs_arguments_of_every_tool(ws: Path, secrets: Secrets, canary: Canary) -> None:
+async def test_crs_arguments_of_every_tool(served: ClientSession, ws: Path, secrets: Secrets, canary: Canary) -> None:
     """crs_info, transform_coordinates, the reproject tools' dst_crs/src_crs and bbox_crs, given files and URLs."""
-    async with session(ws) as s:
-        for bad in [*file_and_url_forms(secrets, canary), "local.prj"]:
-            for tool, args in (
-                ("crs_info", {"crs": bad}),
-                ("transform_coordinates", {"points": [[1, 2]], "src_crs": bad, "dst_crs": "EPSG:4326"}),
-                ("transform_coordinates", {"points": [[1, 2]], "src_crs": "EPSG:4326", "dst_crs": bad}),
-                ("raster_reproject", {"input": "good.tif", "output": "r.tif", "dst_crs": bad}),
-                ("raster_reproject", {"input": "good.tif", "output": "r.tif", "dst_crs": "EPSG:4326", "src_crs": bad}),
-                ("vector_reproject", {"input": "good.shp", "output": "v.gpkg", "dst_crs": bad}),
-                ("raster_clip", {"input": "good.tif", "output": "c.tif", "bbox": [0, 0, 1, 1], "bbox_crs": bad}),
-            ):
-                assert await attack(s, tool, args, secrets=secrets, canary=canary) == "invalid-argument", (tool, bad)
-        # the values themselves still work
-        r = await s.call_tool("crs_info", {"crs": "WGS 84 / UTM zone 32N"})
-        assert not r.is_error and r.structured_content["epsg"] == 32632
+    s = served
+    for bad in [*file_and_url_forms(secrets, canary), "local.prj"]:
+        for tool, args in (
+            ("crs_info", {"crs": bad}),
+            ("transform_coordinates", {"points": [[1, 2]], "src_crs": bad, "dst_crs": "EPSG:4326"}),
+            ("transform_coordinates", {"points": [[1, 2]], "src_crs": "EPSG:4326", "dst_crs": bad}),
+            ("raster_reproject", {"input": "good.tif", "output": "r.tif", "dst_crs": bad}),
+            ("raster_reproject", {"input": "good.tif", "output": "r.tif", "dst_crs": "EPSG:4326", "src_crs": bad}),
+            ("vector_reproject", {"input": "good.shp", "output": "v.gpkg", "dst_crs": bad}),
+            ("raster_clip", {"input": "good.tif", "output": "c.tif", "bbox": [0, 0, 1, 1], "bbox_crs": bad}),
+        ):
+            assert await attack(s, tool, args, secrets=secrets, canary=canary) == "invalid-argument", (tool, bad)
+    # the values themselves still work
+    r = await s.call_tool("crs_info", {"crs": "WGS 84 / UTM zone 32N"})
+    assert not r.is_error and r.structured_content["epsg"] == 32632
     assert not any((ws / n).exists() for n in ("r.tif", "v.gpkg", "c.tif"))
 
 
-async def test_a_dataset_whose_crs_is_a_link(ws: Path, secrets: Secrets, canary: Canary) -> None:
+async def test_a_dataset_whose_crs_is_a_link(served: ClientSession, ws: Path, secrets: Secrets, canary: Canary) -> None:
     """A GeoJSON whose "crs" member links to a URL or to an outside file: never fetched, never read."""
     point = '{"type": "Feature", "properties": {}, "geometry": {"type": "Point", "coordinates": [1, 2]}}'
     for name, href in (("url.geojson", canary.url + "/crs.prj"), ("file.geojson", secrets.path("secret.prj"))):
@@ -99,11 +100,11 @@ async def test_a_dataset_whose_crs_is_a_link(ws: Path, secrets: Secrets, canary:
             f'{{"type": "FeatureCollection", "crs": {{"type": "link", "properties": {{"href": '
             f'"{href}", "type": "esriwkt"}}}}, "features": [{point}]}}'
         )
-    async with session(ws) as s:
-        for name in ("url.geojson", "file.geojson"):
-            for tool, args in (
-                ("vector_info", {"path": name}),
-                ("vector_features", {"input": name}),
-                ("vector_convert", {"input": name, "output": f"{name}.gpkg"}),
-            ):
-                assert await attack(s, tool, args, secrets=secrets, canary=canary) == "out-of-root", (name, tool)
+    s = served
+    for name in ("url.geojson", "file.geojson"):
+        for tool, args in (
+            ("vector_info", {"path": name}),
+            ("vector_features", {"input": name}),
+            ("vector_convert", {"input": name, "output": f"{name}.gpkg"}),
+        ):
+            assert await attack(s, tool, args, secrets=secrets, canary=canary) == "out-of-root", (name, tool)

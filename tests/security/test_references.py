@@ -8,8 +8,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from mcp import ClientSession
 
-from tests.security.helpers import Canary, Secrets, attack, session, workspace
+from tests.security.helpers import Canary, Secrets, attack, workspace
 
 
 @pytest.fixture(scope="module")
@@ -64,45 +65,47 @@ def ws(tmp_path_factory: pytest.TempPathFactory, secrets: Secrets) -> Path:
     return ws
 
 
-async def test_mrf_data_and_index_files_outside(ws: Path, secrets: Secrets, canary: Canary) -> None:
+async def test_mrf_data_and_index_files_outside(served: ClientSession, ws: Path, secrets: Secrets, canary: Canary) -> None:
     """MRF headers naming DataFile/IndexFile outside: every tool that reads pixels is refused out-of-root."""
-    async with session(ws) as s:
-        for tool, args in (
-            ("raster_info", {"path": "data.mrf", "stats": True}),
-            ("raster_stats", {"input": "data.mrf"}),
-            ("raster_sample", {"input": "data.mrf", "points": [[1, 0.5]]}),
-            ("raster_convert", {"input": "data.mrf", "output": "copy.tif"}),
-            ("raster_to_xyz", {"input": "data.mrf", "output": "copy.xyz"}),
-            ("raster_preview", {"input": "data.mrf"}),
-            ("raster_stats", {"input": "index.mrf"}),
-        ):
-            assert await attack(s, tool, args, secrets=secrets, canary=canary) == "out-of-root", tool
+    s = served
+    for tool, args in (
+        ("raster_info", {"path": "data.mrf", "stats": True}),
+        ("raster_stats", {"input": "data.mrf"}),
+        ("raster_sample", {"input": "data.mrf", "points": [[1, 0.5]]}),
+        ("raster_convert", {"input": "data.mrf", "output": "copy.tif"}),
+        ("raster_to_xyz", {"input": "data.mrf", "output": "copy.xyz"}),
+        ("raster_preview", {"input": "data.mrf"}),
+        ("raster_stats", {"input": "index.mrf"}),
+    ):
+        assert await attack(s, tool, args, secrets=secrets, canary=canary) == "out-of-root", tool
     assert not (ws / "copy.tif").exists() and not (ws / "copy.xyz").exists()
 
 
-async def test_sqlite_schema_virtual_tables_over_outside_files(ws: Path, secrets: Secrets, canary: Canary) -> None:
+async def test_sqlite_schema_virtual_tables_over_outside_files(
+    served: ClientSession, ws: Path, secrets: Secrets, canary: Canary
+) -> None:
     """A database whose own schema declares VirtualText, VirtualShape or VirtualOGR tables over outside files."""
-    async with session(ws) as s:
-        for name in ("vtext", "vshape", "vogr"):
-            for tool, args in (
-                ("vector_info", {"path": f"{name}.sqlite"}),
-                ("vector_features", {"input": f"{name}.sqlite", "layer": "v"}),
-                ("vector_convert", {"input": f"{name}.sqlite", "layer": "v", "output": f"{name}.gpkg"}),
-            ):
-                assert await attack(s, tool, args, secrets=secrets, canary=canary) == "out-of-root", (name, tool)
+    s = served
+    for name in ("vtext", "vshape", "vogr"):
+        for tool, args in (
+            ("vector_info", {"path": f"{name}.sqlite"}),
+            ("vector_features", {"input": f"{name}.sqlite", "layer": "v"}),
+            ("vector_convert", {"input": f"{name}.sqlite", "layer": "v", "output": f"{name}.gpkg"}),
+        ):
+            assert await attack(s, tool, args, secrets=secrets, canary=canary) == "out-of-root", (name, tool)
 
 
-async def test_ogr_vrt_tags_in_any_letter_case(ws: Path, secrets: Secrets, canary: Canary) -> None:
+async def test_ogr_vrt_tags_in_any_letter_case(served: ClientSession, ws: Path, secrets: Secrets, canary: Canary) -> None:
     """OGR VRT whose SrcDataSource is written in another letter case than the checker expects."""
-    async with session(ws) as s:
-        for name in ("lower.vrt", "mixed.vrt"):
-            for tool, args in (("vector_info", {"path": name}), ("vector_features", {"input": name})):
-                await attack(s, tool, args, secrets=secrets, canary=canary)
+    s = served
+    for name in ("lower.vrt", "mixed.vrt"):
+        for tool, args in (("vector_info", {"path": name}), ("vector_features", {"input": name})):
+            await attack(s, tool, args, secrets=secrets, canary=canary)
 
 
-async def test_sql_inside_an_ogr_vrt_in_both_dialects(ws: Path, secrets: Secrets, canary: Canary) -> None:
+async def test_sql_inside_an_ogr_vrt_in_both_dialects(served: ClientSession, ws: Path, secrets: Secrets, canary: Canary) -> None:
     """SrcSQL in an OGR VRT that names an outside file, in OGR SQL and in the SQLite dialect (and in lower case)."""
-    async with session(ws) as s:
-        for name in ("ogrsql.vrt", "sqlitesql.vrt", "caseSQL.vrt"):
-            for tool, args in (("vector_info", {"path": name}), ("vector_features", {"input": name})):
-                await attack(s, tool, args, secrets=secrets, canary=canary)
+    s = served
+    for name in ("ogrsql.vrt", "sqlitesql.vrt", "caseSQL.vrt"):
+        for tool, args in (("vector_info", {"path": name}), ("vector_features", {"input": name})):
+            await attack(s, tool, args, secrets=secrets, canary=canary)

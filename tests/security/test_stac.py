@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import ClientSession
 
-from tests.security.helpers import Canary, Secrets, attack, everything_returned, session, workspace
+from tests.security.helpers import Canary, Secrets, attack, everything_returned, workspace
 
 
 def _catalog(links: list[dict[str, str]]) -> str:
@@ -59,37 +60,41 @@ def ws(tmp_path_factory: pytest.TempPathFactory, secrets: Secrets, canary: Canar
 
 
 @pytest.mark.slow  # a real server process over stdio, six attacks
-async def test_catalog_links_out_of_the_workspace_are_refused(ws: Path, secrets: Secrets, canary: Canary) -> None:
-    async with session(ws) as s:
-        for folder in ("absolute", "dotdot", "file-url", "canary", "symlink", "child"):
-            args = {"catalog": f"{folder}/catalog.json"}
-            assert await attack(s, "stac_search", args, secrets=secrets, canary=canary) == "out-of-root", folder
+async def test_catalog_links_out_of_the_workspace_are_refused(
+    served: ClientSession, ws: Path, secrets: Secrets, canary: Canary
+) -> None:
+    s = served
+    for folder in ("absolute", "dotdot", "file-url", "canary", "symlink", "child"):
+        args = {"catalog": f"{folder}/catalog.json"}
+        assert await attack(s, "stac_search", args, secrets=secrets, canary=canary) == "out-of-root", folder
 
 
-async def test_catalog_arguments_outside_are_refused(ws: Path, secrets: Secrets, canary: Canary) -> None:
-    async with session(ws) as s:
-        for catalog, codes in (
-            (secrets.path("item.json"), {"out-of-root"}),
-            ("../" * 12 + secrets.path("item.json").lstrip("/"), {"out-of-root"}),
-            (canary.url + "/catalog.json", {"unsupported"}),  # this server reads no remote location
-            ("/vsicurl/" + canary.url + "/catalog.json", {"unsupported"}),
-            ("s3://bucket/catalog.json", {"unsupported"}),
-        ):
-            await attack(s, "stac_search", {"catalog": catalog}, secrets=secrets, canary=canary, codes=codes)
+async def test_catalog_arguments_outside_are_refused(served: ClientSession, ws: Path, secrets: Secrets, canary: Canary) -> None:
+    s = served
+    for catalog, codes in (
+        (secrets.path("item.json"), {"out-of-root"}),
+        ("../" * 12 + secrets.path("item.json").lstrip("/"), {"out-of-root"}),
+        (canary.url + "/catalog.json", {"unsupported"}),  # this server reads no remote location
+        ("/vsicurl/" + canary.url + "/catalog.json", {"unsupported"}),
+        ("s3://bucket/catalog.json", {"unsupported"}),
+    ):
+        await attack(s, "stac_search", {"catalog": catalog}, secrets=secrets, canary=canary, codes=codes)
 
 
-async def test_a_forged_page_token_is_refused(ws: Path, secrets: Secrets, canary: Canary) -> None:
+async def test_a_forged_page_token_is_refused(served: ClientSession, ws: Path, secrets: Secrets, canary: Canary) -> None:
     forged = {"v": 1, "k": "api", "q": "0" * 16, "l": {"href": canary.url + "/search", "method": "GET"}, "s": 0}
     token = base64.urlsafe_b64encode(json.dumps(forged).encode()).decode().rstrip("=")
-    async with session(ws) as s:
-        args = {"catalog": "assets/catalog.json", "page_token": token}
-        assert await attack(s, "stac_search", args, secrets=secrets, canary=canary) == "invalid-argument"
+    s = served
+    args = {"catalog": "assets/catalog.json", "page_token": token}
+    assert await attack(s, "stac_search", args, secrets=secrets, canary=canary) == "invalid-argument"
 
 
-async def test_an_asset_outside_gets_no_input_and_stays_unreadable(ws: Path, secrets: Secrets, canary: Canary) -> None:
-    async with session(ws) as s:
-        r = await s.call_tool("stac_search", {"catalog": "assets/catalog.json"})
-        assert not r.is_error and secrets.token not in everything_returned(r)
-        (asset,) = r.structured_content["items"][0]["assets"]
-        assert asset["input"] is None
-        await attack(s, "raster_info", {"path": asset["href"]}, secrets=secrets, canary=canary, codes={"out-of-root"})
+async def test_an_asset_outside_gets_no_input_and_stays_unreadable(
+    served: ClientSession, ws: Path, secrets: Secrets, canary: Canary
+) -> None:
+    s = served
+    r = await s.call_tool("stac_search", {"catalog": "assets/catalog.json"})
+    assert not r.is_error and secrets.token not in everything_returned(r)
+    (asset,) = r.structured_content["items"][0]["assets"]
+    assert asset["input"] is None
+    await attack(s, "raster_info", {"path": asset["href"]}, secrets=secrets, canary=canary, codes={"out-of-root"})
