@@ -43,6 +43,8 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import VectorSummary
 
 SINGLE_TO_MULTI = {"Point": "MultiPoint", "LineString": "MultiLineString", "Polygon": "MultiPolygon"}
+#: shapely's type ids of MultiPoint, MultiLineString, MultiPolygon
+MULTI_TYPE_IDS = (4, 5, 6)
 MULTI_TO_SINGLE = {
     "MultiPoint": "Point",
     "MultiLineString": "LineString",
@@ -317,11 +319,21 @@ def convert(
 
             changes = box is not None or reprojection is not None or explode_collections or promote_geometries
 
+            # A layer that declares a single-part type yet holds multi-part geometries (shapefiles do): a GeoPackage
+            # would declare the single type for them all, against its own rules; they are counted, and the layer is
+            # written again as the multi type (below)
+            watch_multi = (
+                mode == "create" and driver == "GPKG" and not promote_geometries and not explode_collections
+            ) and _multi_of(s.geometry_type) not in (None, s.geometry_type.removesuffix(" Z"))
+            facts["multi_parts"] = 0
+
             def transform(batch: pa.RecordBatch) -> pa.RecordBatch:
                 if "measured" not in facts:
                     facts["measured"] = has_measures(batch)
                 if keep_fields is not None:
                     batch = batch.select(keep_fields)
+                if watch_multi and column is not None:
+                    facts["multi_parts"] += int(np.isin(shapely.get_type_id(geometries(batch)), MULTI_TYPE_IDS).sum())
                 if column is None or not changes:
                     return batch if keep_fields is None else pa.RecordBatch.from_arrays(batch.columns, schema=schema)
                 geoms = geometries(batch)
@@ -365,6 +377,17 @@ def convert(
     before = set(out.parent.iterdir()) if out.parent.is_dir() else set()
     try:
         attempt(promote_to_multi)
+        multi = _multi_of(facts.get("source_type", ""))
+        parts = int(facts.get("multi_parts") or 0)
+        if parts and multi is not None:
+            for f in _new_files(out, before):
+                f.unlink()
+            attempt(True)
+            notes.append(
+                f"this {facts['source_type']} layer holds {parts} multi-part geometries; wrote every "
+                f"geometry as {multi} (promote_to_multi, like ogr2ogr -nlt PROMOTE_TO_MULTI), so the GeoPackage "
+                "declares the type its features have"
+            )
     except GdalMcpError as e:
         if mode != "create":
             raise

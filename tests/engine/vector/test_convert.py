@@ -71,12 +71,18 @@ def test_naturalearth_to_each_format_keeps_features_attributes_and_geometries(tm
     tol = 1e-12 if name.endswith((".csv", ".geojson")) else 0
     np.testing.assert_allclose(shapely.get_coordinates(out_geoms), shapely.get_coordinates(src_geoms), rtol=0, atol=tol)
     assert (shapely.get_num_geometries(out_geoms) == shapely.get_num_geometries(src_geoms)).all()
-    if name.endswith(".fgb"):
-        # FlatGeobuf refuses the MultiPolygons of a layer declared Polygon: promoted, with a warning.
+    if name.endswith((".fgb", ".gpkg")):
+        # FlatGeobuf refuses the MultiPolygons of a layer declared Polygon, and a GeoPackage would declare POLYGON for
+        # its 29 MultiPolygons against its own rules: promoted, with a warning; nothing of the first attempt is left
         assert summary.geometry_type == "MultiPolygon" and "MultiPolygon" in notes[0] and "promote" in notes[0]
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["ne.fgb"], "the failed first attempt left files"
+        assert pyogrio.read_info(tmp_path / name)["geometry_type"] == "MultiPolygon"
+        assert sorted(p.name for p in tmp_path.iterdir()) == [name], "the first attempt left files"
     else:
         assert notes == []
+    if name.endswith(".gpkg"):
+        # a Polygon layer without multi-part geometries stays Polygon, written once
+        box, box_notes = convert(str(V / "box.shp"), str(tmp_path / "box.gpkg"))
+        assert box.geometry_type == "Polygon" and box_notes == []
     if name.endswith(".csv"):  # geometry as WKT, field types in a .csvt, the CRS in a .prj
         assert "WKT" in summary.fields and (tmp_path / name).read_text().startswith("WKT,")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["ne.csv", "ne.csvt", "ne.prj"]
@@ -178,7 +184,8 @@ def assert_transformed(a: np.ndarray, b: np.ndarray, src_crs: int | str, to: str
 
 def test_reproject_to_web_mercator_matches_pyproj(tmp_path) -> None:
     s, notes = convert(NE, str(tmp_path / "m.gpkg"), dst_crs="EPSG:3857")
-    assert s.crs == "EPSG:3857" and s.feature_count == 177 and notes == []
+    assert s.crs == "EPSG:3857" and s.feature_count == 177 and s.geometry_type == "MultiPolygon"
+    assert len(notes) == 1 and "holds 29 multi-part geometries" in notes[0]  # 29: the count shapely gives the source
     assert_reprojected(NE, tmp_path / "m.gpkg", "EPSG:3857")
     # reproject is the same engine.
     s2, _ = reproject(NE, str(tmp_path / "r.gpkg"), dst_crs="3857")
