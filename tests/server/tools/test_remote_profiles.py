@@ -131,21 +131,24 @@ def buckets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Relay, o
     del env
 
 
+def _server(tmp_path: Path, **settings: object) -> tuple[object, object]:
+    """A server with both buckets allowed, each with its profile (a workspace of its own in tmp_path)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    base: dict[str, object] = {
+        "workspaces": (ws,), "workers": 1, "timeout": 60, "confirm": "never", "allow_remote": ("s3://alpha", "s3://beta"),
+        "remote_profiles": (("s3://alpha", "alpha-team"), ("s3://beta", "beta-team")),
+    }  # fmt: skip
+    return build_server(Settings(**(base | settings)))  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("executor", ["local", "dask"])
 async def test_each_bucket_is_reached_with_its_own_profiles_keys(buckets, tmp_path: Path, executor: str) -> None:
     """On the local pool and on Dask workers (which read the profiles in their set-up)."""
     if executor == "dask":
         pytest.importorskip("distributed")
     relay, s3 = buckets
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    mcp, app = build_server(
-        Settings(
-            workspaces=(ws,), workers=1, timeout=60, confirm="never", allow_remote=("s3://alpha", "s3://beta"),
-            remote_profiles=(("s3://alpha", "alpha-team"), ("s3://beta", "beta-team")), executor=executor,
-            dask_scheduler="local:1" if executor == "dask" else None,
-        )
-    )  # fmt: skip
+    mcp, app = _server(tmp_path, executor=executor, dask_scheduler="local:1" if executor == "dask" else None)
     try:
         async with Client(mcp) as client:
             relay.seen.clear()
@@ -243,15 +246,8 @@ async def test_a_store_that_ignores_conditional_writes_gets_no_output(buckets, t
     to create an object twice (If-None-Match: *); one that ignores the condition (here the relay drops the header)
     gets no output (unsupported), an object at the output's key stays as it was, and no probe object is left."""
     relay, s3 = buckets
-    ws = tmp_path / "ws"
-    ws.mkdir()
     s3.put_object(Bucket="beta", Key="kept/clip.tif", Body=b"someone else's")  # type: ignore[attr-defined]
-    mcp, app = build_server(
-        Settings(
-            workspaces=(ws,), workers=1, timeout=60, confirm="never", allow_remote=("s3://alpha", "s3://beta"),
-            remote_profiles=(("s3://alpha", "alpha-team"), ("s3://beta", "beta-team")),
-        )
-    )  # fmt: skip
+    mcp, app = _server(tmp_path)
     relay.unconditional = True
     try:
         async with Client(mcp) as client:
@@ -306,14 +302,7 @@ async def test_a_worker_killed_midway_through_an_upload_leaves_no_object(buckets
     killed (the call's time limit) while the PNG's PUT hangs: the server deletes the side object that upload had
     created, from the journal the worker's uploading thread keeps beside the output's directory."""
     relay, s3 = buckets
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    mcp, app = build_server(
-        Settings(
-            workspaces=(ws,), workers=1, timeout=6, confirm="never", allow_remote=("s3://alpha", "s3://beta"),
-            remote_profiles=(("s3://alpha", "alpha-team"), ("s3://beta", "beta-team")),
-        )
-    )  # fmt: skip
+    mcp, app = _server(tmp_path, timeout=6)
     relay.slow_puts[".png"] = 30
     try:
         async with Client(mcp) as client:
