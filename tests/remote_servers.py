@@ -150,10 +150,19 @@ def local_s3(ip: str = "127.0.0.1") -> Iterator[tuple[str, dict[str, str]]]:
         "AWS_VIRTUAL_HOSTING": "FALSE",
         "AWS_ENDPOINT_URL": endpoint,  # boto3
     }
+    _reset(endpoint)  # moto keeps its buckets per process, not per server: start empty whatever ran before here
     try:
         yield endpoint, env
     finally:
+        _reset(endpoint)
         server.stop()
+
+
+def _reset(endpoint: str) -> None:
+    """Empty the local S3 (moto's reset endpoint)."""
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=30).read()
 
 
 @contextmanager

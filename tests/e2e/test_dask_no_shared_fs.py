@@ -140,12 +140,12 @@ def isolated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obj
     try:
         with local_s3(net.host) as (endpoint, s3_env):
             s3 = boto3.client("s3", endpoint_url=endpoint, **_boto_credentials(s3_env))
-            s3.create_bucket(Bucket="team")
+            s3.create_bucket(Bucket="nsteam")
             big = home / "big.tif"
             _synthetic(big)
-            s3.upload_file(str(big), "team", "ws/raster/big.tif")
-            s3.upload_file(str(RGB), "team", "ws/raster/RGB.byte.tif")
-            s3.upload_file(str(DATA / "vector" / "test_gpx.gpx"), "team", "ws/vector/tracks.gpx")
+            s3.upload_file(str(big), "nsteam", "ws/raster/big.tif")
+            s3.upload_file(str(RGB), "nsteam", "ws/raster/RGB.byte.tif")
+            s3.upload_file(str(DATA / "vector" / "test_gpx.gpx"), "nsteam", "ws/vector/tracks.gpx")
             scheduler_file = home / "scheduler.json"
             procs.append(
                 subprocess.Popen(
@@ -198,7 +198,7 @@ def _server(isolated: dict[str, object], *extra: str) -> StdioServerParameters:
     server_tmp.mkdir(exist_ok=True)
     env = _env({**isolated["env"], "TMPDIR": str(server_tmp)})  # type: ignore[dict-item]
     return StdioServerParameters(
-        command=PY, args=["-m", "gdal_mcp", "--workspace", "s3://team/ws", "--confirm", "never", *extra], env=env
+        command=PY, args=["-m", "gdal_mcp", "--workspace", "s3://nsteam/ws", "--confirm", "never", *extra], env=env
     )
 
 
@@ -229,8 +229,8 @@ async def _run_calls(params: StdioServerParameters, out: str) -> dict[str, dict[
 
 
 def _objects(s3: object, prefix: str) -> dict[str, bytes]:
-    listed = s3.list_objects_v2(Bucket="team", Prefix=prefix)["Contents"]  # type: ignore[attr-defined]
-    return {o["Key"][len(prefix) :]: s3.get_object(Bucket="team", Key=o["Key"])["Body"].read() for o in listed}  # type: ignore[attr-defined]
+    listed = s3.list_objects_v2(Bucket="nsteam", Prefix=prefix)["Contents"]  # type: ignore[attr-defined]
+    return {o["Key"][len(prefix) :]: s3.get_object(Bucket="nsteam", Key=o["Key"])["Body"].read() for o in listed}  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow
