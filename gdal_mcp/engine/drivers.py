@@ -16,6 +16,7 @@ import glob
 import importlib.abc
 import importlib.machinery
 import os
+import re
 import sys
 import threading
 from types import ModuleType
@@ -202,6 +203,10 @@ def identified(path: str) -> str | None:
     return None
 
 
+#: a dataset name ending in ':<band number>'
+BAND_SUFFIX = re.compile(r"^(.+):(\d+)$")
+
+
 def refuse_remote_references(paths: list[str]) -> None:
     """out-of-root for a remote dataset in a format that names other files or URLs inside it (an OGR VRT object in a
     bucket could name any key the server's credentials reach, or a local file the worker may read)."""
@@ -211,7 +216,12 @@ def refuse_remote_references(paths: list[str]) -> None:
     for path in paths:
         if not (is_remote(path) or path.startswith(("/vsizip//vsi", "/vsitar//vsi", "/vsigzip//vsi"))):
             continue
-        name = identified(path)
+        # 'x.tif:2' names band 2 of x.tif when x.tif opens (engine/raster/calc.split_band): then x.tif is what GDAL
+        # opens, and asking for a key 'x.tif:2' would cost requests (and load pyogrio's GDAL) for nothing
+        band = BAND_SUFFIX.match(path)
+        name = identified(band.group(1)) if band else None
+        if name is None:
+            name = identified(path)
         if name in REFERENCING_DRIVERS:
             raise GdalMcpError(
                 "out-of-root",

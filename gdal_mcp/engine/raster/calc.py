@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 from dataclasses import astuple, dataclass
 from typing import Any
 
@@ -35,6 +34,7 @@ from rasterio.windows import Window
 
 from gdal_mcp.engine import tiles
 from gdal_mcp.engine.crs import crs_label
+from gdal_mcp.engine.drivers import BAND_SUFFIX
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.options import creation_options as normalize_options
 from gdal_mcp.engine.progress import Progress, no_progress
@@ -75,8 +75,6 @@ STACK_VALUES = 8 * 1024 * 1024
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-
-BAND_SUFFIX = re.compile(r"^(.+):(\d+)$")
 
 
 def split_band(spec: str) -> tuple[str, int]:

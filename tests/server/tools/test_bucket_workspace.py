@@ -211,6 +211,15 @@ async def test_input_pattern_matches_object_names(server, bucket) -> None:
             client, "raster_calc", input_pattern="scenes/2024-06/*.tif", expression="mean(S)", output="out/june_mean.tif"
         )
         assert not err, result
+        # bands named by a ':band' suffix: the object itself is identified, not a key 'RGB.byte.tif:1' that is not there
+        err, bands = await call(
+            client,
+            "raster_calc",
+            inputs={"R": "raster/RGB.byte.tif:1", "G": "raster/RGB.byte.tif:2"},
+            expression="R + G",
+            output="out/bands.tif",
+        )
+        assert not err and bands["remote"]["files"] == 1, bands
         # a mosaic of remote inputs opens each without probing ~40 side-file names (a few requests per input, not ~100)
         err, mosaic = await call(client, "raster_mosaic", input_pattern="scenes/2024-06/*.tif", output="out/june_mosaic.tif")
         assert not err and mosaic["remote"]["requests"] <= 12 * 2, mosaic
