@@ -39,8 +39,8 @@ from tests.remote_servers import local_s3  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 RGB = DATA / "raster" / "RGB.byte.tif"
-#: a 3-band uint16 raster of 3072^2 pixels: its reprojection into a tiled GTiff runs as 4 tiles (engine/tiles.TILE_BYTES)
-SIDE = 3072
+#: a 3-band uint16 raster of 2560^2 pixels: its reprojection into a tiled GTiff runs as 2 tiles of 2048^2 (engine/tiles)
+SIDE = 2560
 
 
 def _run(*args: str) -> None:
