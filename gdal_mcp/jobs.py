@@ -81,6 +81,11 @@ class Job[R]:
             found += [v for v in values if isinstance(v, str) and v]
         return [*found, *([self.upload] if self.upload else [])]
 
+    def output_path(self) -> str | None:
+        """The path the job writes its output to (its OUTPUT argument), or None."""
+        dst = getattr(self, self.OUTPUT, None) if self.OUTPUT else None
+        return dst if isinstance(dst, str) and dst else None
+
     def modifies(self) -> list[str]:
         """Files the job changes in place (not through a temporary output the server commits): the only files
         besides its output a worker lets it write (writable()). None by default."""
@@ -93,8 +98,8 @@ class Job[R]:
         directory)."""
         import os
 
-        dst = getattr(self, self.OUTPUT, None) if self.OUTPUT else None
-        out = [os.path.dirname(dst)] if isinstance(dst, str) and dst else []
+        dst = self.output_path()
+        out = [os.path.dirname(dst)] if dst else []
         for path in self.modifies():
             out += [path, *[p for p in (path + ".aux.xml",) if os.path.exists(p)]]
         return out

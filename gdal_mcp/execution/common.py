@@ -89,9 +89,8 @@ def only_remote(job: Job[Any]) -> bool:
     """Whether every dataset the job names is remote (then GDAL need not look for side files beside them)."""
     from gdal_mcp.sandbox.remote import is_remote
 
-    kwargs = job.kwargs()
     # what it reads: not its output (written new), nor where a VRT output will live (a directory named, never opened)
-    skip = {kwargs.get(job.OUTPUT) if job.OUTPUT else None, job.upload, kwargs.get("vrt_dir")}
+    skip = {job.output_path(), job.upload, job.kwargs().get("vrt_dir")}
     paths = [p for p in job.paths() if p not in skip]
     return bool(paths) and all(is_remote(p) or p.startswith(("/vsizip//vsi", "/vsitar//vsi", "/vsigzip//vsi")) for p in paths)
 
@@ -161,8 +160,8 @@ def upload_output(job: Job[Any], progress: Callable[[float, str], None]) -> list
     from gdal_mcp.engine.upload import upload
     from gdal_mcp.sandbox.outputs import upload_plan
 
-    assert job.upload and job.OUTPUT
-    dst = str(job.kwargs()[job.OUTPUT])
+    dst = job.output_path()
+    assert job.upload and dst
     sources, targets = upload_plan(os.path.dirname(dst), os.path.basename(dst), job.upload)
 
     def share(fraction: float, message: str = "") -> None:

@@ -272,7 +272,7 @@ def _attempt_output(job: Any) -> tuple[Any, Path | None]:
     writes no new file, e.g. an in-place edit)."""
     from gdal_mcp.sandbox import TMP_DIR_RE
 
-    dst = _output_path(job)
+    dst = job.output_path()
     if dst is None:
         return job, None
     target = Path(dst)
@@ -286,17 +286,12 @@ def _attempt_output(job: Any) -> tuple[Any, Path | None]:
     return job.writing_to(str(attempt / target.name)), attempt
 
 
-def _output_path(job: Any) -> str | None:
-    value = getattr(job, job.OUTPUT, None) if job.OUTPUT else None
-    return value if isinstance(value, str) and value else None
-
-
 def _own_output(job: Any) -> tuple[Any, Path]:
     """The job writing into a fresh directory of this worker's own (in its private temporary directory once its task
     threads are confined), for an output this worker uploads (Job.upload): the caller removes the directory."""
     import tempfile
 
-    dst = _output_path(job)
+    dst = job.output_path()
     if dst is None:
         raise GdalMcpError("internal-error", f"{type(job).__name__} has an upload but writes no file")
     directory = Path(tempfile.mkdtemp(prefix="gdal-mcp-output-", dir=_task_tmp[0]))
@@ -521,7 +516,7 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
         if job.upload:
             # Its output goes to object storage: written in a directory of this worker's own, uploaded from there in
             # this task. The server's temporary path is not checked (this worker need not see the server's files).
-            sandbox.check_referenced([p for p in job.paths() if p != _output_path(job)], what="job path")
+            sandbox.check_referenced([p for p in job.paths() if p != job.output_path()], what="job path")
             job, attempt = _own_output(job)
         else:
             sandbox.check_referenced(job.paths(), what="job path")
