@@ -13,6 +13,7 @@ ErrorCode = Literal[
     "not-found",
     "out-of-root",
     "already-exists",
+    "conflict",
     "unsupported",
     "gdal-error",
     "timeout",

@@ -59,16 +59,21 @@ class Job[R]:
     #: it wrote there, in the same task (execution/common.upload_output), so the output never has to cross from the
     #: worker's file system to the server's (a Dask worker without a shared file system). Not an engine argument.
     upload: str | None = None
+    #: with `upload`, overwrite=true (approved): the upload replaces the objects that exist at its keys, each in the
+    #: version seen just before it (If-Match), and those named here only in the ETag given (the version the person
+    #: approved: Question targets, App.approved_versions); None: it never replaces an object. Not an engine argument.
+    replace: dict[str, str] | None = None
 
     def kwargs(self) -> dict[str, Any]:
-        """The engine function's keyword arguments: the job's fields but `upload`."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "upload"}
+        """The engine function's keyword arguments: the job's fields but `upload` and `replace`."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in NOT_ENGINE_ARGUMENTS}
 
     def writing_to(self, path: str) -> Self:
         """The same job with its output argument set to `path` (the temporary file of an atomic write)."""
         if self.OUTPUT is None:
             raise TypeError(f"{type(self).__name__} writes no file")
-        return dataclasses.replace(self, **{self.OUTPUT: path})
+        changes: dict[str, Any] = {self.OUTPUT: path}
+        return dataclasses.replace(self, **changes)
 
     def paths(self) -> list[str]:
         """Every dataset path the job names (inputs and its output), as the server resolved them: an executor
@@ -129,6 +134,8 @@ class Job[R]:
         return message if any(n and n in message for n in names) else f"{path}: {message}"
 
 
+#: Job fields that are for the worker, not the engine function (Job.kwargs)
+NOT_ENGINE_ARGUMENTS = frozenset({"upload", "replace"})
 #: Job fields holding the dataset a job reads (the first one set is the one failures name).
 INPUT_FIELDS = ("path", "src", "input", "raster")
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".gz", ".7z", ".rar")
@@ -1142,6 +1149,46 @@ class ReadObjectJob(Job[tuple[int, bytes]]):
 
     def paths(self) -> list[str]:
         return [self.path]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DescribeObjectsJob(Job[dict[str, Any]]):
+    """The objects of the datasets whose main objects are `objects` (/vsis3/ paths), with size, date and ETag: what a
+    person approves before one is replaced, moved or deleted, and what the workspace_* tools change
+    (engine/objects.describe)."""
+
+    FUNC = "gdal_mcp.engine.objects:describe"
+    objects: list[str]
+
+    def paths(self) -> list[str]:
+        return [*self.objects]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FetchObjectsJob(WriteJob[dict[str, Any]]):
+    """A dataset's objects read into the job's output directory under new names (the main object's last, as `dst`'s),
+    then uploaded by the worker like every output (Job.upload): workspace_copy and workspace_move of objects."""
+
+    FUNC = "gdal_mcp.engine.objects:fetch"
+    OUTPUT = "dst"
+    sources: list[str]
+    names: list[str]
+    dst: str = ""
+
+    def paths(self) -> list[str]:
+        return [*self.sources, *([self.dst] if self.dst else []), *([self.upload] if self.upload else [])]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteVersionsJob(Job[list[str]]):
+    """Delete objects, each only in the version given ((/vsis3/ path, ETag) pairs, the main object first):
+    workspace_delete and the end of workspace_move (engine/objects.delete)."""
+
+    FUNC = "gdal_mcp.engine.objects:delete"
+    objects: list[tuple[str, str]]
+
+    def paths(self) -> list[str]:
+        return [p for p, _ in self.objects]
 
 
 # ----- STAC: stac_search -----

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,17 +32,25 @@ def _lib() -> Any:
 
 
 def upload(
-    sources: Sequence[str], targets: Sequence[str], progress: Progress = no_progress, journal: str | None = None
+    sources: Sequence[str],
+    targets: Sequence[str],
+    progress: Progress = no_progress,
+    journal: str | None = None,
+    replace: dict[str, str] | None = None,
 ) -> list[str]:
-    """Upload each local file of `sources` to the /vsis3/ path at the same index of `targets`, never replacing an
-    object; returns the targets written. already-exists when one exists (nothing of this upload stays). `journal`: a
-    file that gets a line for each object as soon as it is created, for whoever cleans up after a killed upload."""
+    """Upload each local file of `sources` to the /vsis3/ path at the same index of `targets`; returns the targets
+    written. Without `replace` an object is never replaced: already-exists when one exists (nothing of this upload
+    stays). With `replace` (overwrite=true, approved): a target that exists is replaced in the version seen just before
+    (If-Match), and one that `replace` names must still be in the ETag given there (the version the person approved),
+    else conflict; a failure part-way puts back the side files already replaced. `journal`: a file that gets a line
+    for each new object as soon as it is created, for whoever cleans up after a killed upload."""
     if len(sources) != len(targets):
         raise GdalMcpError("internal-error", "upload: sources and targets differ in number")
     lib = _lib()
     total = sum(_size(s) for s in sources) or 1
     done = 0
     created: list[str] = []
+    replaced: list[tuple[str, str, str]] = []  # (target, its backup, the ETag of what this upload wrote)
     # Every object written, and the probe beside them, lies where the worker's sandbox allows (a side file's key too)
     guard.check_files([*targets, *(f"{t.rsplit('/', 1)[0]}/{PROBE_PREFIX}" for t in targets[-1:])])
     # A stop asked for while a file is being written (a cancel, the byte budget: progress raises) takes effect once the
@@ -56,17 +65,30 @@ def upload(
             except BaseException as e:  # noqa: BLE001 - raised below, between files
                 stop.append(e)
 
-    lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", b"If-None-Match: *")
+    current: dict[str, str] = {}
+    if replace is not None:
+        from gdal_mcp.engine.objects import check_versions, folder_listing
+
+        check_versions([(t, e) for t, e in replace.items() if t in targets])
+        for folder in {t.rsplit("/", 1)[0] for t in targets}:
+            current.update({f"{folder}/{n}": v["etag"] for n, v in folder_listing(folder).items()})
     try:
         if targets:
             _check_condition(lib, targets[-1])
-        for src, dst in zip(sources, targets, strict=True):
+        for i, (src, dst) in enumerate(zip(sources, targets, strict=True)):
+            etag = current.get(dst, "")
+            backup = _backup(lib, dst, src) if etag and i < len(targets) - 1 else ""  # the main goes last: no backup
+            condition = f'If-Match: "{etag}"' if etag else "If-None-Match: *"
+            lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", condition.encode())
             try:
-                done = _put(lib, src, dst, done, total, report)
-                created.append(dst)
-                if journal is not None:
-                    with open(journal, "a", encoding="utf-8") as fh:
-                        fh.write(dst + "\n")
+                done, digest = _put(lib, src, dst, done, total, report, expect=etag)
+                if etag:
+                    replaced.append((dst, backup, digest))
+                else:
+                    created.append(dst)
+                    if journal is not None:
+                        with open(journal, "a", encoding="utf-8") as fh:
+                            fh.write(dst + "\n")
                 if stop:
                     raise stop[0]
             except BaseException:
@@ -74,11 +96,59 @@ def upload(
                 for made in reversed(created):  # new objects (the condition guaranteed it): nothing of this upload stays
                     if lib.VSIUnlink(made.encode()) != 0:
                         log.warning("could not delete %s after a failed upload", shown(made))
+                _put_back(lib, replaced)
                 raise
     finally:
         lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
+        for _, backup, _ in replaced:
+            if backup:
+                os.unlink(backup)
     progress(1.0, "uploaded")
-    return created
+    return [*created, *(t for t, _, _ in replaced)]
+
+
+def _backup(lib: Any, path: str, beside: str) -> str:
+    """A side file about to be replaced, read into a local file beside the upload's own (for _put_back)."""
+    import tempfile
+
+    fd, local = tempfile.mkstemp(prefix=".replaced-", dir=os.path.dirname(beside))
+    handle = lib.VSIFOpenL(path.encode(), b"rb")
+    try:
+        if not handle:
+            raise GdalMcpError("gdal-error", f"cannot read {shown(path)} before replacing it: {gdal_c.last_error(lib)}")
+        with os.fdopen(fd, "wb") as fh:
+            buffer = ctypes.create_string_buffer(CHUNK)
+            while got := lib.VSIFReadL(buffer, 1, CHUNK, handle):
+                fh.write(buffer.raw[:got])
+    except BaseException:
+        os.unlink(local)
+        raise
+    finally:
+        if handle:
+            lib.VSIFCloseL(handle)
+    return local
+
+
+def _put_back(lib: Any, replaced: list[tuple[str, str, str]]) -> None:
+    """After a failed replace: each side file this upload had replaced gets its old bytes back, on the condition that
+    it still holds what this upload wrote (its ETag, the MD5 of a single-part upload); otherwise it is left and said."""
+    from gdal_mcp.engine.objects import folder_listing
+
+    for target, backup, digest in reversed(replaced):
+        if not backup:
+            continue
+        folder, _, name = target.rpartition("/")
+        now = folder_listing(folder).get(name, {}).get("etag", "")
+        if now != digest:
+            log.error("could not put back %s after a failed replace: it changed again meanwhile", shown(target))
+            continue
+        lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", f'If-Match: "{now}"'.encode())
+        try:
+            _put(lib, backup, target, 0, 1, no_progress, expect=now)
+        except GdalMcpError as e:
+            log.error("could not put back %s after a failed replace: %s", shown(target), e.message)
+        finally:
+            lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
 
 
 #: object stores (their /vsis3/bucket path) seen to refuse a second conditional create, in this process
@@ -88,37 +158,40 @@ PROBE_PREFIX = ".gdal-mcp-condition-probe-"
 
 def _check_condition(lib: Any, target: str) -> None:
     """Once per bucket and process, before the first upload there: the store must refuse to create an object that
-    exists (If-None-Match: *), or an upload could replace one. A probe object in the target's folder is written, written
-    again with the condition (which must fail), and deleted. unsupported when the store ignores the condition."""
+    exists (If-None-Match: *) and to replace one in another version than named (If-Match), or an upload could replace
+    an object. A probe object in the target's folder is written, written again under each condition (which must both
+    fail), and deleted. unsupported when the store ignores either."""
     import uuid
 
     bucket = "/".join(target.split("/")[:3])
     if bucket in _honoured:
         return
     probe = f"{target.rsplit('/', 1)[0]}/{PROBE_PREFIX}{uuid.uuid4().hex}"
-    if not _write(lib, probe, b"1"):
+    if not _write(lib, probe, b"1", "If-None-Match: *"):
         raise GdalMcpError(
             "gdal-error", f"cannot write to {shown(probe.rsplit('/', 1)[0])}: {gdal_c.last_error(lib) or 'refused'}"
         )
-    replaced = _write(lib, probe, b"2")
+    ignored = [
+        header
+        for header, data in (("If-None-Match: *", b"2"), (f'If-Match: "{"0" * 32}"', b"3"))
+        if _write(lib, probe, data, header)
+    ]
     lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
-    try:
-        if lib.VSIUnlink(probe.encode()) != 0:  # a store that lets this worker write but not delete keeps it
-            log.warning("could not delete the probe object %s", shown(probe))
-    finally:
-        lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", b"If-None-Match: *")
-    if replaced:
+    if lib.VSIUnlink(probe.encode()) != 0:  # a store that lets this worker write but not delete keeps it
+        log.warning("could not delete the probe object %s", shown(probe))
+    if ignored:
         raise GdalMcpError(
             "unsupported",
-            f"the object store of {shown(bucket)} ignores If-None-Match: an upload there could replace an existing object, "
-            "so this server writes no output to it (nothing was written); write the output to the workspace or another "
-            "allowed bucket, or ask the operator for a store that honours conditional writes",
+            f"the object store of {shown(bucket)} ignores {ignored[0].split(':')[0]}: an upload there could replace an "
+            "existing object, so this server writes no output to it (nothing was written); write the output to the "
+            "workspace or another allowed bucket, or ask the operator for a store that honours conditional writes",
         )
     _honoured.add(bucket)
 
 
-def _write(lib: Any, path: str, data: bytes) -> bool:
-    """One small object written with one PUT (with this thread's headers); whether the store took it."""
+def _write(lib: Any, path: str, data: bytes, header: str) -> bool:
+    """One small object written with one PUT under `header`; whether the store took it."""
+    lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", header.encode())
     lib.CPLErrorReset()
     handle = lib.VSIFOpenL(path.encode(), b"wb")
     if not handle:
@@ -128,20 +201,24 @@ def _write(lib: Any, path: str, data: bytes) -> bool:
 
 
 def _size(path: str) -> int:
-    import os
-
     return os.path.getsize(path)
 
 
-def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress) -> int:
+def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress, *, expect: str = "") -> tuple[int, str]:
+    """One file written to one object with this thread's condition (`expect`: the ETag of the object it replaces);
+    (bytes done, the MD5 of what was written)."""
+    import hashlib
+
     lib.CPLErrorReset()
     handle = lib.VSIFOpenL(dst.encode(), b"wb")
     if not handle:
         raise GdalMcpError("gdal-error", f"cannot write {shown(dst)}: {gdal_c.last_error(lib) or 'GDAL refused to open it'}")
     ok = True
+    md5 = hashlib.md5(usedforsecurity=False)
     try:
         with open(src, "rb") as fh:
             while chunk := fh.read(CHUNK):
+                md5.update(chunk)
                 if lib.VSIFWriteL(chunk, 1, len(chunk), handle) != len(chunk):
                     ok = False
                     break
@@ -150,15 +227,28 @@ def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress
     finally:
         closed = lib.VSIFCloseL(handle) == 0  # the PUT, or the multipart's completion
     if ok and closed:
-        return done
+        return done, md5.hexdigest()
     error = gdal_c.last_error(lib)
+    if expect and _etag(dst) != expect:  # If-Match refused: someone else wrote or deleted it since it was looked at
+        raise GdalMcpError(
+            "conflict",
+            f"'{shown(dst)}' changed while the job ran (someone else wrote or deleted it); it was not replaced. Look at "
+            "it again and repeat the call if it is still wanted",
+        )
     if _exists(lib, dst):  # GDAL names the failed request, not its status: a 412 leaves an object at the key
         raise GdalMcpError(
             "already-exists",
             f"output '{shown(dst)}' already exists (or was being written by someone else); nothing was written. "
-            "Choose another key",
+            "Choose another key, or pass overwrite=true to replace it",
         )
     raise GdalMcpError("gdal-error", f"uploading {shown(dst)} failed: {error or 'GDAL gave no reason'}")
+
+
+def _etag(path: str) -> str:
+    from gdal_mcp.engine.objects import folder_listing
+
+    folder, _, name = path.rpartition("/")
+    return str(folder_listing(folder).get(name, {}).get("etag", ""))
 
 
 def _exists(lib: Any, path: str) -> bool:

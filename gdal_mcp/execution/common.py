@@ -33,6 +33,9 @@ BYTES_ONLY = frozenset(
         "gdal_mcp.engine.upload:delete_objects",
         "gdal_mcp.engine.catalog:list_remote",
         "gdal_mcp.engine.catalog:remote_names",
+        "gdal_mcp.engine.objects:describe",
+        "gdal_mcp.engine.objects:fetch",
+        "gdal_mcp.engine.objects:delete",
     }
 )
 #: least time between two progress messages of a job (the last one, 1.0, always goes)
@@ -155,8 +158,8 @@ def job_progress(job: Job[Any], progress: Callable[[float, str], None]) -> Calla
 
 def upload_output(job: Job[Any], progress: Callable[[float, str], None]) -> list[str]:
     """After a job with `upload` (its output goes to object storage): the files it wrote beside its output, uploaded
-    by this worker (engine/upload.py: each object whole, never replacing one; nothing stays of a failed upload).
-    The objects written."""
+    by this worker (engine/upload.py: each object whole, never replacing one unless the job's `replace` says so;
+    nothing stays of a failed upload). The objects written."""
     from gdal_mcp.engine.upload import upload
     from gdal_mcp.sandbox.outputs import upload_plan
 
@@ -169,7 +172,7 @@ def upload_output(job: Job[Any], progress: Callable[[float, str], None]) -> list
 
     from gdal_mcp.sandbox.temporaries import upload_journal
 
-    return upload(sources, targets, share, journal=upload_journal(os.path.dirname(dst)))
+    return upload(sources, targets, share, journal=upload_journal(os.path.dirname(dst)), replace=job.replace)
 
 
 #: how often a running job's remote reads are measured against the budget

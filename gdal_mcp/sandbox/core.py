@@ -92,6 +92,15 @@ class Sandbox:
         key = f"{prefix}/{rel}" if prefix and rel else (prefix or rel)
         return _remote.parse(f"s3://{self.bucket.host}/{key}", what=what)
 
+    def object_location(self, path: str, *, what: str = "path") -> _remote.Location | None:
+        """The object a dataset path names, when it names one in object storage that this server writes (s3): in the
+        bucket workspace, or an allowed s3:// or /vsis3/ location; None for anything else (a local file, an http URL).
+        out-of-root for a location the allow-list does not cover."""
+        location = self.bucket_location(path, what=what)
+        if location is None and _remote.is_remote(path.strip()):
+            location = self.remote.check(path.strip(), what=what)
+        return location if location is not None and location.scheme == "s3" else None
+
     def resource_path(self, path: str) -> str:
         """The path a gdal-mcp://files/ URI names: a file of a secondary (or, beside a bucket, any) local workspace is
         shown absolute, and its URI carries it without the leading '/'."""
@@ -156,9 +165,8 @@ class Sandbox:
         if self.bucket_location(path, what=what) is not None:
             raise GdalMcpError(
                 "unsupported",
-                f"{what} '{path}' is an object of the bucket workspace: this server does not copy, move, delete or "
-                "change objects (it writes new ones). To copy one, write it under a new name with raster_convert or "
-                "vector_convert; deleting or renaming objects is for the person, in the bucket itself",
+                f"{what} '{path}' is an object of the bucket workspace, not a local file: the tools that take datasets "
+                "read it (raster_info, vector_info …), and workspace_copy, workspace_move and workspace_delete change it",
             )
         return _paths.resolve_file(self.roots, path, what=what)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,8 +59,6 @@ def _stem(name: str) -> str:
 
 def dataset_files(sb: Sandbox, path: str, *, what: str = "input") -> DatasetFiles:
     """The files of the dataset `path` names: a plain workspace file (no GDAL syntax), with its side files."""
-    from gdal_mcp.formats import NAME_SUFFIXES, SIDE_EXTENSIONS, SIDECARS
-
     real = sb.resolve_file(path, what=what)  # exists, and its real path is in the workspace
     if candidate(sb.roots, path).is_symlink():
         raise GdalMcpError(
@@ -73,29 +72,45 @@ def dataset_files(sb: Sandbox, path: str, *, what: str = "input") -> DatasetFile
         )
     if real.name.startswith(TMP_PREFIX):
         raise GdalMcpError("invalid-argument", f"{what} '{path}' is a temporary file of a write in progress")
-    stem = _stem(real.name).lower()
-    own = {f"{stem}.{ext}".lower() for ext in SIDECARS.get(real.suffix.lower(), ())}
-    own |= {(real.name + suffix).lower() for suffix in NAME_SUFFIXES}
-    loose = {f"{stem}.{ext}".lower() for ext in SIDE_EXTENSIONS} - own
-    files, maybe, others = [real], [], []
-    for entry in sorted(real.parent.iterdir()):
-        low = entry.name.lower()
-        if entry == real or not low.startswith(stem + "."):
-            continue
-        if low in own:
-            files.append(entry)
-        elif low in loose:
-            maybe.append(entry)
-        elif low.startswith(real.name.lower() + ".") or entry.name.startswith(TMP_PREFIX):
-            continue  # dem.tif.<something> no format names: neither its side file nor another dataset
-        else:
-            others.append(entry)  # another dataset of the same stem (dem.shp beside dem.tif)
-    for f in files + maybe:
+    by_name = {e.name: e for e in real.parent.iterdir()}
+    own, maybe, other = members(real.name, by_name)
+    files = [real, *(by_name[n] for n in own)]
+    maybe_files = [by_name[n] for n in maybe]
+    for f in files + maybe_files:
         if f.is_dir() and not f.is_symlink():
             raise GdalMcpError("unsupported", f"{what} '{sb.display(real)}': its side file '{f.name}' is a directory")
-    if others:
-        return DatasetFiles(main=real, files=tuple(files), shared=tuple(maybe))
-    return DatasetFiles(main=real, files=tuple(files + maybe))
+    if other:
+        return DatasetFiles(main=real, files=tuple(files), shared=tuple(maybe_files))
+    return DatasetFiles(main=real, files=tuple(files + maybe_files))
+
+
+def members(name: str, names: Iterable[str]) -> tuple[list[str], list[str], bool]:
+    """The side files of the dataset file `name` among the other `names` of its folder (the rule in the module
+    docstring; a local directory or a bucket's folder alike): (its own side files, the loose ones GDAL reads beside
+    any dataset, whether another dataset shares its stem, which makes the loose ones shared), each sorted."""
+    from gdal_mcp.formats import NAME_SUFFIXES, SIDE_EXTENSIONS, SIDECARS
+
+    stem = _stem(name).lower()
+    suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    own_names = {f"{stem}.{ext}".lower() for ext in SIDECARS.get(suffix, ())}
+    own_names |= {(name + s).lower() for s in NAME_SUFFIXES}
+    loose = {f"{stem}.{ext}".lower() for ext in SIDE_EXTENSIONS} - own_names
+    own: list[str] = []
+    maybe: list[str] = []
+    other = False
+    for entry in sorted(names):
+        low = entry.lower()
+        if entry == name or not low.startswith(stem + "."):
+            continue
+        if low in own_names:
+            own.append(entry)
+        elif low in loose:
+            maybe.append(entry)
+        elif low.startswith(name.lower() + ".") or entry.startswith(TMP_PREFIX):
+            continue  # dem.tif.<something> no format names: neither its side file nor another dataset
+        else:
+            other = True  # another dataset of the same stem (dem.shp beside dem.tif)
+    return own, maybe, other
 
 
 def copy_dataset(sb: Sandbox, source: DatasetFiles, target: OutputTarget) -> list[Path]:

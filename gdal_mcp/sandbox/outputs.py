@@ -395,7 +395,8 @@ def resolve_output(
 
 def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directory: bool) -> OutputTarget:
     """An output in object storage the allow-list covers: written into a temporary directory in the first workspace,
-    then uploaded object by object, never replacing one (engine/upload.py)."""
+    then uploaded object by object, never replacing one (engine/upload.py) unless `overwrite` (the person approved it:
+    each object is then replaced only in the version approved or seen just before, If-Match)."""
     location = sb.remote.check(path, what=what)
     if location.scheme != "s3":
         raise GdalMcpError(
@@ -410,15 +411,11 @@ def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directo
         raise GdalMcpError("invalid-argument", f"{what} '{location.url}' must name one object (a key, not a prefix)")
     if name.startswith(TMP_PREFIX) or name == OWNER_FILE:
         raise GdalMcpError("invalid-argument", f"{what} '{location.url}' uses a name reserved for temporary files")
-    if overwrite:
-        raise GdalMcpError(
-            "unsupported",
-            f"{what} '{location.url}': replacing an object in object storage is not supported (an upload never replaces "
-            "one); write to a new key",
-        )
     root = sb.scratch or sb.roots[0]
     tmp_dir = temporary_dir(root, f"{what} '{location.url}'", [])
-    return OutputTarget(final=root / name, display=sb.display(location.url), tmp_dir=tmp_dir, remote=location.gdal_path)
+    return OutputTarget(
+        final=root / name, display=sb.display(location.url), tmp_dir=tmp_dir, remote=location.gdal_path, overwrite=overwrite
+    )
 
 
 def temporary_dir(parent: Path, shown: str, created: list[Path]) -> Path:

@@ -163,6 +163,9 @@ class App:
         self.approvals: ParkedConfirmations | None = None
         self.jobs: JobBoard | None = None
         self.console: ConsoleView | None = None
+        #: object (/vsis3/ path) -> the ETag of the version a person approved replacing, moving or deleting (set by the
+        #: confirmation policy when the answer is yes, taken by the call that does it: approved_version)
+        self.approved_versions: dict[str, str] = {}
 
     def require_writable(self, tool: str) -> None:
         if self.settings.read_only:
@@ -187,8 +190,9 @@ class App:
                 f"'{self.sandbox.display(remote_changes[0])}' is remote: it cannot be changed in place; write the result to "
                 "a new output instead",
             )
-        if output is not None and output.remote is not None:
-            job = dataclasses.replace(job, upload=output.remote)  # the worker that runs the job uploads its output
+        if output is not None and output.remote is not None:  # the worker that runs the job uploads its output
+            replace = self.approved_version(output.remote) if output.overwrite else None
+            job = dataclasses.replace(job, upload=output.remote, replace=replace)
         tracker = self.jobs.track(job.FUNC) if self.jobs is not None and not quick else None
 
         async def relay(fraction: float, message: str) -> None:
@@ -226,6 +230,12 @@ class App:
                 if output.remote is not None:
                     await self._remove_partial_upload(output)
                 output.discard()
+
+    def approved_version(self, obj: str) -> dict[str, str]:
+        """{obj: the ETag a person approved changing it in} when the confirmation policy asked about it for this call,
+        else {} (the policy did not ask: the object is changed in the version the worker finds just before)."""
+        etag = self.approved_versions.pop(obj, None)
+        return {obj: etag} if etag is not None else {}
 
     async def _remove_partial_upload(self, output: OutputTarget) -> None:
         """After a job whose upload did not finish: the objects its worker's journal says it created (new ones: the

@@ -63,9 +63,9 @@ def remote_instructions(app: App) -> str:
     if sb.bucket is not None:
         lines.append(
             f"- The workspace is the bucket {sb.bucket.url.rstrip('/')}: relative paths name its objects (list_datasets "
-            "lists them); outputs are uploaded there and never replace an object (choose a new name; overwrite=true is "
-            "refused); input_pattern globs match its object names. The workspace_* tools and in-place edits are not "
-            "available on it."
+            "lists them); outputs are uploaded there and never replace an object unless overwrite=true (the user approves "
+            "it); input_pattern globs match its object names; workspace_copy, workspace_move and workspace_delete work "
+            "on its objects. In-place edits are not available on it."
         )
     if sb.remote:
         where = "every remote location" if sb.remote.any_location else ", ".join(sb.remote.describe())
@@ -74,8 +74,9 @@ def remote_instructions(app: App) -> str:
             f"- Remote data: this server reads {where} and below. Give a URL (https://…/x.tif, s3://bucket/key, or a "
             "stac:// asset uri) as input= or path= to any tool; remote COGs are read by windows (a bbox reads only its "
             f"tiles), and each result's `remote` says the requests and bytes fetched{budget}. An output in an allowed "
-            "s3:// location is uploaded (never replacing an object; its uri is its s3:// URL). stac_search finds scenes "
-            "in a STAC catalog; list_datasets path=s3://… lists a prefix. Any other remote location is out-of-root."
+            "s3:// location is uploaded (replacing an object only with overwrite=true; its uri is its s3:// URL). "
+            "stac_search finds scenes in a STAC catalog; list_datasets path=s3://… lists a prefix. Any other remote "
+            "location is out-of-root."
         )
     return ("\n" + "\n".join(lines)) if lines else ""
 

@@ -33,7 +33,8 @@ def prepare_output[J: Job[Any]](
     target = app.sandbox.resolve_output(output, overwrite=overwrite, inputs=inputs)
     job = job.writing_to(str(target.tmp_path))
     if final_dir_arg:
-        job = dataclasses.replace(job, **{final_dir_arg: str(target.final.parent)})
+        changes: dict[str, Any] = {final_dir_arg: str(target.final.parent)}
+        job = dataclasses.replace(job, **changes)
     return target, job
 
 
@@ -150,7 +151,7 @@ async def write_output[S](
     import mcp.types as mt
 
     target, job = prepare_output(app, job, output=output, overwrite=overwrite, inputs=inputs, final_dir_arg=final_dir_arg)
-    if target.remote is not None:
+    if target.remote is not None and not target.overwrite:
         await refuse_existing_object(app, target)
     result, warnings = await app.execute(job, ctx=ctx, output=target)
     if ctx is not None:
@@ -177,8 +178,8 @@ async def refuse_existing_object(app: App, target: OutputTarget) -> None:
     target.discard()
     raise GdalMcpError(
         "already-exists",
-        f"output '{target.display}' already exists; nothing was done. Choose another name (an object in object storage "
-        "is never replaced)",
+        f"output '{target.display}' already exists; nothing was done. Choose another name, or pass overwrite=true to "
+        "replace it (the user is asked first)",
     )
 
 

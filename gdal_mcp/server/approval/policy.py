@@ -19,7 +19,7 @@ import inspect
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
 
@@ -61,14 +61,16 @@ class Approval(BaseModel):
     confirm: bool = Field(title="Approve", description="Tick to let the server go ahead; decline to leave every file as it is")
 
 
-def _existing(app: App, path: Any, *, dataset: bool = False) -> Existing | None:
+def _existing(app: App, path: Any, *, dataset: bool = False, objects: Objects | None = None) -> Existing | None:
     """The workspace file `path` names, if it exists (None otherwise), resolved exactly as the tool resolves it: a
     dataset the tool reads (and changes in place) through `resolve_input` (GDAL syntax, file://), an output through
     the plain-path rules of `resolve_output`. A path the sandbox refuses is not a confirmation matter: the tool
-    refuses it itself and writes nothing.
+    refuses it itself and writes nothing. An object in object storage is as `objects` describes it (describe_objects).
     """
     if not isinstance(path, str) or not path:
         return None
+    if objects is not None and path in objects:
+        return objects[path][0] if objects[path] else None
     try:
         if dataset:
             resolved = app.sandbox.resolve_input(path)
@@ -85,6 +87,51 @@ def _existing(app: App, path: Any, *, dataset: bool = False) -> Existing | None:
     return Existing(
         display=app.sandbox.display(real), size=st.st_size, mtime=st.st_mtime, mtime_ns=st.st_mtime_ns, inode=st.st_ino
     )
+
+
+#: the datasets in object storage a call names: its argument (as given) -> the dataset's objects, main first (() when
+#: there is none)
+Objects = Mapping[str, tuple[Existing, ...]]
+
+
+async def describe_objects(app: App, arguments: dict[str, Any], *, destructive: bool) -> dict[str, tuple[Existing, ...]]:
+    """The objects of the datasets in object storage that a call's `input` and `output` name, with size, date and
+    ETag, listed by a worker (the server never reads storage itself): only when the question could be about them (a
+    tool that changes its input, a mode that adds to its output, overwrite=true). A path the sandbox refuses is left
+    out (the tool refuses it)."""
+    from gdal_mcp.jobs import DescribeObjectsJob
+
+    keys = ("input", "output") if destructive else ("output",) if arguments.get("overwrite") else ()
+    named: dict[str, str] = {}
+    for key in keys:
+        value = arguments.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        try:
+            location = app.sandbox.object_location(value)
+        except GdalMcpError:
+            continue
+        if location is not None:
+            named[value] = location.gdal_path
+    if not named:
+        return {}
+    found = await app.execute(DescribeObjectsJob(objects=sorted(set(named.values()))), quick=True)
+    out: dict[str, tuple[Existing, ...]] = {}
+    for value, path in named.items():
+        dataset = found.get(path)
+        out[value] = tuple(
+            Existing(
+                display=app.sandbox.display(f["path"]),
+                size=int(f["size"]),
+                mtime=float(f["mtime"]),
+                mtime_ns=int(f["mtime"]) * 1_000_000_000,
+                inode=0,
+                key=str(f["path"]),
+                etag=str(f["etag"]),
+            )
+            for f in (dataset or {}).get("files", ())
+        )
+    return out
 
 
 #: tools whose `output` may be a directory (raster_tiles' z/x/y tiles): replacing one is a "replace" question too
@@ -163,13 +210,15 @@ def _product(app: App, tool: str, title: str, a: dict[str, Any]) -> str:
     return f"the result of {tool} ({what}) on {src}" if src else f"the result of {tool} ({what})"
 
 
-def _dataset(app: App, path: Any) -> tuple[Existing, ...]:
+def _dataset(app: App, path: Any, objects: Objects) -> tuple[Existing, ...]:
     """A dataset's files as the workspace_* tools take them (the file and its side files), as the person is shown
     them; () when the tool will refuse the path itself."""
     from gdal_mcp.sandbox.datasets import dataset_files
 
     if not isinstance(path, str) or not path:
         return ()
+    if path in objects:
+        return objects[path]
     try:
         files = dataset_files(app.sandbox, path).files
     except GdalMcpError:
@@ -189,24 +238,26 @@ def _files_message(targets: tuple[Existing, ...]) -> str:
     )
 
 
-def _workspace_message(app: App, tool: str, a: dict[str, Any]) -> tuple[str, tuple[Existing, ...]] | None:
+def _workspace_message(app: App, tool: str, a: dict[str, Any], objects: Objects) -> tuple[str, tuple[Existing, ...]] | None:
     """workspace_delete and workspace_move: every file that goes (or is replaced), so an answer binds to them all."""
-    source = _dataset(app, a.get("input"))
+    source = _dataset(app, a.get("input"), objects)
     if not source:
         return None  # the tool refuses the path itself
     if tool == "workspace_delete":
         return f"Delete {_files_message(source)}? This cannot be undone.", source
     output = a.get("output")
-    replaced = _dataset(app, output) if a.get("overwrite") else ()
+    replaced = _dataset(app, output, objects) if a.get("overwrite") else ()
     replacing = f", replacing {_files_message(replaced)}" if replaced else ""
     return f"Move {_files_message(source)} to {_shown(app, output)}{replacing}?", source + replaced
 
 
-def _modify_message(app: App, tool: str, title: str, a: dict[str, Any]) -> tuple[str, tuple[Existing, ...]] | None:
+def _modify_message(
+    app: App, tool: str, title: str, a: dict[str, Any], objects: Objects
+) -> tuple[str, tuple[Existing, ...]] | None:
     """Tools that change their input in place (annotated destructive)."""
     if tool in ("workspace_delete", "workspace_move"):
-        return _workspace_message(app, tool, a)
-    src = _existing(app, a.get("input"), dataset=True)
+        return _workspace_message(app, tool, a, objects)
+    src = _existing(app, a.get("input"), dataset=True, objects=objects)
     if tool == "raster_overviews":
         if src is None:
             return None  # the tool refuses a missing input itself
@@ -251,8 +302,12 @@ def _modify_message(app: App, tool: str, title: str, a: dict[str, Any]) -> tuple
     return f"Let {tool} ({title}) change data in place?", ()
 
 
-def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str, Any], *, writes: bool) -> Question | None:
-    """The question this call needs under the server's --confirm policy, or None to run it unasked."""
+def plan(
+    app: App, tool: str, title: str, annotations: Any, arguments: dict[str, Any], *, writes: bool, objects: Objects | None = None
+) -> Question | None:
+    """The question this call needs under the server's --confirm policy, or None to run it unasked. `objects`: the
+    datasets in object storage the call names, as describe_objects found them."""
+    objects = objects or {}
     asks = ASKS[app.settings.confirm]
     if app.settings.read_only and (writes or getattr(annotations, "read_only_hint", True) is False):
         return None  # nothing can change: the tool refuses to write (read-only) by itself
@@ -265,12 +320,12 @@ def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str,
     mode_arg = MODIFYING_MODES.get(tool)
     if getattr(annotations, "destructive_hint", False):
         kind = "modify"
-        worded = _modify_message(app, tool, title, a)
+        worded = _modify_message(app, tool, title, a, objects)
         if worded is None:
             return None
         message, targets = worded
     elif mode_arg is not None and a.get(mode_arg[0]) in mode_arg[1] and output is not None:
-        target = _existing(app, output)
+        target = _existing(app, output, objects=objects)
         if target is None:
             return None  # nothing to add to: the tool refuses with not-found
         kind, targets = "modify", (target,)
@@ -282,7 +337,7 @@ def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str,
         else:
             message = f"Add a new layer{' ' + layer if layer else ''} with the features of {src} to {target.describe()}?"
     elif output is not None and (writes or getattr(annotations, "read_only_hint", True) is False):
-        target = _existing(app, output)
+        target = _existing(app, output, objects=objects)
         if target is None and tool in DIRECTORY_OUTPUTS:
             target = _existing_directory(app, output)
         product = _product(app, tool, title, a)
@@ -292,7 +347,7 @@ def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str,
             if target.display.endswith("/"):  # a directory output: all it holds goes
                 message = f"Replace the directory {target.describe()} and everything in it with {product}?"
             if tool == "workspace_copy":  # the replaced dataset's side files go too: name them all
-                targets = _dataset(app, output) or targets
+                targets = _dataset(app, output, objects) or targets
                 message = f"Replace {_files_message(targets)} with a copy of {_shown(app, a.get('input'))}?"
         elif target is not None:
             return None  # overwrite=false on an existing file: the tool refuses with already-exists
@@ -309,7 +364,7 @@ def plan(app: App, tool: str, title: str, annotations: Any, arguments: dict[str,
         message = f"Run {tool} ({title}){' with ' + shown if shown else ''}?"
     state = hashlib.sha256(
         json.dumps(
-            {"tool": tool, "arguments": a, "targets": [(t.display, t.size, t.mtime_ns, t.inode) for t in targets]},
+            {"tool": tool, "arguments": a, "targets": [(t.display, t.size, t.mtime_ns, t.inode, t.etag) for t in targets]},
             sort_keys=True,
             default=str,
         ).encode()
@@ -388,7 +443,7 @@ def _approved(action: str, content: Any) -> bool:
 
 
 async def obtain(
-    app: App, ctx: Context | None, question: Question, replan: Callable[[], Question | None]
+    app: App, ctx: Context | None, question: Question, replan: Callable[[], Awaitable[Question | None]]
 ) -> InputRequiredResult | ToolResult | None:
     """Get the person's answer to `question`. Returns None to go ahead, or a result to hand back to the client
     (an InputRequiredResult on 2026-07-28, or what the console returns); raises `declined` or
@@ -405,8 +460,9 @@ async def obtain(
                 _refuse(app, question, f"elicitation failed: {type(e).__name__}")
             approved = _approved(result.action, getattr(result, "data", None))
             _answer(app, question, result.action, approved, "elicitation", detail="ctx.elicit (2025-11-25)")
-            now = replan()
+            now = await replan()
             if now is None or now.state == question.state:
+                _approved_versions(app, question)
                 return None
             question = now  # the files changed while the person was deciding: ask about what is there now
         raise GdalMcpError(
@@ -443,6 +499,7 @@ def _modern_round(app: App, ctx: Context, question: Question) -> InputRequiredRe
     if isinstance(answer, ElicitResult) and ctx.request_state == question.state:
         approved = _approved(answer.action, answer.content)
         _answer(app, question, answer.action, approved, "elicitation", detail="input-required retry (2026-07-28)")
+        _approved_versions(app, question)
         return None
     # First round, or an answer about other arguments or files that changed since it was given: ask (again).
     return InputRequiredResult(
@@ -527,11 +584,16 @@ async def check(
     if spec is None:
         return None  # unknown tool: the call fails with not-found by itself
     called = spec.arguments(raw)
+    modifying = MODIFYING_MODES.get(name)
+    destructive = bool(getattr(spec.annotations, "destructive_hint", False)) or (
+        modifying is not None and called.get(modifying[0]) in modifying[1]
+    )
 
-    def replan() -> Question | None:
-        return plan(app, name, spec.title, spec.annotations, called, writes=spec.writes)
+    async def replan() -> Question | None:
+        objects = await describe_objects(app, called, destructive=destructive)
+        return plan(app, name, spec.title, spec.annotations, called, writes=spec.writes, objects=objects)
 
-    question = replan()
+    question = await replan()
     if question is None:
         return None
     if confirmation_id is not None:
@@ -540,7 +602,10 @@ async def check(
                 "invalid-argument",
                 "confirmation_id is only for the approval console (HTTP transport with --console); call the tool without it",
             )
-        return app.approvals.redeem(confirmation_id, question, console_url=app.console.url())
+        redeemed = app.approvals.redeem(confirmation_id, question, console_url=app.console.url())
+        if redeemed is None:
+            _approved_versions(app, question)
+        return redeemed
     result = await obtain(app, ctx, question, replan)
     if result is None:
         return None
@@ -549,3 +614,8 @@ async def check(
     if isinstance(result, ToolResult):
         return result  # the console's confirmation-required
     return InputRequiredToolResult(result)
+
+
+def _approved_versions(app: App, question: Question) -> None:
+    """A yes about objects binds to their versions: the call that changes them does so only in these (If-Match)."""
+    app.approved_versions.update({t.key: t.etag for t in question.targets if t.key})

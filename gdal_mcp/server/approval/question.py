@@ -16,13 +16,16 @@ Kind = Literal["replace", "modify", "create", "call"]
 
 @dataclass(frozen=True)
 class Existing:
-    """A file that the call would replace or change, as the person is shown it."""
+    """A file (or an object in object storage) that the call would replace or change, as the person is shown it."""
 
     display: str
     size: int
     mtime: float
     mtime_ns: int
     inode: int
+    #: an object in object storage: its /vsis3/ path and the ETag of the version described (a yes binds to it)
+    key: str = ""
+    etag: str = ""
 
     def describe(self) -> str:
         return f"{self.display} ({human_size(self.size)}, modified {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.mtime))})"
