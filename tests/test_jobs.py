@@ -26,7 +26,7 @@ def test_job_matches_engine_signature(job: type[jobs.Job]) -> None:
     func = getattr(importlib.import_module(module), name)
     params = {n: p for n, p in inspect.signature(func).parameters.items() if n != "progress"}
     assert "progress" in inspect.signature(func).parameters, f"{job.FUNC} takes no progress callback"
-    fields = {f.name: f for f in dataclasses.fields(job) if f.name != "upload"}  # Job's own: where the output goes
+    fields = {f.name: f for f in dataclasses.fields(job) if f.name not in jobs.NOT_ENGINE_ARGUMENTS}  # Job's own: for the worker
     assert set(fields) == set(params), (
         f"{job.__name__} fields differ from {job.FUNC}: only in job {sorted(set(fields) - set(params))}, "
         f"only in engine {sorted(set(params) - set(fields))}"

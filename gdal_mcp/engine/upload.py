@@ -51,6 +51,7 @@ def upload(
     done = 0
     created: list[str] = []
     replaced: list[tuple[str, str, str]] = []  # (target, its backup, the ETag of what this upload wrote)
+    backups: list[str] = []
     # Every object written, and the probe beside them, lies where the worker's sandbox allows (a side file's key too)
     guard.check_files([*targets, *(f"{t.rsplit('/', 1)[0]}/{PROBE_PREFIX}" for t in targets[-1:])])
     # A stop asked for while a file is being written (a cancel, the byte budget: progress raises) takes effect once the
@@ -78,6 +79,7 @@ def upload(
         for i, (src, dst) in enumerate(zip(sources, targets, strict=True)):
             etag = current.get(dst, "")
             backup = _backup(lib, dst, src) if etag and i < len(targets) - 1 else ""  # the main goes last: no backup
+            backups += [backup] if backup else []
             condition = f'If-Match: "{etag}"' if etag else "If-None-Match: *"
             lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", condition.encode())
             try:
@@ -100,9 +102,8 @@ def upload(
                 raise
     finally:
         lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
-        for _, backup, _ in replaced:
-            if backup:
-                os.unlink(backup)
+        for backup in backups:
+            os.unlink(backup)
     progress(1.0, "uploaded")
     return [*created, *(t for t, _, _ in replaced)]
 

@@ -210,6 +210,9 @@ CALLS: list[tuple[str, dict[str, object]]] = [
     ("raster_clip", {"input": "raster/RGB.byte.tif", "output": "{out}/clip.tif",
                      "bbox": [150000, 2_700_000, 160000, 2_710_000], "bbox_crs": "EPSG:32618"}),
     ("vector_convert", {"input": "vector/tracks.gpx", "output": "{out}/tracks.shp", "layer": "tracks"}),
+    # objects read by one worker and uploaded again under new keys, then the copy's old keys deleted
+    ("workspace_copy", {"input": "{out}/tracks.shp", "output": "{out}/copy/routes.shp"}),
+    ("workspace_move", {"input": "{out}/copy/routes.shp", "output": "{out}/routes.shp"}),
 ]  # fmt: skip
 
 
@@ -250,9 +253,11 @@ async def test_workers_without_a_shared_file_system_write_what_the_local_pool_wr
 
     s3 = isolated["s3"]
     a, b = _objects(s3, "ws/out-local/"), _objects(s3, "ws/out-dask/")
-    assert set(a) == {"big_4326.tif", "ndvi.tif", "clip.tif", "tracks.shp", "tracks.shx", "tracks.dbf", "tracks.prj",
-                      "tracks.cpg"}, sorted(a)  # fmt: skip
+    shapefile = ("shp", "shx", "dbf", "prj", "cpg")
+    assert set(a) == {"big_4326.tif", "ndvi.tif", "clip.tif", *(f"{stem}.{ext}" for stem in ("tracks", "routes")
+                      for ext in shapefile)}, sorted(a)  # fmt: skip
     assert set(b) == set(a)
+    assert all(a[f"routes.{ext}"] == a[f"tracks.{ext}"] for ext in shapefile)
     for name in sorted(set(a) - {"big_4326.tif"}):
         assert a[name] == b[name], f"{name} differs between the local pool and the Dask workers"
     # The tile-parallel reprojection: its tiles are written as the workers finish them, so their order in the file

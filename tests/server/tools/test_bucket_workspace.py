@@ -96,7 +96,7 @@ async def test_tools_read_and_write_the_bucket_by_relative_paths(server, bucket)
         assert {e["path"] for e in catalog["entries"]} == {
             "raster/RGB.byte.tif", "vector/tracks.gpx", "vector/box.shp", "out/clip.tif", *SCENES
         }  # fmt: skip
-        # never replaced; overwrite is refused for objects
+        # never replaced without overwrite=true
         err, again = await call(client, "raster_clip", input="raster/RGB.byte.tif", output="out/clip.tif", bbox=bbox)
         assert err and again["error"]["code"] == "already-exists"
         assert s3.get_object(Bucket="team", Key="ws/out/clip.tif")["Body"].read() == body
@@ -110,7 +110,6 @@ async def test_tools_read_and_write_the_bucket_by_relative_paths(server, bucket)
         ("raster_info", {"path": "/etc/passwd"}, "out-of-root"),  # no local workspace
         ("raster_info", {"path": "missing.tif"}, "not-found"),
         ("list_datasets", {"path": "s3://team/private"}, "out-of-root"),
-        ("workspace_delete", {"input": "raster/RGB.byte.tif"}, "unsupported"),
         ("raster_edit", {"input": "raster/RGB.byte.tif", "nodata": 7}, "unsupported"),  # no change in place
         ("raster_overviews", {"input": "raster/RGB.byte.tif"}, "unsupported"),
         ("raster_calc", {"input_pattern": "nowhere/*.tif", "expression": "median(S)", "output": "m.tif"}, "not-found"),
@@ -236,8 +235,6 @@ async def test_input_pattern_matches_object_names(server, bucket) -> None:
 @pytest.mark.parametrize(
     "tool,args,hint",
     [
-        ("workspace_delete", {"input": "raster/RGB.byte.tif"}, "for the person, in the bucket"),
-        ("workspace_copy", {"input": "raster/RGB.byte.tif", "output": "copy.tif"}, "raster_convert"),
         ("raster_edit", {"input": "raster/RGB.byte.tif", "nodata": 7}, "raster_convert"),
         ("raster_overviews", {"input": "raster/RGB.byte.tif"}, "format=COG"),
         ("vector_convert", {"input": "vector/tracks.gpx", "output": "vector/box.shp", "mode": "append"}, "vector_merge"),

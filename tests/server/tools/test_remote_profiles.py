@@ -40,8 +40,8 @@ class Relay:
 
     def __init__(self, upstream: str) -> None:
         self.seen: list[tuple[str, str, str]] = []
-        #: drop If-None-Match from the requests (a store that ignores conditional writes)
-        self.unconditional = False
+        #: condition headers dropped from the requests (a store that ignores them): "if-none-match", "if-match"
+        self.ignored: tuple[str, ...] = ()
         #: hold PUTs of keys ending so for this many seconds (a slow upload)
         self.slow_puts: dict[str, float] = {}
         relay = self
@@ -60,7 +60,7 @@ class Relay:
                     if self.command == "PUT" and self.path.split("?")[0].endswith(suffix):
                         time.sleep(seconds)
                 conn = http.client.HTTPConnection(upstream, timeout=30)
-                dropped = ("connection", "proxy-connection", *(("if-none-match",) if relay.unconditional else ()))
+                dropped = ("connection", "proxy-connection", *relay.ignored)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 conn.request(self.command, self.path, body=body or None, headers=headers)
                 answer = conn.getresponse()
@@ -241,26 +241,33 @@ def test_the_command_line_takes_location_equals_name(tmp_path: Path, monkeypatch
         settings_from_args(build_parser().parse_args([*argv, "--remote-profile", "s3://alpha"]))
 
 
-async def test_a_store_that_ignores_conditional_writes_gets_no_output(buckets, tmp_path: Path) -> None:
+@pytest.mark.parametrize("ignored", ["If-None-Match", "If-Match"])
+async def test_a_store_that_ignores_conditional_writes_gets_no_output(buckets, tmp_path: Path, ignored: str) -> None:
     """Attack class: silent replacement. Before its first upload to a bucket, a worker checks that the store refuses
-    to create an object twice (If-None-Match: *); one that ignores the condition (here the relay drops the header)
-    gets no output (unsupported), an object at the output's key stays as it was, and no probe object is left."""
+    to create an object twice (If-None-Match: *) and to replace one in another version than named (If-Match); one
+    that ignores either condition (here the relay drops the header) gets no output (unsupported), also with
+    overwrite=true, an object at the output's key stays as it was, and no probe object is left."""
     relay, s3 = buckets
     s3.put_object(Bucket="beta", Key="kept/clip.tif", Body=b"someone else's")  # type: ignore[attr-defined]
     mcp, app = _server(tmp_path)
-    relay.unconditional = True
+    relay.ignored = (ignored.lower(),)
     try:
         async with Client(mcp) as client:
             bbox = [150000, 2_700_000, 160000, 2_710_000]
-            for key in ("new/clip.tif", "kept/clip.tif"):
+            for key, overwrite in (("new/clip.tif", False), ("kept/clip.tif", False), ("kept/clip.tif", True)):
                 err, result = await call(
-                    client, "raster_clip", input="s3://alpha/RGB.byte.tif", output=f"s3://beta/{key}", bbox=bbox
+                    client,
+                    "raster_clip",
+                    input="s3://alpha/RGB.byte.tif",
+                    output=f"s3://beta/{key}",
+                    bbox=bbox,
+                    overwrite=overwrite,
                 )
                 assert err and result["error"]["code"] in ("unsupported", "already-exists"), result
-                if key == "new/clip.tif":
-                    assert result["error"]["code"] == "unsupported" and "If-None-Match" in result["error"]["message"]
+                if key == "new/clip.tif" or overwrite:
+                    assert result["error"]["code"] == "unsupported" and f"ignores {ignored}" in result["error"]["message"]
     finally:
-        relay.unconditional = False
+        relay.ignored = ()
         app.executor.close()
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="beta").get("Contents", [])]  # type: ignore[attr-defined]
     assert "new/clip.tif" not in keys and not [k for k in keys if ".gdal-mcp-condition-probe-" in k], keys
