@@ -99,24 +99,50 @@ def fetch(sources: Sequence[str], names: Sequence[str], dst: str, progress: Prog
     (Job.upload). {"files": the names written}."""
     if len(sources) != len(names) or not names or names[-1] != os.path.basename(dst):
         raise GdalMcpError("internal-error", "fetch: sources and names do not match the output")
-    lib = _lib()
     directory = os.path.dirname(dst)
     for i, (src, name) in enumerate(zip(sources, names, strict=True)):
         if "/" in name or name in ("", ".", ".."):
             raise GdalMcpError("internal-error", f"fetch: bad name {name!r}")
-        lib.VSICurlPartialClearCache(src.encode())
-        handle = lib.VSIFOpenL(src.encode(), b"rb")
-        if not handle:
-            raise GdalMcpError("not-found", f"{shown(src)} does not exist (any more); nothing was copied")
-        try:
-            with open(os.path.join(directory, name), "xb") as fh:
-                buffer = ctypes.create_string_buffer(CHUNK)
-                while got := lib.VSIFReadL(buffer, 1, CHUNK, handle):
-                    fh.write(buffer.raw[:got])
-        finally:
-            lib.VSIFCloseL(handle)
+        read_to(src, os.path.join(directory, name))
         progress((i + 1) / len(sources), f"read {shown(src)}")
     return {"files": list(names)}
+
+
+def read_to(src: str, local: str) -> None:
+    """The object `src` read whole into the new local file `local`; not-found when there is no such object."""
+    lib = _lib()
+    lib.VSICurlPartialClearCache(src.encode())
+    handle = lib.VSIFOpenL(src.encode(), b"rb")
+    if not handle:
+        raise GdalMcpError("not-found", f"{shown(src)} does not exist (any more); nothing was changed")
+    try:
+        with open(local, "xb") as fh:
+            buffer = ctypes.create_string_buffer(CHUNK)
+            while got := lib.VSIFReadL(buffer, 1, CHUNK, handle):
+                fh.write(buffer.raw[:got])
+    finally:
+        lib.VSIFCloseL(handle)
+
+
+def download_dataset(src: str, dst: str) -> list[str]:
+    """The dataset whose main object is `src`, with its side files, read into `dst`'s directory under `dst`'s name
+    (a tool that changes a dataset in object storage works on this copy, which its worker then uploads in place of
+    the objects: raster_edit, raster_overviews). The local files written, the main one first."""
+    from pathlib import Path
+
+    from gdal_mcp.sandbox.datasets import DatasetFiles
+
+    found = describe([src]).get(src)
+    if found is None:
+        raise GdalMcpError("not-found", f"{shown(src)} does not exist; list_datasets shows what the workspace holds")
+    paths = [f["path"] for f in found["files"]]
+    dataset = DatasetFiles(main=Path(paths[0].rsplit("/", 1)[-1]), files=tuple(Path(p.rsplit("/", 1)[-1]) for p in paths))
+    written = []
+    for path, (_, name) in zip(paths, dataset.renamed(Path(os.path.basename(dst))), strict=True):
+        local = os.path.join(os.path.dirname(dst), name)
+        read_to(path, local)
+        written.append(local)
+    return written
 
 
 def check_versions(expected: Sequence[Sequence[str]]) -> None:

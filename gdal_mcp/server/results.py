@@ -53,6 +53,32 @@ def unchangeable(src: ResolvedInput, name: str, action: str, instead: str) -> Gd
     )
 
 
+def is_object(app: App, src: ResolvedInput, name: str) -> bool:
+    """Whether the dataset `name` (resolved as `src`) is exactly one object in object storage that this server may
+    change (a bucket workspace's, an allowed s3:// one): not a member of an archive in it, nor a band of it."""
+    try:
+        location = app.sandbox.object_location(name)
+    except GdalMcpError:
+        return False
+    return location is not None and src.network and src.gdal_path == location.gdal_path
+
+
+async def drop_object_side_files(app: App, name: str, suffixes: tuple[str, ...]) -> None:
+    """After a tool rewrote the object `name` without some of its side files (raster_overviews action=delete: its
+    .ovr): those side files' objects are deleted, in the version listed just before, so they do not describe the new
+    object wrongly."""
+    from gdal_mcp import jobs
+
+    location = app.sandbox.object_location(name)
+    if location is None:
+        return
+    found = await app.execute(jobs.DescribeObjectsJob(objects=[location.gdal_path]), quick=True)
+    files = (found.get(location.gdal_path) or {}).get("files", [])[1:]
+    stale = [(f["path"], f["etag"]) for f in files if str(f["path"]).lower().endswith(suffixes)]
+    if stale:
+        await app.execute(jobs.DeleteVersionsJob(objects=stale), quick=True)
+
+
 async def resolve_inputs(
     app: App, ctx: Context | None, inputs: list[str] | None, pattern: str | None, *, limit: int = MAX_PATTERN_MATCHES
 ) -> list[ResolvedInput]:

@@ -16,11 +16,13 @@ from rasterio.transform import from_bounds
 
 from gdal_mcp.engine.crs import crs_label, parse_crs
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.objects import download_dataset
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.engine.raster.output import check_nodata, declare_wide_nodata, summarize
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import RasterSummary
+from gdal_mcp.sandbox.remote import is_remote
 
 NOT_UPDATABLE = "{name} is a {driver} file, which GDAL cannot update; convert it to GeoTIFF first (raster_convert) and edit that"
 
@@ -121,14 +123,17 @@ def edit(
         # GDAL stores in PAM extend them, and committing the copy must not drop what they held.
         progress(0.1, "copying the file to edit the copy")
         main = Path(src)
-        shutil.copyfile(main, dst)
-        for sibling in _sidecars(main):
-            shutil.copyfile(
-                sibling,
-                Path(dst).parent / (Path(dst).name + sibling.name[len(main.name) :])
-                if sibling.name.startswith(main.name)
-                else Path(dst).parent / sibling.name,
-            )
+        if is_remote(src):  # an object in storage: its objects read here, then uploaded in their place
+            download_dataset(src, dst)
+        else:
+            shutil.copyfile(main, dst)
+            for sibling in _sidecars(main):
+                shutil.copyfile(
+                    sibling,
+                    Path(dst).parent / (Path(dst).name + sibling.name[len(main.name) :])
+                    if sibling.name.startswith(main.name)
+                    else Path(dst).parent / sibling.name,
+                )
         target = dst
     # GDAL must see the sidecars (the worker's default skips directory listings): PAM edits then extend the
     # .aux.xml instead of replacing it with one that holds only the new items.

@@ -18,11 +18,13 @@ from rasterio.io import driver_can_create
 from gdal_mcp.engine import guard
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.gdal_c import GDAL_OF_RASTER, GDAL_OF_READONLY, GDAL_OF_UPDATE, last_error, libgdal
+from gdal_mcp.engine.objects import download_dataset
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import OverviewsResult
+from gdal_mcp.sandbox.remote import is_remote
 
 # gdaladdo's default since GDAL 3.2: halve until the smallest overview fits in this many pixels.
 AUTO_MIN_SIZE = 256
@@ -234,13 +236,17 @@ def overviews_on_copy(
     """
     import shutil
 
-    with open_raster(src) as ds:
-        name = os.path.basename(src)
-        files = [f for f in ds.files if os.path.isfile(f) and os.path.basename(f).startswith(name)]
-    target = os.path.basename(dst)
-    for i, f in enumerate(files):
-        shutil.copy2(f, os.path.join(os.path.dirname(dst), target + os.path.basename(f)[len(name) :]))
-        progress(0.2 * (i + 1) / len(files), f"copied {os.path.basename(f)}")
+    if is_remote(src):  # an object in storage: its objects read here, then uploaded in their place
+        download_dataset(src, dst)
+        progress(0.2, "read")
+    else:
+        with open_raster(src) as ds:
+            name = os.path.basename(src)
+            files = [f for f in ds.files if os.path.isfile(f) and os.path.basename(f).startswith(name)]
+        target = os.path.basename(dst)
+        for i, f in enumerate(files):
+            shutil.copy2(f, os.path.join(os.path.dirname(dst), target + os.path.basename(f)[len(name) :]))
+            progress(0.2 * (i + 1) / len(files), f"copied {os.path.basename(f)}")
 
     def rest(fraction: float, message: str = "") -> None:
         progress(0.2 + 0.8 * fraction, message)

@@ -41,6 +41,7 @@ from gdal_mcp.engine.vector.stream import (
 )
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import VectorSummary
+from gdal_mcp.sandbox.remote import is_remote
 
 SINGLE_TO_MULTI = {"Point": "MultiPoint", "LineString": "MultiLineString", "Polygon": "MultiPolygon"}
 #: shapely's type ids of MultiPoint, MultiLineString, MultiPolygon
@@ -185,6 +186,11 @@ def _prepare_update(
             "fields": [str(f) for f in meta["fields"]],
             "features": max(int(meta["features"]), 0),
         }
+    if is_remote(existing):  # an object in storage: its objects read here, then uploaded in their place
+        from gdal_mcp.engine.objects import download_dataset
+
+        download_dataset(existing, dst)
+        return driver, info
     stem = Path(existing).name.rsplit(".", 1)[0]
     sidecars: frozenset[str] = SIDECARS.get(Path(existing).suffix.lower(), frozenset())
     target = Path(dst)

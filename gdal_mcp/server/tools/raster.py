@@ -19,7 +19,16 @@ from gdal_mcp.models import (
     TableWriteResult,
 )
 from gdal_mcp.server.app import App
-from gdal_mcp.server.results import optional_input, read_result, resolve_inputs, unchangeable, write_output, write_result
+from gdal_mcp.server.results import (
+    drop_object_side_files,
+    is_object,
+    optional_input,
+    read_result,
+    resolve_inputs,
+    unchangeable,
+    write_output,
+    write_result,
+)
 from gdal_mcp.server.tools.params import (
     CRS_FORMS,
     Band,
@@ -440,6 +449,19 @@ async def raster_overviews(
     read-only server. A COG cannot be changed in place: use external=true, or make a new one with
     raster_convert format=COG."""
     src = app.sandbox.resolve_input(input)
+    if is_object(app, src, input):  # rewritten with its overviews, then replacing the object in the version approved
+        if external:
+            raise GdalMcpError(
+                "unsupported",
+                f"'{input}' is an object in object storage: external overviews are not written beside it; use "
+                "external=false (the object is rewritten with internal overviews) or raster_convert format=COG",
+            )
+        job = jobs.OverviewsJob(src=src.gdal_path, action=action, levels=levels, resampling=resampling)
+        target, result, _ = await write_output(app, ctx, job, inputs=[], output=input, overwrite=True)
+        if action == "delete" and not result.levels:
+            await drop_object_side_files(app, input, (".ovr",))
+        result.path = target.display
+        return result
     if src.network or len(src.files) != 1 or src.gdal_path != str(src.files[0]):
         raise unchangeable(
             src, input, "raster_overviews", "make a new raster that holds its own overviews: raster_convert format=COG"
@@ -514,7 +536,7 @@ async def raster_edit(
     nodata, scale/offset, the extent, metadata items, band descriptions and units. Never changes pixel
     values and never reprojects (use raster_reproject for that). Destructive: refused on a read-only server."""
     src = app.sandbox.resolve_input(input)
-    if src.network or len(src.files) != 1 or src.gdal_path != str(src.files[0]):
+    if not is_object(app, src, input) and (src.network or len(src.files) != 1 or src.gdal_path != str(src.files[0])):
         raise unchangeable(
             src, input, "raster_edit", "write a corrected copy under a new name with raster_convert (or raster_reproject)"
         )
@@ -531,8 +553,9 @@ async def raster_edit(
         units=band_units,
     )
     # A GeoTIFF is edited in place, unless it has other hard links (they could be anywhere, outside the
-    # workspace too, and would change with it): then on a copy, which the commit puts in its place.
-    if src.files[0].suffix.lower() in (".tif", ".tiff") and src.files[0].stat().st_nlink == 1:
+    # workspace too, and would change with it): then on a copy, which the commit puts in its place. An object in
+    # storage is edited on a copy too, which replaces it only in the version approved.
+    if not src.network and src.files[0].suffix.lower() in (".tif", ".tiff") and src.files[0].stat().st_nlink == 1:
         summary, warnings = await app.execute(job, ctx=ctx)
         return RasterWriteResult(
             output=src.display,

@@ -12,7 +12,15 @@ from gdal_mcp import jobs
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import FeaturePage, FromTableResult, MergeResult, ValidationReport, VectorWriteResult
 from gdal_mcp.server.app import App
-from gdal_mcp.server.results import optional_input, read_result, resolve_inputs, unchangeable, write_output, write_result
+from gdal_mcp.server.results import (
+    is_object,
+    optional_input,
+    read_result,
+    resolve_inputs,
+    unchangeable,
+    write_output,
+    write_result,
+)
 from gdal_mcp.server.tools.params import (
     VECTOR_FORMATS,
     BBox,
@@ -129,7 +137,9 @@ async def vector_convert(
                 "not-found",
                 f"mode={mode} adds to an existing file, and '{output}' does not exist; use mode=create to write a new one",
             ) from None
-        if existing.network or len(existing.files) != 1 or existing.gdal_path != str(existing.files[0]):
+        if not is_object(app, existing, output) and (
+            existing.network or len(existing.files) != 1 or existing.gdal_path != str(existing.files[0])
+        ):
             raise unchangeable(
                 existing, output, f"mode={mode}", "write the combined data to a new name with vector_merge (or mode=create)"
             )

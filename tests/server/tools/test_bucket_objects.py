@@ -218,3 +218,48 @@ def test_a_replace_that_fails_part_way_puts_back_what_it_replaced(s3: Any, bucke
     assert e.value.code == "conflict", e.value.message
     assert _keys(s3, f"{bucket}/x") == {"d.dbf": b"old d.dbf", "d.shx": b"someone else's", "d.shp": b"old d.shp"}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".replaced-")]  # the backups went
+
+
+async def test_in_place_changes_of_an_object_are_asked_and_keep_its_pixels(s3: Any, bucket: str, tmp_path: Path) -> None:
+    """raster_edit, raster_overviews and vector_convert mode=append change an object: the person is asked about it,
+    a no leaves it, a yes replaces it with the changed copy (the pixels and features as numpy and pyogrio read them
+    before, nodata and overview levels as asked)."""
+    import numpy as np
+    import rasterio
+
+    mcp, app = _server(bucket, confirm="destructive")
+    key = f"{bucket}/r/RGB.byte.tif"
+
+    def local(name: str) -> Path:
+        path = tmp_path / name
+        path.write_bytes(s3.get_object(Bucket="objs", Key=key)["Body"].read())
+        return path
+
+    try:
+        declines = Person("decline")
+        async with Client(mcp, elicitation_handler=declines) as c:
+            err, res = await call(c, "raster_edit", input="r/RGB.byte.tif", nodata=7)
+            assert err and res["error"]["code"] == "declined", res
+        assert declines.shown[0].startswith("Change r/RGB.byte.tif (1.7 MB")
+        assert local("same.tif").read_bytes() == RGB.read_bytes()
+        accepts = Person("accept")
+        async with Client(mcp, elicitation_handler=accepts) as c:
+            err, res = await call(c, "raster_edit", input="r/RGB.byte.tif", nodata=7)
+            assert not err and res["summary"]["nodata"] == 7, res
+            with rasterio.open(local("edited.tif")) as ds, rasterio.open(RGB) as ref:
+                assert ds.nodata == 7 and np.array_equal(ds.read(), ref.read()) and ds.crs == ref.crs
+            err, res = await call(c, "raster_overviews", input="r/RGB.byte.tif", levels=[2, 4])
+            assert not err and res["levels"] == [2, 4], res
+            with rasterio.open(local("ovr.tif")) as ds, rasterio.open(RGB) as ref:
+                assert ds.overviews(1) == [2, 4] and np.array_equal(ds.read(), ref.read()) and ds.nodata == 7
+            err, res = await call(c, "vector_convert", input="v/box.shp", output="v/box.shp", mode="append")
+            assert not err, res
+        (tmp_path / "v").mkdir()
+        for part in SHP_PARTS:
+            s3.download_file("objs", f"{bucket}/v/box.{part}", str(tmp_path / "v" / f"box.{part}"))
+        ref = pyogrio.read_dataframe(DATA / "vector" / "box.shp")
+        appended = pyogrio.read_dataframe(tmp_path / "v" / "box.shp")
+        assert len(appended) == 2 * len(ref) and appended.geometry.iloc[len(ref) :].reset_index(drop=True).equals(ref.geometry)
+        assert len(accepts.shown) == 3 and accepts.shown[2].startswith("Append the features of v/box.shp to v/box.shp (")
+    finally:
+        app.executor.close()
