@@ -264,7 +264,7 @@ class EgressProxy:
             h
             for h in headers
             if h.split(":", 1)[0].strip().lower()
-            not in ("host", "connection", "keep-alive", "proxy-authorization", "proxy-connection")
+            not in ("host", "connection", "keep-alive", "proxy-authorization", "proxy-connection", "expect")
         ]
         request = (
             f"{method} {path} {version}\r\nHost: {host}\r\n" + "".join(f"{h}\r\n" for h in kept) + "Connection: close\r\n\r\n"
@@ -278,6 +278,12 @@ class EgressProxy:
             return
         try:
             up_writer.write(request.encode("latin-1"))
+            if length and fields.get("expect", "").lower() == "100-continue":
+                # curl sends an upload's body only after "100 Continue", or after waiting 1 s for it: every PUT
+                # (GDAL's uploads) took a second more. The request is allowed: ask for the body now (upstream gets
+                # no Expect, so its answer is the final one this proxy reads below).
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                await writer.drain()
             remaining = length  # exactly the declared body, nothing after it (no pipelined second request)
             while remaining:
                 chunk = await asyncio.wait_for(reader.read(min(remaining, 256 * 1024)), IDLE_TIMEOUT)

@@ -311,18 +311,62 @@ def test_an_ipv6_host_keeps_its_port_apart(tmp_path: Path) -> None:
     assert code(sb, "http://[::1:8080]/pub/x.tif") == "out-of-root"  # another address, on port 80
 
 
+def test_an_upload_through_the_proxy_gets_100_continue_and_the_upstream_no_expect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """curl sends an upload's body after "100 Continue", or after waiting a second for it (every upload through the
+    proxy took a second more per object). The proxy answers 100 Continue once it has allowed the request, relays
+    exactly the declared body, and sends no Expect upstream (whose interim answer it would relay as the final one)."""
+    import socket
+    import threading
+
+    from gdal_mcp.execution.egress import EgressProxy
+    from gdal_mcp.sandbox.remote import AllowList
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def upstream() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data or not data.endswith(b"hello"):
+                data += conn.recv(65536)
+            received.append(data)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=upstream, daemon=True)
+    thread.start()
+    monkeypatch.setenv("AWS_S3_ENDPOINT", f"127.0.0.1:{listener.getsockname()[1]}")
+    monkeypatch.setenv("AWS_HTTPS", "NO")
+    proxy = EgressProxy(AllowList(("s3://bucket/data",))).start()
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as s:
+            url = f"http://127.0.0.1:{listener.getsockname()[1]}/bucket/data/x.txt".encode()
+            head = b"PUT " + url + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n"
+            s.sendall(head + _auth(proxy) + b"\r\n")
+            s.settimeout(0.5)  # curl waits 1 s: the answer comes before that, and before any body was sent
+            assert s.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+            s.settimeout(5)
+            s.sendall(b"hello")
+            assert s.recv(100).startswith(b"HTTP/1.1 200")
+    finally:
+        proxy.close()
+        listener.close()
+    thread.join(5)
+    head, _, body = received[0].partition(b"\r\n\r\n")
+    assert body == b"hello" and b"expect" not in head.lower() and head.startswith(b"PUT /bucket/data/x.txt ")
+
+
 @pytest.mark.parametrize(
     "output,overwrite,expected",
     [
         ("s3://bucket/data/.gdal-mcp-owner", False, "invalid-argument"),  # the temporary directory's own marker
         ("s3://bucket/data/.gdal-mcp-tmp-x.tif", False, "invalid-argument"),
         ("s3://bucket/data/", False, "invalid-argument"),  # a prefix, not an object
-        ("s3://bucket/data/x.tif", True, "unsupported"),  # an upload never replaces an object
         ("s3://bucket/other/x.tif", False, "out-of-root"),
         ("gs://g-bucket/x.tif", False, "unsupported"),
     ],
 )
-def test_remote_outputs_never_replace_and_stay_in_the_list(sb: Sandbox, output: str, overwrite: bool, expected: str) -> None:
+def test_remote_outputs_name_an_object_in_the_list(sb: Sandbox, output: str, overwrite: bool, expected: str) -> None:
     with pytest.raises(GdalMcpError) as info:
         sb.resolve_output(output, overwrite=overwrite)
     assert info.value.code == expected
