@@ -167,6 +167,11 @@ class App:
         #: confirmation policy when the answer is yes, taken by the call that does it: approved_version)
         self.approved_versions: dict[str, str] = {}
 
+    def gdal_threads(self) -> int:
+        """GDAL threads per job (warp, compression). On Dask a task is one worker thread, one core: parallelism comes
+        from running tiles on several workers, and a tile using more threads would oversubscribe the cluster."""
+        return 1 if self.settings.executor == "dask" else self.settings.workers
+
     def require_writable(self, tool: str) -> None:
         if self.settings.read_only:
             raise GdalMcpError("read-only", f"{tool} writes files, and this server runs with --read-only")

@@ -29,7 +29,7 @@ from tests.helpers import huge_vrt, make_workspace
 WARP = {
     "input": "raster/RGB.byte.tif",
     "dst_crs": "EPSG:4326",
-    "resolution": 0.0003,
+    "resolution": 0.0006,
     "creation_options": {"COMPRESS": "DEFLATE", "TILED": "YES"},
 }
 # a 200000 x 200000 sourceless VRT written out: runs far longer than any test
@@ -145,8 +145,8 @@ async def test_reproject_as_a_task_polled_to_its_result(modern: Client, tasks_se
             "-t_srs",
             "EPSG:4326",
             "-tr",
-            "0.0003",
-            "0.0003",
+            "0.0006",
+            "0.0006",
             "-r",
             "near",
             "-et",
@@ -161,12 +161,13 @@ async def test_reproject_as_a_task_polled_to_its_result(modern: Client, tasks_se
         assert a.crs.to_epsg() == 4326 and a.count == b.count == 3
         assert abs(a.width - b.width) <= 1 and abs(a.height - b.height) <= 1
         assert np.allclose(a.res, b.res)
-        assert abs(a.bounds.left - b.bounds.left) < 0.0006 and abs(a.bounds.top - b.bounds.top) < 0.0006
+        assert abs(a.bounds.left - b.bounds.left) < 0.0012 and abs(a.bounds.top - b.bounds.top) < 0.0012
         h, w = min(a.height, b.height), min(a.width, b.width)
         x, y = a.read(window=((0, h), (0, w))), b.read(window=((0, h), (0, w)))
         # against the exact transformation (gdalwarp -et 0): GDAL interpolates it along each row of a block (up to 1/8
-        # pixel off), so a few nearest pixels pick the neighbour (measured: 99.7 % equal)
-        assert np.mean(x == y) > 0.99, np.mean(x == y)
+        # pixel off), so a few nearest pixels pick the neighbour (measured: 99.7 % equal at 0.0003°, 98.96 % at 0.0006°,
+        # where a neighbour is a larger step)
+        assert np.mean(x == y) > 0.985, np.mean(x == y)
 
     # the audit log: the task's creation and its run, both with the task id
     records = [r for r in audit_lines(audit) if r.get("task") == task.task_id]

@@ -43,15 +43,6 @@ MAX_STEPS = 20  # engine.raster.pipeline.MAX_STEPS (not imported: the server nev
 HERE = "the raster reaching this step"
 
 
-def _threads(app: App) -> int:
-    """GDAL threads per job, as the raster tools give them (server/tools/raster.py): 1 on Dask (one core per task)."""
-    return 1 if app.settings.executor == "dask" else app.settings.workers
-
-
-def _max_pixels(app: App) -> int:
-    return app.settings.max_pixels
-
-
 Algorithm = Annotated[
     Literal["Horn", "ZevenbergenThorne"],
     Field(description="Gradient: Horn (3x3, default) or ZevenbergenThorne (4 edge neighbours; smoother landscapes)"),
@@ -273,8 +264,8 @@ async def raster_pipeline(
             output_name=PurePosixPath(output).name,
             format=format,
             options=creation_options,
-            threads=_threads(app),
-            max_pixels=_max_pixels(app),
+            threads=app.gdal_threads(),
+            max_pixels=app.settings.max_pixels,
         )
         result = await read_result(app, ctx, plan)
         return result.model_copy(update={"output": target.display})
@@ -284,8 +275,8 @@ async def raster_pipeline(
         steps=steps_data,
         format=format,
         options=creation_options,
-        threads=_threads(app),
-        max_pixels=_max_pixels(app),
+        threads=app.gdal_threads(),
+        max_pixels=app.settings.max_pixels,
     )
     written, result, warnings = await write_output(app, ctx, job, inputs=inputs, output=output, overwrite=overwrite)
     return result.model_copy(update={"output": written.display, "uri": app.sandbox.uri(written.display), "warnings": warnings})

@@ -72,16 +72,6 @@ class ReclassRange(BaseModel):
     value: float = Field(description="New value for pixels in the range")
 
 
-def _threads(app: App) -> int:
-    # GDAL threads per job (warp, compression). On Dask a task is one worker thread, one core: parallelism comes
-    # from running tiles on several workers, and a tile using more threads would oversubscribe the cluster.
-    return 1 if app.settings.executor == "dask" else app.settings.workers
-
-
-def _max_pixels(app: App) -> int:
-    return app.settings.max_pixels
-
-
 @tool(title="Convert raster", annotations=WRITE, tags={"raster"}, writes=True)
 async def raster_convert(
     app: App,
@@ -154,8 +144,8 @@ async def raster_convert(
         size=size,
         resampling=resampling,
         overview_resampling=overview_resampling,
-        threads=_threads(app),
-        max_pixels=_max_pixels(app),
+        threads=app.gdal_threads(),
+        max_pixels=app.settings.max_pixels,
     )
     return await write_result(app, ctx, job, model=RasterWriteResult, inputs=[src], output=output, overwrite=overwrite)
 
@@ -243,8 +233,8 @@ async def raster_reproject(
         target_aligned_pixels=target_aligned_pixels,
         format=format,
         options=creation_options,
-        threads=_threads(app),
-        max_pixels=_max_pixels(app),
+        threads=app.gdal_threads(),
+        max_pixels=app.settings.max_pixels,
     )
     return await write_result(app, ctx, job, model=RasterWriteResult, inputs=inputs, output=output, overwrite=overwrite)
 
@@ -314,8 +304,8 @@ async def raster_mosaic(
         bbox_crs=bbox_crs,
         format=format,
         options=creation_options,
-        threads=_threads(app),
-        max_pixels=_max_pixels(app),
+        threads=app.gdal_threads(),
+        max_pixels=app.settings.max_pixels,
     )
     return await write_result(
         app, ctx, job, model=RasterWriteResult, inputs=srcs, output=output, overwrite=overwrite, final_dir_arg="vrt_dir"

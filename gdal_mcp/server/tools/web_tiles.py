@@ -67,11 +67,6 @@ def not_tiles(directory: Path, limit: int = TILE_DIRECTORY_SCAN_LIMIT) -> str | 
     return None
 
 
-def _threads(app: App) -> int:
-    # as server/tools/raster.py: GDAL threads per job; one on Dask (parallelism comes from the cluster's workers)
-    return 1 if app.settings.executor == "dask" else app.settings.workers
-
-
 @tool(title="Web map tiles", annotations=WRITE, tags={"raster"}, writes=True)
 async def raster_tiles(
     app: App,
@@ -168,7 +163,7 @@ async def raster_tiles(
             bbox=as_bbox(bbox),
             bbox_crs=bbox_crs,
             max_tiles=app.settings.max_tiles,
-            threads=_threads(app),
+            threads=app.gdal_threads(),
         )
     except BaseException:
         target.discard()
