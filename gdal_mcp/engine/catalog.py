@@ -6,7 +6,6 @@ import fnmatch
 import functools
 import os
 import re
-import stat
 import unicodedata
 import warnings
 from collections.abc import Callable
@@ -360,22 +359,10 @@ def _objects(base: str, recursive: bool, limit: int, keep: Callable[[str, str], 
     names or side files), and how many it keeps in all (MAX_REMOTE_LISTED listed at most)."""
     from gdal_mcp.engine import gdal_c
 
-    lib = gdal_c.require("VSIOpenDir")
-    handle = lib.VSIOpenDir(base.encode(), -1 if recursive else 0, None)
-    if not handle:
+    listed = gdal_c.list_files(base, recursive=recursive, limit=MAX_REMOTE_LISTED)
+    if listed is None:
         raise GdalMcpError("not-found", f"nothing is listed at {base} (no such bucket or prefix, or listing it was refused)")
-    objects: list[tuple[str, int]] = []
-    try:
-        while len(objects) < MAX_REMOTE_LISTED:
-            entry = lib.VSIGetNextDirEntry(handle)
-            if not entry:
-                break
-            e = entry.contents
-            name = (e.pszName or b"").decode("utf-8", "replace")
-            if name and not (stat.S_ISDIR(e.nMode) and e.bModeKnown):
-                objects.append((name, int(e.nSize) if e.bSizeKnown else 0))
-    finally:
-        lib.VSICloseDir(handle)
+    objects = [(name, size) for name, size, _, _ in listed]
     names = {name for name, _ in objects}
     found: list[tuple[str, int]] = []
     total = 0

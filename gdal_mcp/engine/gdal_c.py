@@ -125,6 +125,38 @@ def libgdal() -> Any:
     return None
 
 
+def list_files(path: str, *, recursive: bool, limit: int) -> list[tuple[str, int, int, dict[str, str]]] | None:
+    """The files below the VSI directory `path` (a bucket prefix: /vsis3/…), as (name relative to it, size, mtime,
+    GDAL's extras such as {"ETag": …}), directories left out, at most `limit`; None when it cannot be listed."""
+    import stat
+
+    lib = require("VSIOpenDir")
+    handle = lib.VSIOpenDir(path.encode(), -1 if recursive else 0, None)
+    if not handle:
+        return None
+    found: list[tuple[str, int, int, dict[str, str]]] = []
+    try:
+        while len(found) < limit:
+            entry = lib.VSIGetNextDirEntry(handle)
+            if not entry:
+                break
+            e = entry.contents
+            name = (e.pszName or b"").decode("utf-8", "replace")
+            if not name or (e.bModeKnown and stat.S_ISDIR(e.nMode)):
+                continue
+            extra = c.cast(e.papszExtra, _CHARPP)
+            extras: dict[str, str] = {}
+            i = 0
+            while extra and extra[i]:
+                key, _, value = extra[i].decode("utf-8", "replace").partition("=")
+                extras[key] = value
+                i += 1
+            found.append((name, int(e.nSize) if e.bSizeKnown else 0, int(e.nMTime) if e.bMTimeKnown else 0, extras))
+    finally:
+        lib.VSICloseDir(handle)
+    return found
+
+
 def require(function: str) -> Any:
     """libgdal(), or `unsupported` saying which GDAL function could not be reached."""
     lib = libgdal()

@@ -36,35 +36,18 @@ def _lib() -> Any:
 
 def folder_listing(folder: str) -> dict[str, dict[str, Any]]:
     """Every object directly in the /vsis3/ `folder`: name -> {size, mtime, etag} (one listing, fresh)."""
-    import stat
-
     lib = _lib()
     lib.VSICurlPartialClearCache(folder.encode())
-    handle = lib.VSIOpenDir(folder.encode(), 0, None)
-    if not handle:
-        return {}
-    found: dict[str, dict[str, Any]] = {}
-    try:
-        while len(found) < MAX_FOLDER:
-            entry = lib.VSIGetNextDirEntry(handle)
-            if not entry:
-                break
-            e = entry.contents
-            name = (e.pszName or b"").decode("utf-8", "replace")
-            if not name or "/" in name or (e.bModeKnown and stat.S_ISDIR(e.nMode)):
-                continue
-            extra = ctypes.cast(e.papszExtra, ctypes.POINTER(ctypes.c_char_p))
-            etag = ""
-            i = 0
-            while extra and extra[i]:
-                key, _, value = extra[i].decode("utf-8", "replace").partition("=")
-                if key.lower() == "etag":
-                    etag = value.strip('"')
-                i += 1
-            found[name] = {"size": int(e.nSize), "mtime": int(e.nMTime), "etag": etag}
-    finally:
-        lib.VSICloseDir(handle)
-    return found
+    listed = gdal_c.list_files(folder, recursive=False, limit=MAX_FOLDER) or []
+    return {
+        name: {
+            "size": size,
+            "mtime": mtime,
+            "etag": next((v for k, v in extras.items() if k.lower() == "etag"), "").strip('"'),
+        }
+        for name, size, mtime, extras in listed
+        if "/" not in name
+    }
 
 
 def describe(objects: Sequence[str], progress: Progress = no_progress) -> dict[str, dict[str, Any] | None]:
