@@ -197,7 +197,10 @@ def translate(exc: BaseException, dst: str | None = None) -> GdalMcpError | None
 
 def remote_missing(message: str) -> GdalMcpError | None:
     """not-found for GDAL's report of a remote 404 (it opens /vsicurl/, /vsis3/ … and says the HTTP status)."""
-    if re.search(r"HTTP (response )?code:? ?404|HTTP error code ?: ?404|ObjectNotFound|NoSuchKey|NoSuchBucket", message):
+    # GDAL's own words when it listed the folder (object storage) and the name is not there
+    listed = r"'/vsi(s3|gs|az|adls|oss|swift|curl)/[^']*' does not exist in the file system"
+    http = r"HTTP (response )?code:? ?404|HTTP error code ?: ?404|ObjectNotFound|NoSuchKey|NoSuchBucket"
+    if re.search(f"{http}|{listed}", message):
         return GdalMcpError(
             "not-found", f"{message} (nothing at that remote location: check the URL, or list_datasets the s3:// prefix)"
         )

@@ -21,6 +21,7 @@ from typing import Any
 from gdal_mcp.engine import gdal_c, guard
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.sandbox.outputs import PROBE_PREFIX
 from gdal_mcp.sandbox.remote import shown
 
 CHUNK = 8 * 1024 * 1024
@@ -39,11 +40,11 @@ def upload(
     replace: dict[str, str] | None = None,
 ) -> list[str]:
     """Upload each local file of `sources` to the /vsis3/ path at the same index of `targets`; returns the targets
-    written. Without `replace` an object is never replaced: already-exists when one exists (nothing of this upload
-    stays). With `replace` (overwrite=true, approved): a target that exists is replaced in the version seen just before
-    (If-Match), and one that `replace` names must still be in the ETag given there (the version the person approved),
-    else conflict; a failure part-way puts back the side files already replaced. `journal`: a file that gets a line
-    for each new object as soon as it is created, for whoever cleans up after a killed upload."""
+    written. An object is never replaced but one that `replace` names ({key: ETag}: overwrite=true, the versions the
+    person approved, App.object_versions), and that one only in that version (If-Match): conflict when it changed. Every
+    other target is created new (If-None-Match: *): already-exists when one exists. Nothing of a failed upload stays:
+    the objects it created are deleted, the side files it replaced put back. `journal`: a file that gets a line for
+    each new object as soon as it is created, for whoever cleans up after a killed upload."""
     if len(sources) != len(targets):
         raise GdalMcpError("internal-error", "upload: sources and targets differ in number")
     lib = _lib()
@@ -66,13 +67,11 @@ def upload(
             except BaseException as e:  # noqa: BLE001 - raised below, between files
                 stop.append(e)
 
-    current: dict[str, str] = {}
-    if replace is not None:
-        from gdal_mcp.engine.objects import check_versions, folder_listing
+    current = {t: e for t, e in (replace or {}).items() if t in targets}
+    if current:
+        from gdal_mcp.engine.objects import check_versions
 
-        check_versions([(t, e) for t, e in replace.items() if t in targets])
-        for folder in {t.rsplit("/", 1)[0] for t in targets}:
-            current.update({f"{folder}/{n}": v["etag"] for n, v in folder_listing(folder).items()})
+        check_versions(list(current.items()))  # conflict before anything is written
     try:
         if targets:
             _check_condition(lib, targets[-1])
@@ -154,7 +153,6 @@ def _put_back(lib: Any, replaced: list[tuple[str, str, str]]) -> None:
 
 #: object stores (their /vsis3/bucket path) seen to refuse a second conditional create, in this process
 _honoured: set[str] = set()
-PROBE_PREFIX = ".gdal-mcp-condition-probe-"
 
 
 def _check_condition(lib: Any, target: str) -> None:

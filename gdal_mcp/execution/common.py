@@ -88,28 +88,37 @@ def set_gdal_environment(config: dict[str, Any]) -> None:
             os.environ["PROJ_NETWORK"] = "OFF"  # PROJ's grid CDN is not among the allowed locations
 
 
-def only_remote(job: Job[Any]) -> bool:
-    """Whether every dataset the job names is remote (then GDAL need not look for side files beside them)."""
+#: GDAL's paths in object storage, whose folders it lists in one request
+OBJECT_STORAGE = ("/vsis3/", "/vsigs/", "/vsiaz/", "/vsiadls/", "/vsioss/", "/vsiswift/")
+
+
+def readdir_mode(job: Job[Any]) -> str | None:
+    """GDAL_DISABLE_READDIR_ON_OPEN for a job whose datasets are all remote: FALSE when all lie in object storage (one
+    listing of each folder tells GDAL which side files exist: a PNG's .aux.xml with its CRS, a GeoTIFF's .ovr), else
+    EMPTY_DIR (an HTTP server is not listed: every side file would be a probe, ~40 HEAD requests per open, and remote
+    data over HTTP carries none); None for any other job (the worker's default, TRUE)."""
     from gdal_mcp.sandbox.remote import is_remote
 
     # what it reads: not its output (written new), nor where a VRT output will live (a directory named, never opened)
     skip = {job.output_path(), job.upload, job.kwargs().get("vrt_dir")}
     paths = [p for p in job.paths() if p not in skip]
-    return bool(paths) and all(is_remote(p) or p.startswith(("/vsizip//vsi", "/vsitar//vsi", "/vsigzip//vsi")) for p in paths)
+    if not paths or not all(is_remote(p) or p.startswith(("/vsizip//vsi", "/vsitar//vsi", "/vsigzip//vsi")) for p in paths):
+        return None
+    return "FALSE" if all(p.startswith(OBJECT_STORAGE) for p in paths) else "EMPTY_DIR"
 
 
 @contextlib.contextmanager
-def no_sidecar_probes(job: Job[Any]) -> Iterator[None]:
-    """On this thread, for a job whose datasets are all remote (only_remote): GDAL looks for no side files beside them
-    (~40 HEAD requests per open otherwise). Thread-local, for a Dask worker whose threads run other tasks meanwhile
-    (the local worker, one job per process, sets it in its environment)."""
-    if not only_remote(job):
+def remote_readdir(job: Job[Any]) -> Iterator[None]:
+    """readdir_mode(job) on this thread, for a Dask worker whose threads run other tasks meanwhile (the local worker,
+    one job per process, sets it in its environment)."""
+    mode = readdir_mode(job)
+    if mode is None:
         yield
         return
     from gdal_mcp.engine import gdal_c
 
     lib = gdal_c.require("CPLSetThreadLocalConfigOption")
-    lib.CPLSetThreadLocalConfigOption(b"GDAL_DISABLE_READDIR_ON_OPEN", b"EMPTY_DIR")
+    lib.CPLSetThreadLocalConfigOption(b"GDAL_DISABLE_READDIR_ON_OPEN", mode.encode())
     try:
         yield
     finally:

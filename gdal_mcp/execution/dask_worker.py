@@ -46,8 +46,8 @@ from gdal_mcp.execution.common import (
     classify,
     engine_function,
     job_progress,
-    no_sidecar_probes,
     quiet_libraries,
+    remote_readdir,
     set_gdal_environment,
     upload_output,
 )
@@ -510,7 +510,7 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
     attempt: Path | None = None
     try:
         ctx.check_cancel()
-        with no_sidecar_probes(job):  # identifying a remote input's format opens it too
+        with remote_readdir(job):  # identifying a remote input's format opens it too
             func = engine_function(job)
         sandbox = _sandbox(config)
         if job.upload:
@@ -540,7 +540,7 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
         progress = job_progress(job, ctx.progress)
 
         def work() -> Any:
-            with tiles.using(mapper), no_sidecar_probes(job):
+            with tiles.using(mapper), remote_readdir(job):
                 return func(**kwargs, progress=progress)
 
         if layered:

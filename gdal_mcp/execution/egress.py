@@ -246,10 +246,11 @@ class EgressProxy:
         if "transfer-encoding" in fields:
             await self._refuse(writer, "chunked request bodies are not relayed", status=400)
             return
-        try:
-            length = int(fields.get("content-length", "0"))
-        except ValueError:
-            length = -1
+        lengths = [h.split(":", 1)[1].strip() for h in headers if h.split(":", 1)[0].strip().lower() == "content-length"]
+        # one plain decimal length or none: a second header, '+3' or '1_0' could be read otherwise upstream (smuggling)
+        length = int(lengths[0]) if len(lengths) == 1 and lengths[0].isascii() and lengths[0].isdigit() else -1
+        if not lengths:
+            length = 0
         if length < 0:
             await self._refuse(writer, "bad Content-Length", status=400)
             return
@@ -264,8 +265,10 @@ class EgressProxy:
             h
             for h in headers
             if h.split(":", 1)[0].strip().lower()
-            not in ("host", "connection", "keep-alive", "proxy-authorization", "proxy-connection", "expect")
+            not in ("host", "connection", "keep-alive", "proxy-authorization", "proxy-connection", "expect", "content-length")
         ]
+        if length:
+            kept.append(f"Content-Length: {length}")
         request = (
             f"{method} {path} {version}\r\nHost: {host}\r\n" + "".join(f"{h}\r\n" for h in kept) + "Connection: close\r\n\r\n"
         )

@@ -22,9 +22,9 @@ from gdal_mcp.execution.common import (
     engine_function,
     job_progress,
     network_allowed,
-    only_remote,
     preload,
     quiet_libraries,
+    readdir_mode,
     remote_finish,
     remote_start,
     set_gdal_environment,
@@ -216,8 +216,9 @@ def main(conn: Any) -> None:
         try:
             remote_start(config)  # before engine_function: identifying a remote input's format reads it too
             readdir = os.environ.get("GDAL_DISABLE_READDIR_ON_OPEN")
-            if only_remote(job):  # no sidecar probes (~40 HEAD requests per open): remote data carries no world files
-                os.environ["GDAL_DISABLE_READDIR_ON_OPEN"] = "EMPTY_DIR"
+            mode = readdir_mode(job)  # remote data: a folder listing instead of ~40 side-file probes per open
+            if mode is not None:
+                os.environ["GDAL_DISABLE_READDIR_ON_OPEN"] = mode
             try:
                 func = engine_function(job)
 

@@ -393,6 +393,10 @@ def resolve_output(
     )
 
 
+#: the name of the object an upload's first write to a folder probes the store's conditions with (engine/upload.py)
+PROBE_PREFIX = ".gdal-mcp-condition-probe-"
+
+
 def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directory: bool) -> OutputTarget:
     """An output in object storage the allow-list covers: written into a temporary directory in the first workspace,
     then uploaded object by object, never replacing one (engine/upload.py) unless `overwrite` (the person approved it:
@@ -409,7 +413,7 @@ def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directo
         )
     if directory or not name or path.endswith("/"):
         raise GdalMcpError("invalid-argument", f"{what} '{location.url}' must name one object (a key, not a prefix)")
-    if name.startswith(TMP_PREFIX) or name == OWNER_FILE:
+    if name.startswith((TMP_PREFIX, PROBE_PREFIX)) or name == OWNER_FILE:
         raise GdalMcpError("invalid-argument", f"{what} '{location.url}' uses a name reserved for temporary files")
     root = sb.scratch or sb.roots[0]
     tmp_dir = temporary_dir(root, f"{what} '{location.url}'", [])

@@ -145,6 +145,8 @@ def _object(scheme: str, rest: str, text: str, what: str) -> Location:
         raise GdalMcpError("invalid-argument", f"{what} '{_short(text)}': '{bucket}' is not a valid bucket or container name")
     if "?" in key or "#" in key:
         raise GdalMcpError("invalid-argument", f"{what} '{_short(text)}': object keys with '?' or '#' are not accepted")
+    if "" in key.split("/")[:-1] and key:  # 'a//b.tif' is another key than 'a/b.tif', though shown alike
+        raise GdalMcpError("invalid-argument", f"{what} '{_short(text)}': empty path segments ('//') are not accepted")
     return Location(scheme, bucket.lower() if scheme != "az" else bucket, _clean_path(key, text, what))
 
 

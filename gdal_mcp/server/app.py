@@ -9,6 +9,7 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -28,7 +29,7 @@ from gdal_mcp.sandbox.temporaries import upload_journal
 from gdal_mcp.server.approval.parked import ParkedConfirmations
 from gdal_mcp.server.audit import AuditLog
 from gdal_mcp.server.cache import MetadataCache
-from gdal_mcp.server.jobboard import JobBoard
+from gdal_mcp.server.jobboard import CURRENT_TOOL, JobBoard
 
 if TYPE_CHECKING:
     from fastmcp import Context
@@ -94,6 +95,10 @@ class ConsoleView(Protocol):
     def session(self, request: Request) -> object | None: ...
 
     def login_link(self, *, why: str = "") -> bool: ...
+
+
+#: how long a person's yes about an object's version holds for a call run later (a task)
+APPROVAL_TTL = 600.0
 
 
 class App:
@@ -163,9 +168,10 @@ class App:
         self.approvals: ParkedConfirmations | None = None
         self.jobs: JobBoard | None = None
         self.console: ConsoleView | None = None
-        #: object (/vsis3/ path) -> the ETag of the version a person approved replacing, moving or deleting (set by the
-        #: confirmation policy when the answer is yes, taken by the call that does it: approved_version)
-        self.approved_versions: dict[str, str] = {}
+        #: (tool, object's /vsis3/ path) -> (the ETag of the version a person approved that tool changing, when):
+        #: recorded by the confirmation policy on a yes, checked by the call that changes it (object_versions), dropped
+        #: when that call ends (the middleware), or after APPROVAL_TTL for a call run as a task
+        self.approved_versions: dict[tuple[str, str], tuple[str, float]] = {}
 
     def gdal_threads(self) -> int:
         """GDAL threads per job (warp, compression). On Dask a task is one worker thread, one core: parallelism comes
@@ -196,7 +202,7 @@ class App:
                 "a new output instead",
             )
         if output is not None and output.remote is not None:  # the worker that runs the job uploads its output
-            replace = self.approved_version(output.remote) if output.overwrite else None
+            replace = await self._replacing(output.remote) if output.overwrite else None
             job = dataclasses.replace(job, upload=output.remote, replace=replace)
         tracker = self.jobs.track(job.FUNC) if self.jobs is not None and not quick else None
 
@@ -236,11 +242,48 @@ class App:
                     await self._remove_partial_upload(output)
                 output.discard()
 
-    def approved_version(self, obj: str) -> dict[str, str]:
-        """{obj: the ETag a person approved changing it in} when the confirmation policy asked about it for this call,
-        else {} (the policy did not ask: the object is changed in the version the worker finds just before)."""
-        etag = self.approved_versions.pop(obj, None)
-        return {obj: etag} if etag is not None else {}
+    def approve_versions(self, tool: str, versions: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """A person's yes about objects: `tool` may change each (key, ETag) in that version (object_versions)."""
+        now = time.monotonic()
+        recorded = []
+        for key, etag in versions:
+            self.approved_versions[(tool, key)] = (etag, now)
+            recorded.append((tool, key))
+        return recorded
+
+    def forget_versions(self, recorded: Iterable[tuple[str, str]]) -> None:
+        for entry in recorded:
+            self.approved_versions.pop(entry, None)
+
+    def object_versions(self, found: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+        """{key: ETag} of the existing objects `found` ({path, etag} as engine/objects.describe lists them) that a call
+        is about to replace or delete. Under a policy that asks about such changes (--confirm other than never), each
+        must have the person's yes for exactly that version, given for this call: conflict otherwise (it appeared or
+        changed after the person was asked, or was never shown), and nothing is changed. Under --confirm never: the
+        version listed (the change is still conditional on it)."""
+        versions: dict[str, str] = {}
+        now = time.monotonic()
+        for f in found:
+            key, etag = str(f["path"]), str(f["etag"])
+            if self.settings.confirm != "never":
+                approved = self.approved_versions.get((CURRENT_TOOL.get() or "", key))
+                if approved is None or approved[0] != etag or now - approved[1] > APPROVAL_TTL:
+                    what = "changed after the person approved it" if approved is not None else "was not shown to the person"
+                    raise GdalMcpError(
+                        "conflict",
+                        f"'{self.sandbox.display(key)}' {what} (it appeared or changed since the call was checked); nothing "
+                        "was changed. Call again: the person is asked about it as it is now",
+                    )
+            versions[key] = etag
+        return versions
+
+    async def _replacing(self, remote: str) -> dict[str, str]:
+        """The objects an overwrite of the object output `remote` may replace: its dataset's objects, each in the version
+        approved (object_versions); the upload creates every other key new (If-None-Match), never replacing it."""
+        from gdal_mcp import jobs
+
+        found = await self.execute(jobs.DescribeObjectsJob(objects=[remote]), quick=True)
+        return self.object_versions((found.get(remote) or {}).get("files", []))
 
     async def _remove_partial_upload(self, output: OutputTarget) -> None:
         """After a job whose upload did not finish: the objects its worker's journal says it created (new ones: the

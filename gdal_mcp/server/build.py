@@ -65,7 +65,8 @@ def remote_instructions(app: App) -> str:
             f"- The workspace is the bucket {sb.bucket.url.rstrip('/')}: relative paths name its objects (list_datasets "
             "lists them); outputs are uploaded there and never replace an object unless overwrite=true (the user approves "
             "it); input_pattern globs match its object names; workspace_copy, workspace_move and workspace_delete work "
-            "on its objects. In-place edits are not available on it."
+            "on its objects, and in-place changes (raster_edit, raster_overviews, vector_convert mode=append) rewrite "
+            "the object (approved first; internal overviews only). output may equal input with overwrite=true."
         )
     if sb.remote:
         where = "every remote location" if sb.remote.any_location else ", ".join(sb.remote.describe())

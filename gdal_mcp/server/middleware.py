@@ -98,10 +98,20 @@ class EnvelopeAndAudit(Middleware):
                     raise GdalMcpError(
                         "invalid-argument", "confirmation_id must be the string a confirmation-required error gave"
                     )
-                asked = await confirm.check(
-                    self.app, context.fastmcp_context, name, arguments, self.tool_specs, confirmation_id=confirmation_id
-                )
-                result = asked if asked is not None else await call_next(context)
+                recorded: list[tuple[str, str]] = []
+                token = confirm.RECORDED.set(recorded)
+                try:
+                    asked = await confirm.check(
+                        self.app, context.fastmcp_context, name, arguments, self.tool_specs, confirmation_id=confirmation_id
+                    )
+                finally:
+                    confirm.RECORDED.reset(token)
+                ran: object = None
+                try:
+                    result = ran = asked if asked is not None else await call_next(context)
+                finally:  # a yes about objects holds for this call only (a task's run: until APPROVAL_TTL)
+                    if ran is None or isinstance(ran, ToolResult):
+                        self.app.forget_versions(recorded)
             except ValidationError as e:
                 result = envelope(GdalMcpError("invalid-argument", _validation_message(e, await _parameters(context, name))))
             except NotFoundError:

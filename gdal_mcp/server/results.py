@@ -74,7 +74,7 @@ async def drop_object_side_files(app: App, name: str, suffixes: tuple[str, ...])
         return
     found = await app.execute(jobs.DescribeObjectsJob(objects=[location.gdal_path]), quick=True)
     files = (found.get(location.gdal_path) or {}).get("files", [])[1:]
-    stale = [(f["path"], f["etag"]) for f in files if str(f["path"]).lower().endswith(suffixes)]
+    stale = list(app.object_versions(f for f in files if str(f["path"]).lower().endswith(suffixes)).items())
     if stale:
         await app.execute(jobs.DeleteVersionsJob(objects=stale), quick=True)
 

@@ -139,7 +139,10 @@ def edit(
     # .aux.xml instead of replacing it with one that holds only the new items.
     with rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="FALSE"):
         try:
-            ds_u = rasterio.open(target, "r+")
+            # A COG (GDAL's layout marker) is opened for update only when told the layout may break: the edit goes ahead
+            # and the warning below says it is no longer a valid COG (gdal_edit.py -oo IGNORE_COG_LAYOUT_BREAK=YES)
+            cog_ok = {"IGNORE_COG_LAYOUT_BREAK": "YES"} if driver == "GTiff" else {}
+            ds_u = rasterio.open(target, "r+", **cog_ok)
         except rasterio.errors.RasterioIOError:
             raise GdalMcpError("unsupported", NOT_UPDATABLE.format(name="the input", driver=driver)) from None
         with ds_u:

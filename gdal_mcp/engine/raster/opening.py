@@ -12,6 +12,7 @@ import rasterio
 from rasterio.errors import RasterioIOError
 
 from gdal_mcp.engine import guard, tiles
+from gdal_mcp.engine.failures import remote_missing
 from gdal_mcp.engine.raster.headers import check_header
 from gdal_mcp.errors import GdalMcpError
 
@@ -83,6 +84,8 @@ def _opened(path: str, **kwargs: Any) -> Iterator[rasterio.io.DatasetReader]:
         ds = rasterio.open(path, **kwargs)
     except RasterioIOError as e:
         text = str(e)
+        if (missing := remote_missing(text)) is not None:
+            raise missing from None
         if path.upper().startswith("HDF4") or path.lower().endswith((".hdf", ".hdf4", ".he4")):
             raise GdalMcpError("unsupported", f"this GDAL build has no HDF4 driver; cannot open {path}") from None
         if "not recognized as" in text or "not recognised as" in text:

@@ -24,7 +24,7 @@ from gdal_mcp.engine.raster.cog import cog_check
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import OverviewsResult
-from gdal_mcp.sandbox.remote import is_remote
+from gdal_mcp.sandbox.remote import is_remote, shown
 
 # gdaladdo's default since GDAL 3.2: halve until the smallest overview fits in this many pixels.
 AUTO_MIN_SIZE = 256
@@ -251,7 +251,17 @@ def overviews_on_copy(
     def rest(fraction: float, message: str = "") -> None:
         progress(0.2 + 0.8 * fraction, message)
 
-    result = overviews(dst, action=action, levels=levels, resampling=resampling, progress=rest)
+    try:
+        result = overviews(dst, action=action, levels=levels, resampling=resampling, progress=rest)
+    except GdalMcpError as e:
+        if not is_remote(src) or "Cloud Optimized GeoTIFF" not in e.message:
+            raise
+        raise GdalMcpError(  # an object: no .ovr is written beside it, so the one way is a new COG in its place
+            "unsupported",
+            f"{shown(src)} is a Cloud Optimized GeoTIFF: changing its overviews in place would break the COG layout. "
+            "Write it again as a COG in its place: raster_convert format=COG with output the same as input and "
+            "overwrite=true (creation_options OVERVIEW_COUNT, OVERVIEW_RESAMPLING choose the overviews)",
+        ) from None
     return result, list(result.warnings)
 
 

@@ -8,6 +8,7 @@ import warnings
 import pyogrio
 from pyogrio.errors import DataSourceError
 
+from gdal_mcp.engine.failures import remote_missing
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.errors import GdalMcpError
 
@@ -113,6 +114,8 @@ def list_layers(path: str) -> list[tuple[str, str | None]]:
             layers = pyogrio.list_layers(path)
     except DataSourceError as e:
         text = str(e)
+        if (missing := remote_missing(text)) is not None:
+            raise missing from None
         if "not recognized as" in text or "not recognised as" in text:
             raise GdalMcpError(
                 "unsupported", f"{path} is not a vector dataset GDAL can read (for rasters use raster_info)"

@@ -20,6 +20,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
 
@@ -48,6 +49,8 @@ ASKS: dict[str, tuple[str, ...]] = {
 # Tools whose argument makes an ordinary write change an existing dataset instead of creating one.
 MODIFYING_MODES: dict[str, tuple[str, frozenset[str]]] = {"vector_convert": ("mode", frozenset({"append", "add_layer"}))}
 REQUEST_KEY = "confirm"
+#: the object keys a yes recorded during this tools/call (App.approve_versions), set by the middleware around confirm.check
+RECORDED: ContextVar[list[tuple[str, str]] | None] = ContextVar("gdal_mcp_recorded_versions", default=None)
 STATUS_TOOL = "confirmation_status"  # the console's read-only tool (server/tools/approval.py)
 CONFIRMATION_ARG = "confirmation_id"  # taken off every tools/call by the middleware (server/middleware.py)
 MAX_LEGACY_ROUNDS = 3
@@ -234,7 +237,7 @@ def _files_message(targets: tuple[Existing, ...]) -> str:
     total = sum(t.size for t in targets)
     names = ", ".join(t.display.rsplit("/", 1)[-1] for t in sides)
     return (
-        f"{main.describe()} with its {len(sides)} side file{'s' if len(sides) > 1 else ''} ({names}; {human_size(total)} in all)"
+        f"{main.describe()} with its {len(sides)} side file{'s' if len(sides) > 1 else ''} ({names}), {human_size(total)} in all"
     )
 
 
@@ -246,6 +249,8 @@ def _workspace_message(app: App, tool: str, a: dict[str, Any], objects: Objects)
     if tool == "workspace_delete":
         return f"Delete {_files_message(source)}? This cannot be undone.", source
     output = a.get("output")
+    if not a.get("overwrite") and _dataset(app, output, objects):
+        return None  # the tool refuses an existing output without overwrite=true (already-exists): nothing to ask
     replaced = _dataset(app, output, objects) if a.get("overwrite") else ()
     replacing = f", replacing {_files_message(replaced)}" if replaced else ""
     return f"Move {_files_message(source)} to {_shown(app, output)}{replacing}?", source + replaced
@@ -258,6 +263,10 @@ def _modify_message(
     if tool in ("workspace_delete", "workspace_move"):
         return _workspace_message(app, tool, a, objects)
     src = _existing(app, a.get("input"), dataset=True, objects=objects)
+    # an object is changed with its side files (rewritten and uploaded in their place): the question names them all
+    named = a.get("input")
+    whole: tuple[Existing, ...] = (objects.get(named, ()) if isinstance(named, str) else ()) or ((src,) if src else ())
+    shown = _files_message(whole) if len(whole) > 1 else src.describe() if src is not None else ""
     if tool == "raster_overviews":
         if src is None:
             return None  # the tool refuses a missing input itself
@@ -271,11 +280,11 @@ def _modify_message(
                 (src, ovr) if ovr else (src,),
             )
         if a.get("action") == "delete":
-            return f"Rewrite {src.describe()} in place to remove all its overviews?", (src,)
+            return f"Rewrite {shown} in place to remove all its overviews?", whole
         return (
-            f"Rewrite {src.describe()} in place to add overviews (levels {_shown(app, a.get('levels', 'auto'))}, "
+            f"Rewrite {shown} in place to add overviews (levels {_shown(app, a.get('levels', 'auto'))}, "
             f"{a.get('resampling')} resampling)?",
-            (src,),
+            whole,
         )
     if tool == "raster_edit":
         if src is None:
@@ -296,9 +305,9 @@ def _modify_message(
         if a.get("unset_nodata"):
             changes.append("remove its nodata value")
         what = "; ".join(changes) if changes else "rewrite its metadata"
-        return f"Change {src.describe()} in place: {what}? Pixel values stay as they are.", (src,)
+        return f"Change {shown} in place: {what}? Pixel values stay as they are.", whole
     if src is not None:
-        return f"Let {tool} ({title}) change {src.describe()} in place?", (src,)
+        return f"Let {tool} ({title}) change {shown} in place?", whole
     return f"Let {tool} ({title}) change data in place?", ()
 
 
@@ -308,6 +317,8 @@ def plan(
     """The question this call needs under the server's --confirm policy, or None to run it unasked. `objects`: the
     datasets in object storage the call names, as describe_objects found them."""
     objects = objects or {}
+    if isinstance(arguments.get("input"), str) and objects.get(arguments["input"]) == ():
+        return None  # an object the call reads is not there: the tool refuses it (not-found), nothing to ask
     asks = ASKS[app.settings.confirm]
     if app.settings.read_only and (writes or getattr(annotations, "read_only_hint", True) is False):
         return None  # nothing can change: the tool refuses to write (read-only) by itself
@@ -328,7 +339,7 @@ def plan(
         target = _existing(app, output, objects=objects)
         if target is None:
             return None  # nothing to add to: the tool refuses with not-found
-        kind, targets = "modify", (target,)
+        kind, targets = "modify", objects.get(output, ()) or (target,)
         src = _shown(app, a.get("input"))
         layer = a.get("output_layer")
         if a.get(mode_arg[0]) == "append":
@@ -349,6 +360,9 @@ def plan(
             if tool == "workspace_copy":  # the replaced dataset's side files go too: name them all
                 targets = _dataset(app, output, objects) or targets
                 message = f"Replace {_files_message(targets)} with a copy of {_shown(app, a.get('input'))}?"
+            elif len(objects.get(output, ())) > 1:  # an object's side files are replaced too (uploaded in their place)
+                targets = objects[output]
+                message = f"Replace {_files_message(targets)} with {product}?"
         elif target is not None:
             return None  # overwrite=false on an existing file: the tool refuses with already-exists
         else:
@@ -617,5 +631,10 @@ async def check(
 
 
 def _approved_versions(app: App, question: Question) -> None:
-    """A yes about objects binds to their versions: the call that changes them does so only in these (If-Match)."""
-    app.approved_versions.update({t.key: t.etag for t in question.targets if t.key})
+    """A yes about objects binds to their versions: the call that changes them does so only in these (If-Match, and
+    App.object_versions refuses any object not among them). The keys go on the request's list (RECORDED), which the
+    middleware drops when the call ends."""
+    keys = app.approve_versions(question.tool, ((t.key, t.etag) for t in question.targets if t.key))
+    recorded = RECORDED.get()
+    if recorded is not None:
+        recorded.extend(keys)

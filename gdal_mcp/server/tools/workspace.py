@@ -21,6 +21,8 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.jobs import DeleteObjectsJob, DeleteVersionsJob, DescribeObjectsJob, FetchObjectsJob
 from gdal_mcp.models import WorkspaceResult
 from gdal_mcp.sandbox.datasets import DatasetFiles, copy_dataset, dataset_files, delete_dataset, move_dataset
+from gdal_mcp.sandbox.outputs import PROBE_PREFIX
+from gdal_mcp.sandbox.paths import TMP_PREFIX
 from gdal_mcp.server.app import App
 from gdal_mcp.server.results import refuse_existing_object
 from gdal_mcp.server.tools.params import DatasetFile, Overwrite, SameFormatOutput
@@ -168,14 +170,15 @@ async def _described(app: App, path: str, what: str) -> tuple[str, dict[str, Any
     """(the /vsis3/ path, the dataset's objects as engine/objects.describe finds them, or None)."""
     location = app.sandbox.object_location(path, what=what)
     assert location is not None
+    if location.path.rsplit("/", 1)[-1].startswith((TMP_PREFIX, PROBE_PREFIX)):
+        raise GdalMcpError("invalid-argument", f"{what} '{path}' is a temporary object of a write in progress")
     found = await app.execute(DescribeObjectsJob(objects=[location.gdal_path]), quick=True)
     return location.gdal_path, found.get(location.gdal_path)
 
 
 def _versions(app: App, files: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(path, ETag) of each object: the version the user approved changing (App.approved_versions) where the
-    confirmation policy asked, else the version listed just now."""
-    return [(f["path"], app.approved_versions.pop(f["path"], f["etag"])) for f in files]
+    """(path, ETag) of each object, in the version the person approved changing (App.object_versions)."""
+    return list(app.object_versions(files).items())
 
 
 def _missing(path: str) -> GdalMcpError:
@@ -214,9 +217,7 @@ async def _copy_objects(
     await app.execute(job, ctx=ctx, output=target)
     folder = target.remote.rsplit("/", 1)[0]
     placed = [f"{folder}/{n}" for _, n in renamed]
-    stale = [(f["path"], f["etag"]) for f in replaced if f["path"] not in placed]
-    for f in replaced:
-        app.approved_versions.pop(f["path"], None)
+    stale = _versions(app, [f for f in replaced if f["path"] not in placed])
     if stale:  # the replaced dataset's side files the new one did not bring: they would describe it wrongly
         try:
             await app.execute(DeleteVersionsJob(objects=stale), quick=True)

@@ -113,3 +113,18 @@ def test_copy_path_for_formats_edited_through_a_copy(tmp_path: Path) -> None:
     with rasterio.open(dst) as ds, rasterio.open(src) as orig:
         assert ds.crs.to_epsg() == 5070 and orig.crs.to_epsg() != 5070, "the original is untouched until commit"
         assert (ds.read() == orig.read()).all()
+
+
+@pytest.mark.parametrize("on_copy", [False, True])
+def test_a_cog_is_edited_with_a_warning_that_it_is_no_longer_one(tmp_path: Path, on_copy: bool) -> None:
+    """GDAL refuses to update a file with its COG layout marker unless told the layout may break (what gdal_edit.py
+    -oo IGNORE_COG_LAYOUT_BREAK=YES does): the edit is made, every pixel stays, and the warning says to rewrite it."""
+    from rasterio.shutil import copy
+
+    cog = tmp_path / "c.tif"
+    copy(DATA / "raster" / "RGB.byte.tif", cog, driver="COG")
+    dst = tmp_path / "edited.tif" if on_copy else None
+    _, warnings = edit(str(cog), str(dst) if dst else None, nodata=5)
+    with rasterio.open(dst or cog) as ds, rasterio.open(DATA / "raster" / "RGB.byte.tif") as ref:
+        assert ds.nodata == 5 and np.array_equal(ds.read(), ref.read())
+    assert any("no longer a valid COG" in w for w in warnings), warnings

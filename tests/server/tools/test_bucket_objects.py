@@ -140,7 +140,6 @@ async def test_overwrite_asks_about_the_object_and_replaces_only_the_version_sho
             assert not err, res
         objects = _keys(s3, bucket)
         assert objects["out.tif"] == objects["fresh.tif"] != first
-        assert not app.approved_versions  # the approval was taken by the call it was for
     finally:
         app.executor.close()
 
@@ -213,8 +212,11 @@ def test_a_replace_that_fails_part_way_puts_back_what_it_replaced(s3: Any, bucke
         if "d.dbf" in message:
             s3.put_object(Bucket="objs", Key=f"{bucket}/x/d.shx", Body=b"someone else's")
 
+    targets = [_vsis3(bucket, f"x/{n}") for n in names]
+    old = {n: hashlib.md5(f"old {n}".encode(), usedforsecurity=False).hexdigest() for n in names}  # single-part ETags
+    approved = {t: old[n] for t, n in zip(targets, names, strict=True)}
     with pytest.raises(GdalMcpError) as e:
-        upload.upload([str(tmp_path / n) for n in names], [_vsis3(bucket, f"x/{n}") for n in names], someone_writes, replace={})
+        upload.upload([str(tmp_path / n) for n in names], targets, someone_writes, replace=approved)
     assert e.value.code == "conflict", e.value.message
     assert _keys(s3, f"{bucket}/x") == {"d.dbf": b"old d.dbf", "d.shx": b"someone else's", "d.shp": b"old d.shp"}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".replaced-")]  # the backups went
@@ -254,12 +256,102 @@ async def test_in_place_changes_of_an_object_are_asked_and_keep_its_pixels(s3: A
                 assert ds.overviews(1) == [2, 4] and np.array_equal(ds.read(), ref.read()) and ds.nodata == 7
             err, res = await call(c, "vector_convert", input="v/box.shp", output="v/box.shp", mode="append")
             assert not err, res
+            err, res = await call(c, "raster_convert", input="r/RGB.byte.tif", output="r/cog.tif", format="COG")
+            assert not err, res
+            err, res = await call(c, "raster_overviews", input="r/cog.tif", levels=[2])  # no .ovr beside an object
+            assert err and res["error"]["code"] == "unsupported", res
+            assert "overwrite=true" in res["error"]["message"] and "external=true" not in res["error"]["message"]
+            err, res = await call(c, "raster_edit", input="r/cog.tif", nodata=5)  # the layout breaks: said
+            assert not err and any("no longer a valid COG" in w for w in res["warnings"]), res
         (tmp_path / "v").mkdir()
         for part in SHP_PARTS:
             s3.download_file("objs", f"{bucket}/v/box.{part}", str(tmp_path / "v" / f"box.{part}"))
         ref = pyogrio.read_dataframe(DATA / "vector" / "box.shp")
         appended = pyogrio.read_dataframe(tmp_path / "v" / "box.shp")
         assert len(appended) == 2 * len(ref) and appended.geometry.iloc[len(ref) :].reset_index(drop=True).equals(ref.geometry)
-        assert len(accepts.shown) == 3 and accepts.shown[2].startswith("Append the features of v/box.shp to v/box.shp (")
+        assert len(accepts.shown) == 5 and accepts.shown[2].startswith("Append the features of v/box.shp to v/box.shp (")
     finally:
         app.executor.close()
+
+
+async def test_objects_that_appear_or_change_after_the_check_are_not_changed(
+    s3: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack class: approval bypass by a race (an agent creates or rewrites objects between the policy's look and the
+    job). An object absent when the call was checked (so nobody was asked) but there when the tool runs is not deleted
+    or replaced; a side file rewritten after the person's yes is not replaced; a side file the question never named
+    (the output's main object absent) is not replaced either. Each is conflict or already-exists, and the objects keep
+    what their writer put there."""
+    from gdal_mcp.server.approval import policy
+
+    real_describe, real_check = policy.describe_objects, policy.check
+    after_describe: list[Any] = []
+    after_yes: list[Any] = []
+
+    async def describe_then(*args: Any, **kwargs: Any) -> Any:
+        found = await real_describe(*args, **kwargs)
+        while after_describe:
+            after_describe.pop()()
+        return found
+
+    async def check_then(*args: Any, **kwargs: Any) -> Any:
+        answer = await real_check(*args, **kwargs)
+        while after_yes and answer is None:  # the yes is in (not a question handed back to the client)
+            after_yes.pop()()
+        return answer
+
+    monkeypatch.setattr(policy, "describe_objects", describe_then)
+    monkeypatch.setattr(policy, "check", check_then)
+
+    def put(key: str, body: bytes) -> Any:
+        return lambda: s3.put_object(Bucket="objs", Key=f"{bucket}/{key}", Body=body)
+
+    s3.put_object(Bucket="objs", Key=f"{bucket}/precious.tif", Body=b"the person's")
+    mcp, app = _server(bucket, confirm="destructive")
+    try:
+        accepts = Person("accept")
+        async with Client(mcp, elicitation_handler=accepts) as c:
+            after_describe.append(put("late.tif", b"appeared after the check"))
+            err, res = await call(c, "workspace_delete", input="late.tif")
+            assert err and res["error"]["code"] == "conflict", res
+            after_describe.append(put("junk.tif", b"agent junk"))
+            err, res = await call(c, "workspace_move", input="junk.tif", output="precious.tif", overwrite=True)
+            assert err and res["error"]["code"] == "conflict", res
+            assert not accepts.shown  # nobody was asked: the objects were not there when the call was checked
+
+            s3.put_object(Bucket="objs", Key=f"{bucket}/u/data.prj", Body=b"another dataset's")
+            err, res = await call(c, "vector_convert", input="v/box.shp", output="u/data.shp", overwrite=True)
+            assert err and res["error"]["code"] == "already-exists", res
+
+            err, res = await call(c, "workspace_copy", input="v/box.shp", output="w/sq.shp")
+            assert not err, res
+            after_yes.append(put("w/sq.dbf", b"written after the yes"))
+            err, res = await call(c, "workspace_copy", input="v/box.shp", output="w/sq.shp", overwrite=True)
+            assert err and res["error"]["code"] == "conflict", res
+            assert len(accepts.shown) == 1 and "sq.dbf" in accepts.shown[0]
+    finally:
+        app.executor.close()
+    objects = _keys(s3, bucket)
+    assert objects["late.tif"] == b"appeared after the check" and objects["junk.tif"] == b"agent junk"
+    assert objects["precious.tif"] == b"the person's" and objects["u/data.prj"] == b"another dataset's"
+    assert objects["w/sq.dbf"] == b"written after the yes" and "u/data.shp" not in objects
+
+
+async def test_object_keys_with_empty_segments_or_reserved_names_are_refused(s3: Any, bucket: str) -> None:
+    """'a//b.tif' is another key than 'a/b.tif' though a person reads them alike; temporary and probe objects are the
+    server's own."""
+    s3.put_object(Bucket="objs", Key=f"{bucket}/.gdal-mcp-tmp-x.tif", Body=b"in progress")
+    mcp, app = _server(bucket)
+    try:
+        async with Client(mcp) as c:
+            for tool, args in (
+                ("workspace_copy", {"input": "r/RGB.byte.tif", "output": "a//b.tif"}),
+                ("raster_convert", {"input": "r/RGB.byte.tif", "output": "a///b.tif"}),
+                ("workspace_delete", {"input": ".gdal-mcp-tmp-x.tif"}),
+                ("workspace_copy", {"input": "r/RGB.byte.tif", "output": ".gdal-mcp-condition-probe-1.tif"}),
+            ):
+                err, res = await call(c, tool, **args)
+                assert err and res["error"]["code"] == "invalid-argument", (tool, res)
+    finally:
+        app.executor.close()
+    assert set(_keys(s3, bucket)) == {"r/RGB.byte.tif", ".gdal-mcp-tmp-x.tif", *(f"v/box.{p}" for p in SHP_PARTS)}

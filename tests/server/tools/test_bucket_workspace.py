@@ -241,3 +241,16 @@ async def test_what_a_bucket_workspace_does_not_do_says_what_to_do_instead(serve
     async with Client(server[0]) as client:
         err, content = await call(client, tool, **args)
     assert err and content["error"]["code"] == "unsupported" and hint in content["error"]["message"], content
+
+
+async def test_a_side_file_in_the_bucket_is_read_with_its_dataset(server, bucket) -> None:
+    """A PNG output keeps its CRS in its .aux.xml: both are uploaded, and reading the PNG back finds the side file
+    (GDAL lists the folder once instead of probing side-file names), so its CRS and transform are the source's."""
+    async with Client(server[0]) as client:
+        err, out = await call(client, "raster_convert", input="raster/RGB.byte.tif", output="png/rgb.png", format="PNG")
+        assert not err, out
+        err, info = await call(client, "raster_info", path="png/rgb.png")
+    assert not err, info
+    with rasterio.open(RGB) as ref:
+        assert info["crs"]["epsg"] == ref.crs.to_epsg() and info["transform"] == list(ref.transform.to_gdal())
+    assert info["remote"]["requests"] <= 4, info["remote"]  # the listing, not ~40 probes
