@@ -244,16 +244,20 @@ def _files_message(targets: tuple[Existing, ...]) -> str:
 def _workspace_message(app: App, tool: str, a: dict[str, Any], objects: Objects) -> tuple[str, tuple[Existing, ...]] | None:
     """workspace_delete and workspace_move: every file that goes (or is replaced), so an answer binds to them all."""
     source = _dataset(app, a.get("input"), objects)
-    if not source:
-        return None  # the tool refuses the path itself
     if tool == "workspace_delete":
+        if not source:
+            return None  # the tool refuses the path itself
         return f"Delete {_files_message(source)}? This cannot be undone.", source
     output = a.get("output")
     if not a.get("overwrite") and _dataset(app, output, objects):
         return None  # the tool refuses an existing output without overwrite=true (already-exists): nothing to ask
     replaced = _dataset(app, output, objects) if a.get("overwrite") else ()
+    if not source and not replaced:
+        return None  # the tool refuses the missing input itself
+    # an input missing now may appear before the tool runs (a second call): what it would replace is still asked about
+    moved = _files_message(source) if source else f"{_shown(app, a.get('input'))} (not there yet)"
     replacing = f", replacing {_files_message(replaced)}" if replaced else ""
-    return f"Move {_files_message(source)} to {_shown(app, output)}{replacing}?", source + replaced
+    return f"Move {moved} to {_shown(app, output)}{replacing}?", source + replaced
 
 
 def _modify_message(

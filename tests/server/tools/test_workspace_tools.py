@@ -200,3 +200,20 @@ async def test_read_only_refuses_all_three(tmp_path: Path) -> None:
         assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tif"]
     finally:
         app.executor.close()
+
+
+async def test_a_move_onto_a_file_is_asked_about_even_before_its_input_exists(tmp_path: Path) -> None:
+    """Attack class: approval bypass by a race. Moving a file that is not there yet over an existing one with
+    overwrite=true: the input could appear (a second call) between the check and the move, so the replacement is
+    asked about anyway; declined, the file stays."""
+    (tmp_path / "precious.tif").write_bytes(b"the person's")
+    mcp, app = build_server(Settings(workspaces=(tmp_path,), workers=1, timeout=60, confirm="destructive"))
+    try:
+        declines = Person("decline")
+        async with Client(mcp, elicitation_handler=declines) as c:
+            err, res = await call(c, "workspace_move", input="junk.tif", output="precious.tif", overwrite=True)
+        assert err and res["error"]["code"] == "declined", res
+        assert declines.shown[0].startswith("Move junk.tif (not there yet) to precious.tif, replacing precious.tif (")
+    finally:
+        app.executor.close()
+    assert (tmp_path / "precious.tif").read_bytes() == b"the person's"
