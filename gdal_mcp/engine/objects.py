@@ -155,14 +155,14 @@ def delete(objects: Sequence[Sequence[str]], progress: Progress = no_progress) -
     lib = _lib()
     gone: list[str] = []
     try:
-        for i, (path, etag) in enumerate(objects):
-            lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", f'If-Match: "{etag}"'.encode())
+        for i, (path, version) in enumerate(objects):
+            lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", f'If-Match: "{version}"'.encode())
             lib.CPLErrorReset()
             if lib.VSIUnlink(path.encode()) != 0:
                 lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
                 done = f" ({', '.join(shown(p) for p in gone)} already went)" if gone else ""
                 raise GdalMcpError(
-                    "conflict" if _changed(lib, path, etag) else "gdal-error",
+                    "conflict" if etag(path) != version else "gdal-error",
                     f"deleting {shown(path)} failed{done}: {gdal_c.last_error(lib) or 'refused'}; it changed meanwhile, or "
                     "this server may not delete it",
                 )
@@ -173,6 +173,7 @@ def delete(objects: Sequence[Sequence[str]], progress: Progress = no_progress) -
     return gone
 
 
-def _changed(lib: Any, path: str, etag: str) -> bool:
+def etag(path: str) -> str:
+    """The ETag of the object at the /vsis3/ `path` now ("" when there is none), from a fresh listing of its folder."""
     folder, _, name = path.rpartition("/")
-    return folder_listing(folder).get(name, {}).get("etag", "") != etag
+    return str(folder_listing(folder).get(name, {}).get("etag", ""))

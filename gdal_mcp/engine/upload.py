@@ -18,7 +18,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from gdal_mcp.engine import gdal_c, guard
+from gdal_mcp.engine import gdal_c, guard, objects
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox.outputs import PROBE_PREFIX
@@ -69,15 +69,14 @@ def upload(
 
     current = {t: e for t, e in (replace or {}).items() if t in targets}
     if current:
-        from gdal_mcp.engine.objects import check_versions
-
-        check_versions(list(current.items()))  # conflict before anything is written
+        objects.check_versions(list(current.items()))  # conflict before anything is written
     try:
         if targets:
             _check_condition(lib, targets[-1])
         for i, (src, dst) in enumerate(zip(sources, targets, strict=True)):
             etag = current.get(dst, "")
-            backup = _backup(lib, dst, src) if etag and i < len(targets) - 1 else ""  # the main goes last: no backup
+            lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)  # the last file's condition is not the read's
+            backup = _backup(dst, src) if etag and i < len(targets) - 1 else ""  # the main goes last: no backup
             backups += [backup] if backup else []
             condition = f'If-Match: "{etag}"' if etag else "If-None-Match: *"
             lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", condition.encode())
@@ -107,38 +106,27 @@ def upload(
     return [*created, *(t for t, _, _ in replaced)]
 
 
-def _backup(lib: Any, path: str, beside: str) -> str:
-    """A side file about to be replaced, read into a local file beside the upload's own (for _put_back)."""
-    import tempfile
+def _backup(path: str, beside: str) -> str:
+    """A side file about to be replaced, read into a new local file beside the upload's own (for _put_back)."""
+    import uuid
 
-    fd, local = tempfile.mkstemp(prefix=".replaced-", dir=os.path.dirname(beside))
-    handle = lib.VSIFOpenL(path.encode(), b"rb")
+    local = os.path.join(os.path.dirname(beside), f".replaced-{uuid.uuid4().hex}")
     try:
-        if not handle:
-            raise GdalMcpError("gdal-error", f"cannot read {shown(path)} before replacing it: {gdal_c.last_error(lib)}")
-        with os.fdopen(fd, "wb") as fh:
-            buffer = ctypes.create_string_buffer(CHUNK)
-            while got := lib.VSIFReadL(buffer, 1, CHUNK, handle):
-                fh.write(buffer.raw[:got])
+        objects.read_to(path, local)
     except BaseException:
-        os.unlink(local)
+        if os.path.exists(local):
+            os.unlink(local)
         raise
-    finally:
-        if handle:
-            lib.VSIFCloseL(handle)
     return local
 
 
 def _put_back(lib: Any, replaced: list[tuple[str, str, str]]) -> None:
     """After a failed replace: each side file this upload had replaced gets its old bytes back, on the condition that
     it still holds what this upload wrote (its ETag, the MD5 of a single-part upload); otherwise it is left and said."""
-    from gdal_mcp.engine.objects import folder_listing
-
     for target, backup, digest in reversed(replaced):
         if not backup:
             continue
-        folder, _, name = target.rpartition("/")
-        now = folder_listing(folder).get(name, {}).get("etag", "")
+        now = objects.etag(target)
         if now != digest:
             log.error("could not put back %s after a failed replace: it changed again meanwhile", shown(target))
             continue
@@ -228,7 +216,7 @@ def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress
     if ok and closed:
         return done, md5.hexdigest()
     error = gdal_c.last_error(lib)
-    if expect and _etag(dst) != expect:  # If-Match refused: someone else wrote or deleted it since it was looked at
+    if expect and objects.etag(dst) != expect:  # If-Match refused: someone else wrote or deleted it since it was looked at
         raise GdalMcpError(
             "conflict",
             f"'{shown(dst)}' changed while the job ran (someone else wrote or deleted it); it was not replaced. Look at "
@@ -241,13 +229,6 @@ def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress
             "Choose another key, or pass overwrite=true to replace it",
         )
     raise GdalMcpError("gdal-error", f"uploading {shown(dst)} failed: {error or 'GDAL gave no reason'}")
-
-
-def _etag(path: str) -> str:
-    from gdal_mcp.engine.objects import folder_listing
-
-    folder, _, name = path.rpartition("/")
-    return str(folder_listing(folder).get(name, {}).get("etag", ""))
 
 
 def _exists(lib: Any, path: str) -> bool:

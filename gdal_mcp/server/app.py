@@ -277,13 +277,18 @@ class App:
             versions[key] = etag
         return versions
 
+    async def object_dataset(self, path: str) -> dict[str, Any] | None:
+        """The objects of the dataset whose main object is the /vsis3/ `path` ({"files": [{path, size, mtime, etag}, …
+        main first], "shared": […]}), listed by a worker; None when there is no such object."""
+        from gdal_mcp import jobs
+
+        found: dict[str, Any] | None = (await self.execute(jobs.DescribeObjectsJob(objects=[path]), quick=True)).get(path)
+        return found
+
     async def _replacing(self, remote: str) -> dict[str, str]:
         """The objects an overwrite of the object output `remote` may replace: its dataset's objects, each in the version
         approved (object_versions); the upload creates every other key new (If-None-Match), never replacing it."""
-        from gdal_mcp import jobs
-
-        found = await self.execute(jobs.DescribeObjectsJob(objects=[remote]), quick=True)
-        return self.object_versions((found.get(remote) or {}).get("files", []))
+        return self.object_versions(((await self.object_dataset(remote)) or {}).get("files", []))
 
     async def _remove_partial_upload(self, output: OutputTarget) -> None:
         """After a job whose upload did not finish: the objects its worker's journal says it created (new ones: the

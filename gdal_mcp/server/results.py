@@ -65,15 +65,14 @@ def is_object(app: App, src: ResolvedInput, name: str) -> bool:
 
 async def drop_object_side_files(app: App, name: str, suffixes: tuple[str, ...]) -> None:
     """After a tool rewrote the object `name` without some of its side files (raster_overviews action=delete: its
-    .ovr): those side files' objects are deleted, in the version listed just before, so they do not describe the new
-    object wrongly."""
+    .ovr): those side files' objects are deleted, in the version approved (App.object_versions), so they do not
+    describe the new object wrongly."""
     from gdal_mcp import jobs
 
     location = app.sandbox.object_location(name)
     if location is None:
         return
-    found = await app.execute(jobs.DescribeObjectsJob(objects=[location.gdal_path]), quick=True)
-    files = (found.get(location.gdal_path) or {}).get("files", [])[1:]
+    files = ((await app.object_dataset(location.gdal_path)) or {}).get("files", [])[1:]
     stale = list(app.object_versions(f for f in files if str(f["path"]).lower().endswith(suffixes)).items())
     if stale:
         await app.execute(jobs.DeleteVersionsJob(objects=stale), quick=True)

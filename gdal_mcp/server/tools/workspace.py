@@ -18,7 +18,7 @@ import mcp.types as mt
 from fastmcp import Context
 
 from gdal_mcp.errors import GdalMcpError
-from gdal_mcp.jobs import DeleteObjectsJob, DeleteVersionsJob, DescribeObjectsJob, FetchObjectsJob
+from gdal_mcp.jobs import DeleteObjectsJob, DeleteVersionsJob, FetchObjectsJob
 from gdal_mcp.models import WorkspaceResult
 from gdal_mcp.sandbox.datasets import DatasetFiles, copy_dataset, dataset_files, delete_dataset, move_dataset
 from gdal_mcp.sandbox.outputs import PROBE_PREFIX
@@ -172,8 +172,7 @@ async def _described(app: App, path: str, what: str) -> tuple[str, dict[str, Any
     assert location is not None
     if location.path.rsplit("/", 1)[-1].startswith((TMP_PREFIX, PROBE_PREFIX)):
         raise GdalMcpError("invalid-argument", f"{what} '{path}' is a temporary object of a write in progress")
-    found = await app.execute(DescribeObjectsJob(objects=[location.gdal_path]), quick=True)
-    return location.gdal_path, found.get(location.gdal_path)
+    return location.gdal_path, await app.object_dataset(location.gdal_path)
 
 
 def _versions(app: App, files: list[dict[str, Any]]) -> list[tuple[str, str]]:
