@@ -197,6 +197,7 @@ async def _copy_objects(
     files = source["files"]
     main = src.rsplit("/", 1)[-1]
     _same_format(main, output)
+    sources_versions = _versions(app, files) if move else []  # conflict before anything is prepared
     target = app.sandbox.resolve_output(output, overwrite=overwrite)
     assert target.remote is not None
     if target.remote == src:
@@ -208,7 +209,6 @@ async def _copy_objects(
     else:
         _, old = await _described(app, output, "output")
         replaced = old["files"] if old else []
-    sources_versions = _versions(app, files) if move else []
     dataset = DatasetFiles(main=Path(main), files=tuple(Path(f["path"].rsplit("/", 1)[-1]) for f in files))
     renamed = sorted(zip((f["path"] for f in files), (n for _, n in dataset.renamed(Path(target.final.name))), strict=True),
                      key=lambda pair: pair[0] == src)  # fmt: skip
