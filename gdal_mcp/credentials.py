@@ -55,8 +55,18 @@ MIN_SECRET_LENGTH = 6  # shorter values (a region, 'NO') would redact ordinary w
 _profile_secrets: set[str] = set()
 
 
+#: the parts of an Azure connection string (AZURE_STORAGE_CONNECTION_STRING) that are credentials on their own
+CONNECTION_STRING_SECRETS = ("accountkey", "sharedaccesssignature")
+
+
 def _secrets() -> tuple[str, ...]:
     values = {v for k, v in os.environ.items() if CREDENTIAL_ENV.match(k) and len(v) >= MIN_SECRET_LENGTH}
+    for k, v in os.environ.items():  # a message may quote a connection string's key or SAS alone
+        if k.startswith("AZURE_") and k.endswith("CONNECTION_STRING"):
+            for field in v.split(";"):
+                name, _, value = field.partition("=")
+                if name.strip().lower() in CONNECTION_STRING_SECRETS and len(value.strip()) >= MIN_SECRET_LENGTH:
+                    values.add(value.strip())
     return _sorted(frozenset(values | _profile_secrets))
 
 

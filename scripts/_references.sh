@@ -28,3 +28,20 @@ if [ -z "${GDAL_MCP_NO_APT:-}" ] && command -v apt-get >/dev/null 2>&1 && comman
   fi
   unset _missing
 fi
+
+# Azurite, Microsoft's Azure Storage emulator (MIT, from the npm registry), for the tests writing to az:// (tests/
+# remote_servers.local_azurite): installed once with the machine's npm into ~/.cache/gdal-mcp/azurite-<version>
+# (GDAL_MCP_AZURITE names another azurite-blob). Best effort like the rest: without Node.js the tests that need it skip.
+AZURITE_VERSION="3.37.0"
+_azurite_dir="${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/gdal-mcp/azurite-$AZURITE_VERSION"
+if [ -z "${GDAL_MCP_AZURITE:-}" ] && [ ! -x "$_azurite_dir/node_modules/.bin/azurite-blob" ] \
+    && command -v npm >/dev/null 2>&1; then
+  echo "gdal-mcp: installing the tests' Azure Storage emulator (azurite $AZURITE_VERSION) with npm" >&2
+  mkdir -p "$_azurite_dir" \
+    && (cd "$_azurite_dir" && npm install --silent --no-audit --no-fund --no-save "azurite@$AZURITE_VERSION" >&2 2>&1) \
+    || echo "gdal-mcp: could not install azurite: the tests writing to az:// will skip" >&2
+fi
+if [ -z "${GDAL_MCP_AZURITE:-}" ] && [ -x "$_azurite_dir/node_modules/.bin/azurite-blob" ]; then
+  export GDAL_MCP_AZURITE="$_azurite_dir/node_modules/.bin/azurite-blob"
+fi
+unset _azurite_dir

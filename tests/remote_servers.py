@@ -158,6 +158,61 @@ def local_s3(ip: str = "127.0.0.1") -> Iterator[tuple[str, dict[str, str]]]:
         server.stop()
 
 
+#: Azurite's well-known development account (its documented default; not a secret, but tests assert it never shows)
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+@contextmanager
+def local_azurite(ip: str = "127.0.0.1") -> Iterator[tuple[str, dict[str, str]]]:
+    """A local Azure Blob Storage (Azurite, installed by scripts/_references.sh; GDAL_MCP_AZURITE names its
+    azurite-blob) on `ip`, in memory; yields (blob endpoint URL, the environment GDAL and the SDK need: its connection
+    string). Skips the test when Azurite is not installed."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    import pytest
+
+    program = os.environ.get("GDAL_MCP_AZURITE") or shutil.which("azurite-blob")
+    if not program or not os.access(program, os.X_OK):
+        pytest.skip("Azurite (npm) is not installed: scripts/test installs it where npm is present")
+    with socket.socket() as probe:
+        probe.bind((ip, 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [program, "--blobHost", ip, "--blobPort", str(port), "--inMemoryPersistence", "--skipApiVersionCheck", "--silent"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    endpoint = f"http://{ip}:{port}/{AZURITE_ACCOUNT}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((ip, port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None:
+                    raise RuntimeError(f"Azurite exited: {process.stdout.read() if process.stdout else ''}") from None
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("Azurite did not start within 60 s")
+        connection = (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};BlobEndpoint={endpoint};"
+        )
+        yield endpoint, {"AZURE_STORAGE_CONNECTION_STRING": connection}
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def _reset(endpoint: str) -> None:
     """Empty the local S3 (moto's reset endpoint)."""
     import urllib.request

@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from gdal_mcp.engine import gdal_c
+from gdal_mcp.engine import azure_blob, gdal_c
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox.remote import shown
@@ -35,7 +35,9 @@ def _lib() -> Any:
 
 
 def folder_listing(folder: str) -> dict[str, dict[str, Any]]:
-    """Every object directly in the /vsis3/ `folder`: name -> {size, mtime, etag} (one listing, fresh)."""
+    """Every object directly in the /vsis3/ or /vsiaz/ `folder`: name -> {size, mtime, etag} (one listing, fresh)."""
+    if azure_blob.is_azure(folder):  # GDAL's /vsiaz/ entries carry no ETag
+        return azure_blob.listing(folder, MAX_FOLDER)
     lib = _lib()
     lib.VSICurlPartialClearCache(folder.encode())
     listed = gdal_c.list_files(folder, recursive=False, limit=MAX_FOLDER) or []

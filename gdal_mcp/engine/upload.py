@@ -4,7 +4,8 @@ appears complete or not at all, and never replaces one that exists.
 GDAL's /vsis3/ writer sends a file below its chunk size as one PUT and a larger one as a multipart upload that the
 final CompleteMultipartUpload makes visible at once; with `If-None-Match: *` on these requests S3 refuses (412) to
 create an object whose key exists, and the existing object stays as it was. (GDAL's VSICopyFile is not used: on a
-failed upload it deletes the target, which would remove the object the condition protected.)
+failed upload it deletes the target, which would remove the object the condition protected.) Azure blobs (/vsiaz/)
+are written by azure_blob.py with the same conditions: GDAL's /vsiaz/ writer deletes a blob its condition found.
 
 The side files go first and the dataset's own file last; when one is refused or fails, the objects this upload
 created are deleted again (they are new: the condition guaranteed it), so a failed upload leaves nothing.
@@ -18,7 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from gdal_mcp.engine import gdal_c, guard, objects
+from gdal_mcp.engine import azure_blob, gdal_c, guard, objects
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox.outputs import PROBE_PREFIX
@@ -178,6 +179,9 @@ def _check_condition(lib: Any, target: str) -> None:
 
 def _write(lib: Any, path: str, data: bytes, header: str) -> bool:
     """One small object written with one PUT under `header`; whether the store took it."""
+    if azure_blob.is_azure(path):
+        create = header.startswith("If-None-Match")
+        return azure_blob.write(path, data, create=create, expect=header.partition('"')[2].rstrip('"'))
     lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", header.encode())
     lib.CPLErrorReset()
     handle = lib.VSIFOpenL(path.encode(), b"wb")
@@ -196,6 +200,13 @@ def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress
     (bytes done, the MD5 of what was written)."""
     import hashlib
 
+    if azure_blob.is_azure(dst):  # not GDAL's writer: it deletes a blob its condition found (azure_blob.py)
+        start = done
+
+        def uploaded(n: int) -> None:
+            progress(min(0.99, (start + n) / total), f"uploading {shown(dst)}")
+
+        return start + _size(src), azure_blob.put(src, dst, expect=expect, progress=uploaded)
     lib.CPLErrorReset()
     handle = lib.VSIFOpenL(dst.encode(), b"wb")
     if not handle:

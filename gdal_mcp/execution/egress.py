@@ -67,12 +67,30 @@ def s3_endpoint() -> str | None:
     return f"{(parts.hostname or '').lower()}:{port}"
 
 
+def azure_settings() -> dict[str, str]:
+    """The fields of AZURE_STORAGE_CONNECTION_STRING (AccountName, BlobEndpoint …), keys lower-case."""
+    fields = (f.partition("=") for f in os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "").split(";"))
+    return {k.strip().lower(): v.strip() for k, _, v in fields if k.strip()}
+
+
+def azure_endpoint() -> tuple[str, str] | None:
+    """(host:port, path) of a custom Azure blob endpoint (the connection string's BlobEndpoint; Azurite's is
+    http://127.0.0.1:10000/devstoreaccount1), lower-case host; None for Azure's own."""
+    endpoint = azure_settings().get("blobendpoint", "")
+    if not endpoint:
+        return None
+    parts = urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{(parts.hostname or '').lower()}:{port}", parts.path.rstrip("/")
+
+
 class Decider:
     """Whether the allow-list lets a request through (the proxy's rule, testable without sockets)."""
 
     def __init__(self, allowed: AllowList) -> None:
         self.allowed = allowed
         self.endpoint = s3_endpoint()
+        self.azure = azure_endpoint()
 
     def url(self, method: str, url: str) -> str | None:
         """None when a plain-HTTP `method` request for `url` may go; else why not."""
@@ -90,6 +108,13 @@ class Decider:
             if bucket and not key and method in ("GET", "HEAD") and self._listing_allowed(bucket, loc.query):
                 return None
             return f"s3://{bucket}/{key} ({method}) is outside the allowed remote locations"
+        if self.azure is not None and hostport == self.azure[0] and f"/{loc.path}".startswith(f"{self.azure[1]}/"):
+            container, _, key = f"/{loc.path}".removeprefix(f"{self.azure[1]}/").partition("/")
+            if container and key and self._covered(Location("az", container.lower(), key)):
+                return None  # a blob's own requests (Put Blob, Put Block, Put Block List, GET, HEAD, DELETE)
+            if container and not key and method in ("GET", "HEAD") and self._listing_allowed(container, loc.query, "az"):
+                return None
+            return f"az://{container}/{key} ({method}) is outside the allowed remote locations"
         if self._covered(loc):
             return None if method in READ_METHODS else f"{method} is not allowed to {loc.url.split('?', 1)[0]}"
         return f"{loc.url.split('?', 1)[0]} is outside the allowed remote locations"
@@ -109,9 +134,14 @@ class Decider:
     def _covered(self, loc: Location) -> bool:
         return any(entry.covers(loc) for entry in self.allowed.entries)
 
-    def _listing_allowed(self, bucket: str, query: str) -> bool:
-        """A bucket-level GET: only a listing (list-type=2) whose prefix lies under an allowed s3 prefix."""
+    def _listing_allowed(self, bucket: str, query: str, scheme: str = "s3") -> bool:
+        """A bucket-level GET: only a listing (S3's list-type=2, Azure's restype=container&comp=list) whose prefix lies
+        under an allowed prefix of that bucket or container."""
         args = parse_qs(query, keep_blank_values=True)
+        if scheme == "az":
+            if args.get("restype") != ["container"] or args.get("comp") != ["list"]:
+                return False
+            args = {k: v for k, v in args.items() if k not in ("restype", "comp", "include", "maxresults")}
         if set(args) - {
             "list-type",
             "prefix",
@@ -125,7 +155,7 @@ class Decider:
             return False
         prefix = (args.get("prefix") or [""])[0]
         for entry in self.allowed.entries:
-            if entry.scheme != "s3" or entry.host != bucket.lower():
+            if entry.scheme != scheme or entry.host != bucket.lower():
                 continue
             allowed = entry.path.rstrip("/")
             if not allowed or prefix.startswith(allowed + "/"):  # not 'ws' alone: it would list 'ws-private/' too
@@ -152,9 +182,13 @@ def object_hosts(entry: Location, endpoint: str | None) -> set[tuple[str, int]]:
     elif entry.scheme == "gs":
         hosts |= {("storage.googleapis.com", 443), (f"{bucket}.storage.googleapis.com", 443)}
     else:
-        account = os.environ.get("AZURE_STORAGE_ACCOUNT", "")
+        account = os.environ.get("AZURE_STORAGE_ACCOUNT", "") or azure_settings().get("accountname", "")
         if account:
             hosts |= {(f"{account}.blob.core.windows.net", 443), (f"{account}.dfs.core.windows.net", 443)}
+        custom = azure_endpoint()
+        if custom is not None:
+            name, _, port = custom[0].rpartition(":")
+            hosts.add((name, int(port)))
     return hosts
 
 

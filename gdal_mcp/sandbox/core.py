@@ -22,7 +22,7 @@ from gdal_mcp.sandbox import references as _references
 from gdal_mcp.sandbox import remote as _remote
 from gdal_mcp.sandbox import temporaries as _temporaries
 from gdal_mcp.sandbox.inputs import MAX_PATTERN_MATCHES, ResolvedInput
-from gdal_mcp.sandbox.outputs import OutputTarget
+from gdal_mcp.sandbox.outputs import WRITTEN_SCHEMES, OutputTarget
 from gdal_mcp.sandbox.temporaries import SWEEP_MAX_DIRS, SWEEP_MAX_SECONDS
 
 #: stac:// asset names a server remembers (each costs ~200 bytes)
@@ -93,13 +93,13 @@ class Sandbox:
         return _remote.parse(f"s3://{self.bucket.host}/{key}", what=what)
 
     def object_location(self, path: str, *, what: str = "path") -> _remote.Location | None:
-        """The object a dataset path names, when it names one in object storage that this server writes (s3): in the
-        bucket workspace, or an allowed s3:// or /vsis3/ location; None for anything else (a local file, an http URL).
-        out-of-root for a location the allow-list does not cover."""
+        """The object a dataset path names, when it names one in object storage that this server writes (s3, az): in
+        the bucket workspace, or an allowed s3:// or az:// location (or GDAL's /vsis3/, /vsiaz/ spelling); None for
+        anything else (a local file, an http URL). out-of-root for a location the allow-list does not cover."""
         location = self.bucket_location(path, what=what)
         if location is None and _remote.is_remote(path.strip()):
             location = self.remote.check(path.strip(), what=what)
-        return location if location is not None and location.scheme == "s3" else None
+        return location if location is not None and location.scheme in WRITTEN_SCHEMES else None
 
     def resource_path(self, path: str) -> str:
         """The path a gdal-mcp://files/ URI names: a file of a secondary (or, beside a bucket, any) local workspace is

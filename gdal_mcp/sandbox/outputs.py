@@ -393,6 +393,8 @@ def resolve_output(
     )
 
 
+#: object stores outputs are uploaded to (engine/upload.py); gs:// is read only
+WRITTEN_SCHEMES = ("s3", "az")
 #: the name of the object an upload's first write to a folder probes the store's conditions with (engine/upload.py)
 PROBE_PREFIX = ".gdal-mcp-condition-probe-"
 
@@ -402,9 +404,9 @@ def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directo
     then uploaded object by object, never replacing one (engine/upload.py) unless `overwrite` (the person approved it:
     each object is then replaced only in the version approved or seen just before, If-Match)."""
     location = sb.remote.check(path, what=what)
-    if location.scheme != "s3":
+    if location.scheme not in WRITTEN_SCHEMES:
         raise GdalMcpError(
-            "unsupported", f"{what} '{location.url}': outputs are written to s3:// locations only (or the workspace)"
+            "unsupported", f"{what} '{location.url}': outputs are written to s3:// and az:// locations only (or the workspace)"
         )
     name = location.path.rsplit("/", 1)[-1]
     if any(e.covers(location) and e.path.strip("/") == location.path.strip("/") for e in sb.remote.entries):

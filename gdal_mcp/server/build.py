@@ -75,9 +75,9 @@ def remote_instructions(app: App) -> str:
             f"- Remote data: this server reads {where} and below. Give a URL (https://…/x.tif, s3://bucket/key, or a "
             "stac:// asset uri) as input= or path= to any tool; remote COGs are read by windows (a bbox reads only its "
             f"tiles), and each result's `remote` says the requests and bytes fetched{budget}. An output in an allowed "
-            "s3:// location is uploaded (replacing an object only with overwrite=true; its uri is its s3:// URL). "
-            "stac_search finds scenes in a STAC catalog; list_datasets path=s3://… lists a prefix. Any other remote "
-            "location is out-of-root."
+            "s3:// or az:// location is uploaded (replacing an object only with overwrite=true; its uri is its URL; gs:// "
+            "is read only). stac_search finds scenes in a STAC catalog; list_datasets path=s3://… lists a prefix. "
+            "Any other remote location is out-of-root."
         )
     return ("\n" + "\n".join(lines)) if lines else ""
 

@@ -391,3 +391,54 @@ def test_a_bucket_listing_must_stay_below_the_prefix(monkeypatch: pytest.MonkeyP
         assert d.url("GET", f"http://127.0.0.1:9000/team?{query}") is not None, query
     assert d.url("DELETE", "http://127.0.0.1:9000/team/ws/a.tif") is None  # an upload's cleanup, inside the prefix
     assert d.url("DELETE", "http://127.0.0.1:9000/team/other/a.tif") is not None
+
+
+def test_azure_requests_go_only_to_allowed_blobs_and_listings_below_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack class: egress to a blob or container outside the list through a custom Azure endpoint (Azurite's
+    http://host:port/account/container/key): any method on an allowed blob (the uploads' Put Blob, Put Block and
+    Put Block List, deletes), a container listing only below the prefix, nothing else at the container or account."""
+    from gdal_mcp.execution.egress import Decider, object_hosts
+    from gdal_mcp.sandbox.remote import AllowList, parse_allowed
+
+    monkeypatch.setenv(
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:10000/acct;",
+    )
+    d = Decider(AllowList(("az://cont/ws",)))
+    base = "http://127.0.0.1:10000/acct"
+    for method, target in (
+        ("PUT", "cont/ws/a.tif"),
+        ("PUT", "cont/ws/a.tif?comp=block&blockid=QUFB"),
+        ("PUT", "cont/ws/a.tif?comp=blocklist"),
+        ("DELETE", "cont/ws/sub/a.tif"),
+        ("GET", "cont?restype=container&comp=list&prefix=ws/&delimiter=/"),
+        ("GET", "cont?restype=container&comp=list&prefix=ws/sub/&marker=x&include=metadata"),
+    ):
+        assert d.url(method, f"{base}/{target}") is None, (method, target)
+    for method, target in (
+        ("PUT", "cont/other/a.tif"),
+        ("PUT", "other/ws/a.tif"),
+        ("DELETE", "cont?restype=container"),  # the container itself
+        ("PUT", "newcont?restype=container"),
+        ("GET", "cont?restype=container&comp=list&prefix=ws"),  # also 'ws-private/'
+        ("GET", "cont?restype=container&comp=list"),
+        ("GET", "?comp=list"),  # the account's containers
+        ("GET", "cont?restype=container&comp=acl"),
+        ("PUT", "../acct2/cont/ws/a.tif"),
+    ):
+        assert d.url(method, f"{base}/{target}") is not None, (method, target)
+    assert d.url("GET", "http://127.0.0.1:10000/other-account/cont/ws/a.tif") is not None
+    assert ("127.0.0.1", 10000) in object_hosts(parse_allowed("az://cont/ws"), None)
+    assert ("acct.blob.core.windows.net", 443) in object_hosts(parse_allowed("az://cont/ws"), None)
+
+
+def test_an_azure_connection_string_is_redacted_part_by_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack class: credential disclosure. The account key and SAS inside AZURE_STORAGE_CONNECTION_STRING never show,
+    even where a message quotes them alone (an SDK or GDAL error text)."""
+    from gdal_mcp.credentials import redact
+
+    key = "c2VjcmV0LWF6dXJlLWFjY291bnQta2V5LTAxMjM0NTY3ODk="
+    sas = "sv=2024-01-01&ss=b&sig=c2lnbmF0dXJlLXZhbHVl"
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", f"AccountName=acct;AccountKey={key};SharedAccessSignature={sas};")
+    text = redact(f"403 for key {key} and sas {sas}")
+    assert key not in text and "c2lnbmF0dXJlLXZhbHVl" not in text, text

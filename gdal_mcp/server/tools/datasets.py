@@ -12,6 +12,7 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import DatasetList, RasterInfo, VectorInfo
 from gdal_mcp.sandbox import ARCHIVE_VSI
 from gdal_mcp.sandbox.remote import is_remote
+from gdal_mcp.sandbox.remote import shown as url_of
 from gdal_mcp.server.app import App
 from gdal_mcp.server.results import read_result
 from gdal_mcp.server.tools.params import InspectPath as DatasetPath
@@ -81,7 +82,7 @@ async def list_datasets(
         str,
         Field(
             description="Directory to list, relative to the workspace; an archive ('a.zip') to list its contents; or an "
-            "allowed s3:// prefix ('s3://bucket/data') to list its objects"
+            "allowed s3://, gs:// or az:// prefix ('s3://bucket/data') to list its objects"
         ),
     ] = ".",
     pattern: Annotated[str | None, Field(description="Glob on the file name or relative path, e.g. '*.tif' or 'dem/**'")] = None,
@@ -97,17 +98,17 @@ async def list_datasets(
     bucket = app.sandbox.bucket_location(path, what="path")
     if bucket is not None or is_remote(path):  # a prefix of the bucket workspace, or one the operator allows
         location = bucket or app.sandbox.remote.check(path, what="path")
-        if location.scheme != "s3":
+        if location.scheme not in ("s3", "gs", "az"):
             raise GdalMcpError(
                 "unsupported",
-                f"path '{location.url.split('?', 1)[0]}': only s3:// prefixes are listed (an HTTP server does not list its "
-                "files: give a file's URL, or search a STAC catalog with stac_search)",
+                f"path '{location.url.split('?', 1)[0]}': only s3://, gs:// and az:// prefixes are listed (an HTTP server "
+                "does not list its files: give a file's URL, or search a STAC catalog with stac_search)",
             )
         listed = await app.execute(
             jobs.ListRemoteJob(prefix=location.gdal_path, pattern=pattern, recursive=recursive, limit=limit), ctx=ctx, quick=True
         )
         for entry in listed.entries:
-            entry.path = app.sandbox.display("s3://" + entry.path.removeprefix("/vsis3/"))
+            entry.path = app.sandbox.display(url_of(entry.path))
         listed.path = app.sandbox.display(location.url.rstrip("/"))
         return listed
     plain = path
