@@ -131,7 +131,18 @@ SIDE_EXTENSIONS = frozenset(
         "clr",
     }
 )
-NAME_SUFFIXES = (".aux.xml", ".ovr", ".msk", ".aux", ".xml", ".ovr.aux.xml", ".vat.dbf", ".properties", ".gfs")
+NAME_SUFFIXES = (
+    ".aux.xml",
+    ".ovr",
+    ".msk",
+    ".aux",
+    ".xml",
+    ".ovr.aux.xml",
+    ".vat.dbf",
+    ".properties",
+    ".gfs",
+    ".provenance.json",  # the dataset's provenance record (engine/provenance.py): copied, moved, deleted with it
+)
 
 #: the media type of a workspace file by its extension (resources/read, downloads, resource links)
 MIME = {

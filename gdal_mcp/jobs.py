@@ -54,6 +54,8 @@ class Job[R]:
     FUNC: ClassVar[str]
     #: the engine argument that receives the path the job writes (None: the job writes nothing)
     OUTPUT: ClassVar[str | None] = None
+    #: whether its output gets a provenance record (server/provenance.py)
+    RECORDED: ClassVar[bool] = True
 
     #: the object-storage path ('/vsis3/bucket/key') the output goes to: the worker that ran the job uploads the files
     #: it wrote there, in the same task (execution/common.upload_output), so the output never has to cross from the
@@ -63,9 +65,14 @@ class Job[R]:
     #: version seen just before it (If-Match), and those named here only in the ETag given (the version the person
     #: approved: Question targets, App.approved_versions); None: it never replaces an object. Not an engine argument.
     replace: dict[str, str] | None = None
+    #: the server's part of the output's provenance record (server/provenance.py: the tool, its arguments, the paths
+    #: as the caller sees them, the confirmation); the worker adds what it measures and writes the record beside the
+    #: output (engine/provenance.py). None: no record (a job without an output, or --no-provenance). Not an engine
+    #: argument.
+    provenance: dict[str, Any] | None = None
 
     def kwargs(self) -> dict[str, Any]:
-        """The engine function's keyword arguments: the job's fields but `upload` and `replace`."""
+        """The engine function's keyword arguments: the job's fields but upload, replace and provenance."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in NOT_ENGINE_ARGUMENTS}
 
     def writing_to(self, path: str) -> Self:
@@ -85,6 +92,11 @@ class Job[R]:
             values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
             found += [v for v in values if isinstance(v, str) and v]
         return [*found, *([self.upload] if self.upload else [])]
+
+    def input_paths(self) -> list[str]:
+        """The dataset paths the job reads (Job.paths without its output and upload)."""
+        output = self.output_path()
+        return [p for p in self.paths() if p != output and p != self.upload]
 
     def output_path(self) -> str | None:
         """The path the job writes its output to (its OUTPUT argument), or None."""
@@ -135,7 +147,7 @@ class Job[R]:
 
 
 #: Job fields that are for the worker, not the engine function (Job.kwargs)
-NOT_ENGINE_ARGUMENTS = frozenset({"upload", "replace"})
+NOT_ENGINE_ARGUMENTS = frozenset({"upload", "replace", "provenance"})
 #: Job fields holding the dataset a job reads (the first one set is the one failures name).
 INPUT_FIELDS = ("path", "src", "input", "raster")
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".gz", ".7z", ".rar")
@@ -1171,6 +1183,7 @@ class FetchObjectsJob(WriteJob[dict[str, Any]]):
 
     FUNC = "gdal_mcp.engine.objects:fetch"
     OUTPUT = "dst"
+    RECORDED = False  # a copy keeps the copied dataset's own provenance record (one of its objects)
     sources: list[str]
     names: list[str]
     dst: str = ""

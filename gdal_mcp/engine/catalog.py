@@ -19,6 +19,7 @@ from gdal_mcp.models import DatasetEntry, DatasetList
 
 MAX_SCAN = 100_000
 SIDECAR_SUFFIXES = (
+    ".provenance.json",  # the provenance record beside an output (engine/provenance.py)
     ".aux.xml",
     ".ovr",
     ".msk",

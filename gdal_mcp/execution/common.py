@@ -165,6 +165,29 @@ def job_progress(job: Job[Any], progress: Callable[[float, str], None]) -> Calla
     return scaled
 
 
+def with_provenance(job: Job[Any], func: Callable[..., Any]) -> Callable[..., Any]:
+    """`func` (the job's engine function), then the provenance record of the file it wrote, beside it in the job's
+    directory (engine/provenance.py), when the server asked for one (Job.provenance). Runs in the job's own thread:
+    the record is written where the job may write, and committed or uploaded with the output."""
+    output = job.output_path()
+    if not job.provenance or output is None:
+        return func
+    context = job.provenance
+
+    def recorded(**kwargs: Any) -> Any:
+        import time
+
+        started = time.time()
+        result = func(**kwargs)
+        if os.path.isfile(output):  # a directory output (raster_tiles) has none
+            from gdal_mcp.engine import provenance
+
+            provenance.record(context, output=output, inputs=job.input_paths(), kwargs=kwargs, result=result, started=started)
+        return result
+
+    return recorded
+
+
 def upload_output(job: Job[Any], progress: Callable[[float, str], None]) -> list[str]:
     """After a job with `upload` (its output goes to object storage): the files it wrote beside its output, uploaded
     by this worker (engine/upload.py: each object whole, never replacing one unless the job's `replace` says so;

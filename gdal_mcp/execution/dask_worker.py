@@ -50,6 +50,7 @@ from gdal_mcp.execution.common import (
     remote_readdir,
     set_gdal_environment,
     upload_output,
+    with_provenance,
 )
 from gdal_mcp.execution.dask_confine import (
     _address,
@@ -538,10 +539,11 @@ def run_job(job: Any, config: dict[str, Any], job_id: str) -> tuple[Any, ...]:
         )
         kwargs = job.kwargs()
         progress = job_progress(job, ctx.progress)
+        recorded = with_provenance(job, func)
 
         def work() -> Any:
             with tiles.using(mapper), remote_readdir(job):
-                return func(**kwargs, progress=progress)
+                return recorded(**kwargs, progress=progress)
 
         if layered:
             from distributed import rejoin, secede

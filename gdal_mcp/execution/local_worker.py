@@ -30,6 +30,7 @@ from gdal_mcp.execution.common import (
     set_gdal_environment,
     upload_output,
     watch_remote_budget,
+    with_provenance,
 )
 
 
@@ -220,7 +221,7 @@ def main(conn: Any) -> None:
             if mode is not None:
                 os.environ["GDAL_DISABLE_READDIR_ON_OPEN"] = mode
             try:
-                func = engine_function(job)
+                func = with_provenance(job, engine_function(job))
 
                 def still_running(flag: list[bool] = running) -> bool:
                     return flag[0]

@@ -338,6 +338,8 @@ def resolve_output(
         raise GdalMcpError("invalid-argument", f"{what} '{path}' must name {kind}")
     if name.startswith(TMP_PREFIX):
         raise GdalMcpError("invalid-argument", f"{what} '{path}' uses a name reserved for temporary files")
+    if name.lower().endswith(RECORD_SUFFIX):
+        raise GdalMcpError("invalid-argument", RESERVED_RECORD.format(what=what, path=path))
     parent = Path(os.path.realpath(cand.parent))
     if not contained(sb.roots, parent):
         raise GdalMcpError("out-of-root", f"{what} '{path}' is outside the workspace; write inside it")
@@ -393,6 +395,12 @@ def resolve_output(
     )
 
 
+#: the name ending of the provenance record beside a dataset (engine/provenance.py): written only by the workers
+RECORD_SUFFIX = ".provenance.json"
+RESERVED_RECORD = (
+    "{what} '{path}': names ending in .provenance.json are the provenance records the server writes beside each output; "
+    "choose another name"
+)
 #: object stores outputs are uploaded to (engine/upload.py); gs:// is read only
 WRITTEN_SCHEMES = ("s3", "az")
 #: the name of the object an upload's first write to a folder probes the store's conditions with (engine/upload.py)
@@ -417,6 +425,8 @@ def remote_output(sb: Sandbox, path: str, *, overwrite: bool, what: str, directo
         raise GdalMcpError("invalid-argument", f"{what} '{location.url}' must name one object (a key, not a prefix)")
     if name.startswith((TMP_PREFIX, PROBE_PREFIX)) or name == OWNER_FILE:
         raise GdalMcpError("invalid-argument", f"{what} '{location.url}' uses a name reserved for temporary files")
+    if name.lower().endswith(RECORD_SUFFIX):
+        raise GdalMcpError("invalid-argument", RESERVED_RECORD.format(what=what, path=location.url))
     root = sb.scratch or sb.roots[0]
     tmp_dir = temporary_dir(root, f"{what} '{location.url}'", [])
     return OutputTarget(

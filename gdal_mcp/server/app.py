@@ -26,6 +26,7 @@ from gdal_mcp.models import ReadsRemote, RemoteReads
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
 from gdal_mcp.sandbox.remote import is_remote, parse_allowed
 from gdal_mcp.sandbox.temporaries import upload_journal
+from gdal_mcp.server import provenance
 from gdal_mcp.server.approval.parked import ParkedConfirmations
 from gdal_mcp.server.audit import AuditLog
 from gdal_mcp.server.cache import MetadataCache
@@ -172,6 +173,8 @@ class App:
         #: recorded by the confirmation policy on a yes, checked by the call that changes it (object_versions), dropped
         #: when that call ends (the middleware), or after APPROVAL_TTL for a call run as a task
         self.approved_versions: dict[tuple[str, str], tuple[str, float]] = {}
+        #: approvals of calls run as tasks, for their outputs' provenance records (server/provenance.py)
+        self.call_approvals = provenance.CallApprovals()
 
     def gdal_threads(self) -> int:
         """GDAL threads per job (warp, compression). On Dask a task is one worker thread, one core: parallelism comes
@@ -201,6 +204,8 @@ class App:
                 f"'{self.sandbox.display(remote_changes[0])}' is remote: it cannot be changed in place; write the result to "
                 "a new output instead",
             )
+        if output is not None and output.final.name and job.output_path() is not None:  # its provenance record
+            job = dataclasses.replace(job, provenance=provenance.context(self, job, output))
         if output is not None and output.remote is not None:  # the worker that runs the job uploads its output
             replace = await self._replacing(output.remote) if output.overwrite else None
             job = dataclasses.replace(job, upload=output.remote, replace=replace)

@@ -8,15 +8,25 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from typing import Any
 
 from gdal_mcp.credentials import redact_obj
 from gdal_mcp.sandbox import Sandbox
 
+#: the approval of the call being run, once a person (or the operator's policy) approved it: who, through which
+#: channel, when (the call's provenance records carry it; the middleware starts every call without one)
+APPROVAL: ContextVar[dict[str, Any] | None] = ContextVar("gdal_mcp_approval", default=None)
+
 
 def iso(t: float) -> str:
     """A time as the approval console and its confirmation results show it: UTC, whole seconds."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def iso_ms(t: float) -> str:
+    """A time as audit and provenance records give it: UTC, milliseconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
 
 
 class AuditLog:
@@ -43,7 +53,7 @@ class AuditLog:
         if self.path is None and not self.listeners:
             return
         record: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
+            "time": iso_ms(time.time()),
             "tool": tool,
             "arguments": redact_obj(self.sandbox.scrub_obj(arguments)),
             "outcome": outcome,
@@ -68,10 +78,25 @@ class AuditLog:
     ) -> None:
         """A confirmation record: what the person was shown, the answer (approved, declined, cancelled, refused),
         the channel (elicitation, console with the fingerprint of the token used, or policy), when."""
+        if answer == "approved":
+            who = {
+                "elicitation": "the person at the MCP client (asked through elicitation)",
+                "console": f"the holder of console token {token_fingerprint}" if token_fingerprint else "the console",
+                "policy": f"the operator's policy ({detail})" if detail else "the operator's policy",
+            }.get(channel, channel)
+            APPROVAL.set(
+                {
+                    "who": who,
+                    "channel": channel,
+                    "when": iso_ms(time.time()),
+                    "kind": kind,
+                    "question": self.sandbox.scrub(question),
+                }
+            )
         if self.path is None and not self.listeners:
             return
         record: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
+            "time": iso_ms(time.time()),
             "event": "confirmation",
             "tool": tool,
             "arguments": redact_obj(self.sandbox.scrub_obj(arguments)),

@@ -23,7 +23,9 @@ from fastmcp.tools import InputRequiredToolResult, Tool, ToolResult
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.server.app import App
 from gdal_mcp.server.approval import policy as confirm
+from gdal_mcp.server.audit import APPROVAL
 from gdal_mcp.server.envelope import envelope
+from gdal_mcp.server.provenance import CALL_ARGUMENTS
 
 
 def _validation_message(exc: BaseException, parameters: list[str] | None = None) -> str:
@@ -89,6 +91,8 @@ class EnvelopeAndAudit(Middleware):
         if name != confirm.STATUS_TOOL and confirm.CONFIRMATION_ARG in (params.arguments or {}):
             context = context.copy(message=params.model_copy(update={"arguments": dict(arguments)}))
         t0 = time.perf_counter()
+        APPROVAL.set(None)  # this call's approval, once given (its outputs' provenance records carry it)
+        CALL_ARGUMENTS.set(arguments)
         outcome = "internal-error"
         outputs: list[str] = []
         task: str | None = None
@@ -106,12 +110,17 @@ class EnvelopeAndAudit(Middleware):
                     )
                 finally:
                     confirm.RECORDED.reset(token)
+                approval = APPROVAL.get()
+                if approval is not None and asked is None:  # for the task this call may become (registry)
+                    self.app.call_approvals.remember(name, arguments, approval)
                 ran: object = None
                 try:
                     result = ran = asked if asked is not None else await call_next(context)
                 finally:  # a yes about objects holds for this call only (a task's run: until APPROVAL_TTL)
                     if ran is None or isinstance(ran, ToolResult):
                         self.app.forget_versions(recorded)
+                        if approval is not None:
+                            self.app.call_approvals.forget(approval)
             except ValidationError as e:
                 result = envelope(GdalMcpError("invalid-argument", _validation_message(e, await _parameters(context, name))))
             except NotFoundError:

@@ -267,7 +267,7 @@ async def test_client_without_elicitation_fails_closed_over_stdio(tmp_path: Path
             message = r.structured_content["error"]["message"]
             assert "cannot ask its user" in message and "--confirm never" in message and str(ws) not in message
     assert (fingerprint(ws / "copy.tif"), fingerprint(ws / "slope.tif")) == before
-    assert sorted(p.name for p in ws.iterdir()) == ["copy.tif", "slope.tif"]
+    assert sorted(p.name for p in ws.iterdir()) == ["copy.tif", "copy.tif.provenance.json", "slope.tif"]
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     refused = [(r["tool"], r["answer"], r["channel"]) for r in records if r.get("event") == "confirmation"]
     assert refused == [

@@ -14,6 +14,7 @@ Needs root, `ip` (iproute2) and `unshare` (util-linux): namespaces and a bridge.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -254,11 +255,19 @@ async def test_workers_without_a_shared_file_system_write_what_the_local_pool_wr
     s3 = isolated["s3"]
     a, b = _objects(s3, "ws/out-local/"), _objects(s3, "ws/out-dask/")
     shapefile = ("shp", "shx", "dbf", "prj", "cpg")
+    datasets = {"big_4326.tif", "ndvi.tif", "clip.tif", "tracks.shp", "routes.shp"}
     assert set(a) == {"big_4326.tif", "ndvi.tif", "clip.tif", *(f"{stem}.{ext}" for stem in ("tracks", "routes")
-                      for ext in shapefile)}, sorted(a)  # fmt: skip
+                      for ext in shapefile), *(f"{d}.provenance.json" for d in datasets)}, sorted(a)  # fmt: skip
     assert set(b) == set(a)
     assert all(a[f"routes.{ext}"] == a[f"tracks.{ext}"] for ext in shapefile)
     for name in sorted(set(a) - {"big_4326.tif"}):
+        if name.endswith(".provenance.json"):  # each says when and where it was made; both describe the same bytes
+            ra, rb = json.loads(a[name]), json.loads(b[name])
+            assert ra["output"]["sha256"] == hashlib.sha256(a[name.removesuffix(".provenance.json")]).hexdigest()
+            assert ra["operation"] == rb["operation"] and [i["sha256"] for i in ra["inputs"]] == [
+                i["sha256"] for i in rb["inputs"]
+            ]
+            continue
         assert a[name] == b[name], f"{name} differs between the local pool and the Dask workers"
     # The tile-parallel reprojection: its tiles are written as the workers finish them, so their order in the file
     # can differ; the file is otherwise the same (size, grid, metadata, every pixel)

@@ -93,5 +93,7 @@ async def test_read_tools_write_nothing_on_the_dask_executor(ws: Path) -> None:
         r = await s.call_tool("raster_convert", {"input": "slope.tif", "output": "out/copy.tif"})
         assert not r.is_error, r.structured_content  # a job that writes still writes its output
     after = snapshot(ws)
-    assert {k for k in after if k not in before} == {"out", "out/copy.tif"}, set(after) ^ set(before)
+    assert {k for k in after if k not in before} == {"out", "out/copy.tif", "out/copy.tif.provenance.json"}, set(after) ^ set(
+        before
+    )
     assert all(after[k] == before[k] for k in before)

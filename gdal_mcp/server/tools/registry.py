@@ -28,8 +28,10 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.execution import REMOTE_READS
 from gdal_mcp.models import ReadsRemote, RemoteReads
 from gdal_mcp.server.app import App
+from gdal_mcp.server.audit import APPROVAL
 from gdal_mcp.server.envelope import envelope
 from gdal_mcp.server.jobboard import CURRENT_TOOL
+from gdal_mcp.server.provenance import CALL_ARGUMENTS, jsonable
 from gdal_mcp.server.results import with_links
 
 if TYPE_CHECKING:
@@ -347,6 +349,9 @@ def audited_as_task(app: App, name: str, wrapper: Callable[..., Any]) -> Callabl
             return await wrapper(*args, **kwargs)
         t0 = time.perf_counter()
         outcome, outputs = "internal-error", list[str]()
+        # outside the middleware's context: this call's arguments and approval for its outputs' provenance records
+        CALL_ARGUMENTS.set(jsonable(given(kwargs)))
+        APPROVAL.set(app.call_approvals.take(name, kwargs))
         try:
             result = await wrapper(*args, **kwargs)
             outcome, outputs = audit_outcome(result)

@@ -106,7 +106,7 @@ async def test_outputs_to_az_are_uploaded_whole_never_replacing_and_equal_to_loc
             err, shp = await call(client, "vector_convert", input="box.shp", output="az://cont/data/out/box.shp")
             assert not err, shp
             names = {b.name for b in azure.list_blobs(name_starts_with="data/out/box.")}
-            assert names == {f"data/out/box.{p}" for p in ("shp", "shx", "dbf", "prj", "cpg")}, names
+            assert names == {f"data/out/box.{p}" for p in ("shp", "shx", "dbf", "prj", "cpg", "shp.provenance.json")}, names
             read = pyogrio.read_dataframe("/vsiaz/cont/data/out/box.shp")
             original = pyogrio.read_dataframe(ws / "box.shp")
             assert read.crs == original.crs and list(read.columns) == list(original.columns)

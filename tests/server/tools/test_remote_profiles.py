@@ -172,7 +172,8 @@ async def test_each_bucket_is_reached_with_its_own_profiles_keys(buckets, tmp_pa
     assert relay.keys("beta") == {KEYS["beta-team"][0]}, relay.seen
     assert any(m == "PUT" and p.startswith("/beta/out/clip.tif") for m, p, _ in relay.seen)
     assert s3.head_object(Bucket="beta", Key="out/clip.tif")["ContentLength"] > 0  # type: ignore[attr-defined]
-    s3.delete_object(Bucket="beta", Key="out/clip.tif")  # type: ignore[attr-defined]
+    for key in ("out/clip.tif", "out/clip.tif.provenance.json"):  # the output and its provenance record
+        s3.delete_object(Bucket="beta", Key=key)  # type: ignore[attr-defined]
     for kid, secret in KEYS.values():
         assert kid not in everything and secret not in everything
 

@@ -258,7 +258,7 @@ async def test_s3_input_matches_the_same_job_on_local_files_and_no_credential_le
             assert err and outside["error"]["code"] == "out-of-root"
             assert not [p for p in ws.iterdir() if p.name.startswith(".gdal-mcp-tmp")]
             keys = sorted(o["Key"] for o in s3c.list_objects_v2(Bucket="bucket")["Contents"])
-            assert keys == ["data/big.tif", "data/out/clip.tif", "private/big.tif"]
+            assert keys == ["data/big.tif", "data/out/clip.tif", "data/out/clip.tif.provenance.json", "private/big.tif"]
             err, content = await call(client, "raster_info", path="s3://bucket/data/missing.tif")
             assert err and env["AWS_SECRET_ACCESS_KEY"] not in json.dumps(content)
             seen = json.dumps([results, stats, content])

@@ -93,7 +93,11 @@ async def test_mbtiles_file(client: Client, ws: Path) -> None:
     assert res["uri"].endswith(f"{OUT}/rgb.mbtiles") and summary["container"] == "mbtiles"
     assert {z["zoom"]: z["tiles"] for z in summary["zooms"]} == per_zoom and sum(per_zoom.values()) == summary["tiles"]
     assert (meta["format"], meta["minzoom"], meta["maxzoom"]) == ("png", "7", "8")
-    assert not [p for p in (ws / OUT).iterdir() if p.name.startswith("rgb.mbtiles") and p.name != "rgb.mbtiles"]
+    # beside it only its provenance record
+    assert sorted(p.name for p in (ws / OUT).iterdir() if p.name.startswith("rgb.mbtiles")) == [
+        "rgb.mbtiles",
+        "rgb.mbtiles.provenance.json",
+    ]
 
 
 @pytest.mark.parametrize(

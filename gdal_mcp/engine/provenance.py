@@ -1,0 +1,315 @@
+"""Provenance records: `<output>.provenance.json` beside every output a tool writes, in MapSmith's open manifest format
+(mapsmith-ai/manifest-spec, Apache-2.0; v1, draft.6), with this server's additions under `x-gdal-mcp:` names.
+
+Written by the worker that ran the job, into the job's temporary directory beside the output, so the record is
+committed (or uploaded) with the dataset and never describes a file that was not placed. What the server knows (the
+tool, its arguments as the caller gave them, workspace-relative paths, the confirmation) comes in the job's
+`provenance`; what the worker measures is added here: each local input's size, date, SHA-256 and CRS, the output's
+SHA-256 and CRS, the CRS decision (the PROJ operation for a reprojection, whether it was a ballpark one), the
+libraries' versions, the GDAL and PROJ settings in force, timing, warnings, and checks on the result.
+
+Digests are streamed (1 MiB reads) and kept per worker process by (file, device, inode, size, modification time):
+an input used again is not read again. A file this server wrote has its digest in its own record, with the size and
+modification time (nanoseconds) it had: when both still match, that digest is used (a chain of steps hashes each file
+once). A record whose output name is not the file's own is not trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
+
+SPEC_VERSION = "1.0.0-draft.6"
+X = "x-gdal-mcp:"
+CHUNK = 1024 * 1024
+#: the settings recorded from a worker's environment (those that change how GDAL and PROJ read and compute)
+SETTING_PREFIXES = ("GDAL_", "CPL_", "OGR_", "PROJ_", "VSI_", "AWS_S3_ENDPOINT", "AWS_VIRTUAL_HOSTING", "AWS_HTTPS")
+#: never recorded, whatever their prefix: credentials and the workers' proxy
+SECRET_SETTING = re.compile(r"PROXY|USERPWD|PASSWORD|TOKEN|SECRET|KEY|HEADERS|CREDENTIAL|SAS", re.IGNORECASE)
+ARCHIVES = (".zip", ".tar", ".tgz", ".tar.gz", ".gz", ".7z", ".rar")
+
+#: (device, inode, size, modification time in ns) -> SHA-256, in this worker process (a rename keeps all four)
+_digests: dict[tuple[int, int, int, int], str] = {}
+
+
+def iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+def sha256_file(path: str, progress: Progress = no_progress) -> str:
+    """The SHA-256 of a file's bytes, read in 1 MiB pieces."""
+    h = hashlib.sha256()
+    size = max(1, os.path.getsize(path))
+    done = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            h.update(chunk)
+            done += len(chunk)
+            if done % (256 * CHUNK) < CHUNK:
+                progress(min(1.0, done / size), "hashing")
+    return h.hexdigest()
+
+
+def digest(path: str) -> str:
+    """The SHA-256 of the file at `path`: from this process's memory, from the record this server wrote beside it
+    when that still matches the file's size and modification time, else read."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    known = _digests.get(key) or _recorded_digest(path, st)
+    if known is None:
+        known = sha256_file(path)
+    _digests[key] = known
+    return known
+
+
+def _recorded_digest(path: str, st: os.stat_result) -> str | None:
+    try:
+        with open(path + RECORD_SUFFIX, encoding="utf-8") as fh:
+            output = json.load(fh).get("output") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    if (
+        isinstance(output, dict)
+        and str(output.get("path", "")).rsplit("/", 1)[-1] == os.path.basename(path)
+        and output.get(X + "size") == st.st_size
+        and output.get(X + "mtime_ns") == st.st_mtime_ns
+        and re.fullmatch(r"[0-9a-f]{64}", str(output.get("sha256", "")))
+    ):
+        return str(output["sha256"])
+    return None
+
+
+def local_file(path: str) -> str | None:
+    """The local file a GDAL dataset name reads: itself, the archive of a /vsizip/ member, the file of a
+    NETCDF:"f.nc":var name; None for a remote one or anything that is not a regular file."""
+    text = path
+    if text.lower().startswith(("/vsicurl", "/vsis3", "/vsigs", "/vsiaz", "/vsiadls", "/vsihttp")) or "://" in text:
+        return None
+    quoted = re.findall(r'"([^"]+)"', text)
+    if quoted:
+        text = quoted[0]
+    if text.startswith("/vsi"):
+        parts = text.split("/")
+        for i in range(len(parts)):
+            candidate = "/" + "/".join(p for p in parts[2 : i + 1] if p)
+            if candidate.lower().endswith(ARCHIVES) and os.path.isfile(candidate):
+                return candidate
+        return None
+    return text if os.path.isfile(text) else None
+
+
+def crs_of(path: str) -> str | None:
+    """The CRS label (EPSG:n or a name) of a raster or a vector dataset; None without one or when it cannot be read."""
+    from gdal_mcp.engine.crs import crs_label
+
+    try:
+        import rasterio
+
+        with rasterio.open(path) as ds:
+            return crs_label(ds.crs)
+    except Exception:  # noqa: BLE001 - not a raster: a vector, or nothing readable
+        pass
+    try:
+        import pyogrio
+        from rasterio.crs import CRS
+
+        crs = pyogrio.read_info(path).get("crs")
+        return crs_label(CRS.from_user_input(crs)) if crs else None
+    except Exception:  # noqa: BLE001 - a record never fails a job for a label
+        return None
+
+
+def _summary(result: Any) -> Any:
+    return getattr(result, "summary", None) or result
+
+
+def _crs_decisions(kwargs: Mapping[str, Any], source: str | None, output_crs: str | None) -> dict[str, Any] | None:
+    """The CRS decision of the job: a reprojection's source and target with the PROJ operation pyproj chooses for
+    them (GDAL's warper and OGR ask PROJ the same way: the first operation valid for the area), or that none was made."""
+    target = kwargs.get("dst_crs")
+    if not target:
+        if output_crs is None:
+            return None
+        return {"analysis_crs": output_crs, "reason": "no reprojection asked for: the tool computed in the input's CRS"}
+    from pyproj import CRS, Transformer
+    from pyproj.transformer import TransformerGroup
+
+    from gdal_mcp.engine.crs import crs_label, parse_crs
+
+    src_text = kwargs.get("src_crs") or source
+    dst = parse_crs(target, "dst_crs")
+    decision: dict[str, Any] = {
+        "analysis_crs": crs_label(dst) or str(target),
+        "reason": f"the caller asked for dst_crs={target}",
+        "source_crs": src_text,
+        "target_crs": crs_label(dst) or str(target),
+    }
+    if src_text:
+        try:
+            src_crs = CRS.from_user_input(parse_crs(src_text, "src_crs").to_wkt())
+            dst_crs = CRS.from_user_input(dst.to_wkt())
+            t = Transformer.from_crs(src_crs, dst_crs, always_xy=True)
+            ballpark = "ballpark" in (t.description or "").lower()
+            better = None
+            if ballpark:
+                missing = [op.accuracy for op in TransformerGroup(src_crs, dst_crs).unavailable_operations if op.accuracy >= 0]
+                better = min(missing) if missing else None
+            decision["transformation"] = {
+                "pipeline": t.definition or None,
+                "accuracy_m": t.accuracy if t.accuracy >= 0 else None,
+                "is_ballpark": ballpark,
+                "better_available_m": better,
+                X + "description": t.description,
+            }
+        except Exception as e:  # noqa: BLE001 - recorded, never fatal
+            decision[X + "transformation_error"] = str(e)[:200]
+    return decision
+
+
+def _checks(kwargs: Mapping[str, Any], output_crs: str | None, result: Any, size: int) -> list[dict[str, Any]]:
+    checks = [
+        {
+            "name": "crs_present",
+            "passed": output_crs is not None,
+            "detail": f"the output declares {output_crs}" if output_crs else "the output declares no CRS",
+        }
+    ]
+    target = kwargs.get("dst_crs")
+    if target:
+        from gdal_mcp.engine.crs import crs_label, parse_crs
+
+        expected = crs_label(parse_crs(target, "dst_crs"))
+        checks.append(
+            {
+                "name": "crs_matches",
+                "passed": expected is not None and expected == output_crs,
+                "detail": f"expected {expected}, got {output_crs}",
+                "argument": "dst_crs",
+            }
+        )
+    count = getattr(_summary(result), "feature_count", None)
+    if isinstance(count, int):
+        checks.append(
+            {"name": "result_not_empty", "passed": count > 0, "detail": f"{count} feature{'s' if count != 1 else ''} written"}
+        )
+    checks.append({"name": X + "output_digest", "passed": size > 0, "detail": f"SHA-256 of the {size} bytes written"})
+    return checks
+
+
+def _versions() -> dict[str, str]:
+    import numpy
+    import pyogrio
+    import pyproj
+    import rasterio
+    import shapely
+
+    return {
+        "rasterio": rasterio.__version__,
+        "pyogrio": pyogrio.__version__,
+        "GDAL (pyogrio)": pyogrio.__gdal_version_string__,
+        "pyproj": pyproj.__version__,
+        "PROJ": pyproj.proj_version_str,
+        "shapely": shapely.__version__,
+        "numpy": numpy.__version__,
+    }
+
+
+def settings() -> dict[str, str]:
+    """The GDAL and PROJ settings in this worker's environment, credentials and the proxy left out."""
+    from gdal_mcp.credentials import redact
+
+    return {
+        k: redact(v)
+        for k, v in sorted(os.environ.items())
+        if k.startswith(SETTING_PREFIXES) and not SECRET_SETTING.search(k) and not k.endswith("_TMPDIR")
+    }
+
+
+def record(
+    context: Mapping[str, Any],
+    *,
+    output: str,
+    inputs: list[str],
+    kwargs: Mapping[str, Any],
+    result: Any,
+    started: float,
+    progress: Progress = no_progress,
+) -> str:
+    """Write the record of the output at `output` (its real path in the job's directory) beside it; its path.
+    `context`: the server's part (jobs.Job.provenance). `inputs`: the real paths the job read."""
+    import rasterio
+
+    from gdal_mcp import __version__
+
+    shown: Mapping[str, str] = context.get("inputs") or {}
+    entries: list[dict[str, Any]] = []
+    remote: list[str] = []
+    first_crs: str | None = None
+    for i, path in enumerate(dict.fromkeys(inputs)):
+        file = local_file(path)
+        if file is None:
+            remote.append(shown.get(path, path))
+            continue
+        st = os.stat(file)
+        label = crs_of(path)
+        first_crs = first_crs or label
+        entries.append(
+            {
+                "path": shown.get(path, shown.get(file, os.path.basename(file))),
+                "sha256": digest(file),
+                "crs": label,
+                X + "size": st.st_size,
+                X + "modified": iso(st.st_mtime),
+            }
+        )
+        progress((i + 1) / (len(inputs) + 1), "recording provenance")
+    st = os.stat(output)
+    out_digest = sha256_file(output)
+    summary = _summary(result)
+    output_crs = getattr(summary, "crs", None) if hasattr(summary, "crs") else crs_of(output)
+    finished = time.time()
+    manifest: dict[str, Any] = {
+        "spec_version": SPEC_VERSION,
+        "operation": str(context.get("tool") or "unknown"),
+        "parameters": dict(context.get("arguments") or {}),
+        "parameters_redacted": bool(context.get("redacted")),
+        "inputs": entries,
+        "output": {
+            "path": str(context.get("output") or os.path.basename(output)),
+            "sha256": out_digest,
+            "crs": output_crs,
+            X + "size": st.st_size,
+            X + "mtime_ns": st.st_mtime_ns,
+        },
+        "engine": {"name": "GDAL", "version": rasterio.__gdal_version__, X + "libraries": _versions()},
+        "producer": {"name": "gdal-mcp", "version": __version__},
+        "verification": _checks(kwargs, output_crs, result, st.st_size),
+        "started_at": iso(started),
+        "finished_at": iso(max(finished, started)),
+        "environment": settings(),
+        X + "job_id": str(context.get("job_id") or ""),
+        X + "approval": context.get("approval"),
+        X + "warnings": [str(w) for w in (getattr(result, "warnings", None) or [])],
+        X + "duration_s": round(finished - started, 3),
+    }
+    decisions = _crs_decisions(kwargs, first_crs, output_crs)
+    if decisions is not None:
+        manifest["crs_decisions"] = decisions
+    if remote:
+        manifest["notes"] = [f"read remotely, not hashed (its bytes were read by windows): {r}" for r in remote]
+        manifest[X + "remote_inputs"] = remote
+    path = output + RECORD_SUFFIX
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(manifest, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+    # the output's own digest is known: a next step reading it (in this process) need not read it again
+    _digests[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = out_digest
+    return path

@@ -1,0 +1,81 @@
+"""The server's part of an output's provenance record (the worker writes the record: engine/provenance.py): the tool,
+its arguments as the caller gave them (credentials masked), the paths as the caller sees them, the job's id and the
+approval of the call. Never opens a dataset."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from gdal_mcp.credentials import redact_obj
+from gdal_mcp.server.audit import APPROVAL
+from gdal_mcp.server.jobboard import CURRENT_TOOL
+
+if TYPE_CHECKING:
+    from gdal_mcp.jobs import Job
+    from gdal_mcp.sandbox.outputs import OutputTarget
+    from gdal_mcp.server.app import App
+
+#: the arguments of the tool call being run, as the client sent them (set by the middleware; for a call run as a
+#: task, by the task's run: tools/registry.audited_as_task)
+CALL_ARGUMENTS: ContextVar[dict[str, Any] | None] = ContextVar("gdal_mcp_call_arguments", default=None)
+#: how long an approval waits for the task it was given for
+TASK_WAIT = 600.0
+
+
+def jsonable(value: Any) -> Any:
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(value, fallback=str)
+
+
+class CallApprovals:
+    """The approvals of calls that become MCP tasks. A task runs outside the middleware that asked the person (and
+    outside its context): the middleware leaves the approval here, the task's run takes it, matched by tool and by the
+    arguments the client gave (each equal in the run's arguments, where every default is filled in)."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[str, dict[str, Any], dict[str, Any], float]] = []
+        self._lock = threading.Lock()
+
+    def remember(self, tool: str, arguments: dict[str, Any], approval: dict[str, Any]) -> None:
+        with self._lock:
+            now = time.monotonic()
+            self._items = [i for i in self._items if now - i[3] < TASK_WAIT]
+            self._items.append((tool, jsonable(arguments), approval, now))
+
+    def take(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        given = jsonable({k: v for k, v in arguments.items() if k != "ctx"})
+        with self._lock:
+            now = time.monotonic()
+            for item in self._items:
+                name, asked, approval, when = item
+                if name == tool and now - when < TASK_WAIT and all(given.get(k) == v for k, v in asked.items()):
+                    self._items.remove(item)
+                    return approval
+        return None
+
+    def forget(self, approval: dict[str, Any]) -> None:
+        with self._lock:
+            self._items = [i for i in self._items if i[2] is not approval]
+
+
+def context(app: App, job: Job[Any], output: OutputTarget) -> dict[str, Any] | None:
+    """What the worker needs from the server to write the record of `job`'s output; None when it gets none (a job
+    that copies a dataset keeps that dataset's record, a directory output has none)."""
+    if not job.RECORDED or output.directory:
+        return None
+    arguments = app.sandbox.scrub_obj(dict(CALL_ARGUMENTS.get() or {}))
+    masked = redact_obj(arguments)
+    return {
+        "tool": CURRENT_TOOL.get() or job.FUNC.rpartition(":")[2],
+        "arguments": masked,
+        "redacted": masked != arguments,
+        "inputs": {p: app.sandbox.display(p) for p in job.input_paths()},
+        "output": output.display,
+        "job_id": uuid.uuid4().hex,
+        "approval": APPROVAL.get(),
+    }

@@ -1,0 +1,138 @@
+"""Provenance records (issue 28): every output gets `<output>.provenance.json` beside it, in MapSmith's manifest format
+(validated against its published JSON schema, tests/data/provenance), with the tool and its arguments, each input's
+SHA-256 (checked here with hashlib on the files), the output's, the CRS decision of a reprojection (checked with
+pyproj), the libraries' versions and the approval of the call. The record goes with its dataset."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rasterio
+from fastmcp import Client
+from mcp.types import ElicitResult
+
+from gdal_mcp.config import Settings
+from gdal_mcp.server.build import build_server
+from tests.helpers import DATA, call
+
+SCHEMA = json.loads((DATA / "provenance" / "manifest-v1.schema.json").read_text())
+CORE_CHECKS = set(SCHEMA["properties"]["verification"]["items"]["properties"]["name"]["anyOf"][0]["enum"])
+
+
+def _record(path: Path) -> dict[str, Any]:
+    import jsonschema
+
+    record = json.loads(path.with_name(path.name + ".provenance.json").read_text())
+    jsonschema.Draft202012Validator(SCHEMA).validate(record)
+    # the semantic rules the schema cannot express (spec section 4)
+    assert record["finished_at"] >= record["started_at"]
+    assert all(c["name"] in CORE_CHECKS or c["name"].startswith("x-gdal-mcp:") for c in record["verification"])
+    assert record["output"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    return record
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Approves:
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    async def __call__(self, message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
+        self.shown.append(message)
+        return ElicitResult(action="accept", content={"confirm": True})
+
+
+async def test_a_chain_of_three_tools_leaves_a_valid_record_for_each_output(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "RGB.byte.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="destructive"))
+    person = Approves()
+    try:
+        async with Client(mcp, elicitation_handler=person) as client:
+            err, res = await call(client, "raster_reproject", input="RGB.byte.tif", output="utm.tif", dst_crs="EPSG:4326")
+            assert not err, res
+            err, res = await call(client, "raster_clip", input="utm.tif", output="clip.tif", bbox=[-77.8, 24.5, -77.2, 25.0])
+            assert not err, res
+            err, res = await call(client, "raster_calc", inputs={"A": "clip.tif"}, expression="A * 2", output="calc.tif")
+            assert not err, res
+            # an overwrite asks the person; the record says who approved it, and how
+            err, res = await call(
+                client,
+                "raster_calc",
+                inputs={"A": "clip.tif"},
+                expression="A * 3",
+                output="calc.tif",
+                overwrite=True,
+            )
+            assert not err, res
+            assert len(person.shown) == 1
+    finally:
+        app.executor.close()
+
+    first = _record(ws / "utm.tif")
+    assert first["operation"] == "raster_reproject"
+    assert first["parameters"] == {"input": "RGB.byte.tif", "output": "utm.tif", "dst_crs": "EPSG:4326"}
+    (source,) = first["inputs"]
+    assert source["path"] == "RGB.byte.tif" and source["sha256"] == _sha(ws / "RGB.byte.tif") and source["crs"] == "EPSG:32618"
+    assert source["x-gdal-mcp:size"] == (ws / "RGB.byte.tif").stat().st_size
+    # the CRS decision: the operation PROJ gives for the pair (pyproj, independently)
+    from pyproj import Transformer
+
+    expected = Transformer.from_crs("EPSG:32618", "EPSG:4326", always_xy=True)
+    decision = first["crs_decisions"]
+    assert decision["source_crs"] == "EPSG:32618" and decision["target_crs"] == "EPSG:4326"
+    assert decision["transformation"]["pipeline"] == expected.definition
+    assert decision["transformation"]["is_ballpark"] is False
+    assert {c["name"]: c["passed"] for c in first["verification"]}["crs_matches"] is True
+    with rasterio.open(ws / "utm.tif") as ds:
+        assert first["output"]["crs"] == f"EPSG:{ds.crs.to_epsg()}"
+    assert first["engine"]["name"] == "GDAL" and first["engine"]["version"] == rasterio.__gdal_version__
+    assert first["x-gdal-mcp:approval"] is None  # nobody was asked for a new file under --confirm destructive
+    assert "GDAL_CACHEMAX" in first["environment"]
+    assert not any("PROXY" in k or "TOKEN" in k for k in first["environment"])
+
+    second = _record(ws / "clip.tif")
+    assert second["inputs"][0]["path"] == "utm.tif" and second["inputs"][0]["sha256"] == first["output"]["sha256"]
+    third = _record(ws / "calc.tif")
+    assert third["operation"] == "raster_calc" and third["parameters"]["expression"] == "A * 3"
+    assert third["inputs"][0]["sha256"] == second["output"]["sha256"]
+    approval = third["x-gdal-mcp:approval"]
+    assert approval["channel"] == "elicitation" and approval["question"] == person.shown[0]
+    assert approval["when"] <= third["started_at"]
+
+
+async def test_the_record_goes_with_its_dataset_and_holds_no_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """workspace_copy, workspace_move and workspace_delete take the record with the dataset; a credential in an
+    argument is masked in the record (parameters_redacted)."""
+    secret = "AKIA-SECRET-VALUE-0123456789"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "RGB.byte.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    try:
+        async with Client(mcp) as client:
+            err, res = await call(
+                client, "raster_convert", input="RGB.byte.tif", output="a.tif", creation_options={"TIFFTAG_DOCUMENTNAME": secret}
+            )
+            if err:  # a creation option this driver refuses: the record is then checked on a plain convert
+                err, res = await call(client, "raster_convert", input="RGB.byte.tif", output="a.tif")
+            assert not err, res
+            record = _record(ws / "a.tif")
+            assert secret not in (ws / "a.tif.provenance.json").read_text()
+            err, res = await call(client, "workspace_copy", input="a.tif", output="b.tif")
+            assert not err and (ws / "b.tif.provenance.json").exists(), res
+            assert json.loads((ws / "b.tif.provenance.json").read_text())["output"]["sha256"] == record["output"]["sha256"]
+            err, res = await call(client, "workspace_move", input="b.tif", output="c.tif")
+            assert not err and (ws / "c.tif.provenance.json").exists() and not (ws / "b.tif.provenance.json").exists(), res
+            err, res = await call(client, "workspace_delete", input="c.tif")
+            assert not err and not (ws / "c.tif.provenance.json").exists(), res
+    finally:
+        app.executor.close()
