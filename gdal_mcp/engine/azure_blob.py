@@ -23,6 +23,8 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox.remote import shown
 
 PREFIX = "/vsiaz/"
+#: the blob metadata naming the upload that wrote it (one random token per write)
+UPLOAD_MARK = "gdalmcpupload"
 
 
 def is_azure(path: str) -> bool:
@@ -38,11 +40,13 @@ def _split(path: str) -> tuple[str, str]:
 def _service(connection: str, account: str, key: str, sas: str) -> Any:
     from azure.storage.blob import BlobServiceClient
 
+    # No retries: a conditional write sent again after its answer was lost is refused (409, 412) because of its own
+    # first success, and would be reported as not written or changed meanwhile (put() checks the MD5 instead)
     if connection:
-        return BlobServiceClient.from_connection_string(connection)
+        return BlobServiceClient.from_connection_string(connection, retry_total=0)
     url = f"https://{account}.blob.core.windows.net"
     credential: Any = {"account_name": account, "account_key": key} if key else sas.lstrip("?")
-    return BlobServiceClient(url, credential=credential)
+    return BlobServiceClient(url, credential=credential, retry_total=0)
 
 
 def service() -> Any:
@@ -70,9 +74,18 @@ def _blob(path: str) -> Any:
 
 def put(src: str, dst: str, *, expect: str = "", progress: Callable[[int], None] | None = None) -> str:
     """Write the local file `src` to the blob `dst` (a /vsiaz/ path) whole: a new blob (If-None-Match: *) or, with
-    `expect`, the blob in that version only (If-Match); its new ETag. already-exists / conflict when refused."""
+    `expect`, the blob in that version only (If-Match); its new ETag. already-exists / conflict when refused. Sent
+    once; the blob carries a token of this write, so a write whose answer was lost is recognised as ours."""
+    import uuid
+
     from azure.core import MatchConditions
-    from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
+    from azure.core.exceptions import (
+        AzureError,
+        HttpResponseError,
+        ResourceExistsError,
+        ResourceModifiedError,
+        ResourceNotFoundError,
+    )
 
     condition: dict[str, Any] = (
         {"overwrite": True, "etag": f'"{expect}"', "match_condition": MatchConditions.IfNotModified}
@@ -80,24 +93,44 @@ def put(src: str, dst: str, *, expect: str = "", progress: Callable[[int], None]
         else {"overwrite": False}
     )
     hook = (lambda current, _total: progress(int(current))) if progress else None
+    token = uuid.uuid4().hex  # stored with the blob (Put Blob, or the block list's commit): this write told apart
+    blob = _blob(dst)
     try:
         with open(src, "rb") as fh:
-            answer = _blob(dst).upload_blob(fh, length=os.path.getsize(src), progress_hook=hook, **condition)
-    except ResourceExistsError:
-        raise GdalMcpError(
-            "already-exists",
-            f"output '{shown(dst)}' already exists (or was being written by someone else); nothing was written. "
-            "Choose another key, or pass overwrite=true to replace it",
-        ) from None
-    except (ResourceModifiedError, ResourceNotFoundError):
-        raise GdalMcpError(
-            "conflict",
-            f"'{shown(dst)}' changed while the job ran (someone else wrote or deleted it); it was not replaced. Look at "
-            "it again and repeat the call if it is still wanted",
-        ) from None
-    except HttpResponseError as e:  # its text quotes the request URL, which may carry a SAS: only status and code
-        raise GdalMcpError("gdal-error", f"uploading {shown(dst)} failed: {_status(e)}") from None
+            answer = blob.upload_blob(
+                fh, length=os.path.getsize(src), progress_hook=hook, metadata={UPLOAD_MARK: token}, **condition
+            )
+    except AzureError as e:
+        ours = _ours(blob, token)  # the answer to this very write was lost on the way (a proxy, the network)
+        if ours is not None:
+            return ours
+        if isinstance(e, ResourceExistsError):
+            raise GdalMcpError(
+                "already-exists",
+                f"output '{shown(dst)}' already exists (or was being written by someone else); nothing was written. "
+                "Choose another key, or pass overwrite=true to replace it",
+            ) from None
+        if isinstance(e, ResourceModifiedError | ResourceNotFoundError):
+            raise GdalMcpError(
+                "conflict",
+                f"'{shown(dst)}' changed while the job ran (someone else wrote or deleted it); it was not replaced. Look "
+                "at it again and repeat the call if it is still wanted",
+            ) from None
+        # its text quotes the request URL, which may carry a SAS: only status and code, or the kind of failure
+        why = _status(e) if isinstance(e, HttpResponseError) else type(e).__name__
+        raise GdalMcpError("gdal-error", f"uploading {shown(dst)} failed: {why}") from None
     return str(answer.get("etag", "")).strip('"')
+
+
+def _ours(blob: Any, token: str) -> str | None:
+    """The ETag of the blob when this upload (its `token`) wrote it, else None."""
+    from azure.core.exceptions import AzureError
+
+    try:
+        props = blob.get_blob_properties()
+    except AzureError:
+        return None
+    return str(props.etag).strip('"') if (props.metadata or {}).get(UPLOAD_MARK) == token else None
 
 
 def _status(e: Any) -> str:

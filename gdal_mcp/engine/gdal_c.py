@@ -87,6 +87,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "VSIStatL": (c.c_int, [c.c_char_p, c.c_void_p]),
     "VSICurlPartialClearCache": (None, [c.c_char_p]),
     "CPLSetThreadLocalConfigOption": (None, [c.c_char_p, c.c_char_p]),
+    "VSIGetFileMetadata": (c.c_void_p, [c.c_char_p, c.c_char_p, c.c_void_p]),
+    "CSLDestroy": (None, [c.c_void_p]),
     "VSIOpenDir": (c.c_void_p, [c.c_char_p, c.c_int, c.c_void_p]),
     "VSIGetNextDirEntry": (c.POINTER(DirEntry), [c.c_void_p]),
     "VSICloseDir": (None, [c.c_void_p]),
@@ -155,6 +157,26 @@ def list_files(path: str, *, recursive: bool, limit: int) -> list[tuple[str, int
     finally:
         lib.VSICloseDir(handle)
     return found
+
+
+def file_metadata(path: str, domain: str) -> dict[str, str]:
+    """VSIGetFileMetadata: a remote object's metadata in `domain` ("HEADERS": the HTTP headers of a HEAD), {} when
+    there is none."""
+    lib = require("VSIGetFileMetadata")
+    raw = lib.VSIGetFileMetadata(path.encode(), domain.encode(), None)
+    if not raw:
+        return {}
+    try:
+        items = c.cast(raw, _CHARPP)
+        out: dict[str, str] = {}
+        i = 0
+        while items[i]:
+            key, _, value = items[i].decode("utf-8", "replace").partition("=")
+            out[key] = value
+            i += 1
+        return out
+    finally:
+        lib.CSLDestroy(raw)
 
 
 def require(function: str) -> Any:

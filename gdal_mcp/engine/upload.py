@@ -79,8 +79,6 @@ def upload(
             lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)  # the last file's condition is not the read's
             backup = _backup(dst, src) if etag and i < len(targets) - 1 else ""  # the main goes last: no backup
             backups += [backup] if backup else []
-            condition = f'If-Match: "{etag}"' if etag else "If-None-Match: *"
-            lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", condition.encode())
             try:
                 done, digest = _put(lib, src, dst, done, total, report, expect=etag)
                 if etag:
@@ -131,7 +129,6 @@ def _put_back(lib: Any, replaced: list[tuple[str, str, str]]) -> None:
         if now != digest:
             log.error("could not put back %s after a failed replace: it changed again meanwhile", shown(target))
             continue
-        lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", f'If-Match: "{now}"'.encode())
         try:
             _put(lib, backup, target, 0, 1, no_progress, expect=now)
         except GdalMcpError as e:
@@ -196,9 +193,11 @@ def _size(path: str) -> int:
 
 
 def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress, *, expect: str = "") -> tuple[int, str]:
-    """One file written to one object with this thread's condition (`expect`: the ETag of the object it replaces);
-    (bytes done, the MD5 of what was written)."""
-    import hashlib
+    """One file written to one object, new (If-None-Match: *) or only in the version `expect` (If-Match: the ETag of
+    the object it replaces); (bytes done, the MD5 of what was written). Sent once (no retries): a conditional PUT sent
+    again after its answer was lost is refused because of its own first success; the object carries a token of this
+    write (x-amz-meta-gdalmcp-upload), so such a write is recognised as ours."""
+    import uuid
 
     if azure_blob.is_azure(dst):  # not GDAL's writer: it deletes a blob its condition found (azure_blob.py)
         start = done
@@ -207,7 +206,36 @@ def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress
             progress(min(0.99, (start + n) / total), f"uploading {shown(dst)}")
 
         return start + _size(src), azure_blob.put(src, dst, expect=expect, progress=uploaded)
+    token = uuid.uuid4().hex
+    condition = f'If-Match: "{expect}"' if expect else "If-None-Match: *"
+    lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", f"{condition}\r\n{MARK_HEADER}: {token}".encode())
+    lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_MAX_RETRY", b"0")
     lib.CPLErrorReset()
+    try:
+        return _put_once(lib, src, dst, done, total, progress, expect=expect, token=token)
+    finally:
+        lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
+        lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_MAX_RETRY", None)
+
+
+#: the header naming the upload that wrote an object (one random token per write)
+MARK_HEADER = "x-amz-meta-gdalmcp-upload"
+
+
+def _ours(path: str, token: str) -> bool:
+    """Whether the object at `path` is the one the write with `token` made (its answer was lost on the way)."""
+    lib = _lib()
+    lib.CPLSetThreadLocalConfigOption(b"GDAL_HTTP_HEADERS", None)
+    lib.VSICurlPartialClearCache(path.encode())
+    headers = {k.lower(): v.strip() for k, v in gdal_c.file_metadata(path, "HEADERS").items()}
+    return headers.get(MARK_HEADER) == token
+
+
+def _put_once(
+    lib: Any, src: str, dst: str, done: int, total: int, progress: Progress, *, expect: str, token: str
+) -> tuple[int, str]:
+    import hashlib
+
     handle = lib.VSIFOpenL(dst.encode(), b"wb")
     if not handle:
         raise GdalMcpError("gdal-error", f"cannot write {shown(dst)}: {gdal_c.last_error(lib) or 'GDAL refused to open it'}")
@@ -227,6 +255,8 @@ def _put(lib: Any, src: str, dst: str, done: int, total: int, progress: Progress
     if ok and closed:
         return done, md5.hexdigest()
     error = gdal_c.last_error(lib)
+    if ok and _ours(dst, token):  # written whole; only the answer was lost
+        return done, md5.hexdigest()
     if expect and objects.etag(dst) != expect:  # If-Match refused: someone else wrote or deleted it since it was looked at
         raise GdalMcpError(
             "conflict",

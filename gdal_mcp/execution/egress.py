@@ -84,6 +84,42 @@ def azure_endpoint() -> tuple[str, str] | None:
     return f"{(parts.hostname or '').lower()}:{port}", parts.path.rstrip("/")
 
 
+def s3_endpoint_tls() -> bool:
+    """Whether the custom S3 endpoint is reached over TLS (AWS_HTTPS, or its URL's scheme)."""
+    endpoint = os.environ.get("AWS_S3_ENDPOINT", "").strip().lower()
+    if "://" in endpoint:
+        return endpoint.startswith("https://")
+    return os.environ.get("AWS_HTTPS", "YES").upper() != "NO"
+
+
+#: request headers that make an object store read another object than the one the URL names (a server-side copy:
+#: S3's CopyObject and UploadPartCopy, Azure's Copy Blob, Put Blob/Block From URL): the proxy decides by the URL alone
+COPY_HEADERS = ("x-amz-copy-source", "x-ms-copy-source", "x-ms-source-")
+
+
+#: the query keys of an Azure shared access signature (a SAS credential GDAL appends to each request)
+SAS_KEYS = (
+    "sv",
+    "ss",
+    "srt",
+    "sp",
+    "se",
+    "st",
+    "spr",
+    "sig",
+    "sr",
+    "si",
+    "sdd",
+    "ses",
+    "skoid",
+    "sktid",
+    "skt",
+    "ske",
+    "sks",
+    "skv",
+)
+
+
 class Decider:
     """Whether the allow-list lets a request through (the proxy's rule, testable without sockets)."""
 
@@ -95,12 +131,19 @@ class Decider:
     def url(self, method: str, url: str) -> str | None:
         """None when a plain-HTTP `method` request for `url` may go; else why not."""
         method = method.upper()
-        try:
-            loc = parse(url, what="request")
-        except GdalMcpError as e:
-            return e.message
         parts = urlsplit(url)
         hostport = f"{(parts.hostname or '').lower()}:{parts.port or 80}"
+        endpoint = hostport in (self.endpoint, self.azure[0] if self.azure else None)
+        args = parse_qs(parts.query, keep_blank_values=True)
+        if endpoint and any(len(v) > 1 for v in args.values()):  # prefix=ws/&prefix= : servers differ on which counts
+            return "a repeated query parameter"
+        try:
+            # an object store's own request: its path decides (its query may carry a SAS the store checks)
+            loc = parse(parts._replace(query="").geturl() if endpoint else url, what="request")
+        except GdalMcpError as e:
+            return e.message
+        if endpoint:
+            loc = Location(loc.scheme, loc.host, loc.path, parts.query)
         if self.endpoint is not None and hostport == self.endpoint:
             bucket, _, key = loc.path.partition("/")
             if bucket and key and self._covered(Location("s3", bucket.lower(), key)):
@@ -141,7 +184,7 @@ class Decider:
         if scheme == "az":
             if args.get("restype") != ["container"] or args.get("comp") != ["list"]:
                 return False
-            args = {k: v for k, v in args.items() if k not in ("restype", "comp", "include", "maxresults")}
+            args = {k: v for k, v in args.items() if k not in ("restype", "comp", "include", "maxresults", *SAS_KEYS)}
         if set(args) - {
             "list-type",
             "prefix",
@@ -176,7 +219,7 @@ def object_hosts(entry: Location, endpoint: str | None) -> set[tuple[str, int]]:
             hosts.add((f"{bucket}.s3.{region}.amazonaws.com", 443))
         if os.environ.get("AWS_VIRTUAL_HOSTING", "TRUE").upper() in ("FALSE", "NO", "0"):
             hosts |= {("s3.amazonaws.com", 443)} | ({(f"s3.{region}.amazonaws.com", 443)} if region else set())
-        if endpoint:
+        if endpoint and s3_endpoint_tls():  # a plain-HTTP endpoint is never tunnelled: its requests are decided by path
             name, _, port = endpoint.rpartition(":")
             hosts.add((name, int(port)))
     elif entry.scheme == "gs":
@@ -186,8 +229,8 @@ def object_hosts(entry: Location, endpoint: str | None) -> set[tuple[str, int]]:
         if account:
             hosts |= {(f"{account}.blob.core.windows.net", 443), (f"{account}.dfs.core.windows.net", 443)}
         custom = azure_endpoint()
-        if custom is not None:
-            name, _, port = custom[0].rpartition(":")
+        if custom is not None and urlsplit(azure_settings().get("blobendpoint", "")).scheme == "https":
+            name, _, port = custom[0].rpartition(":")  # a plain-HTTP endpoint (Azurite) is decided by path, never tunnelled
             hosts.add((name, int(port)))
     return hosts
 
@@ -289,6 +332,8 @@ class EgressProxy:
             await self._refuse(writer, "bad Content-Length", status=400)
             return
         reason = self.decider.url(method, target) if target.lower().startswith("http://") else "only absolute http:// URLs"
+        if reason is None and any(name.startswith(COPY_HEADERS) for name in fields):
+            reason = "a server-side copy (its source is not decided by the URL)"
         if reason is not None:
             await self._refuse(writer, reason)
             return

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -33,6 +34,35 @@ from gdal_mcp.execution import EXIT_REMOTE_BUDGET, ProgressSink, remote_budget_e
 from gdal_mcp.jobs import Job
 
 log = logging.getLogger("gdal_mcp.execution.local")
+
+_relay_fd: list[int] = []
+_relay_lock = threading.Lock()
+#: the longest line relayed whole (a longer one is cut into pieces of this size)
+RELAY_LINE = 64 * 1024
+
+
+def worker_output() -> int:
+    """The write end of a pipe that every worker's stdout and stderr go to: a thread of this process copies each line
+    to its stderr with credentials redacted (credentials.redact, redact_queries), so GDAL's own messages (a warning
+    quoting a URL with an Azure SAS, say) never print a secret. One pipe for the process's lifetime."""
+    with _relay_lock:
+        if not _relay_fd:
+            read_end, write_end = os.pipe()
+            threading.Thread(target=_relay, args=(read_end,), name="gdal-mcp-worker-output", daemon=True).start()
+            _relay_fd.append(write_end)
+        return _relay_fd[0]
+
+
+def _relay(fd: int) -> None:
+    from gdal_mcp.credentials import redact, redact_queries
+
+    with open(fd, "rb") as source:
+        while line := source.readline(RELAY_LINE):
+            text = line.decode("utf-8", "replace")
+            try:
+                os.write(sys.stderr.fileno(), redact(redact_queries(text)).encode("utf-8", "replace"))
+            except (OSError, ValueError):  # no stderr (closed): the line is dropped, the workers go on
+                pass
 
 
 _PACKAGE_PARENT = str(Path(gdal_mcp.__file__).resolve().parent.parent)  # where `python -m gdal_mcp...` finds it
@@ -181,7 +211,8 @@ class LocalExecutor:
             [sys.executable, "-P", "-m", "gdal_mcp.execution.local_worker", str(child.fileno())],
             pass_fds=[child.fileno()],
             stdin=subprocess.DEVNULL,
-            stdout=sys.stderr.fileno(),
+            stdout=worker_output(),
+            stderr=worker_output(),
             env=env,
             start_new_session=True,
         )

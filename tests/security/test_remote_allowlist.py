@@ -428,7 +428,7 @@ def test_azure_requests_go_only_to_allowed_blobs_and_listings_below_the_prefix(m
     ):
         assert d.url(method, f"{base}/{target}") is not None, (method, target)
     assert d.url("GET", "http://127.0.0.1:10000/other-account/cont/ws/a.tif") is not None
-    assert ("127.0.0.1", 10000) in object_hosts(parse_allowed("az://cont/ws"), None)
+    assert ("127.0.0.1", 10000) not in object_hosts(parse_allowed("az://cont/ws"), None)  # plain HTTP: no tunnel
     assert ("acct.blob.core.windows.net", 443) in object_hosts(parse_allowed("az://cont/ws"), None)
 
 
@@ -442,3 +442,78 @@ def test_an_azure_connection_string_is_redacted_part_by_part(monkeypatch: pytest
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", f"AccountName=acct;AccountKey={key};SharedAccessSignature={sas};")
     text = redact(f"403 for key {key} and sas {sas}")
     assert key not in text and "c2lnbmF0dXJlLXZhbHVl" not in text, text
+
+
+def test_a_plain_http_endpoint_is_never_tunnelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack class: egress past the path rules. A CONNECT tunnel hides the path; to a custom object-store endpoint
+    reached over plain HTTP (Azurite, moto, MinIO without TLS) every request is decided by its path instead, so a
+    tunnel there would reach every container and bucket of the account. Over TLS the endpoint keeps its tunnel."""
+    from gdal_mcp.execution.egress import Decider
+    from gdal_mcp.sandbox.remote import AllowList
+
+    monkeypatch.setenv(
+        "AZURE_STORAGE_CONNECTION_STRING", "AccountName=acct;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:10000/acct;"
+    )
+    monkeypatch.setenv("AWS_S3_ENDPOINT", "127.0.0.1:9000")
+    monkeypatch.setenv("AWS_HTTPS", "NO")
+    d = Decider(AllowList(("az://cont/ws", "s3://bucket/data")))
+    assert d.tunnel("127.0.0.1", 10000) is not None and d.tunnel("127.0.0.1", 9000) is not None
+    monkeypatch.setenv(
+        "AZURE_STORAGE_CONNECTION_STRING", "AccountName=acct;AccountKey=a2V5;BlobEndpoint=https://blob.example.org/acct;"
+    )
+    monkeypatch.setenv("AWS_S3_ENDPOINT", "https://minio.example.org:9443")
+    d = Decider(AllowList(("az://cont/ws", "s3://bucket/data")))
+    assert d.tunnel("blob.example.org", 443) is None and d.tunnel("minio.example.org", 9443) is None
+
+
+def test_a_repeated_query_parameter_or_a_server_side_copy_is_refused(proxy_and_upstream) -> None:
+    """Attack class: reading outside the prefix through an allowed URL. 'prefix=data/&prefix=' lists the whole bucket
+    on a server that takes the last value; a PUT to an allowed key with x-amz-copy-source (x-ms-copy-source on Azure)
+    makes the store copy any object of the account into it. Both are refused (451) before anything is sent."""
+    proxy, upstream = proxy_and_upstream
+    endpoint = b"http://127.0.0.1:9"
+    for request in (
+        b"GET " + endpoint + b"/bucket?list-type=2&prefix=data/&prefix= HTTP/1.1\r\n",
+        b"PUT " + endpoint + b"/bucket/data/stolen.tif HTTP/1.1\r\nx-amz-copy-source: /bucket/private/key.tif\r\n",
+        b"PUT " + endpoint + b"/bucket/data/stolen.tif HTTP/1.1\r\nX-Ms-Copy-Source: http://127.0.0.1:9/acct/other/x\r\n",
+    ):
+        answer = _exchange(proxy.port, request + b"Host: x\r\nContent-Length: 0\r\n" + _auth(proxy) + b"\r\n")
+        assert answer.startswith(b"HTTP/1.1 451"), (request, answer[:160])
+
+
+def test_azure_sas_requests_are_decided_by_their_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a SAS (AZURE_STORAGE_SAS_TOKEN, or SharedAccessSignature in the connection string) GDAL appends the
+    signature to every request's query: the proxy lets an allowed blob's requests and listings through with it, and
+    still refuses everything outside the prefix."""
+    from gdal_mcp.execution.egress import Decider
+    from gdal_mcp.sandbox.remote import AllowList
+
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", "AccountName=acct;BlobEndpoint=http://127.0.0.1:10000/acct;")
+    d = Decider(AllowList(("az://cont/ws",)))
+    sas = "sv=2024-11-04&ss=b&srt=sco&sp=rwdlac&se=2030-01-01T00:00:00Z&spr=http&sig=c2lnbmF0dXJl"
+    base = "http://127.0.0.1:10000/acct"
+    assert d.url("PUT", f"{base}/cont/ws/a.tif?{sas}") is None
+    assert d.url("GET", f"{base}/cont?restype=container&comp=list&prefix=ws/&delimiter=/&{sas}") is None
+    assert d.url("GET", f"{base}/cont/private/a.tif?{sas}") is not None
+    assert d.url("GET", f"{base}/cont?restype=container&comp=list&prefix=private/&{sas}") is not None
+
+
+def test_what_a_worker_prints_reaches_the_log_without_credentials(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Attack class: credential disclosure through GDAL's own messages. A worker's stdout and stderr go through the
+    server, which masks credential values and signed query values (a GDAL warning quoting an Azure SAS URL)."""
+    import os
+    import time
+
+    from gdal_mcp.execution.local import worker_output
+
+    key = "c2VjcmV0LWtleS1wcmludGVkLWJ5LWdkYWw="
+    monkeypatch.setenv("AZURE_STORAGE_ACCESS_KEY", key)
+    os.write(worker_output(), f"Warning 1: HTTP response code on http://h/c/x.tif?sv=1&sig=c2ln%3D: 451 {key}\n".encode())
+    deadline = time.monotonic() + 5
+    err = ""
+    while time.monotonic() < deadline and "Warning 1" not in err:
+        time.sleep(0.05)
+        err += capfd.readouterr().err
+    assert "Warning 1: HTTP response code" in err and key not in err and "c2ln" not in err, err
