@@ -25,6 +25,7 @@ from gdal_mcp.models import (
     FeaturePage,
     FromTableResult,
     JoinResult,
+    LineageResult,
     MeasureResult,
     MergeResult,
     OverviewsResult,
@@ -152,7 +153,20 @@ NOT_ENGINE_ARGUMENTS = frozenset({"upload", "replace", "provenance"})
 INPUT_FIELDS = ("path", "src", "input", "raster")
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".gz", ".7z", ".rar")
 #: Job fields naming datasets or directories the job reads (the output field is each job's OUTPUT).
-PATH_FIELDS = (*INPUT_FIELDS, "inputs", "zones", "like", "mask", "overlay", "join", "points", "append_to", "vrt_dir", "directory")
+PATH_FIELDS = (
+    *INPUT_FIELDS,
+    "inputs",
+    "zones",
+    "like",
+    "mask",
+    "overlay",
+    "join",
+    "points",
+    "append_to",
+    "vrt_dir",
+    "directory",
+    "roots",
+)
 
 
 class WriteJob[R](Job[R]):
@@ -184,6 +198,16 @@ class ListDatasetsJob(Job[DatasetList]):
     pattern: str | None = None
     recursive: bool = True
     limit: int = 200
+
+
+@dataclass(frozen=True, kw_only=True)
+class LineageJob(Job[LineageResult]):
+    """dataset_lineage: the recorded steps that made a workspace file, found among the records in `roots`."""
+
+    FUNC = "gdal_mcp.engine.lineage:lineage"
+    path: str
+    roots: list[str]
+    max_steps: int = 50
 
 
 @dataclass(frozen=True, kw_only=True)

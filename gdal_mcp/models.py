@@ -1152,3 +1152,56 @@ class StacSearchResult(ReadsRemote):
         "(matched counts only those seen); search a narrower sub-catalog or collection.json",
     )
     warnings: list[str] = Field(default_factory=list)
+
+
+class LineageStep(Model):
+    """One dataset in a lineage: the step that made it (from its provenance record), or an original input."""
+
+    sha256: str = Field(description="SHA-256 of the dataset's bytes: how steps are linked (an input's = a step's output)")
+    path: str | None = Field(description="Where the record says it was written (or read, for an original input)")
+    operation: str | None = Field(None, description="The tool that made it; null for an original input (no record found)")
+    parameters: dict[str, Any] | None = Field(None, description="The tool's arguments as given (credentials masked)")
+    inputs: list[str] = Field(default_factory=list, description="sha256 of each dataset the step read (entries of `steps`)")
+    record: str | None = Field(None, description="The provenance record this step was read from")
+    finished_at: str | None = None
+    approval: dict[str, Any] | None = Field(None, description="Who approved the call, through which channel, when")
+    current: bool | None = Field(
+        None, description="Whether the file at `path` still has these bytes (false: changed or replaced since; null: gone)"
+    )
+
+
+class LineageResult(Model):
+    """dataset_lineage: the chain of steps that made a dataset, back to its original inputs."""
+
+    dataset: str = Field(description="The dataset asked about")
+    sha256: str
+    steps: list[LineageStep] = Field(
+        description="Every dataset in its history, original inputs first and the dataset itself last (each step after "
+        "the ones it read)"
+    )
+    origins: list[str] = Field(description="Paths of the original inputs (no record made them)")
+    records_seen: int = Field(description="Provenance records read in the workspace to link the steps")
+    truncated: bool = Field(False, description="The search stopped at its limit of records or steps; the chain may go further")
+    graph_png: bytes = Field(b"", exclude=True, repr=False, description="The chain drawn as a graph (PNG)")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ReplayCall(Model):
+    """One step of a replay: the tool called again, with the recorded arguments and the substitutions applied."""
+
+    tool: str
+    arguments: dict[str, Any]
+    output: str | None = Field(description="What this step writes (the recorded output, renamed)")
+    replaces: str | None = Field(description="The recorded output this step's output stands for")
+
+
+class ReplayResult(Model):
+    """replay: the recorded chain run again on other inputs (or only its plan)."""
+
+    dataset: str = Field(description="The dataset whose chain was replayed")
+    plan: list[ReplayCall] = Field(description="The calls, in order (each after the ones whose outputs it reads)")
+    executed: bool = Field(description="false: plan_only, nothing was written")
+    outputs: list[str] = Field(default_factory=list, description="Outputs written, in order (each with its own record)")
+    failed_step: int | None = Field(None, description="0-based index in `plan` of the call that failed (later ones did not run)")
+    error: dict[str, Any] | None = Field(None, description="That call's error (code, message)")
+    warnings: list[str] = Field(default_factory=list)

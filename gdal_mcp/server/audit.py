@@ -64,6 +64,26 @@ class AuditLog:
             record["task"] = task
         self._append(record)
 
+    def note_approval(
+        self,
+        channel: str,
+        when: float,
+        kind: str,
+        question: str,
+        *,
+        detail: str | None = None,
+        token_fingerprint: str | None = None,
+    ) -> None:
+        """The call being run was approved (APPROVAL: its outputs' provenance records say who, how and when)."""
+        who = {
+            "elicitation": "the person at the MCP client (asked through elicitation)",
+            "console": f"the holder of console token {token_fingerprint}" if token_fingerprint else "the console (loopback)",
+            "policy": f"the operator's policy ({detail})" if detail else "the operator's policy",
+        }.get(channel, channel)
+        APPROVAL.set(
+            {"who": who, "channel": channel, "when": iso_ms(when), "kind": kind, "question": self.sandbox.scrub(question)}
+        )
+
     def confirmation(
         self,
         *,
@@ -79,20 +99,7 @@ class AuditLog:
         """A confirmation record: what the person was shown, the answer (approved, declined, cancelled, refused),
         the channel (elicitation, console with the fingerprint of the token used, or policy), when."""
         if answer == "approved":
-            who = {
-                "elicitation": "the person at the MCP client (asked through elicitation)",
-                "console": f"the holder of console token {token_fingerprint}" if token_fingerprint else "the console",
-                "policy": f"the operator's policy ({detail})" if detail else "the operator's policy",
-            }.get(channel, channel)
-            APPROVAL.set(
-                {
-                    "who": who,
-                    "channel": channel,
-                    "when": iso_ms(time.time()),
-                    "kind": kind,
-                    "question": self.sandbox.scrub(question),
-                }
-            )
+            self.note_approval(channel, time.time(), kind, question, detail=detail, token_fingerprint=token_fingerprint)
         if self.path is None and not self.listeners:
             return
         record: dict[str, Any] = {

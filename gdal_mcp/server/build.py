@@ -39,6 +39,7 @@ from gdal_mcp.server.tools import join as join_tools  # noqa: E402
 from gdal_mcp.server.tools import pipeline as pipeline_tools  # noqa: E402
 from gdal_mcp.server.tools import preview as preview_tools  # noqa: E402
 from gdal_mcp.server.tools import prompts as prompt_tools  # noqa: E402
+from gdal_mcp.server.tools import provenance as provenance_tools  # noqa: E402
 from gdal_mcp.server.tools import query as query_tools  # noqa: E402
 from gdal_mcp.server.tools import raster as raster_tools  # noqa: E402
 from gdal_mcp.server.tools import resources as resource_tools  # noqa: E402
@@ -230,6 +231,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
         crs_tools,
         stac_tools,  # stac_search
         workspace_tools,
+        provenance_tools,  # dataset_lineage, replay
         schemas=schemas,
     )
     register_resources(mcp, app, resource_tools)

@@ -286,6 +286,23 @@ CALLS = [
         {"input": "out/scratch/areas.shp"},
         lambda r: r["action"] == "delete" and "out/scratch/areas.shx" in r["files"],
     ),
+    (
+        "dataset_lineage",
+        {"input": "out/rgb_cog.tif"},
+        lambda r: (
+            [(s["operation"], s["path"]) for s in r["steps"]]
+            == [(None, "raster/RGB.byte.tif"), ("raster_convert", "out/rgb_cog.tif")]
+        ),
+    ),
+    (
+        "replay",
+        {"input": "out/rgb_cog.tif", "substitute": {"raster/RGB.byte.tif": "raster/RGB.byte.tif"}, "suffix": "_again"},
+        lambda r: (
+            r["executed"] is False
+            and [c["arguments"] for c in r["plan"]]
+            == [{"input": "raster/RGB.byte.tif", "output": "out/rgb_cog_again.tif", "format": "COG"}]
+        ),
+    ),
 ]
 
 

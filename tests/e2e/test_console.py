@@ -272,6 +272,20 @@ async def test_console_approve_deny_cancel(server: Server, browser: Any) -> None
             lambda e: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", e),
         )
         assert img.get_attribute("alt") == "quicklook of out/a.tif"
+        # its provenance: the record (tool, the approval through the console) and the lineage with its graph
+        item = d.find_element(By.CSS_SELECTOR, 'li.output[data-path="out/a.tif"]')
+        item.find_element(By.CSS_SELECTOR, "details.provenance summary").click()
+        graph = await asyncio.to_thread(
+            wait,
+            d,
+            'li.output[data-path="out/a.tif"] img.lineage-graph',
+            30,
+            lambda e: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", e),
+        )
+        assert graph.get_attribute("alt") == "lineage of out/a.tif"
+        body = d.find_element(By.CSS_SELECTOR, 'li.output[data-path="out/a.tif"] .provenance-body').text
+        assert "raster_reproject" in body and "approved: the holder of console token" in body, body
+        assert "lineage: original(slope.tif) → raster_reproject(out/a.tif)" in body, body
 
         # ---- an approval binds to the files: changed since, it is void ---------------------------
         r = httpx2.post(f"{s.base}/console/confirmations/{stale}/approve", headers={"Authorization": f"Bearer {TOKEN}"})

@@ -181,6 +181,8 @@ class ParkedConfirmations:
             )
         if p.status == "approved":
             p.status = "used"
+            q = p.question  # the call runs now: its outputs' provenance records name this approval
+            self.audit.note_approval("console", p.decided or time.time(), q.kind, q.message, token_fingerprint=p.token)
             return None
         return self.required(
             self.park(question), f"Confirmation {cid} is {p.status}; a new one was parked.", console_url=console_url

@@ -54,6 +54,9 @@ VectorInput = Annotated[
 RasterInputs = Annotated[
     list[str], Field(min_length=1, max_length=10000, description=("Rasters to read, relative to the workspace, in order"))
 ]
+WorkspaceFile = Annotated[
+    str, Field(description="A file of the workspace, relative to it (e.g. 'out/ndvi.tif'): a file this server wrote")
+]
 InspectPath = Annotated[
     str,
     Field(

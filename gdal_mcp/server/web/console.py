@@ -255,6 +255,42 @@ class Console:
             self._thumbs[key] = result.png
         return self._thumbs[key]
 
+    # ----- provenance ---------------------------------------------------------------------------
+    async def provenance(self, path: str) -> dict[str, Any]:
+        """A workspace file's provenance record (beside it) and its lineage with the graph (a worker follows the
+        records: engine/lineage.py), for the console's output list."""
+        import base64
+        import json
+
+        from gdal_mcp import jobs
+        from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
+
+        real = self.app.sandbox.resolve_file(path, what="file")
+        record_file = real.with_name(real.name + RECORD_SUFFIX)
+        record: Any = None
+        if record_file.is_file() and record_file.stat().st_size <= MAX_RECORD_BYTES:
+            try:
+                record = json.loads(record_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                record = None
+        result = await self.app.execute(
+            jobs.LineageJob(path=str(real), roots=[str(r) for r in self.app.sandbox.roots]), quick=True
+        )
+        lineage = result.model_dump()
+        lineage["dataset"] = self.app.sandbox.display(real)
+        for step in lineage["steps"]:
+            step["record"] = self.app.sandbox.display(step["record"]) if step["record"] else None
+        return {
+            "path": self.app.sandbox.display(real),
+            "record": self.app.sandbox.scrub_obj(record),
+            "lineage": self.app.sandbox.scrub_obj(lineage),
+            "graph": "data:image/png;base64," + base64.b64encode(result.graph_png).decode("ascii"),
+        }
+
+
+#: the largest provenance record the console shows (they are a few kilobytes)
+MAX_RECORD_BYTES = 1024 * 1024
+
 
 def _static(name: str) -> str:
     return resources.files("gdal_mcp.server.web").joinpath("console_static", name).read_text(encoding="utf-8")
@@ -422,5 +458,15 @@ def register(mcp: FastMCP, app: App, approvals: ParkedConfirmations, jobs: JobBo
         except GdalMcpError as e:
             return JSONResponse(app.scrub_error(e).payload(), status_code=404 if e.code == "not-found" else 400)
         return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=60"})
+
+    @mcp.custom_route("/console/provenance", methods=["GET"], name="console-provenance")
+    async def console_provenance(request: Request) -> Response:
+        if not console.reader(request):
+            return refused(401, "log in at /console")
+        try:
+            found = await console.provenance(request.query_params.get("path", ""))
+        except GdalMcpError as e:
+            return JSONResponse(app.scrub_error(e).payload(), status_code=404 if e.code == "not-found" else 400)
+        return JSONResponse(found, headers={"Cache-Control": "no-store"})
 
     return console

@@ -136,3 +136,95 @@ async def test_the_record_goes_with_its_dataset_and_holds_no_secret(tmp_path: Pa
             assert not err and not (ws / "c.tif.provenance.json").exists(), res
     finally:
         app.executor.close()
+
+
+async def test_lineage_follows_the_chain_and_replay_redoes_it_on_a_new_input(tmp_path: Path) -> None:
+    """dataset_lineage of the last output returns the chain back to the original input (as a list and a PNG graph);
+    replay with that input substituted plans the three calls, then runs them: outputs byte-identical to the same three
+    calls made by hand on the new input, each with its own record."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "may.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
+    with rasterio.open(ws / "may.tif") as src:  # next month's scene: the same grid, other values
+        profile, data = src.profile, src.read()
+    with rasterio.open(ws / "june.tif", "w", **profile) as dst:
+        dst.write((data // 2 + np.uint8(7)).astype(data.dtype))
+    chain = [
+        ("raster_reproject", {"input": "{src}", "output": "{p}utm.tif", "dst_crs": "EPSG:4326"}),
+        ("raster_clip", {"input": "{p}utm.tif", "output": "{p}clip.tif", "bbox": [-77.8, 24.5, -77.2, 25.0]}),
+        ("raster_calc", {"inputs": {"A": "{p}clip.tif"}, "expression": "A * 2 + 1", "output": "{p}calc.tif"}),
+    ]
+
+    def filled(value: Any, src: str, p: str) -> Any:
+        if isinstance(value, str):
+            return value.replace("{src}", src).replace("{p}", p)
+        if isinstance(value, dict):
+            return {k: filled(v, src, p) for k, v in value.items()}
+        return value
+
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    try:
+        async with Client(mcp) as client:
+            for name, args in chain:
+                err, res = await call(client, name, **filled(args, "may.tif", ""))
+                assert not err, res
+            result = await client.call_tool("dataset_lineage", {"input": "calc.tif"})
+            lineage = result.structured_content
+            assert lineage is not None
+            assert [(s["operation"], s["path"]) for s in lineage["steps"]] == [
+                (None, "may.tif"),
+                ("raster_reproject", "utm.tif"),
+                ("raster_clip", "clip.tif"),
+                ("raster_calc", "calc.tif"),
+            ]
+            assert lineage["origins"] == ["may.tif"] and lineage["sha256"] == _sha(ws / "calc.tif")
+            assert lineage["steps"][0]["sha256"] == _sha(ws / "may.tif") and all(s["current"] for s in lineage["steps"][1:])
+            image = next(c for c in result.content if c.type == "image")
+            import base64
+
+            png = Image.open(io.BytesIO(base64.b64decode(image.data)))
+            assert png.format == "PNG" and png.width >= 4 * 200
+
+            err, plan = await call(client, "replay", input="calc.tif", substitute={"may.tif": "june.tif"}, suffix="_june")
+            assert not err and plan["executed"] is False, plan
+            assert [(c["tool"], c["arguments"]) for c in plan["plan"]] == [
+                (name, _renamed_args(filled(args, "june.tif", ""))) for name, args in chain
+            ]
+            assert not (ws / "utm_june.tif").exists()  # a plan writes nothing
+            err, ran = await call(
+                client, "replay", input="calc.tif", substitute={"may.tif": "june.tif"}, suffix="_june", plan_only=False
+            )
+            assert not err and ran["executed"] and ran["failed_step"] is None, ran
+            assert ran["outputs"] == ["utm_june.tif", "clip_june.tif", "calc_june.tif"]
+            for name, args in chain:  # the same calls by hand on the new input
+                err, res = await call(client, name, **filled(args, "june.tif", "hand_"))
+                assert not err, res
+            err, bad = await call(client, "replay", input="calc.tif", substitute={"nope.tif": "june.tif"})
+            assert err and bad["error"]["code"] == "invalid-argument" and "may.tif" in bad["error"]["message"], bad
+    finally:
+        app.executor.close()
+    for name in ("utm", "clip", "calc"):
+        assert (ws / f"{name}_june.tif").read_bytes() == (ws / f"hand_{name}.tif").read_bytes(), name
+        record = _record(ws / f"{name}_june.tif")
+        assert record["operation"] == {"utm": "raster_reproject", "clip": "raster_clip", "calc": "raster_calc"}[name]
+    assert _record(ws / "calc_june.tif")["inputs"][0]["sha256"] == _sha(ws / "clip_june.tif")
+    assert (ws / "calc_june.tif").read_bytes() != (ws / "calc.tif").read_bytes()  # another month, another answer
+
+
+def _renamed_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The chain's arguments with each output (and each read of one) renamed as replay does (suffix _june)."""
+    names = {"utm.tif": "utm_june.tif", "clip.tif": "clip_june.tif", "calc.tif": "calc_june.tif"}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return names.get(value, value)
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    return walk(args)

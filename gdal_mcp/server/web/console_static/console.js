@@ -78,9 +78,44 @@
     const src = "/console/thumbnail?path=" + encodeURIComponent(o.path);
     const img = el("img", { alt: "quicklook of " + o.path, loading: "lazy", src: src });
     img.addEventListener("error", () => { img.replaceWith(el("div", { class: "muted", textContent: "(no quicklook)" })); });
+    const details = el("details", { class: "provenance" }, el("summary", { textContent: "Provenance" }));
+    details.addEventListener("toggle", () => { if (details.open && !details.dataset.loaded) loadProvenance(details, o.path); });
     return el("li", { class: "output", "data-path": o.path }, img,
       el("a", { href: "/files/" + o.path.split("/").map(encodeURIComponent).join("/"), textContent: o.path }),
-      el("div", { class: "meta", textContent: `${o.tool} · ${o.time}` }));
+      el("div", { class: "meta", textContent: `${o.tool} · ${o.time}` }), details);
+  }
+
+  // An output's provenance record and lineage (/console/provenance), loaded when its details are opened.
+  async function loadProvenance(details, path) {
+    details.dataset.loaded = "1";
+    const box = el("div", { class: "provenance-body muted", textContent: "loading…" });
+    details.append(box);
+    try {
+      const r = await fetch("/console/provenance?path=" + encodeURIComponent(path), { credentials: "same-origin" });
+      const p = await r.json();
+      if (!r.ok) { box.textContent = "no provenance: " + ((p.error || {}).message || r.statusText); return; }
+      const rec = p.record;
+      const parts = [];
+      if (rec) {
+        const approval = rec["x-gdal-mcp:approval"];
+        parts.push(el("div", { class: "record", textContent:
+          `${rec.operation} ${JSON.stringify(rec.parameters)} · ${rec.started_at} → ${rec.finished_at}` +
+          ` · approved: ${approval ? approval.who + " at " + approval.when : "not asked"}` }));
+        for (const i of rec.inputs || []) {
+          parts.push(el("div", { class: "input mono", textContent: `input ${i.path} sha256 ${i.sha256.slice(0, 16)}… ${i.crs || ""}` }));
+        }
+        parts.push(el("div", { class: "output-digest mono", textContent: `output sha256 ${rec.output.sha256.slice(0, 16)}… ${rec.output.crs || ""}` }));
+      } else {
+        parts.push(el("div", { textContent: "no provenance record beside this file" }));
+      }
+      const steps = p.lineage.steps.map((s) => `${s.operation || "original"}(${s.path})`).join(" → ");
+      parts.push(el("div", { class: "lineage", textContent: "lineage: " + steps }));
+      parts.push(el("img", { class: "lineage-graph", alt: "lineage of " + path, src: p.graph }));
+      box.className = "provenance-body";
+      box.replaceChildren(...parts);
+    } catch (e) {
+      box.textContent = "could not load the provenance";
+    }
   }
 
   function auditItem(r) {

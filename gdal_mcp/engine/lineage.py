@@ -1,0 +1,167 @@
+"""A dataset's lineage: the steps that made it, linked by the SHA-256 digests in the provenance records
+(engine/provenance.py) — an input of one step is the output of another when their digests are equal, whatever the
+file is called now or where it was moved — back to the original inputs, and the chain drawn as a small graph.
+
+The records are found by walking the workspace (bounded: MAX_RECORDS records, MAX_RECORD_BYTES each); the dataset's
+own digest comes from its record while its size and date still match, else from its bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.provenance import digest
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import LineageResult, LineageStep
+from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
+
+MAX_RECORDS = 20_000
+MAX_RECORD_BYTES = 1024 * 1024
+MAX_STEPS = 200
+SKIPPED_DIRS = (".gdal-mcp", ".git")
+
+
+def records(roots: Sequence[str], progress: Progress = no_progress) -> tuple[dict[str, tuple[str, dict[str, Any]]], bool]:
+    """({output sha256: (record path, record)}, whether the walk stopped at MAX_RECORDS). The newest record wins
+    where two describe the same bytes (a copy keeps its record)."""
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    seen = 0
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(SKIPPED_DIRS) and not os.path.islink(os.path.join(folder, d)))
+            for name in sorted(files):
+                if not name.endswith(RECORD_SUFFIX):
+                    continue
+                seen += 1
+                if seen > MAX_RECORDS:
+                    return found, True
+                path = os.path.join(folder, name)
+                try:
+                    if os.path.getsize(path) > MAX_RECORD_BYTES:
+                        continue
+                    with open(path, encoding="utf-8") as fh:
+                        record = json.load(fh)
+                except (OSError, ValueError):
+                    continue
+                sha = (record.get("output") or {}).get("sha256") if isinstance(record, dict) else None
+                if isinstance(sha, str):
+                    known = found.get(sha)
+                    if known is None or str(record.get("finished_at", "")) > str(known[1].get("finished_at", "")):
+                        found[sha] = (path, record)
+            if seen % 500 == 0:
+                progress(0.5, f"{seen} provenance records read")
+    return found, False
+
+
+def lineage(path: str, roots: list[str], max_steps: int = 50, progress: Progress = no_progress) -> LineageResult:
+    """The chain of recorded steps that made the dataset at `path` (a real path in the workspace), back to its original
+    inputs; paths as the records give them (workspace-relative); `roots`: the workspace directories to search."""
+    if not os.path.isfile(path):
+        raise GdalMcpError("not-found", "the dataset is not a file in the workspace (lineage follows files)")
+    target = digest(path)
+    index, truncated = records(roots, progress)
+    steps: dict[str, LineageStep] = {}
+    order: list[str] = []
+    warnings: list[str] = []
+
+    def visit(sha: str, shown: str | None, depth: int) -> None:
+        nonlocal truncated
+        if sha in steps:
+            return
+        if len(steps) >= min(max_steps, MAX_STEPS):
+            truncated = True
+            return
+        made = index.get(sha)
+        if made is None:
+            steps[sha] = LineageStep(sha256=sha, path=shown)
+            order.append(sha)
+            return
+        record_path, record = made
+        steps[sha] = step = LineageStep(sha256=sha, path=None)  # placed first: a cycle stops here
+        inputs = [i for i in record.get("inputs") or [] if isinstance(i, dict) and isinstance(i.get("sha256"), str)]
+        for entry in inputs:
+            visit(entry["sha256"], str(entry.get("path") or "") or None, depth + 1)
+        output = record.get("output") or {}
+        step.path = str(output.get("path") or "") or None
+        step.operation = str(record.get("operation") or "") or None
+        step.parameters = record.get("parameters") if isinstance(record.get("parameters"), dict) else None
+        step.inputs = [e["sha256"] for e in inputs]
+        step.record = record_path
+        step.finished_at = record.get("finished_at")
+        approval = record.get("x-gdal-mcp:approval")
+        step.approval = approval if isinstance(approval, dict) else None
+        file = record_path[: -len(RECORD_SUFFIX)]
+        step.current = (digest(file) == sha) if os.path.isfile(file) else None
+        if step.current is False:
+            warnings.append(f"{step.path} was changed after its record was written: its lineage is of the earlier bytes")
+        order.append(sha)
+
+    visit(target, None, 0)
+    ordered = [steps[s] for s in order]
+    if ordered and ordered[-1].path is None:
+        ordered[-1].path = os.path.basename(path)
+    if index.get(target) is None:
+        warnings.append("no provenance record describes these bytes: the dataset was not made by this server (or changed)")
+    result = LineageResult(
+        dataset=os.path.basename(path),
+        sha256=target,
+        steps=ordered,
+        origins=[s.path or s.sha256 for s in ordered if s.operation is None],
+        records_seen=len(index),
+        truncated=truncated,
+        warnings=warnings,
+    )
+    result.graph_png = graph(result)
+    progress(1.0, "lineage")
+    return result
+
+
+def graph(result: LineageResult) -> bytes:
+    """The chain as a PNG: one box per dataset (its name, and the tool that made it), arrows from each input to what
+    was made of it, original inputs on the left and the dataset on the right."""
+    import io
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    steps = {s.sha256: s for s in result.steps}
+    depth: dict[str, int] = {}
+    for s in result.steps:  # inputs come before the steps that read them
+        depth[s.sha256] = 1 + max((depth.get(i, 0) for i in s.inputs), default=-1)
+    columns: dict[int, list[str]] = {}
+    for sha, d in depth.items():
+        columns.setdefault(d, []).append(sha)
+    box_w, box_h, gap_x, gap_y, margin = 210, 44, 60, 18, 16
+    width = margin * 2 + len(columns) * box_w + max(0, len(columns) - 1) * gap_x
+    height = margin * 2 + max(len(c) for c in columns.values()) * (box_h + gap_y) - gap_y if columns else 2 * margin
+    image = Image.new("RGB", (max(width, 240), max(height, 80)), "white")
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=12)
+    place: dict[str, tuple[int, int]] = {}
+    for d, shas in sorted(columns.items()):
+        for row, sha in enumerate(shas):
+            place[sha] = (margin + d * (box_w + gap_x), margin + row * (box_h + gap_y))
+    for sha, (x, y) in place.items():  # arrows first, under the boxes
+        for source in steps[sha].inputs:
+            if source in place:
+                sx, sy = place[source]
+                start, end = (sx + box_w, sy + box_h // 2), (x, y + box_h // 2)
+                draw.line([start, end], fill=(90, 90, 90), width=2)
+                draw.polygon([end, (end[0] - 8, end[1] - 4), (end[0] - 8, end[1] + 4)], fill=(90, 90, 90))
+    for sha, (x, y) in place.items():
+        s = steps[sha]
+        last = sha == result.sha256
+        fill = (255, 236, 179) if last else (232, 240, 254) if s.operation else (230, 230, 230)
+        draw.rounded_rectangle([x, y, x + box_w, y + box_h], radius=6, fill=fill, outline=(60, 60, 60))
+        name = os.path.basename(s.path or sha[:12])
+        draw.text((x + 8, y + 6), name if len(name) <= 30 else name[:29] + "…", fill="black", font=font)
+        made = s.operation or "original input"
+        if s.current is False:
+            made += " (changed since)"
+        draw.text((x + 8, y + 24), made[:32], fill=(40, 40, 120), font=font)
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    return out.getvalue()
