@@ -24,6 +24,7 @@ from gdal_mcp.execution.local import LocalExecutor
 from gdal_mcp.jobs import Job
 from gdal_mcp.models import ReadsRemote, RemoteReads
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
+from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
 from gdal_mcp.sandbox.remote import is_remote, parse_allowed
 from gdal_mcp.sandbox.temporaries import upload_journal
 from gdal_mcp.server import provenance
@@ -175,6 +176,7 @@ class App:
         self.approved_versions: dict[tuple[str, str], tuple[str, float]] = {}
         #: approvals of calls run as tasks, for their outputs' provenance records (server/provenance.py)
         self.call_approvals = provenance.CallApprovals()
+        self.digests = provenance.Digests()
 
     def gdal_threads(self) -> int:
         """GDAL threads per job (warp, compression). On Dask a task is one worker thread, one core: parallelism comes
@@ -234,6 +236,8 @@ class App:
                 Path(upload_journal(str(output.tmp_dir))).unlink(missing_ok=True)
                 output.discard()
             elif output is not None:
+                if job.provenance:  # the digests its record holds, for the next jobs reading these files
+                    self.digests.learn(job, str(output.tmp_path) + RECORD_SUFFIX, str(output.final))
                 placed = await asyncio.to_thread(output.commit)
                 committed = True
                 self.cache.evict(placed)

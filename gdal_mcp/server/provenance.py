@@ -70,12 +70,60 @@ def context(app: App, job: Job[Any], output: OutputTarget) -> dict[str, Any] | N
         return None
     arguments = app.sandbox.scrub_obj(dict(CALL_ARGUMENTS.get() or {}))
     masked = redact_obj(arguments)
+    inputs = job.input_paths()
     return {
-        "tool": CURRENT_TOOL.get() or job.FUNC.rpartition(":")[2],
+        "digests": app.digests.known(inputs),
         "arguments": masked,
         "redacted": masked != arguments,
-        "inputs": {p: app.sandbox.display(p) for p in job.input_paths()},
+        "tool": CURRENT_TOOL.get() or job.FUNC.rpartition(":")[2],
+        "inputs": {p: app.sandbox.display(p) for p in inputs},
         "output": output.display,
         "job_id": uuid.uuid4().hex,
         "approval": APPROVAL.get(),
     }
+
+
+class Digests:
+    """The SHA-256 digests the workers computed for provenance records, by real path with the size and modification
+    time (ns) the file had: a next job reading an unchanged file is given its digest instead of reading it again (the
+    workers of a pool each keep only their own). Learnt from each record before its output is placed; bounded."""
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._known: dict[str, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def known(self, paths: list[str]) -> dict[str, list[Any]]:
+        import os
+
+        with self._lock:
+            return {os.path.realpath(p): self._known[os.path.realpath(p)] for p in paths if os.path.realpath(p) in self._known}
+
+    def learn(self, job: Job[Any], record_path: str, final: str) -> None:
+        """The digests of the record at `record_path` (the job's, before its output moved to `final`)."""
+        import json
+        import os
+
+        context = job.provenance or {}
+        by_display = {shown: real for real, shown in (context.get("inputs") or {}).items()}
+        try:
+            with open(record_path, encoding="utf-8") as fh:
+                record = json.load(fh)
+        except (OSError, ValueError):
+            return
+        found: dict[str, list[Any]] = {}
+        for entry in record.get("inputs") or []:
+            real = by_display.get(entry.get("path"))
+            if real is not None and os.path.isfile(real):
+                found[os.path.realpath(real)] = [
+                    entry.get("x-gdal-mcp:size"),
+                    entry.get("x-gdal-mcp:mtime_ns"),
+                    entry.get("sha256"),
+                ]
+        output = record.get("output") or {}
+        found[os.path.realpath(final)] = [output.get("x-gdal-mcp:size"), output.get("x-gdal-mcp:mtime_ns"), output.get("sha256")]
+        with self._lock:
+            self._known.update(found)
+            while len(self._known) > self.LIMIT:
+                self._known.pop(next(iter(self._known)))

@@ -73,6 +73,10 @@ async def test_a_chain_of_three_tools_leaves_a_valid_record_for_each_output(tmp_
             )
             assert not err, res
             assert len(person.shown) == 1
+            # the server keeps the digests the records hold: a next job reading these files is given them
+            known = app.digests.known([str(ws / "RGB.byte.tif"), str(ws / "clip.tif")])
+            assert known[str((ws / "RGB.byte.tif").resolve())][2] == _sha(ws / "RGB.byte.tif")
+            assert known[str((ws / "clip.tif").resolve())][2] == _sha(ws / "clip.tif")
     finally:
         app.executor.close()
 
