@@ -120,6 +120,8 @@ class Job[R]:
         out = [os.path.dirname(dst)] if dst else []
         for path in self.modifies():
             out += [path, *[p for p in (path + ".aux.xml",) if os.path.exists(p)]]
+        if self.modifies() and self.provenance and self.provenance.get("record_dir"):
+            out.append(str(self.provenance["record_dir"]))  # the changed file's new provenance record, placed after
         return out
 
     @property

@@ -47,11 +47,13 @@ def records(roots: Sequence[str], progress: Progress = no_progress) -> tuple[dic
                         record = json.load(fh)
                 except (OSError, ValueError):
                     continue
-                sha = (record.get("output") or {}).get("sha256") if isinstance(record, dict) else None
-                if isinstance(sha, str):
-                    known = found.get(sha)
-                    if known is None or str(record.get("finished_at", "")) > str(known[1].get("finished_at", "")):
-                        found[sha] = (path, record)
+                while isinstance(record, dict):  # the record, then those it keeps of the bytes it replaced
+                    sha = (record.get("output") or {}).get("sha256")
+                    if isinstance(sha, str):
+                        known = found.get(sha)
+                        if known is None or str(record.get("finished_at", "")) > str(known[1].get("finished_at", "")):
+                            found[sha] = (path, record)
+                    record = record.get("x-gdal-mcp:previous")
             if seen % 500 == 0:
                 progress(0.5, f"{seen} provenance records read")
     return found, False

@@ -37,8 +37,8 @@ SETTING_PREFIXES = ("GDAL_", "CPL_", "OGR_", "PROJ_", "VSI_", "AWS_S3_ENDPOINT",
 SECRET_SETTING = re.compile(r"PROXY|USERPWD|PASSWORD|TOKEN|SECRET|KEY|HEADERS|CREDENTIAL|SAS", re.IGNORECASE)
 ARCHIVES = (".zip", ".tar", ".tgz", ".tar.gz", ".gz", ".7z", ".rar")
 
-#: (device, inode, size, modification time in ns) -> SHA-256, in this worker process (a rename keeps all four)
-_digests: dict[tuple[int, int, int, int], str] = {}
+#: (real path, state) -> SHA-256, in this worker process
+_digests: dict[tuple[str, str], str] = {}
 
 
 def iso(t: float) -> str:
@@ -59,23 +59,68 @@ def sha256_file(path: str, progress: Progress = no_progress) -> str:
     return h.hexdigest()
 
 
+#: the files of a shapefile that make its digest (manifest-spec section 3.3, draft.9), each named by its extension
+SHAPEFILE_MEMBERS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
+
+
+def members(path: str) -> dict[str, str]:
+    """The files a dataset's digest covers, by the name each is listed under: a shapefile's members by extension
+    (matched case-insensitively), else the file alone (""), as for a shapefile with two files for one member."""
+    if os.path.isdir(path):  # a directory output (raster_tiles): every regular file in it, by relative path
+        found_in: dict[str, str] = {}
+        for folder, dirs, files in os.walk(path):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(folder, d))]
+            for name in files:
+                full = os.path.join(folder, name)
+                if not name.startswith(".") and os.path.isfile(full) and not os.path.islink(full):
+                    found_in[os.path.relpath(full, path).replace(os.sep, "/")] = full
+        return found_in
+    if not path.lower().endswith(".shp"):
+        return {"": path}
+    folder, name = os.path.split(path)
+    stem = name[:-4].lower()
+    found: dict[str, str] = {}
+    for entry in os.listdir(folder or "."):
+        low = entry.lower()
+        for ext in SHAPEFILE_MEMBERS:
+            full = os.path.join(folder, entry)
+            if low == stem + ext and os.path.isfile(full) and not os.path.islink(full):
+                if ext in found:  # two files for one member (box.dbf, box.DBF): which GDAL read is unknown
+                    return {"": path}
+                found[ext] = full
+    return found if ".shp" in found else {"": path}
+
+
+def state(path: str) -> str:
+    """What the digest of the dataset at `path` depends on, as text: each member's size and modification time (ns).
+    A digest recorded with a state holds while the state is the same."""
+    return ";".join(f"{name}:{os.stat(p).st_size}:{os.stat(p).st_mtime_ns}" for name, p in sorted(members(path).items()))
+
+
 def digest(path: str, known_digests: Mapping[str, Any] | None = None) -> str:
-    """The SHA-256 of the file at `path`: from this process's memory, from `known_digests` (the server's, by real
-    path: [size, mtime_ns, sha256], when the file still has that size and modification time), from the record this
-    server wrote beside it when that still matches the file's size and modification time, else read."""
-    st = os.stat(path)
-    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    """The SHA-256 of the dataset at `path`: of the file's bytes, or for a shapefile of the listing of its members'
+    digests ('<ext>\\0<sha256>\\n' per member, sorted; manifest-spec section 3.3, draft.9, so a renamed shapefile keeps its
+    digest). From this process's memory, from `known_digests` (the server's, by real path: [state, sha256]), from the
+    record this server wrote beside it, while the dataset's state (its files' sizes and dates) is the one recorded;
+    else read."""
+    files = members(path)
+    now = state(path)
+    key = (os.path.realpath(path), now)
     given = (known_digests or {}).get(os.path.realpath(path))
-    if given and list(given[:2]) == [st.st_size, st.st_mtime_ns] and re.fullmatch(r"[0-9a-f]{64}", str(given[2])):
-        _digests[key] = str(given[2])
-    known = _digests.get(key) or _recorded_digest(path, st)
+    if given and given[0] == now and re.fullmatch(r"[0-9a-f]{64}", str(given[1])):
+        _digests[key] = str(given[1])
+    known = _digests.get(key) or _recorded_digest(path, now)
     if known is None:
-        known = sha256_file(path)
+        if list(files) == [""]:
+            known = sha256_file(path)
+        else:
+            listing = "".join(f"{name}\0{sha256_file(p)}\n" for name, p in sorted(files.items(), key=lambda i: i[0].encode()))
+            known = hashlib.sha256(listing.encode("utf-8")).hexdigest()
     _digests[key] = known
     return known
 
 
-def _recorded_digest(path: str, st: os.stat_result) -> str | None:
+def _recorded_digest(path: str, now: str) -> str | None:
     try:
         with open(path + RECORD_SUFFIX, encoding="utf-8") as fh:
             output = json.load(fh).get("output") or {}
@@ -84,12 +129,36 @@ def _recorded_digest(path: str, st: os.stat_result) -> str | None:
     if (
         isinstance(output, dict)
         and str(output.get("path", "")).rsplit("/", 1)[-1] == os.path.basename(path)
-        and output.get(X + "size") == st.st_size
-        and output.get(X + "mtime_ns") == st.st_mtime_ns
+        and output.get(X + "state") == now
         and re.fullmatch(r"[0-9a-f]{64}", str(output.get("sha256", "")))
     ):
         return str(output["sha256"])
     return None
+
+
+#: records kept inside a record for the bytes its output replaced, one in another (the oldest dropped)
+MAX_PREVIOUS = 20
+
+
+def earlier_record(path: str) -> dict[str, Any] | None:
+    """The record beside the file at `path` now (None when there is none, or it is not one)."""
+    try:
+        if os.path.getsize(path + RECORD_SUFFIX) > 1024 * 1024:
+            return None
+        with open(path + RECORD_SUFFIX, encoding="utf-8") as fh:
+            found = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _trimmed(record: dict[str, Any], depth: int) -> dict[str, Any]:
+    inner = record.get(X + "previous")
+    if not isinstance(inner, dict):
+        return record
+    if depth <= 0:
+        return {k: v for k, v in record.items() if k != X + "previous"}
+    return {**record, X + "previous": _trimmed(inner, depth - 1)}
 
 
 def local_file(path: str) -> str | None:
@@ -245,9 +314,13 @@ def record(
     result: Any,
     started: float,
     progress: Progress = no_progress,
+    before: Mapping[str, tuple[str, dict[str, Any] | None]] | None = None,
+    to: str | None = None,
 ) -> str:
-    """Write the record of the output at `output` (its real path in the job's directory) beside it; its path.
-    `context`: the server's part (jobs.Job.provenance). `inputs`: the real paths the job read."""
+    """Write the record of the output at `output` (its real path in the job's directory) beside it, or to `to`; its
+    path. `context`: the server's part (jobs.Job.provenance). `inputs`: the real paths the job read; `before`: for a
+    file the job changed in place, (its digest before, its record before) by path: the record then names the earlier
+    bytes as its input and keeps the earlier record (x-gdal-mcp:previous), so lineage goes on through the change."""
     import rasterio
 
     from gdal_mcp import __version__
@@ -256,6 +329,7 @@ def record(
     entries: list[dict[str, Any]] = []
     remote: list[str] = []
     first_crs: str | None = None
+    previous: dict[str, Any] | None = None
     for i, path in enumerate(dict.fromkeys(inputs)):
         file = local_file(path)
         if file is None:
@@ -264,19 +338,26 @@ def record(
         st = os.stat(file)
         label = crs_of(path)
         first_crs = first_crs or label
+        earlier = (before or {}).get(path)
+        if earlier is None and shown.get(path) == context.get("output"):  # replaced by the output (overwrite=true)
+            earlier = (digest(file, context.get("digests")), earlier_record(file))
+        sha = earlier[0] if earlier else digest(file, context.get("digests"))
+        if earlier and earlier[1] is not None and (earlier[1].get("output") or {}).get("sha256") == sha:
+            previous = earlier[1]
         entries.append(
             {
                 "path": shown.get(path, shown.get(file, os.path.basename(file))),
-                "sha256": digest(file, context.get("digests")),
+                "sha256": sha,
                 "crs": label,
                 X + "size": st.st_size,
                 X + "modified": iso(st.st_mtime),
-                X + "mtime_ns": st.st_mtime_ns,
+                X + "state": state(file),
             }
         )
         progress((i + 1) / (len(inputs) + 1), "recording provenance")
-    st = os.stat(output)
-    out_digest = sha256_file(output)
+    files = members(output)
+    size = sum(os.path.getsize(f) for f in files.values())
+    out_digest = digest(output)
     summary = _summary(result)
     output_crs = getattr(summary, "crs", None) if hasattr(summary, "crs") else crs_of(output)
     finished = time.time()
@@ -290,12 +371,12 @@ def record(
             "path": str(context.get("output") or os.path.basename(output)),
             "sha256": out_digest,
             "crs": output_crs,
-            X + "size": st.st_size,
-            X + "mtime_ns": st.st_mtime_ns,
+            X + "size": size,
+            X + "state": state(output),
         },
         "engine": {"name": "GDAL", "version": rasterio.__gdal_version__, X + "libraries": _versions()},
         "producer": {"name": "gdal-mcp", "version": __version__},
-        "verification": _checks(kwargs, output_crs, result, st.st_size),
+        "verification": _checks(kwargs, output_crs, result, size),
         "started_at": iso(started),
         "finished_at": iso(max(finished, started)),
         "environment": settings(),
@@ -304,16 +385,16 @@ def record(
         X + "warnings": [str(w) for w in (getattr(result, "warnings", None) or [])],
         X + "duration_s": round(finished - started, 3),
     }
+    if previous is not None:  # the record of the bytes this output replaced: lineage follows it (at most MAX_PREVIOUS)
+        manifest[X + "previous"] = _trimmed(previous, MAX_PREVIOUS - 1)
     decisions = _crs_decisions(kwargs, first_crs, output_crs)
     if decisions is not None:
         manifest["crs_decisions"] = decisions
     if remote:
         manifest["notes"] = [f"read remotely, not hashed (its bytes were read by windows): {r}" for r in remote]
         manifest[X + "remote_inputs"] = remote
-    path = output + RECORD_SUFFIX
+    path = to or output + RECORD_SUFFIX
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(manifest, fh, indent=2, ensure_ascii=False)
         fh.write("\n")
-    # the output's own digest is known: a next step reading it (in this process) need not read it again
-    _digests[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = out_digest
     return path

@@ -170,18 +170,27 @@ def with_provenance(job: Job[Any], func: Callable[..., Any]) -> Callable[..., An
     directory (engine/provenance.py), when the server asked for one (Job.provenance). Runs in the job's own thread:
     the record is written where the job may write, and committed or uploaded with the output."""
     output = job.output_path()
-    if not job.provenance or output is None:
-        return func
+    changed = job.modifies()
     context = job.provenance
+    if not context or (output is None and not (len(changed) == 1 and context.get("record_dir"))):
+        return func
 
     def recorded(**kwargs: Any) -> Any:
         import time
 
-        started = time.time()
-        result = func(**kwargs)
-        if os.path.isfile(output):  # a directory output (raster_tiles) has none
-            from gdal_mcp.engine import provenance
+        from gdal_mcp.engine import provenance
 
+        started = time.time()
+        if output is None:  # a file changed in place: its record before, and its digest before the change
+            before = {changed[0]: (provenance.digest(changed[0], context.get("digests")), provenance.earlier_record(changed[0]))}
+        result = func(**kwargs)
+        if output is None:
+            to = os.path.join(str(context["record_dir"]), os.path.basename(changed[0]) + provenance.RECORD_SUFFIX)
+            provenance.record(
+                context, output=changed[0], inputs=job.input_paths(), kwargs=kwargs, result=result, started=started,
+                before=before, to=to,
+            )  # fmt: skip
+        elif os.path.isfile(output) or (os.path.isdir(output) and not os.path.islink(output)):  # a file, or tiles
             provenance.record(context, output=output, inputs=job.input_paths(), kwargs=kwargs, result=result, started=started)
         return result
 

@@ -163,6 +163,12 @@ class OutputTarget:
                     if moved_aside:
                         self._put_back(aside)
         if error is None:
+            record = self.tmp_dir / (self.final.name + RECORD_SUFFIX)  # its provenance record, beside it
+            if record.is_file() and not record.is_symlink():
+                try:
+                    (os.replace if self.overwrite else rename_noreplace)(record, self.final.parent / record.name)
+                except OSError:
+                    log.warning("kept the provenance record already beside %s (pass overwrite=true to replace it)", self.final)
             shutil.rmtree(self.tmp_dir, ignore_errors=True)  # the replaced directory with it, now that the new one is placed
             return [self.final]
         self.discard()

@@ -16,7 +16,6 @@ from gdal_mcp.server.jobboard import CURRENT_TOOL
 
 if TYPE_CHECKING:
     from gdal_mcp.jobs import Job
-    from gdal_mcp.sandbox.outputs import OutputTarget
     from gdal_mcp.server.app import App
 
 #: the arguments of the tool call being run, as the client sent them (set by the middleware; for a call run as a
@@ -63,10 +62,10 @@ class CallApprovals:
             self._items = [i for i in self._items if i[2] is not approval]
 
 
-def context(app: App, job: Job[Any], output: OutputTarget) -> dict[str, Any] | None:
-    """What the worker needs from the server to write the record of `job`'s output; None when it gets none (a job
-    that copies a dataset keeps that dataset's record, a directory output has none)."""
-    if not job.RECORDED or output.directory:
+def context(app: App, job: Job[Any], output: str) -> dict[str, Any] | None:
+    """What the worker needs from the server to write the record of `job`'s output (`output`: as the caller sees it);
+    None when it gets none (a job that copies a dataset keeps that dataset's record)."""
+    if not job.RECORDED:
         return None
     arguments = app.sandbox.scrub_obj(dict(CALL_ARGUMENTS.get() or {}))
     masked = redact_obj(arguments)
@@ -77,15 +76,15 @@ def context(app: App, job: Job[Any], output: OutputTarget) -> dict[str, Any] | N
         "redacted": masked != arguments,
         "tool": CURRENT_TOOL.get() or job.FUNC.rpartition(":")[2],
         "inputs": {p: app.sandbox.display(p) for p in inputs},
-        "output": output.display,
+        "output": output,
         "job_id": uuid.uuid4().hex,
         "approval": APPROVAL.get(),
     }
 
 
 class Digests:
-    """The SHA-256 digests the workers computed for provenance records, by real path with the size and modification
-    time (ns) the file had: a next job reading an unchanged file is given its digest instead of reading it again (the
+    """The SHA-256 digests the workers computed for provenance records, by real path with the state (files' sizes and
+    modification times) the dataset had: a next job reading an unchanged file is given its digest instead of reading it again (the
     workers of a pool each keep only their own). Learnt from each record before its output is placed; bounded."""
 
     LIMIT = 10_000
@@ -116,13 +115,9 @@ class Digests:
         for entry in record.get("inputs") or []:
             real = by_display.get(entry.get("path"))
             if real is not None and os.path.isfile(real):
-                found[os.path.realpath(real)] = [
-                    entry.get("x-gdal-mcp:size"),
-                    entry.get("x-gdal-mcp:mtime_ns"),
-                    entry.get("sha256"),
-                ]
+                found[os.path.realpath(real)] = [entry.get("x-gdal-mcp:state"), entry.get("sha256")]
         output = record.get("output") or {}
-        found[os.path.realpath(final)] = [output.get("x-gdal-mcp:size"), output.get("x-gdal-mcp:mtime_ns"), output.get("sha256")]
+        found[os.path.realpath(final)] = [output.get("x-gdal-mcp:state"), output.get("sha256")]
         with self._lock:
             self._known.update(found)
             while len(self._known) > self.LIMIT:

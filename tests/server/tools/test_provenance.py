@@ -75,8 +75,8 @@ async def test_a_chain_of_three_tools_leaves_a_valid_record_for_each_output(tmp_
             assert len(person.shown) == 1
             # the server keeps the digests the records hold: a next job reading these files is given them
             known = app.digests.known([str(ws / "RGB.byte.tif"), str(ws / "clip.tif")])
-            assert known[str((ws / "RGB.byte.tif").resolve())][2] == _sha(ws / "RGB.byte.tif")
-            assert known[str((ws / "clip.tif").resolve())][2] == _sha(ws / "clip.tif")
+            assert known[str((ws / "RGB.byte.tif").resolve())][1] == _sha(ws / "RGB.byte.tif")
+            assert known[str((ws / "clip.tif").resolve())][1] == _sha(ws / "clip.tif")
     finally:
         app.executor.close()
 
@@ -232,3 +232,69 @@ def _renamed_args(args: dict[str, Any]) -> dict[str, Any]:
         return value
 
     return walk(args)
+
+
+def _members_sha(shp: Path) -> str:
+    """A shapefile's digest as manifest-spec section 3.3 (draft.9) defines it: SHA-256 of '<ext>\\0<sha256>\\n' per
+    member file (.shp .shx .dbf .prj .cpg), sorted by extension."""
+    lines = sorted(
+        (shp.with_suffix(ext).suffix.lower(), _sha(shp.with_suffix(ext)))
+        for ext in (".shp", ".shx", ".dbf", ".prj", ".cpg")
+        if shp.with_suffix(ext).exists()
+    )
+    return hashlib.sha256("".join(f"{ext}\0{sha}\n" for ext, sha in lines).encode()).hexdigest()
+
+
+async def test_a_shapefile_is_digested_with_all_its_members(tmp_path: Path) -> None:
+    """The digest of a shapefile covers its five files, so an edit of its attributes (.dbf) is a change: lineage then
+    says the file is no longer the one recorded."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for part in ("shp", "shx", "dbf", "prj", "cpg"):
+        (ws / f"box.{part}").write_bytes((DATA / "vector" / f"box.{part}").read_bytes())
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    try:
+        async with Client(mcp) as client:
+            err, res = await call(client, "vector_reproject", input="box.shp", output="box4326.shp", dst_crs="EPSG:4326")
+            assert not err, res
+            record = json.loads((ws / "box4326.shp.provenance.json").read_text())
+            assert record["inputs"][0]["sha256"] == _members_sha(ws / "box.shp")
+            assert record["output"]["sha256"] == _members_sha(ws / "box4326.shp")
+            err, lineage = await call(client, "dataset_lineage", input="box4326.shp")
+            assert not err and lineage["steps"][-1]["current"] is True, lineage
+            dbf = ws / "box4326.dbf"
+            data = dbf.read_bytes()  # the attributes' file changed (a byte of the last record), the .shp not
+            dbf.write_bytes(data[:-2] + (b"X" if data[-2:-1] != b"X" else b"Y") + data[-1:])
+            err, lineage = await call(client, "dataset_lineage", input="box4326.shp")
+            assert not err, lineage
+            assert lineage["sha256"] == _members_sha(ws / "box4326.shp") != record["output"]["sha256"]
+            assert any("no provenance record describes these bytes" in w for w in lineage["warnings"]), lineage
+    finally:
+        app.executor.close()
+
+
+async def test_a_change_in_place_keeps_the_chain(tmp_path: Path) -> None:
+    """raster_edit in place (a new nodata) writes the file's new record: its input is the file's bytes before the
+    change, the earlier record is kept inside it, and lineage goes through the edit back to the original input."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "RGB.byte.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    try:
+        async with Client(mcp) as client:
+            err, res = await call(client, "raster_convert", input="RGB.byte.tif", output="copy.tif")
+            assert not err, res
+            converted = _record(ws / "copy.tif")
+            err, res = await call(client, "raster_edit", input="copy.tif", nodata=255)
+            assert not err, res
+            edited = _record(ws / "copy.tif")
+            assert edited["operation"] == "raster_edit" and edited["output"]["sha256"] == _sha(ws / "copy.tif")
+            assert edited["inputs"][0]["sha256"] == converted["output"]["sha256"] != edited["output"]["sha256"]
+            assert edited["x-gdal-mcp:previous"]["operation"] == "raster_convert"
+            err, lineage = await call(client, "dataset_lineage", input="copy.tif")
+            assert not err, lineage
+            assert [s["operation"] for s in lineage["steps"]] == [None, "raster_convert", "raster_edit"], lineage
+            assert lineage["origins"] == ["RGB.byte.tif"] and lineage["steps"][1]["current"] is False
+            assert not [p for p in ws.iterdir() if p.name.startswith(".gdal-mcp-tmp")]
+    finally:
+        app.executor.close()

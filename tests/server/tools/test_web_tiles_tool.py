@@ -54,6 +54,16 @@ async def test_directory_is_committed_whole_and_replaced_only_with_overwrite(cli
     assert {z for z, _, _ in xyz} == {6, 7}
     assert not leftovers(ws)
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    # its provenance record beside it: the digest of the directory's files (manifest-spec 3.3's container rule)
+    import hashlib
+    import json
+
+    record = json.loads((ws / OUT / "rgb.provenance.json").read_text())
+    listing = sorted(
+        (p.relative_to(root).as_posix(), hashlib.sha256(p.read_bytes()).hexdigest()) for p in root.rglob("*") if p.is_file()
+    )
+    expected = hashlib.sha256("".join(f"{n}\0{h}\n" for n, h in listing).encode()).hexdigest()
+    assert record["operation"] == "raster_tiles" and record["output"]["sha256"] == expected
 
     # again without overwrite: refused, the directory as it was
     err, res = await call(client, "raster_tiles", **args)
