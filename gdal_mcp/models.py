@@ -1162,9 +1162,21 @@ class LineageStep(Model):
     operation: str | None = Field(None, description="The tool that made it; null for an original input (no record found)")
     parameters: dict[str, Any] | None = Field(None, description="The tool's arguments as given (credentials masked)")
     inputs: list[str] = Field(default_factory=list, description="sha256 of each dataset the step read (entries of `steps`)")
+    unhashed_inputs: list[str] = Field(
+        default_factory=list, description="Remote datasets the step read by windows, named but not hashed (the chain stops)"
+    )
+    crs_decisions: dict[str, Any] | None = Field(
+        None,
+        description="The record's CRS decision: source_crs, target_crs and the transformation (pipeline, accuracy_m, "
+        "is_ballpark: true when PROJ had no datum shift for the pair and treated the datums as the same)",
+    )
     record: str | None = Field(None, description="The provenance record this step was read from")
     finished_at: str | None = None
-    approval: dict[str, Any] | None = Field(None, description="Who approved the call, through which channel, when")
+    approval: dict[str, Any] | None = Field(
+        None,
+        description="Who approved the call, through which channel, when; null when the confirmation policy asked nobody "
+        "(a new file under --confirm destructive)",
+    )
     current: bool | None = Field(
         None, description="Whether the file at `path` still has these bytes (false: changed or replaced since; null: gone)"
     )

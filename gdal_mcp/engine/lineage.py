@@ -10,19 +10,60 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.provenance import digest
+from gdal_mcp.engine.provenance import digest, object_digest
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import LineageResult, LineageStep
 from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
+from gdal_mcp.sandbox.remote import is_remote
 
 MAX_RECORDS = 20_000
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_STEPS = 200
 SKIPPED_DIRS = (".gdal-mcp", ".git")
+
+
+def _record_paths(root: str) -> Iterator[str]:
+    """The provenance records below `root`: a workspace directory, or a bucket prefix (/vsis3/…: one listing)."""
+    if is_remote(root):
+        from gdal_mcp.engine import gdal_c
+
+        for name, _size, _mtime, _extra in gdal_c.list_files(root, recursive=True, limit=20 * MAX_RECORDS) or []:
+            if name.endswith(RECORD_SUFFIX) and not name.split("/")[-1].startswith(SKIPPED_DIRS):
+                yield f"{root.rstrip('/')}/{name}"
+        return
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(SKIPPED_DIRS) and not os.path.islink(os.path.join(folder, d)))
+        for name in sorted(files):
+            if name.endswith(RECORD_SUFFIX):
+                yield os.path.join(folder, name)
+
+
+def _read(path: str) -> Any:
+    """A record's JSON (at most MAX_RECORD_BYTES), from a file or an object."""
+    if is_remote(path):
+        from gdal_mcp.engine import objects
+
+        parts: list[bytes] = []
+        objects.stream(path, parts.append, limit=MAX_RECORD_BYTES + 1)
+        data = b"".join(parts)
+        if len(data) > MAX_RECORD_BYTES:
+            raise ValueError("too large")
+        return json.loads(data)
+    if os.path.getsize(path) > MAX_RECORD_BYTES:
+        raise ValueError("too large")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _digest(path: str) -> str | None:
+    """The digest of a dataset, a file or (in a bucket) its objects; None when it is not there."""
+    if not is_remote(path):
+        return digest(path) if os.path.exists(path) else None
+    return object_digest(path, limit=None)
 
 
 def records(roots: Sequence[str], progress: Progress = no_progress) -> tuple[dict[str, tuple[str, dict[str, Any]]], bool]:
@@ -31,41 +72,40 @@ def records(roots: Sequence[str], progress: Progress = no_progress) -> tuple[dic
     found: dict[str, tuple[str, dict[str, Any]]] = {}
     seen = 0
     for root in roots:
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(SKIPPED_DIRS) and not os.path.islink(os.path.join(folder, d)))
-            for name in sorted(files):
-                if not name.endswith(RECORD_SUFFIX):
-                    continue
-                seen += 1
-                if seen > MAX_RECORDS:
-                    return found, True
-                path = os.path.join(folder, name)
-                try:
-                    if os.path.getsize(path) > MAX_RECORD_BYTES:
-                        continue
-                    with open(path, encoding="utf-8") as fh:
-                        record = json.load(fh)
-                except (OSError, ValueError):
-                    continue
-                while isinstance(record, dict):  # the record, then those it keeps of the bytes it replaced
-                    sha = (record.get("output") or {}).get("sha256")
-                    if isinstance(sha, str):
-                        known = found.get(sha)
-                        if known is None or str(record.get("finished_at", "")) > str(known[1].get("finished_at", "")):
-                            found[sha] = (path, record)
-                    record = record.get("x-gdal-mcp:previous")
+        for path in _record_paths(root):
+            seen += 1
+            if seen > MAX_RECORDS:
+                return found, True
+            try:
+                record = _read(path)
+            except (OSError, ValueError, GdalMcpError):
+                continue
+            while isinstance(record, dict):  # the record, then those it keeps of the bytes it replaced
+                sha = (record.get("output") or {}).get("sha256")
+                if isinstance(sha, str):
+                    known = found.get(sha)
+                    if known is None or str(record.get("finished_at", "")) > str(known[1].get("finished_at", "")):
+                        found[sha] = (path, record)
+                record = record.get("x-gdal-mcp:previous")
             if seen % 500 == 0:
                 progress(0.5, f"{seen} provenance records read")
     return found, False
 
 
 def lineage(path: str, roots: list[str], max_steps: int = 50, progress: Progress = no_progress) -> LineageResult:
-    """The chain of recorded steps that made the dataset at `path` (a real path in the workspace), back to its original
-    inputs; paths as the records give them (workspace-relative); `roots`: the workspace directories to search."""
-    if not os.path.isfile(path):
+    """The chain of recorded steps that made the dataset at `path` (a real path in the workspace, or an object of a
+    bucket workspace), back to its original inputs; paths as the records give them (workspace-relative); `roots`: the
+    workspace directories (or the bucket's prefix) to search."""
+    target = _digest(path)
+    if target is None:
         raise GdalMcpError("not-found", "the dataset is not a file in the workspace (lineage follows files)")
-    target = digest(path)
     index, truncated = records(roots, progress)
+    try:  # its own record first: another file with the same bytes has a history of its own
+        own = _read(path + RECORD_SUFFIX)
+        if isinstance(own, dict) and (own.get("output") or {}).get("sha256") == target:
+            index[target] = (path + RECORD_SUFFIX, own)
+    except (OSError, ValueError, GdalMcpError):
+        pass
     steps: dict[str, LineageStep] = {}
     order: list[str] = []
     warnings: list[str] = []
@@ -92,12 +132,21 @@ def lineage(path: str, roots: list[str], max_steps: int = 50, progress: Progress
         step.operation = str(record.get("operation") or "") or None
         step.parameters = record.get("parameters") if isinstance(record.get("parameters"), dict) else None
         step.inputs = [e["sha256"] for e in inputs]
+        unhashed = [str(u) for u in record.get("x-gdal-mcp:remote_inputs") or []]
+        if unhashed:
+            step.unhashed_inputs = unhashed
+            warnings.append(
+                f"{step.path} also read {', '.join(unhashed)}, not hashed (read remotely by windows): the chain stops there"
+            )
+        decisions = record.get("crs_decisions")
+        step.crs_decisions = decisions if isinstance(decisions, dict) else None
         step.record = record_path
         step.finished_at = record.get("finished_at")
         approval = record.get("x-gdal-mcp:approval")
         step.approval = approval if isinstance(approval, dict) else None
         file = record_path[: -len(RECORD_SUFFIX)]
-        step.current = (digest(file) == sha) if os.path.isfile(file) else None
+        now = target if file == path else _digest(file)
+        step.current = None if now is None else now == sha
         if step.current is False:
             warnings.append(f"{step.path} was changed after its record was written: its lineage is of the earlier bytes")
         order.append(sha)
@@ -105,14 +154,14 @@ def lineage(path: str, roots: list[str], max_steps: int = 50, progress: Progress
     visit(target, None, 0)
     ordered = [steps[s] for s in order]
     if ordered and ordered[-1].path is None:
-        ordered[-1].path = os.path.basename(path)
+        ordered[-1].path = path.rsplit("/", 1)[-1]
     if index.get(target) is None:
         warnings.append("no provenance record describes these bytes: the dataset was not made by this server (or changed)")
     result = LineageResult(
-        dataset=os.path.basename(path),
+        dataset=path.rsplit("/", 1)[-1],
         sha256=target,
         steps=ordered,
-        origins=[s.path or s.sha256 for s in ordered if s.operation is None],
+        origins=[s.path or s.sha256 for s in ordered if s.operation is None] + [u for s in ordered for u in s.unhashed_inputs],
         records_seen=len(index),
         truncated=truncated,
         warnings=warnings,

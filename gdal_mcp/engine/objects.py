@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gdal_mcp.engine import azure_blob, gdal_c
@@ -93,20 +93,40 @@ def fetch(sources: Sequence[str], names: Sequence[str], dst: str, progress: Prog
     return {"files": list(names)}
 
 
-def read_to(src: str, local: str) -> None:
-    """The object `src` read whole into the new local file `local`; not-found when there is no such object."""
+def stream(src: str, sink: Callable[[bytes], object], limit: int | None = None) -> None:
+    """The object `src` read whole (or its first `limit` bytes), piece by piece, into `sink`; not-found when there is
+    no such object."""
     lib = _lib()
     lib.VSICurlPartialClearCache(src.encode())
     handle = lib.VSIFOpenL(src.encode(), b"rb")
     if not handle:
         raise GdalMcpError("not-found", f"{shown(src)} does not exist (any more); nothing was changed")
     try:
-        with open(local, "xb") as fh:
-            buffer = ctypes.create_string_buffer(CHUNK)
-            while got := lib.VSIFReadL(buffer, 1, CHUNK, handle):
-                fh.write(buffer.raw[:got])
+        buffer = ctypes.create_string_buffer(CHUNK)
+        left = limit
+        while got := lib.VSIFReadL(buffer, 1, CHUNK if left is None else min(CHUNK, left), handle):
+            sink(buffer.raw[:got])
+            if left is not None:
+                left -= got
+                if left <= 0:
+                    break
     finally:
         lib.VSIFCloseL(handle)
+
+
+def read_to(src: str, local: str) -> None:
+    """The object `src` read whole into the new local file `local`; not-found when there is no such object."""
+    with open(local, "xb") as fh:
+        stream(src, fh.write)
+
+
+def sha256(src: str) -> str:
+    """The SHA-256 of the object `src`'s bytes, streamed."""
+    import hashlib
+
+    h = hashlib.sha256()
+    stream(src, h.update)
+    return h.hexdigest()
 
 
 def download_dataset(src: str, dst: str) -> list[str]:

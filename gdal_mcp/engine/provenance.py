@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
 
 SPEC_VERSION = "1.0.0-draft.6"
@@ -136,8 +137,79 @@ def _recorded_digest(path: str, now: str) -> str | None:
     return None
 
 
+#: an object of object storage read by a job is never read whole to hash it (it is read by windows): its digest comes
+#: from the record beside it, or it is named in the record's notes
+REMOTE_HASH_LIMIT = 0
+#: GDAL's /vsis3/ writer sends a file above this as parts of this size (VSIS3_CHUNK_SIZE's default, 50 MiB)
+S3_PART = 50 * 1024 * 1024
+
+
+def object_digest(path: str, limit: int | None = REMOTE_HASH_LIMIT) -> str | None:
+    """The digest of a dataset in object storage (/vsis3/, /vsiaz/): from the record uploaded beside it while the
+    object is the one recorded (its size, and its ETag equal to the recorded MD5: a single-part S3 upload), else by
+    reading its objects whole when they hold at most `limit` bytes (None: any size); None otherwise, or when it is not
+    there."""
+    from gdal_mcp.engine import objects
+
+    folder, _, name = path.rpartition("/")
+    listing = objects.folder_listing(folder)
+    if name not in listing:
+        return None
+    if name.lower().endswith(".shp"):
+        stem = name[:-4].lower()
+        parts = {
+            n[len(stem) :].lower(): n
+            for n in listing
+            if n.lower().startswith(stem) and n[len(stem) :].lower() in SHAPEFILE_MEMBERS
+        }
+    else:
+        parts = {"": name}
+    try:
+        parts_read: list[bytes] = []
+        objects.stream(f"{path}{RECORD_SUFFIX}", parts_read.append, limit=1024 * 1024)
+        output = json.loads(b"".join(parts_read)).get("output") or {}
+    except (GdalMcpError, ValueError, AttributeError):
+        output = {}
+    seen = listing[name]
+    if (
+        list(parts) == [""]
+        and output.get(X + "size") == seen["size"]
+        and output.get(X + "s3_etag")
+        and output.get(X + "s3_etag") == seen["etag"]
+        and re.fullmatch(r"[0-9a-f]{64}", str(output.get("sha256", "")))
+    ):
+        return str(output["sha256"])
+    if limit is not None and sum(listing[n]["size"] for n in parts.values()) > limit:
+        return None
+    if list(parts) == [""]:
+        return objects.sha256(path)
+    text = "".join(f"{ext}\0{objects.sha256(f'{folder}/{n}')}\n" for ext, n in sorted(parts.items(), key=lambda i: i[0].encode()))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 #: records kept inside a record for the bytes its output replaced, one in another (the oldest dropped)
 MAX_PREVIOUS = 20
+
+
+def s3_etag(path: str, part: int = S3_PART) -> str:
+    """The ETag S3 gives the file uploaded by GDAL's /vsis3/ writer: the MD5 of its bytes for one PUT, else the MD5 of
+    its parts' MD5s and '-<parts>' (a multipart upload of `part`-sized parts)."""
+    digests: list[bytes] = []
+    with open(path, "rb") as fh:
+        while True:
+            h = hashlib.md5(usedforsecurity=False)
+            left = part
+            while left and (chunk := fh.read(min(CHUNK, left))):
+                h.update(chunk)
+                left -= len(chunk)
+            if left == part and digests:
+                break
+            digests.append(h.digest())
+            if left:
+                break
+    if len(digests) == 1:
+        return digests[0].hex()
+    return hashlib.md5(b"".join(digests), usedforsecurity=False).hexdigest() + f"-{len(digests)}"
 
 
 def earlier_record(path: str) -> dict[str, Any] | None:
@@ -177,6 +249,8 @@ def local_file(path: str) -> str | None:
             if candidate.lower().endswith(ARCHIVES) and os.path.isfile(candidate):
                 return candidate
         return None
+    if not os.path.isfile(text) and (band := re.fullmatch(r"(.+):(\d+)", text)) and os.path.isfile(band[1]):
+        return band[1]  # raster_calc's 'path:band'
     return text if os.path.isfile(text) else None
 
 
@@ -202,10 +276,48 @@ def crs_of(path: str) -> str | None:
 
 
 def _summary(result: Any) -> Any:
+    """The result's summary model: an engine function's result, its `summary`, or the first of a (model, warnings)."""
+    if isinstance(result, tuple) and result:
+        result = result[0]
     return getattr(result, "summary", None) or result
 
 
-def _crs_decisions(kwargs: Mapping[str, Any], source: str | None, output_crs: str | None) -> dict[str, Any] | None:
+def _warnings(result: Any) -> list[str]:
+    """The job's warnings: a result's `warnings`, or the list of a (model, warnings) result."""
+    if isinstance(result, tuple) and len(result) > 1 and isinstance(result[1], list):
+        return [str(w) for w in result[1]]
+    return [str(w) for w in (getattr(result, "warnings", None) or [])]
+
+
+def _area(path: str | None) -> Any:
+    """The lon/lat bounds of a raster or vector dataset as pyproj's AreaOfInterest (PROJ then picks the operation
+    valid there, as GDAL does for the data), or None."""
+    if path is None:
+        return None
+    try:
+        from pyproj.aoi import AreaOfInterest
+        from rasterio.warp import transform_bounds
+
+        try:
+            import rasterio
+
+            with rasterio.open(path) as ds:
+                crs, bounds = ds.crs, ds.bounds
+        except Exception:  # noqa: BLE001 - a vector
+            import pyogrio
+            from rasterio.crs import CRS
+
+            info = pyogrio.read_info(path)
+            crs, bounds = CRS.from_user_input(info["crs"]), info["total_bounds"]
+        west, south, east, north = transform_bounds(crs, "EPSG:4326", *bounds)
+        return AreaOfInterest(west, south, east, north)
+    except Exception:  # noqa: BLE001 - without one, PROJ's choice for the whole area of use
+        return None
+
+
+def _crs_decisions(
+    kwargs: Mapping[str, Any], source: str | None, output_crs: str | None, first: str | None = None
+) -> dict[str, Any] | None:
     """The CRS decision of the job: a reprojection's source and target with the PROJ operation pyproj chooses for
     them (GDAL's warper and OGR ask PROJ the same way: the first operation valid for the area), or that none was made."""
     target = kwargs.get("dst_crs")
@@ -228,9 +340,15 @@ def _crs_decisions(kwargs: Mapping[str, Any], source: str | None, output_crs: st
     }
     if src_text:
         try:
+            area = _area(first)
             src_crs = CRS.from_user_input(parse_crs(src_text, "src_crs").to_wkt())
             dst_crs = CRS.from_user_input(dst.to_wkt())
-            t = Transformer.from_crs(src_crs, dst_crs, always_xy=True)
+            t = Transformer.from_crs(src_crs, dst_crs, always_xy=True, area_of_interest=area)
+            if "unavailable until proj_trans" in (t.definition or ""):  # several operations, chosen point by point
+                decision[X + "transformation_note"] = (
+                    f"PROJ chooses among several operations for this pair point by point (no single pipeline): {t.description}"
+                )
+                return decision
             ballpark = "ballpark" in (t.description or "").lower()
             better = None
             if ballpark:
@@ -316,6 +434,7 @@ def record(
     progress: Progress = no_progress,
     before: Mapping[str, tuple[str, dict[str, Any] | None]] | None = None,
     to: str | None = None,
+    md5: bool = False,
 ) -> str:
     """Write the record of the output at `output` (its real path in the job's directory) beside it, or to `to`; its
     path. `context`: the server's part (jobs.Job.provenance). `inputs`: the real paths the job read; `before`: for a
@@ -330,23 +449,32 @@ def record(
     remote: list[str] = []
     first_crs: str | None = None
     previous: dict[str, Any] | None = None
+    first_path: str | None = None
     for i, path in enumerate(dict.fromkeys(inputs)):
         file = local_file(path)
         if file is None:
-            remote.append(shown.get(path, path))
+            found = object_digest(path, REMOTE_HASH_LIMIT) if path.startswith(("/vsis3/", "/vsiaz/")) else None
+            if found is None:  # read by windows: not read whole to hash it
+                remote.append(shown.get(path, path))
+            else:
+                entries.append({"path": shown.get(path, path), "sha256": found, "crs": crs_of(path)})
             continue
         st = os.stat(file)
         label = crs_of(path)
         first_crs = first_crs or label
+        first_path = first_path or path
         earlier = (before or {}).get(path)
         if earlier is None and shown.get(path) == context.get("output"):  # replaced by the output (overwrite=true)
             earlier = (digest(file, context.get("digests")), earlier_record(file))
         sha = earlier[0] if earlier else digest(file, context.get("digests"))
         if earlier and earlier[1] is not None and (earlier[1].get("output") or {}).get("sha256") == sha:
             previous = earlier[1]
+        given = shown.get(path, shown.get(file, os.path.basename(file)))
+        band = re.fullmatch(r"(.+):(\d+)", given) if file != path else None  # raster_calc's 'path:band'
         entries.append(
             {
-                "path": shown.get(path, shown.get(file, os.path.basename(file))),
+                "path": band[1] if band else given,
+                **({X + "read_as": given} if band else {}),
                 "sha256": sha,
                 "crs": label,
                 X + "size": st.st_size,
@@ -373,6 +501,8 @@ def record(
             "crs": output_crs,
             X + "size": size,
             X + "state": state(output),
+            # an output uploaded to object storage: the ETag S3 gives its upload (object_digest)
+            **({X + "s3_etag": s3_etag(output)} if md5 and list(files) == [""] else {}),
         },
         "engine": {"name": "GDAL", "version": rasterio.__gdal_version__, X + "libraries": _versions()},
         "producer": {"name": "gdal-mcp", "version": __version__},
@@ -382,12 +512,13 @@ def record(
         "environment": settings(),
         X + "job_id": str(context.get("job_id") or ""),
         X + "approval": context.get("approval"),
-        X + "warnings": [str(w) for w in (getattr(result, "warnings", None) or [])],
+        **({X + "replay_of": context["replay_of"]} if context.get("replay_of") else {}),
+        X + "warnings": _warnings(result),
         X + "duration_s": round(finished - started, 3),
     }
     if previous is not None:  # the record of the bytes this output replaced: lineage follows it (at most MAX_PREVIOUS)
         manifest[X + "previous"] = _trimmed(previous, MAX_PREVIOUS - 1)
-    decisions = _crs_decisions(kwargs, first_crs, output_crs)
+    decisions = _crs_decisions(kwargs, first_crs, output_crs, first_path)
     if decisions is not None:
         manifest["crs_decisions"] = decisions
     if remote:

@@ -191,7 +191,10 @@ def with_provenance(job: Job[Any], func: Callable[..., Any]) -> Callable[..., An
                 before=before, to=to,
             )  # fmt: skip
         elif os.path.isfile(output) or (os.path.isdir(output) and not os.path.islink(output)):  # a file, or tiles
-            provenance.record(context, output=output, inputs=job.input_paths(), kwargs=kwargs, result=result, started=started)
+            provenance.record(
+                context, output=output, inputs=job.input_paths(), kwargs=kwargs, result=result, started=started,
+                md5=bool(job.upload),
+            )  # fmt: skip
         return result
 
     return recorded

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 #: the arguments of the tool call being run, as the client sent them (set by the middleware; for a call run as a
 #: task, by the task's run: tools/registry.audited_as_task)
 CALL_ARGUMENTS: ContextVar[dict[str, Any] | None] = ContextVar("gdal_mcp_call_arguments", default=None)
+#: the recorded step a replay is running again ({"record", "sha256"}: the record it follows), for its new record
+REPLAY_OF: ContextVar[dict[str, Any] | None] = ContextVar("gdal_mcp_replay_of", default=None)
 #: how long an approval waits for the task it was given for
 TASK_WAIT = 600.0
 
@@ -79,6 +81,7 @@ def context(app: App, job: Job[Any], output: str) -> dict[str, Any] | None:
         "output": output,
         "job_id": uuid.uuid4().hex,
         "approval": APPROVAL.get(),
+        "replay_of": REPLAY_OF.get(),
     }
 
 

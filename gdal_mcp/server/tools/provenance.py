@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import base64
 import os
-from typing import Annotated, Any
+import re
+from typing import Annotated, Any, cast
 
 import mcp.types as mt
 from fastmcp import Context
@@ -14,9 +15,10 @@ from fastmcp.tools import ToolResult
 from pydantic import Field
 
 from gdal_mcp import jobs
-from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.errors import ERROR_CODES, ErrorCode, GdalMcpError
 from gdal_mcp.models import LineageResult, ReplayCall, ReplayResult
 from gdal_mcp.server.app import App
+from gdal_mcp.server.provenance import REPLAY_OF
 from gdal_mcp.server.tools.params import Overwrite, WorkspaceFile
 from gdal_mcp.server.tools.registry import READ, WRITE, tool
 
@@ -24,12 +26,16 @@ MaxSteps = Annotated[int, Field(ge=1, le=200, description="Most datasets to foll
 
 
 async def _lineage(app: App, path: str, max_steps: int, ctx: Context | None) -> tuple[str, LineageResult]:
-    if app.sandbox.bucket is not None:
-        raise GdalMcpError("unsupported", "lineage follows the provenance records of a local workspace; this one is a bucket")
+    bucket = app.sandbox.bucket_location(path, what="input")
     src = app.sandbox.resolve_input(path)
-    if src.network or not os.path.isfile(src.gdal_path):
+    if bucket is not None:  # a bucket workspace: its objects and the records uploaded beside them
+        root = app.sandbox.bucket_location(".", what="input")
+        roots = [root.gdal_path] if root is not None else []
+    elif src.network or not os.path.exists(src.gdal_path):
         raise GdalMcpError("invalid-argument", f"'{src.display}': lineage follows files of the workspace (no remote data)")
-    job = jobs.LineageJob(path=src.gdal_path, roots=[str(r) for r in app.sandbox.roots], max_steps=max_steps)
+    else:
+        roots = [str(r) for r in app.sandbox.roots]
+    job = jobs.LineageJob(path=src.gdal_path, roots=roots, max_steps=max_steps)
     result = await app.execute(job, ctx=ctx, quick=True)
     result.dataset = src.display
     for step in result.steps:
@@ -50,9 +56,13 @@ async def dataset_lineage(app: App, input: WorkspaceFile, max_steps: MaxSteps = 
     info = app.sandbox.scrub_obj(result.model_dump())
     assert isinstance(info, dict)
     made = [s for s in result.steps if s.operation]
+    approved = [f"{s.operation}({s.path}) by {s.approval.get('who')}" for s in made if s.approval]
     text = (
         f"{result.dataset}: {len(made)} recorded step(s) back to {len(result.origins)} original input(s) "
-        f"({', '.join(result.origins) or 'none'}): " + " → ".join(f"{s.operation}({s.path})" for s in made)
+        f"({', '.join(result.origins) or 'none'}): "
+        + " → ".join(f"{s.operation}({s.path})" for s in made)
+        + f". Approved: {'; '.join(approved) if approved else 'no step needed a person’s approval'}."
+        + (f" Warnings: {' '.join(result.warnings)}" if result.warnings else "")
     )
     return ToolResult(
         content=[
@@ -75,6 +85,9 @@ def _renamed(path: str, suffix: str) -> str:
 
 def _substituted(value: Any, mapping: dict[str, str]) -> Any:
     if isinstance(value, str):
+        band = re.fullmatch(r"(.+)(:\d+)", value)  # raster_calc's 'path:band': the path substituted, the band kept
+        if band and any(_same(band[1], old) for old in mapping):
+            return _substituted(band[1], mapping) + band[2]
         return next((new for old, new in mapping.items() if _same(value, old)), value)
     if isinstance(value, list):
         return [_substituted(v, mapping) for v in value]
@@ -124,7 +137,7 @@ async def replay(
     warnings = list(chain.warnings)
     if chain.truncated:
         raise GdalMcpError("resource-limit", f"the chain of {display} is longer than max_steps={max_steps}: raise it")
-    origins = {s.path for s in chain.steps if s.operation is None and s.path}
+    origins = set(chain.origins)  # hashed or not (a remote input read by windows is an original input too)
     unknown = [k for k in substitute if not any(_same(k, o) for o in origins)]
     if unknown:
         raise GdalMcpError(
@@ -142,8 +155,8 @@ async def replay(
             raise GdalMcpError("invalid-argument", f"the record of {step.path} has no arguments: it cannot be replayed")
         new_output = next((v for k, v in (outputs or {}).items() if _same(k, step.path)), None) or _renamed(step.path, suffix)
         mapping[step.path] = new_output
-        arguments = _substituted(step.parameters, mapping)
-        if overwrite:
+        arguments = {k: v for k, v in _substituted(step.parameters, mapping).items() if k != "overwrite"}
+        if overwrite:  # the replay's own: a recorded overwrite=true was the person's yes for that file, not these
             arguments["overwrite"] = True
         plan.append(ReplayCall(tool=step.operation or "", arguments=arguments, output=new_output, replaces=step.path))
     result = ReplayResult(dataset=display, plan=plan, executed=False, warnings=warnings)
@@ -152,13 +165,22 @@ async def replay(
     if ctx is None:
         raise GdalMcpError("internal-error", "replay runs its calls through the server: no request context")
     result.executed = True
-    for i, call in enumerate(plan):
-        answer = await ctx.fastmcp.call_tool(call.tool, call.arguments)
+    for i, (call, step) in enumerate(zip(plan, made, strict=True)):
+        token = REPLAY_OF.set({"record": step.record, "sha256": step.sha256})  # the new record says what it replays
+        try:
+            answer = await ctx.fastmcp.call_tool(call.tool, call.arguments)
+        finally:
+            REPLAY_OF.reset(token)
         content = answer.structured_content or {}
         if content.get("success") is False or getattr(answer, "is_error", False):
-            result.failed_step, result.error = i, content.get("error") or {"code": "internal-error", "message": "failed"}
-            break
+            error = content.get("error") or {"code": "internal-error", "message": "failed"}
+            done = f"; written before it: {', '.join(result.outputs)}" if result.outputs else "; nothing was written"
+            code = str(error.get("code") or "internal-error")
+            raise GdalMcpError(
+                cast(ErrorCode, code if code in ERROR_CODES else "internal-error"),
+                f"replay stopped at step {i + 1} of {len(plan)} ({call.tool} writing {call.output}): "
+                f"{error.get('message')}{done}. Later steps did not run",
+            )
         result.outputs.append(str(content.get("output") or call.output))
-        if ctx is not None:
-            await ctx.report_progress(progress=i + 1, total=len(plan), message=f"replayed {call.tool}")
+        await ctx.report_progress(progress=i + 1, total=len(plan), message=f"replayed {call.tool}")
     return result

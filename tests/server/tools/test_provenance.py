@@ -298,3 +298,80 @@ async def test_a_change_in_place_keeps_the_chain(tmp_path: Path) -> None:
             assert not [p for p in ws.iterdir() if p.name.startswith(".gdal-mcp-tmp")]
     finally:
         app.executor.close()
+
+
+async def test_lineage_and_replay_in_a_bucket_workspace(tmp_path: Path) -> None:
+    """In a bucket workspace the records are objects beside the outputs: lineage reads them (a worker, through the
+    egress proxy) and replay's plan names the objects by their workspace-relative keys."""
+    import boto3
+
+    from tests.remote_servers import environment, local_s3
+
+    with local_s3() as (endpoint, env), environment(env):
+        s3 = boto3.client("s3", endpoint_url=endpoint)
+        s3.create_bucket(Bucket="prov")
+        s3.upload_file(str(DATA / "raster" / "RGB.byte.tif"), "prov", "ws/RGB.byte.tif")
+        mcp, app = build_server(Settings(workspaces=(), bucket="s3://prov/ws", workers=1, timeout=120, confirm="never"))
+        try:
+            async with Client(mcp) as client:
+                err, res = await call(client, "raster_convert", input="RGB.byte.tif", output="out/a.tif", format="COG")
+                assert not err, res
+                err, res = await call(
+                    client, "raster_clip", input="out/a.tif", output="out/b.tif", bbox=[101985, 2611485, 130000, 2640000]
+                )
+                assert not err, res
+                record = json.loads(s3.get_object(Bucket="prov", Key="ws/out/b.tif.provenance.json")["Body"].read())
+                body = s3.get_object(Bucket="prov", Key="ws/out/b.tif")["Body"].read()
+                assert record["output"]["sha256"] == hashlib.sha256(body).hexdigest()
+                err, lineage = await call(client, "dataset_lineage", input="out/b.tif")
+                assert not err, lineage
+                # the outputs are linked through their records (the S3 ETag of each upload is recorded, so no object is
+                # read whole); the original object is read by windows, so it is named, not hashed
+                assert [(s["operation"], s["path"]) for s in lineage["steps"]] == [
+                    ("raster_convert", "out/a.tif"),
+                    ("raster_clip", "out/b.tif"),
+                ], lineage
+                assert lineage["origins"] == ["RGB.byte.tif"] and lineage["steps"][0]["unhashed_inputs"] == ["RGB.byte.tif"]
+                assert lineage["steps"][-1]["current"] is True and lineage["steps"][-1]["record"] == "out/b.tif.provenance.json"
+                err, plan = await call(client, "replay", input="out/b.tif", substitute={"RGB.byte.tif": "RGB.byte.tif"})
+                assert not err and [c["output"] for c in plan["plan"]] == ["out/a_replay.tif", "out/b_replay.tif"], plan
+        finally:
+            app.executor.close()
+
+
+async def test_band_inputs_own_records_and_replay_failures(tmp_path: Path) -> None:
+    """raster_calc's 'path:band' input is hashed like the file; of two files with the same bytes, each has its own
+    history (its own record first); a replayed output's record says what it replays; a replay whose output exists
+    fails with the step's error (isError), saying what was written before it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "may.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
+    (ws / "june.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes()[:-1] + b"\x01")
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    try:
+        async with Client(mcp) as client:
+            for out in ("b1.tif", "b1_copy.tif"):
+                err, res = await call(client, "raster_calc", inputs={"A": "may.tif:1"}, expression="A + 1", output=out)
+                assert not err, res
+            record = _record(ws / "b1.tif")
+            assert record["inputs"][0]["sha256"] == _sha(ws / "may.tif") and "notes" not in record
+            assert _sha(ws / "b1.tif") == _sha(ws / "b1_copy.tif")
+            err, lineage = await call(client, "dataset_lineage", input="b1_copy.tif")
+            assert not err and lineage["steps"][-1]["record"] == "b1_copy.tif.provenance.json", lineage
+            assert lineage["origins"] == ["may.tif"]
+            args = {"input": "b1_copy.tif", "substitute": {"may.tif": "june.tif"}, "suffix": "_june", "plan_only": False}
+            err, ran = await call(client, "replay", **args)
+            assert not err and ran["outputs"] == ["b1_copy_june.tif"], ran
+            replayed = _record(ws / "b1_copy_june.tif")
+            assert replayed["x-gdal-mcp:replay_of"] == {
+                "record": "b1_copy.tif.provenance.json",
+                "sha256": _sha(ws / "b1_copy.tif"),
+            }
+            err, again = await call(client, "replay", **args)
+            assert err and again["error"]["code"] == "already-exists", again
+            assert (
+                "replay stopped at step 1 of 1" in again["error"]["message"]
+                and "nothing was written" in again["error"]["message"]
+            )
+    finally:
+        app.executor.close()
