@@ -118,6 +118,10 @@ inside a sandboxed workspace.
   SELECT) are answered by vector_query directly, paged, with no file written.
 - Workspace files: workspace_copy, workspace_move (rename) and workspace_delete take a dataset with its side files
   (shapefile parts, .aux.xml, .ovr, world files); delete and move ask the user first.
+- Provenance: every output has <output>.provenance.json beside it (tool, arguments, inputs' SHA-256, the CRS
+  transformation used and whether it was a ballpark one, who approved it). "How was this made?": dataset_lineage
+  (the chain back to the original inputs, with a graph). "Redo it for June's scene": replay with substitute=
+  {old input: new input} (plan_only=true first, then plan_only=false).
 - Write tools never overwrite unless overwrite=true and never leave partial files. Each returns a
   gdal-mcp://files/… URI: resources/read returns the file (small files), gdal-mcp://info/raster|vector/… the
   metadata. Prompts help choose a CRS, a resampling method, web publishing and zonal workflows.

@@ -258,3 +258,31 @@ def area_of_use_warning(
         f"({share:.0%} of their lon/lat extent lies outside), where the projection's distortion grows; the data span "
         f"lon {box[0]} to {box[2]}, lat {box[1]} to {box[3]}: crs_search with bbox={box} lists CRSs made for them"
     )
+
+
+def ballpark_warning(source_crs: Any, target: Any, source_bounds: tuple[float, float, float, float] | None) -> str | None:
+    """A warning when PROJ has no datum transformation between the two CRSs for the data's area and treats the
+    datums as the same (a 'ballpark' operation: tens to hundreds of metres off, silently), naming the better
+    operation that exists when only its grid is missing; None otherwise."""
+    if source_crs is None or target is None or source_crs == target:
+        return None
+    try:
+        from pyproj import CRS, Transformer
+        from pyproj.aoi import AreaOfInterest
+        from pyproj.transformer import TransformerGroup
+
+        src, dst = CRS.from_user_input(source_crs.to_wkt()), CRS.from_user_input(target.to_wkt())
+        box = _lonlat(source_crs, source_bounds) if source_bounds is not None else None
+        area: Any = AreaOfInterest(*box) if box is not None and box[0] <= box[2] else None
+        t = Transformer.from_crs(src, dst, always_xy=True, area_of_interest=area)
+        if "ballpark" not in (t.description or "").lower():
+            return None
+        missing = [op for op in TransformerGroup(src, dst, area_of_interest=area).unavailable_operations]
+        better = f"; a better one exists ({missing[0].name}) but needs a PROJ grid this machine does not have" if missing else ""
+        return (
+            f"no datum transformation between {src.name} and {dst.name} is known for this area: PROJ used a "
+            f"'ballpark' one (the datums treated as the same), so positions may be off by tens to hundreds of metres"
+            f"{better}; check the result against data in the target datum"
+        )
+    except Exception:  # noqa: BLE001 - a warning never fails a job
+        return None

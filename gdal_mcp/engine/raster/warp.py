@@ -30,7 +30,7 @@ from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.grid import DEFAULT_MAX_PIXELS, check_grid, describe_units
 from gdal_mcp.engine.options import creation_options
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.raster.margins import area_of_use_warning, margin_nodata, scan_window
+from gdal_mcp.engine.raster.margins import area_of_use_warning, ballpark_warning, margin_nodata, scan_window
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import (
     bounded_threads,
@@ -421,6 +421,9 @@ def reproject(
         )
         if area is not None:
             warnings.append(area)
+        ballpark = ballpark_warning(georef.crs, target, tuple(ds.bounds) if georef.method == "geotransform" else None)
+        if ballpark is not None:
+            warnings.append(ballpark)
         alpha = any(c.name == "alpha" for c in ds.colorinterp)  # an alpha band marks the margins itself (0 there)
         fill_only = False
         if out_nodata is None and not alpha and footprint_misses(ds, georef, target, transform, width, height):

@@ -375,3 +375,29 @@ async def test_band_inputs_own_records_and_replay_failures(tmp_path: Path) -> No
             )
     finally:
         app.executor.close()
+
+
+async def test_a_ballpark_datum_shift_is_said_and_recorded(tmp_path: Path) -> None:
+    """WGS 84 / UTM 18N (the Bahamas) to the Tokyo datum: PROJ knows no datum shift there and uses a ballpark one
+    (checked with pyproj here); raster_reproject says so, and the record's transformation has is_ballpark=true."""
+    from pyproj import Transformer
+    from pyproj.aoi import AreaOfInterest
+
+    expected = Transformer.from_crs(
+        "EPSG:32618", "EPSG:4301", always_xy=True, area_of_interest=AreaOfInterest(-78.9, 23.5, -76.2, 25.6)
+    )
+    assert "ballpark" in expected.description.lower()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "RGB.byte.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    try:
+        async with Client(mcp) as client:
+            err, res = await call(client, "raster_reproject", input="RGB.byte.tif", output="tokyo.tif", dst_crs="EPSG:4301")
+            assert not err, res
+            assert any("'ballpark'" in w for w in res["warnings"]), res["warnings"]
+    finally:
+        app.executor.close()
+    record = _record(ws / "tokyo.tif")
+    assert record["crs_decisions"]["transformation"]["is_ballpark"] is True
+    assert any("'ballpark'" in w for w in record["x-gdal-mcp:warnings"])
