@@ -86,8 +86,14 @@ def redact(text: str) -> str:
 _QUERY_VALUE = re.compile(r"([?&;])([^=&;?#\s\"']+)=([^&;#\s\"']*)")
 
 
+#: the password of a URL's user info: scheme://user:password@host (a database connection string, an HTTP URL)
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:'\"]+:)([^/@\s'\"]+)(@)")
+
+
 def redact_queries(text: str) -> str:
-    """`text` with the value of every credential-carrying URL query key in it replaced by '***'."""
+    """`text` with the value of every credential-carrying URL query key, and every URL's password, replaced by '***'."""
+    if "@" in text and "://" in text:
+        text = _USERINFO.sub(lambda m: f"{m[1]}***{m[3]}", text)
     if "=" not in text:
         return text
     return _QUERY_VALUE.sub(lambda m: f"{m[1]}{m[2]}=***" if _is_signed_key(m[2]) else m[0], text)

@@ -210,6 +210,7 @@ class LineageJob(Job[LineageResult]):
     path: str
     roots: list[str]
     max_steps: int = 50
+    key: str = dataclasses.field(default="", repr=False)  # the records' signing key: only signed records are believed
 
 
 @dataclass(frozen=True, kw_only=True)

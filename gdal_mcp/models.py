@@ -1193,6 +1193,9 @@ class LineageResult(Model):
     )
     origins: list[str] = Field(description="Paths of the original inputs (no record made them)")
     records_seen: int = Field(description="Provenance records read in the workspace to link the steps")
+    record: dict[str, Any] | None = Field(
+        None, exclude=True, description="The dataset's own record (for the approval console), when this server signed it"
+    )
     truncated: bool = Field(False, description="The search stopped at its limit of records or steps; the chain may go further")
     graph_png: bytes = Field(b"", exclude=True, repr=False, description="The chain drawn as a graph (PNG)")
     warnings: list[str] = Field(default_factory=list)

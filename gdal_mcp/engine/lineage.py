@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.provenance import digest, object_digest
+from gdal_mcp.engine.provenance import KEY, digest, object_digest, verified
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import LineageResult, LineageStep
 from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
@@ -23,6 +23,8 @@ from gdal_mcp.sandbox.remote import is_remote
 MAX_RECORDS = 20_000
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_STEPS = 200
+#: datasets drawn in the graph at most (the nearest to the dataset): a bounded image
+MAX_DRAWN = 40
 SKIPPED_DIRS = (".gdal-mcp", ".git")
 
 
@@ -66,19 +68,25 @@ def _digest(path: str) -> str | None:
     return object_digest(path, limit=None)
 
 
-def records(roots: Sequence[str], progress: Progress = no_progress) -> tuple[dict[str, tuple[str, dict[str, Any]]], bool]:
-    """({output sha256: (record path, record)}, whether the walk stopped at MAX_RECORDS). The newest record wins
-    where two describe the same bytes (a copy keeps its record)."""
+def records(
+    roots: Sequence[str], progress: Progress = no_progress
+) -> tuple[dict[str, tuple[str, dict[str, Any]]], bool, list[str]]:
+    """({output sha256: (record path, record)}, whether the walk stopped at MAX_RECORDS, the records left out as not
+    signed by this server). The newest record wins where two describe the same bytes (a copy keeps its record)."""
     found: dict[str, tuple[str, dict[str, Any]]] = {}
+    unverified: list[str] = []
     seen = 0
     for root in roots:
         for path in _record_paths(root):
             seen += 1
             if seen > MAX_RECORDS:
-                return found, True
+                return found, True, unverified
             try:
                 record = _read(path)
-            except (OSError, ValueError, GdalMcpError):
+            except (OSError, ValueError, RecursionError, GdalMcpError):  # unreadable, too large or too deep
+                continue
+            if not verified(record):  # not signed by this server: not believed (anyone may write a file)
+                unverified.append(path)
                 continue
             while isinstance(record, dict):  # the record, then those it keeps of the bytes it replaced
                 sha = (record.get("output") or {}).get("sha256")
@@ -89,23 +97,25 @@ def records(roots: Sequence[str], progress: Progress = no_progress) -> tuple[dic
                 record = record.get("x-gdal-mcp:previous")
             if seen % 500 == 0:
                 progress(0.5, f"{seen} provenance records read")
-    return found, False
+    return found, False, unverified
 
 
-def lineage(path: str, roots: list[str], max_steps: int = 50, progress: Progress = no_progress) -> LineageResult:
+def lineage(path: str, roots: list[str], max_steps: int = 50, key: str = "", progress: Progress = no_progress) -> LineageResult:
     """The chain of recorded steps that made the dataset at `path` (a real path in the workspace, or an object of a
     bucket workspace), back to its original inputs; paths as the records give them (workspace-relative); `roots`: the
     workspace directories (or the bucket's prefix) to search."""
+    KEY.set(bytes.fromhex(key))  # only records this server signed are believed
     target = _digest(path)
     if target is None:
         raise GdalMcpError("not-found", "the dataset is not a file in the workspace (lineage follows files)")
-    index, truncated = records(roots, progress)
+    index, truncated, unverified = records(roots, progress)
+    own: Any = None
     try:  # its own record first: another file with the same bytes has a history of its own
         own = _read(path + RECORD_SUFFIX)
-        if isinstance(own, dict) and (own.get("output") or {}).get("sha256") == target:
+        if verified(own) and (own.get("output") or {}).get("sha256") == target:
             index[target] = (path + RECORD_SUFFIX, own)
-    except (OSError, ValueError, GdalMcpError):
-        pass
+    except (OSError, ValueError, RecursionError, GdalMcpError):
+        own = None
     steps: dict[str, LineageStep] = {}
     order: list[str] = []
     warnings: list[str] = []
@@ -157,6 +167,11 @@ def lineage(path: str, roots: list[str], max_steps: int = 50, progress: Progress
         ordered[-1].path = path.rsplit("/", 1)[-1]
     if index.get(target) is None:
         warnings.append("no provenance record describes these bytes: the dataset was not made by this server (or changed)")
+    if unverified:
+        warnings.append(
+            f"{len(unverified)} provenance record(s) were left out: not signed by this server (written by something "
+            f"else, edited, or from a server with another key), e.g. {unverified[0].rsplit('/', 1)[-1]}"
+        )
     result = LineageResult(
         dataset=path.rsplit("/", 1)[-1],
         sha256=target,
@@ -166,6 +181,7 @@ def lineage(path: str, roots: list[str], max_steps: int = 50, progress: Progress
         truncated=truncated,
         warnings=warnings,
     )
+    result.record = own if verified(own) else None
     result.graph_png = graph(result)
     progress(1.0, "lineage")
     return result
@@ -178,10 +194,11 @@ def graph(result: LineageResult) -> bytes:
 
     from PIL import Image, ImageDraw, ImageFont
 
-    steps = {s.sha256: s for s in result.steps}
+    shown_steps = result.steps[-MAX_DRAWN:]  # the dataset and the steps nearest it; the list has them all
+    steps = {s.sha256: s for s in shown_steps}
     depth: dict[str, int] = {}
-    for s in result.steps:  # inputs come before the steps that read them
-        depth[s.sha256] = 1 + max((depth.get(i, 0) for i in s.inputs), default=-1)
+    for s in shown_steps:  # inputs come before the steps that read them
+        depth[s.sha256] = 1 + max((depth.get(i, 0) for i in s.inputs if i in steps), default=-1)
     columns: dict[int, list[str]] = {}
     for sha, d in depth.items():
         columns.setdefault(d, []).append(sha)

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
 import os
 import re
 import time
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from gdal_mcp.engine.progress import Progress, no_progress
@@ -32,11 +34,57 @@ from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
 SPEC_VERSION = "1.0.0-draft.6"
 X = "x-gdal-mcp:"
 CHUNK = 1024 * 1024
-#: the settings recorded from a worker's environment (those that change how GDAL and PROJ read and compute)
-SETTING_PREFIXES = ("GDAL_", "CPL_", "OGR_", "PROJ_", "VSI_", "AWS_S3_ENDPOINT", "AWS_VIRTUAL_HOSTING", "AWS_HTTPS")
-#: never recorded, whatever their prefix: credentials and the workers' proxy
-SECRET_SETTING = re.compile(r"PROXY|USERPWD|PASSWORD|TOKEN|SECRET|KEY|HEADERS|CREDENTIAL|SAS", re.IGNORECASE)
+#: the settings recorded from a worker's environment: those known to change how GDAL and PROJ read and compute (an
+#: allow-list: a setting's value may be a credential or a path of the server's, so nothing else is recorded)
+SETTINGS = (
+    "GDAL_CACHEMAX",
+    "GDAL_NUM_THREADS",
+    "GDAL_PAM_ENABLED",
+    "GDAL_DISABLE_READDIR_ON_OPEN",
+    "GDAL_GEOREF_SOURCES",
+    "GDAL_TIFF_OVR_BLOCKSIZE",
+    "GTIFF_SRS_SOURCE",
+    "GTIFF_HONOUR_NEGATIVE_SCALEY",
+    "GTIFF_REPORT_COMPD_CS",
+    "OSR_DEFAULT_AXIS_MAPPING_STRATEGY",
+    "OGR_CT_FORCE_TRADITIONAL_GIS_ORDER",
+    "OGR_ENABLE_PARTIAL_REPROJECTION",
+    "OGR_ARC_STEPSIZE",
+    "CENTER_LONG",
+    "CHECK_WITH_INVERT_PROJ",
+    "PROJ_NETWORK",
+    "PROJ_ONLY_BEST_DEFAULT",
+    "CPL_VSIL_CURL_ALLOWED_EXTENSIONS",
+    "AWS_VIRTUAL_HOSTING",
+    "AWS_HTTPS",
+)
 ARCHIVES = (".zip", ".tar", ".tgz", ".tar.gz", ".gz", ".7z", ".rar")
+
+#: the server's key for this job (Job.provenance["key"]): records are signed with it (HMAC-SHA256 over their canonical
+#: JSON, x-gdal-mcp:signature), and only a record it verifies is believed (a digest, an earlier record, a lineage
+#: step, a replay): a record is a file in the workspace, and anyone who can write there could plant one
+KEY: ContextVar[bytes] = ContextVar("gdal_mcp_provenance_key", default=b"")
+SIGNATURE = "x-gdal-mcp:signature"
+
+
+def _canonical(record: Mapping[str, Any]) -> bytes:
+    body = {k: v for k, v in record.items() if k != SIGNATURE}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def sign(record: Mapping[str, Any]) -> str:
+    return "hmac-sha256:" + hmac.new(KEY.get(), _canonical(record), hashlib.sha256).hexdigest()
+
+
+def verified(record: Any) -> bool:
+    """Whether `record` carries this server's signature (KEY) over exactly its content."""
+    if not isinstance(record, dict) or not KEY.get() or not isinstance(record.get(SIGNATURE), str):
+        return False
+    try:
+        return hmac.compare_digest(record[SIGNATURE], sign(record))
+    except (TypeError, ValueError, RecursionError):
+        return False
+
 
 #: (real path, state) -> SHA-256, in this worker process
 _digests: dict[tuple[str, str], str] = {}
@@ -124,11 +172,14 @@ def digest(path: str, known_digests: Mapping[str, Any] | None = None) -> str:
 def _recorded_digest(path: str, now: str) -> str | None:
     try:
         with open(path + RECORD_SUFFIX, encoding="utf-8") as fh:
-            output = json.load(fh).get("output") or {}
-    except (OSError, ValueError, AttributeError):
+            whole = json.load(fh)
+        output = whole.get("output") or {}
+        trusted = verified(whole)
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     if (
         isinstance(output, dict)
+        and trusted
         and str(output.get("path", "")).rsplit("/", 1)[-1] == os.path.basename(path)
         and output.get(X + "state") == now
         and re.fullmatch(r"[0-9a-f]{64}", str(output.get("sha256", "")))
@@ -167,8 +218,9 @@ def object_digest(path: str, limit: int | None = REMOTE_HASH_LIMIT) -> str | Non
     try:
         parts_read: list[bytes] = []
         objects.stream(f"{path}{RECORD_SUFFIX}", parts_read.append, limit=1024 * 1024)
-        output = json.loads(b"".join(parts_read)).get("output") or {}
-    except (GdalMcpError, ValueError, AttributeError):
+        beside = json.loads(b"".join(parts_read))
+        output = (beside.get("output") or {}) if verified(beside) else {}
+    except (GdalMcpError, ValueError, AttributeError, RecursionError):
         output = {}
     seen = listing[name]
     if (
@@ -219,9 +271,9 @@ def earlier_record(path: str) -> dict[str, Any] | None:
             return None
         with open(path + RECORD_SUFFIX, encoding="utf-8") as fh:
             found = json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    return found if isinstance(found, dict) else None
+    return found if verified(found) else None
 
 
 def _trimmed(record: dict[str, Any], depth: int) -> dict[str, Any]:
@@ -413,14 +465,10 @@ def _versions() -> dict[str, str]:
 
 
 def settings() -> dict[str, str]:
-    """The GDAL and PROJ settings in this worker's environment, credentials and the proxy left out."""
+    """The GDAL and PROJ settings of SETTINGS set in this worker's environment."""
     from gdal_mcp.credentials import redact
 
-    return {
-        k: redact(v)
-        for k, v in sorted(os.environ.items())
-        if k.startswith(SETTING_PREFIXES) and not SECRET_SETTING.search(k) and not k.endswith("_TMPDIR")
-    }
+    return {k: redact(os.environ[k]) for k in sorted(SETTINGS) if k in os.environ}
 
 
 def record(
@@ -524,6 +572,8 @@ def record(
     if remote:
         manifest["notes"] = [f"read remotely, not hashed (its bytes were read by windows): {r}" for r in remote]
         manifest[X + "remote_inputs"] = remote
+    if KEY.get():
+        manifest[SIGNATURE] = sign(manifest)
     path = to or output + RECORD_SUFFIX
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(manifest, fh, indent=2, ensure_ascii=False)

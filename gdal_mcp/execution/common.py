@@ -180,6 +180,7 @@ def with_provenance(job: Job[Any], func: Callable[..., Any]) -> Callable[..., An
 
         from gdal_mcp.engine import provenance
 
+        provenance.KEY.set(bytes.fromhex(str(context.get("key") or "")))  # this thread's: the job's own
         started = time.time()
         if output is None:  # a file changed in place: its record before, and its digest before the change
             before = {changed[0]: (provenance.digest(changed[0], context.get("digests")), provenance.earlier_record(changed[0]))}

@@ -178,6 +178,8 @@ class App:
         #: approvals of calls run as tasks, for their outputs' provenance records (server/provenance.py)
         self.call_approvals = provenance.CallApprovals()
         self.digests = provenance.Digests()
+        #: the key the workers sign provenance records with (server/provenance.signing_key)
+        self.provenance_key = provenance.signing_key([str(r) for r in self.sandbox.roots])
 
     def gdal_threads(self) -> int:
         """GDAL threads per job (warp, compression). On Dask a task is one worker thread, one core: parallelism comes

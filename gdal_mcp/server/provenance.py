@@ -4,6 +4,8 @@ approval of the call. Never opens a dataset."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import threading
 import time
 import uuid
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
     from gdal_mcp.jobs import Job
     from gdal_mcp.server.app import App
 
+log = logging.getLogger("gdal_mcp.provenance")
+
 #: the arguments of the tool call being run, as the client sent them (set by the middleware; for a call run as a
 #: task, by the task's run: tools/registry.audited_as_task)
 CALL_ARGUMENTS: ContextVar[dict[str, Any] | None] = ContextVar("gdal_mcp_call_arguments", default=None)
@@ -25,6 +29,42 @@ CALL_ARGUMENTS: ContextVar[dict[str, Any] | None] = ContextVar("gdal_mcp_call_ar
 REPLAY_OF: ContextVar[dict[str, Any] | None] = ContextVar("gdal_mcp_replay_of", default=None)
 #: how long an approval waits for the task it was given for
 TASK_WAIT = 600.0
+
+
+def signing_key(roots: list[str]) -> str:
+    """The key provenance records are signed with (hex): GDAL_MCP_PROVENANCE_KEY, else a key kept in
+    $XDG_STATE_HOME/gdal-mcp/provenance.key (~/.local/state/…; made on first use, readable by the owner only), so a
+    later run believes this one's records. Never one inside a workspace (a tool could read it there): then a key
+    for this run only."""
+    import os
+    import secrets
+
+    given = os.environ.get("GDAL_MCP_PROVENANCE_KEY", "").strip()
+    if given:
+        return hashlib.sha256(given.encode()).hexdigest()
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    path = os.path.join(state, "gdal-mcp", "provenance.key")
+    real = os.path.realpath(path)
+    if any(real == r or real.startswith(r.rstrip("/") + "/") for r in (os.path.realpath(x) for x in roots)):
+        log.warning("the provenance key file %s would lie in a workspace: records are signed for this run only", path)
+        return secrets.token_hex(32)
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(32))
+        except FileExistsError:
+            pass
+        with open(path, encoding="utf-8") as fh:
+            key = fh.read().strip()
+        bytes.fromhex(key)
+        if len(key) >= 32:
+            return key
+    except (OSError, ValueError):
+        pass
+    log.warning("no provenance key could be kept in %s: records are signed for this run only", path)
+    return secrets.token_hex(32)
 
 
 def jsonable(value: Any) -> Any:
@@ -73,6 +113,7 @@ def context(app: App, job: Job[Any], output: str) -> dict[str, Any] | None:
     masked = redact_obj(arguments)
     inputs = job.input_paths()
     return {
+        "key": app.provenance_key,
         "digests": app.digests.known(inputs),
         "arguments": masked,
         "redacted": masked != arguments,

@@ -11,7 +11,7 @@ from typing import Annotated, Any, cast
 
 import mcp.types as mt
 from fastmcp import Context
-from fastmcp.tools import ToolResult
+from fastmcp.tools import InputRequiredToolResult, ToolResult
 from pydantic import Field
 
 from gdal_mcp import jobs
@@ -35,7 +35,7 @@ async def _lineage(app: App, path: str, max_steps: int, ctx: Context | None) -> 
         raise GdalMcpError("invalid-argument", f"'{src.display}': lineage follows files of the workspace (no remote data)")
     else:
         roots = [str(r) for r in app.sandbox.roots]
-    job = jobs.LineageJob(path=src.gdal_path, roots=roots, max_steps=max_steps)
+    job = jobs.LineageJob(path=src.gdal_path, roots=roots, max_steps=max_steps, key=app.provenance_key)
     result = await app.execute(job, ctx=ctx, quick=True)
     result.dataset = src.display
     for step in result.steps:
@@ -71,6 +71,21 @@ async def dataset_lineage(app: App, input: WorkspaceFile, max_steps: MaxSteps = 
         ],
         structured_content=info,
     )
+
+
+#: tools a replay never runs, whatever a record names: they change or remove datasets, or replay themselves
+NOT_REPLAYED = frozenset({"workspace_copy", "workspace_move", "workspace_delete", "replay", "dataset_lineage"})
+
+
+async def _replayable(ctx: Context | None, name: str) -> bool:
+    """Whether replay may run the tool a record names: one of this server's tools that writes an `output`."""
+    if name in NOT_REPLAYED or ctx is None:
+        return False
+    try:
+        tool = await ctx.fastmcp.get_tool(name)
+    except Exception:  # noqa: BLE001 - unknown: not run
+        return False
+    return tool is not None and "output" in (tool.parameters or {}).get("properties", {})
 
 
 def _same(a: str, b: str) -> bool:
@@ -133,6 +148,8 @@ async def replay(
     and each call reads the new outputs of the calls before it. plan_only=true (default) returns the calls; run
     them with plan_only=false: each goes through the same confirmation policy as a call of its own, writes its own
     provenance record, and the first failure stops the rest (failed_step, error)."""
+    if REPLAY_OF.get() is not None:
+        raise GdalMcpError("invalid-argument", "replay cannot run inside a replay (a record names replay as its tool)")
     display, chain = await _lineage(app, input, max_steps, ctx)
     warnings = list(chain.warnings)
     if chain.truncated:
@@ -153,6 +170,12 @@ async def replay(
     for step in made:
         if step.parameters is None or step.path is None:
             raise GdalMcpError("invalid-argument", f"the record of {step.path} has no arguments: it cannot be replayed")
+        if not await _replayable(ctx, step.operation or ""):  # a record is a file: it never chooses what runs
+            raise GdalMcpError(
+                "invalid-argument",
+                f"the record of {step.path} names {step.operation!r}, which replay does not run (only tools that write an "
+                "output, not workspace_* or replay); nothing was run",
+            )
         new_output = next((v for k, v in (outputs or {}).items() if _same(k, step.path)), None) or _renamed(step.path, suffix)
         mapping[step.path] = new_output
         arguments = {k: v for k, v in _substituted(step.parameters, mapping).items() if k != "overwrite"}
@@ -171,6 +194,14 @@ async def replay(
             answer = await ctx.fastmcp.call_tool(call.tool, call.arguments)
         finally:
             REPLAY_OF.reset(token)
+        if isinstance(answer, InputRequiredToolResult):  # a question for the person: replay cannot ask it for the step
+            done = f" (written before it: {', '.join(result.outputs)})" if result.outputs else " (nothing was written)"
+            raise GdalMcpError(
+                "confirmation-required",
+                f"replay stopped at step {i + 1} of {len(plan)}: {call.tool} writing {call.output} needs the person's "
+                f"approval{done}. Call {call.tool} yourself with the plan's arguments (plan_only=true shows them), "
+                "then replay again",
+            )
         content = answer.structured_content or {}
         if content.get("success") is False or getattr(answer, "is_error", False):
             error = content.get("error") or {"code": "internal-error", "message": "failed"}

@@ -257,24 +257,17 @@ class Console:
 
     # ----- provenance ---------------------------------------------------------------------------
     async def provenance(self, path: str) -> dict[str, Any]:
-        """A workspace file's provenance record (beside it) and its lineage with the graph (a worker follows the
-        records: engine/lineage.py), for the console's output list."""
+        """A workspace file's provenance record and its lineage with the graph, for the console's output list: read
+        by a worker (confined to the workspace), the record only when this server signed it, credentials masked."""
         import base64
-        import json
 
         from gdal_mcp import jobs
-        from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
+        from gdal_mcp.credentials import redact_obj
 
         real = self.app.sandbox.resolve_file(path, what="file")
-        record_file = real.with_name(real.name + RECORD_SUFFIX)
-        record: Any = None
-        if record_file.is_file() and record_file.stat().st_size <= MAX_RECORD_BYTES:
-            try:
-                record = json.loads(record_file.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                record = None
         result = await self.app.execute(
-            jobs.LineageJob(path=str(real), roots=[str(r) for r in self.app.sandbox.roots]), quick=True
+            jobs.LineageJob(path=str(real), roots=[str(r) for r in self.app.sandbox.roots], key=self.app.provenance_key),
+            quick=True,
         )
         lineage = result.model_dump()
         lineage["dataset"] = self.app.sandbox.display(real)
@@ -282,14 +275,10 @@ class Console:
             step["record"] = self.app.sandbox.display(step["record"]) if step["record"] else None
         return {
             "path": self.app.sandbox.display(real),
-            "record": self.app.sandbox.scrub_obj(record),
-            "lineage": self.app.sandbox.scrub_obj(lineage),
+            "record": redact_obj(self.app.sandbox.scrub_obj(result.record)),
+            "lineage": redact_obj(self.app.sandbox.scrub_obj(lineage)),
             "graph": "data:image/png;base64," + base64.b64encode(result.graph_png).decode("ascii"),
         }
-
-
-#: the largest provenance record the console shows (they are a few kilobytes)
-MAX_RECORD_BYTES = 1024 * 1024
 
 
 def _static(name: str) -> str:
