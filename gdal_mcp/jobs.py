@@ -386,6 +386,7 @@ class ExternalOverviewsJob(WriteJob[tuple[OverviewsResult, Warnings]]):
     """gdaladdo -ro: `dst` is the temporary `<name>.ovr`; the input is only read."""
 
     FUNC = "gdal_mcp.engine.raster.overviews:overviews_external"
+    RECORDED = False  # a side file of its raster (an .ovr's own record would be left behind by workspace_delete)
     src: str
     dst: str = ""
     levels: Literal["auto"] | list[int] = "auto"
