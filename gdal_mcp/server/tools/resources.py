@@ -112,7 +112,7 @@ async def workspace_file(app: App, path: str) -> ResourceResult:
             raise ResourceError(
                 f"resource-limit: {path} is {size} bytes, over the {cap}-byte cap; convert, clip or preview it instead"
             )
-        return ResourceResult([ResourceContent(data, mime_type=mime_type(path.rsplit("/", 1)[-1]))])
+        return ResourceResult([_content(data, mime_type(path.rsplit("/", 1)[-1]))])
     try:
         real = app.sandbox.resolve_file(path, what="resource")
     except GdalMcpError as e:
@@ -126,4 +126,19 @@ async def workspace_file(app: App, path: str) -> ResourceResult:
             "convert, clip or preview it instead"
         )
     data = await anyio.Path(real).read_bytes()
-    return ResourceResult([ResourceContent(data, mime_type=mime_type(real.name))])
+    return ResourceResult([_content(data, mime_type(real.name))])
+
+
+#: media types read back as text (a provenance record, GeoJSON, CSV …), when their bytes are UTF-8
+TEXT_TYPES = ("application/json", "application/geo+json", "application/xml", "application/gml+xml")
+
+
+def _content(data: bytes, mime: str) -> ResourceContent:
+    """A file's bytes as MCP content: text for a textual type that decodes as UTF-8 (a model reads it as is), else a
+    blob (base64)."""
+    if mime.startswith("text/") or mime in TEXT_TYPES:
+        try:
+            return ResourceContent(data.decode("utf-8"), mime_type=mime)
+        except UnicodeDecodeError:
+            pass
+    return ResourceContent(data, mime_type=mime)

@@ -131,6 +131,9 @@ async def test_the_record_goes_with_its_dataset_and_holds_no_secret(tmp_path: Pa
             assert not err, res
             record = _record(ws / "a.tif")
             assert secret not in (ws / "a.tif.provenance.json").read_text()
+            # a model reads the record as text through the files resource (JSON is served as text, not base64)
+            contents = await client.read_resource("gdal-mcp://files/a.tif.provenance.json")
+            assert json.loads(contents[0].text) == record
             err, res = await call(client, "workspace_copy", input="a.tif", output="b.tif")
             assert not err and (ws / "b.tif.provenance.json").exists(), res
             assert json.loads((ws / "b.tif.provenance.json").read_text())["output"]["sha256"] == record["output"]["sha256"]
