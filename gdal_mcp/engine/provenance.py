@@ -368,14 +368,27 @@ def _area(path: str | None) -> Any:
 
 
 def _crs_decisions(
-    kwargs: Mapping[str, Any], source: str | None, output_crs: str | None, first: str | None = None
+    kwargs: Mapping[str, Any],
+    source: str | None,
+    output_crs: str | None,
+    first: str | None = None,
+    crs_by_input: Mapping[str, str] | None = None,
 ) -> dict[str, Any] | None:
     """The CRS decision of the job: a reprojection's source and target with the PROJ operation pyproj chooses for
     them (GDAL's warper and OGR ask PROJ the same way: the first operation valid for the area), or that none was made."""
     target = kwargs.get("dst_crs")
+    crs_by_input = crs_by_input or {}
     if not target:
         if output_crs is None:
             return None
+        if len(set(crs_by_input.values())) > 1:  # inputs in different CRSs (a raster and a vector mask, say)
+            listed = ", ".join(f"{p}: {c}" for p, c in crs_by_input.items())
+            return {
+                "analysis_crs": output_crs,
+                "reason": f"no reprojection asked for; the inputs are in different CRSs ({listed}) and the output is "
+                f"in {output_crs}: the inputs in another CRS were transformed to it",
+                X + "input_crs": dict(crs_by_input),
+            }
         return {"analysis_crs": output_crs, "reason": "no reprojection asked for: the tool computed in the input's CRS"}
     from pyproj import CRS, Transformer
     from pyproj.transformer import TransformerGroup
@@ -418,7 +431,9 @@ def _crs_decisions(
     return decision
 
 
-def _checks(kwargs: Mapping[str, Any], output_crs: str | None, result: Any, size: int) -> list[dict[str, Any]]:
+def _checks(
+    kwargs: Mapping[str, Any], output_crs: str | None, result: Any, size: int, crs_by_input: Mapping[str, str]
+) -> list[dict[str, Any]]:
     checks = [
         {
             "name": "crs_present",
@@ -426,6 +441,17 @@ def _checks(kwargs: Mapping[str, Any], output_crs: str | None, result: Any, size
             "detail": f"the output declares {output_crs}" if output_crs else "the output declares no CRS",
         }
     ]
+    if len(crs_by_input) > 1:
+        same = len(set(crs_by_input.values())) == 1
+        checks.append(
+            {
+                "name": "inputs_share_crs",
+                "passed": same,
+                "detail": ("all in " + next(iter(crs_by_input.values())))
+                if same
+                else "; ".join(f"{p}: {c}" for p, c in crs_by_input.items()),
+            }
+        )
     target = kwargs.get("dst_crs")
     if target:
         from gdal_mcp.engine.crs import crs_label, parse_crs
@@ -498,6 +524,7 @@ def record(
     first_crs: str | None = None
     previous: dict[str, Any] | None = None
     first_path: str | None = None
+    crs_by_input: dict[str, str] = {}  # each input's CRS label, by its path as shown
     for i, path in enumerate(dict.fromkeys(inputs)):
         file = local_file(path)
         if file is None:
@@ -511,6 +538,8 @@ def record(
         label = crs_of(path)
         first_crs = first_crs or label
         first_path = first_path or path
+        if label is not None:
+            crs_by_input[shown.get(path, os.path.basename(file))] = label
         earlier = (before or {}).get(path)
         if earlier is None and shown.get(path) == context.get("output"):  # replaced by the output (overwrite=true)
             earlier = (digest(file, context.get("digests")), earlier_record(file))
@@ -554,7 +583,7 @@ def record(
         },
         "engine": {"name": "GDAL", "version": rasterio.__gdal_version__, X + "libraries": _versions()},
         "producer": {"name": "gdal-mcp", "version": __version__},
-        "verification": _checks(kwargs, output_crs, result, size),
+        "verification": _checks(kwargs, output_crs, result, size, crs_by_input),
         "started_at": iso(started),
         "finished_at": iso(max(finished, started)),
         "environment": settings(),
@@ -566,7 +595,7 @@ def record(
     }
     if previous is not None:  # the record of the bytes this output replaced: lineage follows it (at most MAX_PREVIOUS)
         manifest[X + "previous"] = _trimmed(previous, MAX_PREVIOUS - 1)
-    decisions = _crs_decisions(kwargs, first_crs, output_crs, first_path)
+    decisions = _crs_decisions(kwargs, first_crs, output_crs, first_path, crs_by_input)
     if decisions is not None:
         manifest["crs_decisions"] = decisions
     if remote:

@@ -404,3 +404,31 @@ async def test_a_ballpark_datum_shift_is_said_and_recorded(tmp_path: Path) -> No
     record = _record(ws / "tokyo.tif")
     assert record["crs_decisions"]["transformation"]["is_ballpark"] is True
     assert any("'ballpark'" in w for w in record["x-gdal-mcp:warnings"])
+
+
+async def test_inputs_in_different_crss_are_recorded(tmp_path: Path) -> None:
+    """A raster clipped with a vector mask in another CRS: the record's inputs_share_crs check fails, saying each
+    input's CRS, and the CRS decision says the output's CRS and that the other input was transformed to it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "RGB.byte.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
+    for part in ("shp", "shx", "dbf", "prj", "cpg"):
+        (ws / f"box.{part}").write_bytes((DATA / "vector" / f"box.{part}").read_bytes())
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    try:
+        async with Client(mcp) as client:
+            err, res = await call(client, "vector_reproject", input="box.shp", output="box4326.gpkg", dst_crs="EPSG:4326")
+            assert not err, res
+            err, res = await call(client, "raster_clip", input="RGB.byte.tif", output="clip.tif", mask="box4326.gpkg")
+            assert not err, res
+    finally:
+        app.executor.close()
+    record = _record(ws / "clip.tif")
+    check = {c["name"]: c for c in record["verification"]}["inputs_share_crs"]
+    assert (
+        check["passed"] is False
+        and "RGB.byte.tif: EPSG:32618" in check["detail"]
+        and "box4326.gpkg: EPSG:4326" in check["detail"]
+    )
+    assert record["crs_decisions"]["analysis_crs"] == "EPSG:32618"
+    assert record["crs_decisions"]["x-gdal-mcp:input_crs"] == {"RGB.byte.tif": "EPSG:32618", "box4326.gpkg": "EPSG:4326"}
