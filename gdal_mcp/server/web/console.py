@@ -25,6 +25,7 @@ import asyncio
 import hmac
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -438,24 +439,28 @@ def register(mcp: FastMCP, app: App, approvals: ParkedConfirmations, jobs: JobBo
             return JSONResponse(e.payload(), status_code=404)
         return JSONResponse({"success": True, "job": entry.view()})
 
-    @mcp.custom_route("/console/thumbnail", methods=["GET"], name="console-thumbnail")
-    async def console_thumbnail(request: Request) -> Response:
+    async def about_file(request: Request, answer: Callable[[str], Awaitable[Response]]) -> Response:
+        """A reader's GET about one workspace file (?path=): `answer` for it, or the failure as JSON."""
         if not console.reader(request):
             return refused(401, "log in at /console")
         try:
-            png = await console.thumbnail(request.query_params.get("path", ""))
+            return await answer(request.query_params.get("path", ""))
         except GdalMcpError as e:
             return JSONResponse(app.scrub_error(e).payload(), status_code=404 if e.code == "not-found" else 400)
+
+    async def thumbnail(path: str) -> Response:
+        png = await console.thumbnail(path)
         return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=60"})
+
+    async def provenance(path: str) -> Response:
+        return JSONResponse(await console.provenance(path), headers={"Cache-Control": "no-store"})
+
+    @mcp.custom_route("/console/thumbnail", methods=["GET"], name="console-thumbnail")
+    async def console_thumbnail(request: Request) -> Response:
+        return await about_file(request, thumbnail)
 
     @mcp.custom_route("/console/provenance", methods=["GET"], name="console-provenance")
     async def console_provenance(request: Request) -> Response:
-        if not console.reader(request):
-            return refused(401, "log in at /console")
-        try:
-            found = await console.provenance(request.query_params.get("path", ""))
-        except GdalMcpError as e:
-            return JSONResponse(app.scrub_error(e).payload(), status_code=404 if e.code == "not-found" else 400)
-        return JSONResponse(found, headers={"Cache-Control": "no-store"})
+        return await about_file(request, provenance)
 
     return console
