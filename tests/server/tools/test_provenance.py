@@ -39,6 +39,24 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+SHAPEFILE = ("shp", "shx", "dbf", "prj", "cpg")
+
+
+def _workspace(tmp_path: Path, raster: str | None = "RGB.byte.tif", shapefile: bool = False) -> Path:
+    """A workspace holding RGB.byte.tif (under the name `raster`) and, with `shapefile`, box.shp's five files."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    if raster:
+        (ws / raster).write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
+    for part in SHAPEFILE if shapefile else ():
+        (ws / f"box.{part}").write_bytes((DATA / "vector" / f"box.{part}").read_bytes())
+    return ws
+
+
+def _server(ws: Path, confirm: str = "never") -> tuple[Any, Any]:
+    return build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm=confirm))  # type: ignore[arg-type]
+
+
 class Approves:
     def __init__(self) -> None:
         self.shown: list[str] = []
@@ -49,10 +67,8 @@ class Approves:
 
 
 async def test_a_chain_of_three_tools_leaves_a_valid_record_for_each_output(tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "RGB.byte.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
-    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="destructive"))
+    ws = _workspace(tmp_path)
+    mcp, app = _server(ws, "destructive")
     person = Approves()
     try:
         async with Client(mcp, elicitation_handler=person) as client:
@@ -117,10 +133,8 @@ async def test_the_record_goes_with_its_dataset_and_holds_no_secret(tmp_path: Pa
     argument is masked in the record (parameters_redacted)."""
     secret = "AKIA-SECRET-VALUE-0123456789"
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "RGB.byte.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
-    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    ws = _workspace(tmp_path)
+    mcp, app = _server(ws)
     try:
         async with Client(mcp) as client:
             err, res = await call(
@@ -154,9 +168,7 @@ async def test_lineage_follows_the_chain_and_replay_redoes_it_on_a_new_input(tmp
     import numpy as np
     from PIL import Image
 
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "may.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
+    ws = _workspace(tmp_path, raster="may.tif")
     with rasterio.open(ws / "may.tif") as src:  # next month's scene: the same grid, other values
         profile, data = src.profile, src.read()
     with rasterio.open(ws / "june.tif", "w", **profile) as dst:
@@ -174,7 +186,7 @@ async def test_lineage_follows_the_chain_and_replay_redoes_it_on_a_new_input(tmp
             return {k: filled(v, src, p) for k, v in value.items()}
         return value
 
-    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    mcp, app = _server(ws)
     try:
         async with Client(mcp) as client:
             for name, args in chain:
@@ -251,11 +263,8 @@ def _members_sha(shp: Path) -> str:
 async def test_a_shapefile_is_digested_with_all_its_members(tmp_path: Path) -> None:
     """The digest of a shapefile covers its five files, so an edit of its attributes (.dbf) is a change: lineage then
     says the file is no longer the one recorded."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    for part in ("shp", "shx", "dbf", "prj", "cpg"):
-        (ws / f"box.{part}").write_bytes((DATA / "vector" / f"box.{part}").read_bytes())
-    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    ws = _workspace(tmp_path, raster=None, shapefile=True)
+    mcp, app = _server(ws)
     try:
         async with Client(mcp) as client:
             err, res = await call(client, "vector_reproject", input="box.shp", output="box4326.shp", dst_crs="EPSG:4326")
@@ -279,10 +288,8 @@ async def test_a_shapefile_is_digested_with_all_its_members(tmp_path: Path) -> N
 async def test_a_change_in_place_keeps_the_chain(tmp_path: Path) -> None:
     """raster_edit in place (a new nodata) writes the file's new record: its input is the file's bytes before the
     change, the earlier record is kept inside it, and lineage goes through the edit back to the original input."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "RGB.byte.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
-    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    ws = _workspace(tmp_path)
+    mcp, app = _server(ws)
     try:
         async with Client(mcp) as client:
             err, res = await call(client, "raster_convert", input="RGB.byte.tif", output="copy.tif")
@@ -346,11 +353,9 @@ async def test_band_inputs_own_records_and_replay_failures(tmp_path: Path) -> No
     """raster_calc's 'path:band' input is hashed like the file; of two files with the same bytes, each has its own
     history (its own record first); a replayed output's record says what it replays; a replay whose output exists
     fails with the step's error (isError), saying what was written before it."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "may.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
+    ws = _workspace(tmp_path, raster="may.tif")
     (ws / "june.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes()[:-1] + b"\x01")
-    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    mcp, app = _server(ws)
     try:
         async with Client(mcp) as client:
             for out in ("b1.tif", "b1_copy.tif"):
@@ -390,10 +395,8 @@ async def test_a_ballpark_datum_shift_is_said_and_recorded(tmp_path: Path) -> No
         "EPSG:32618", "EPSG:4301", always_xy=True, area_of_interest=AreaOfInterest(-78.9, 23.5, -76.2, 25.6)
     )
     assert "ballpark" in expected.description.lower()
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "RGB.byte.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
-    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    ws = _workspace(tmp_path)
+    mcp, app = _server(ws)
     try:
         async with Client(mcp) as client:
             err, res = await call(client, "raster_reproject", input="RGB.byte.tif", output="tokyo.tif", dst_crs="EPSG:4301")
@@ -409,12 +412,8 @@ async def test_a_ballpark_datum_shift_is_said_and_recorded(tmp_path: Path) -> No
 async def test_inputs_in_different_crss_are_recorded(tmp_path: Path) -> None:
     """A raster clipped with a vector mask in another CRS: the record's inputs_share_crs check fails, saying each
     input's CRS, and the CRS decision says the output's CRS and that the other input was transformed to it."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "RGB.byte.tif").write_bytes((DATA / "raster" / "RGB.byte.tif").read_bytes())
-    for part in ("shp", "shx", "dbf", "prj", "cpg"):
-        (ws / f"box.{part}").write_bytes((DATA / "vector" / f"box.{part}").read_bytes())
-    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=120, confirm="never"))
+    ws = _workspace(tmp_path, shapefile=True)
+    mcp, app = _server(ws)
     try:
         async with Client(mcp) as client:
             err, res = await call(client, "vector_reproject", input="box.shp", output="box4326.gpkg", dst_crs="EPSG:4326")
