@@ -70,7 +70,7 @@ class Job[R]:
     #: as the caller sees them, the confirmation); the worker adds what it measures and writes the record beside the
     #: output (engine/provenance.py). None: no record (a job without an output, or --no-provenance). Not an engine
     #: argument.
-    provenance: dict[str, Any] | None = None
+    provenance: dict[str, Any] | None = dataclasses.field(default=None, repr=False)  # holds the signing key
 
     def kwargs(self) -> dict[str, Any]:
         """The engine function's keyword arguments: the job's fields but upload, replace and provenance."""

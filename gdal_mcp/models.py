@@ -1162,6 +1162,7 @@ class LineageStep(Model):
     operation: str | None = Field(None, description="The tool that made it; null for an original input (no record found)")
     parameters: dict[str, Any] | None = Field(None, description="The tool's arguments as given (credentials masked)")
     inputs: list[str] = Field(default_factory=list, description="sha256 of each dataset the step read (entries of `steps`)")
+    input_paths: list[str] = Field(default_factory=list, description="The path each of `inputs` was read from")
     unhashed_inputs: list[str] = Field(
         default_factory=list, description="Remote datasets the step read by windows, named but not hashed (the chain stops)"
     )

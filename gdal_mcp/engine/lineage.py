@@ -90,7 +90,8 @@ def records(
                 continue
             while isinstance(record, dict):  # the record, then those it keeps of the bytes it replaced
                 sha = (record.get("output") or {}).get("sha256")
-                if isinstance(sha, str):
+                reads = {i.get("sha256") for i in record.get("inputs") or [] if isinstance(i, dict)}
+                if isinstance(sha, str) and sha not in reads:  # a step cannot make what it read (a copy of itself)
                     known = found.get(sha)
                     if known is None or str(record.get("finished_at", "")) > str(known[1].get("finished_at", "")):
                         found[sha] = (path, record)
@@ -120,6 +121,19 @@ def lineage(path: str, roots: list[str], max_steps: int = 50, key: str = "", pro
     order: list[str] = []
     warnings: list[str] = []
 
+    def beside(shown: str | None, sha: str) -> tuple[str, dict[str, Any]] | None:
+        """The signed record beside the file a step read (`shown`, workspace-relative), when it made these bytes:
+        it wins over another record of the same bytes (a later call writing them elsewhere)."""
+        if not shown or not roots:
+            return None
+        where = f"{roots[0].rstrip('/')}/{shown}{RECORD_SUFFIX}"
+        try:
+            found = _read(where)
+        except (OSError, ValueError, RecursionError, GdalMcpError):
+            return None
+        ok = verified(found) and (found.get("output") or {}).get("sha256") == sha
+        return (where, found) if ok else None
+
     def visit(sha: str, shown: str | None, depth: int) -> None:
         nonlocal truncated
         if sha in steps:
@@ -127,7 +141,7 @@ def lineage(path: str, roots: list[str], max_steps: int = 50, key: str = "", pro
         if len(steps) >= min(max_steps, MAX_STEPS):
             truncated = True
             return
-        made = index.get(sha)
+        made = beside(shown, sha) or index.get(sha)
         if made is None:
             steps[sha] = LineageStep(sha256=sha, path=shown)
             order.append(sha)
@@ -142,6 +156,7 @@ def lineage(path: str, roots: list[str], max_steps: int = 50, key: str = "", pro
         step.operation = str(record.get("operation") or "") or None
         step.parameters = record.get("parameters") if isinstance(record.get("parameters"), dict) else None
         step.inputs = [e["sha256"] for e in inputs]
+        step.input_paths = [str(e.get("path") or "") for e in inputs]
         unhashed = [str(u) for u in record.get("x-gdal-mcp:remote_inputs") or []]
         if unhashed:
             step.unhashed_inputs = unhashed

@@ -126,8 +126,15 @@ def candidate(roots: Roots, path: str, base: Path | None = None) -> Path:
     return p
 
 
+def key_dir() -> Path:
+    """Where the server keeps the key its provenance records are signed with ($XDG_STATE_HOME/gdal-mcp, else
+    ~/.local/state/gdal-mcp): never a path any tool may name, whatever the workspace (server/provenance.py)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(os.path.realpath(os.path.join(state, "gdal-mcp")))
+
+
 def contained(roots: Roots, real: Path) -> bool:
-    if any(real == t or real.is_relative_to(t) for t in FORBIDDEN_TREES):
+    if any(real == t or real.is_relative_to(t) for t in (*FORBIDDEN_TREES, key_dir())):
         return False
     return any(real == r or real.is_relative_to(r) for r in roots)
 

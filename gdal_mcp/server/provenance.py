@@ -42,8 +42,9 @@ def signing_key(roots: list[str]) -> str:
     given = os.environ.get("GDAL_MCP_PROVENANCE_KEY", "").strip()
     if given:
         return hashlib.sha256(given.encode()).hexdigest()
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    path = os.path.join(state, "gdal-mcp", "provenance.key")
+    from gdal_mcp.sandbox.paths import key_dir
+
+    path = str(key_dir() / "provenance.key")  # a directory no tool may name (sandbox/paths.contained)
     real = os.path.realpath(path)
     if any(real == r or real.startswith(r.rstrip("/") + "/") for r in (os.path.realpath(x) for x in roots)):
         log.warning("the provenance key file %s would lie in a workspace: records are signed for this run only", path)

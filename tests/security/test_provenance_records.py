@@ -170,3 +170,62 @@ async def test_replay_stops_where_a_step_needs_an_approval_it_cannot_ask(ws: Pat
     finally:
         app.executor.close()
     assert not (ws / "c_replay.tif").exists()
+
+
+async def test_the_signing_key_is_never_a_path_a_tool_may_name(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack class: stealing or destroying the signing key. A server whose workspace holds the key directory of the
+    user's other servers (--workspace ~) cannot read, list, copy, move, delete or overwrite it."""
+    state = ws / ".local" / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    (state / "gdal-mcp").mkdir(parents=True)
+    (state / "gdal-mcp" / "provenance.key").write_text("ab" * 32)
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=60, confirm="never"))
+    assert app.provenance_key != "ab" * 32  # a key inside a workspace is never used either
+    key = ".local/state/gdal-mcp/provenance.key"
+    try:
+        async with Client(mcp) as client:
+            with pytest.raises(Exception, match="out-of-root|outside"):
+                await client.read_resource(f"gdal-mcp://files/{key}")
+            for tool, args in (
+                ("workspace_delete", {"input": key}),
+                ("workspace_copy", {"input": key, "output": "stolen.key"}),
+                ("raster_convert", {"input": "a.tif", "output": ".local/state/gdal-mcp/x.tif"}),
+            ):
+                err, res = await call(client, tool, **args)
+                assert err and res["error"]["code"] in ("out-of-root", "invalid-argument", "not-found"), (tool, res)
+            err, listed = await call(client, "list_datasets", path=".local/state")
+            assert "ab" * 32 not in json.dumps(listed)  # at most named, never opened
+            assert all(e.get("driver") is None for e in listed.get("entries", []) if "provenance.key" in e["path"])
+    finally:
+        app.executor.close()
+    assert (state / "gdal-mcp" / "provenance.key").read_text() == "ab" * 32
+
+
+async def test_replay_follows_a_copy_and_lineage_is_not_hijacked_by_same_bytes(ws: Path) -> None:
+    """Attack class: replay computing from stale data, and lineage rewritten by an unrelated call. A step that read a
+    copy of an earlier output reads the replayed output (linked by digest, not name); another file written with the
+    same bytes as an intermediate does not take over its step."""
+    mcp, app = build_server(Settings(workspaces=(ws,), workers=1, timeout=60, confirm="never"))
+    try:
+        async with Client(mcp) as client:
+            for tool, args in (
+                ("raster_convert", {"input": "a.tif", "output": "mid.tif"}),
+                ("workspace_copy", {"input": "mid.tif", "output": "work/mid2.tif"}),
+                ("raster_clip", {"input": "work/mid2.tif", "output": "final.tif", "bbox": [101985, 2611485, 130000, 2640000]}),
+                ("raster_convert", {"input": "mid.tif", "output": "scratch/same.tif"}),  # the same bytes again
+            ):
+                err, res = await call(client, tool, **args)
+                assert not err, (tool, res)
+            assert _sha(ws / "scratch" / "same.tif") == _sha(ws / "mid.tif")
+            err, lineage = await call(client, "dataset_lineage", input="final.tif")
+            assert not err, lineage
+            assert [(s["operation"], s["path"]) for s in lineage["steps"]] == [
+                (None, "a.tif"),
+                ("raster_convert", "mid.tif"),
+                ("raster_clip", "final.tif"),
+            ], lineage
+            err, plan = await call(client, "replay", input="final.tif", substitute={"a.tif": "b.tif"})
+            assert not err, plan
+            assert [c["arguments"]["input"] for c in plan["plan"]] == ["b.tif", "mid_replay.tif"], plan
+    finally:
+        app.executor.close()

@@ -167,7 +167,11 @@ async def replay(
         raise GdalMcpError("invalid-argument", f"{display} has no provenance record: there is nothing to replay")
     mapping = dict(substitute)
     plan: list[ReplayCall] = []
+    renamed: dict[str, str] = {}  # an earlier step's output digest -> its new output
     for step in made:
+        for sha, read in zip(step.inputs, step.input_paths, strict=False):
+            if sha in renamed and read:  # the file this step read was made by an earlier step (or is a copy of it)
+                mapping[read] = renamed[sha]
         if step.parameters is None or step.path is None:
             raise GdalMcpError("invalid-argument", f"the record of {step.path} has no arguments: it cannot be replayed")
         if not await _replayable(ctx, step.operation or ""):  # a record is a file: it never chooses what runs
@@ -178,6 +182,7 @@ async def replay(
             )
         new_output = next((v for k, v in (outputs or {}).items() if _same(k, step.path)), None) or _renamed(step.path, suffix)
         mapping[step.path] = new_output
+        renamed[step.sha256] = new_output
         arguments = {k: v for k, v in _substituted(step.parameters, mapping).items() if k != "overwrite"}
         if overwrite:  # the replay's own: a recorded overwrite=true was the person's yes for that file, not these
             arguments["overwrite"] = True
