@@ -211,8 +211,8 @@ async def raster_reproject(
     to a new resolution/size in its own CRS. Keeps the whole source extent unless bbox is given; the resolution
     defaults to GDAL's suggestion. Warps GCP- and RPC-georeferenced rasters (scanned maps, Sentinel-1, satellite
     scenes) onto a map grid. Use nearest (default) for categorical data (land cover, classes), bilinear or cubic
-    for continuous data (elevation, reflectance). Keeps the input's compression and band metadata; warns when the data
-    reach outside the target CRS's area of use. Multi-threaded."""
+    for continuous data (elevation, reflectance). Keeps compression and band metadata; warns outside the target CRS's area
+    of use, and of a ballpark datum shift. Multi-threaded by tiles, each within GDAL's 0.125-pixel warp tolerance."""
     src = app.sandbox.resolve_input(input)
     inputs = [src]
     like_path = optional_input(app, like, "like", inputs)
