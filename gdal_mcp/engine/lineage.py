@@ -8,20 +8,18 @@ own digest comes from its record while its size and date still match, else from 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.provenance import KEY, digest, object_digest, verified
+from gdal_mcp.engine.provenance import KEY, digest, object_digest, read_record, verified
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import LineageResult, LineageStep
 from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
 from gdal_mcp.sandbox.remote import is_remote
 
 MAX_RECORDS = 20_000
-MAX_RECORD_BYTES = 1024 * 1024
 MAX_STEPS = 200
 #: datasets drawn in the graph at most (the nearest to the dataset): a bounded image
 MAX_DRAWN = 40
@@ -44,23 +42,6 @@ def _record_paths(root: str) -> Iterator[str]:
                 yield os.path.join(folder, name)
 
 
-def _read(path: str) -> Any:
-    """A record's JSON (at most MAX_RECORD_BYTES), from a file or an object."""
-    if is_remote(path):
-        from gdal_mcp.engine import objects
-
-        parts: list[bytes] = []
-        objects.stream(path, parts.append, limit=MAX_RECORD_BYTES + 1)
-        data = b"".join(parts)
-        if len(data) > MAX_RECORD_BYTES:
-            raise ValueError("too large")
-        return json.loads(data)
-    if os.path.getsize(path) > MAX_RECORD_BYTES:
-        raise ValueError("too large")
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
 def _digest(path: str) -> str | None:
     """The digest of a dataset, a file or (in a bucket) its objects; None when it is not there."""
     if not is_remote(path):
@@ -81,9 +62,8 @@ def records(
             seen += 1
             if seen > MAX_RECORDS:
                 return found, True, unverified
-            try:
-                record = _read(path)
-            except (OSError, ValueError, RecursionError, GdalMcpError):  # unreadable, too large or too deep
+            record: Any = read_record(path)
+            if record is None:  # unreadable, too large or too deep
                 continue
             if not verified(record):  # not signed by this server: not believed (anyone may write a file)
                 unverified.append(path)
@@ -110,13 +90,9 @@ def lineage(path: str, roots: list[str], max_steps: int = 50, key: str = "", pro
     if target is None:
         raise GdalMcpError("not-found", "the dataset is not a file in the workspace (lineage follows files)")
     index, truncated, unverified = records(roots, progress)
-    own: Any = None
-    try:  # its own record first: another file with the same bytes has a history of its own
-        own = _read(path + RECORD_SUFFIX)
-        if verified(own) and (own.get("output") or {}).get("sha256") == target:
-            index[target] = (path + RECORD_SUFFIX, own)
-    except (OSError, ValueError, RecursionError, GdalMcpError):
-        own = None
+    own = read_record(path + RECORD_SUFFIX)  # its own record first: another file with the same bytes has its history
+    if own is not None and verified(own) and (own.get("output") or {}).get("sha256") == target:
+        index[target] = (path + RECORD_SUFFIX, own)
     steps: dict[str, LineageStep] = {}
     order: list[str] = []
     warnings: list[str] = []
@@ -127,12 +103,9 @@ def lineage(path: str, roots: list[str], max_steps: int = 50, key: str = "", pro
         if not shown or not roots:
             return None
         where = f"{roots[0].rstrip('/')}/{shown}{RECORD_SUFFIX}"
-        try:
-            found = _read(where)
-        except (OSError, ValueError, RecursionError, GdalMcpError):
-            return None
-        ok = verified(found) and (found.get("output") or {}).get("sha256") == sha
-        return (where, found) if ok else None
+        found = read_record(where)
+        ok = found is not None and verified(found) and (found.get("output") or {}).get("sha256") == sha
+        return (where, found) if found is not None and ok else None
 
     def visit(sha: str, shown: str | None, depth: int) -> None:
         nonlocal truncated

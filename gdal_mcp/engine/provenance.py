@@ -23,7 +23,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -112,9 +112,30 @@ def sha256_file(path: str, progress: Progress = no_progress) -> str:
 SHAPEFILE_MEMBERS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
 
 
+def shapefile_parts(name: str, names: Iterable[str]) -> dict[str, str] | None:
+    """The member files of the shapefile `name` among `names` (a folder's), by lower-case extension, matched
+    case-insensitively; None when two files match one member (which one GDAL read is unknown) or there is no .shp."""
+    stem = name[:-4].lower()
+    found: dict[str, str] = {}
+    for entry in names:
+        ext = entry[len(stem) :].lower()
+        if entry.lower().startswith(stem) and ext in SHAPEFILE_MEMBERS:
+            if ext in found:
+                return None
+            found[ext] = entry
+    return found if ".shp" in found else None
+
+
+def listing_digest(digests: Mapping[str, str]) -> str:
+    """The digest of a dataset of several files: SHA-256 of '<name>\\0<sha256>\\n' per member, sorted by the bytes of
+    the name (manifest-spec section 3.3, draft.9)."""
+    text = "".join(f"{name}\0{sha}\n" for name, sha in sorted(digests.items(), key=lambda i: i[0].encode()))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def members(path: str) -> dict[str, str]:
-    """The files a dataset's digest covers, by the name each is listed under: a shapefile's members by extension
-    (matched case-insensitively), else the file alone (""), as for a shapefile with two files for one member."""
+    """The files a dataset's digest covers, by the name each is listed under: every regular file of a directory
+    output (by relative path), a shapefile's members (by extension, shapefile_parts), else the file alone ("")."""
     if os.path.isdir(path):  # a directory output (raster_tiles): every regular file in it, by relative path
         found_in: dict[str, str] = {}
         for folder, dirs, files in os.walk(path):
@@ -127,17 +148,9 @@ def members(path: str) -> dict[str, str]:
     if not path.lower().endswith(".shp"):
         return {"": path}
     folder, name = os.path.split(path)
-    stem = name[:-4].lower()
-    found: dict[str, str] = {}
-    for entry in os.listdir(folder or "."):
-        low = entry.lower()
-        for ext in SHAPEFILE_MEMBERS:
-            full = os.path.join(folder, entry)
-            if low == stem + ext and os.path.isfile(full) and not os.path.islink(full):
-                if ext in found:  # two files for one member (box.dbf, box.DBF): which GDAL read is unknown
-                    return {"": path}
-                found[ext] = full
-    return found if ".shp" in found else {"": path}
+    files = [e for e in os.listdir(folder or ".") if os.path.isfile(p := os.path.join(folder, e)) and not os.path.islink(p)]
+    parts = shapefile_parts(name, files)
+    return {ext: os.path.join(folder, entry) for ext, entry in parts.items()} if parts else {"": path}
 
 
 def state(path: str) -> str:
@@ -163,23 +176,42 @@ def digest(path: str, known_digests: Mapping[str, Any] | None = None) -> str:
         if list(files) == [""]:
             known = sha256_file(path)
         else:
-            listing = "".join(f"{name}\0{sha256_file(p)}\n" for name, p in sorted(files.items(), key=lambda i: i[0].encode()))
-            known = hashlib.sha256(listing.encode("utf-8")).hexdigest()
+            known = listing_digest({name: sha256_file(p) for name, p in files.items()})
     _digests[key] = known
     return known
 
 
-def _recorded_digest(path: str, now: str) -> str | None:
+#: the largest record read (they are a few kilobytes; one keeping 20 earlier ones, tens)
+MAX_RECORD_BYTES = 1024 * 1024
+
+
+def read_record(path: str) -> dict[str, Any] | None:
+    """The JSON object of the record file (or object, /vsis3/…) at `path`, at most MAX_RECORD_BYTES; None when it is
+    missing, unreadable, too large, too deep or not an object. Whether this server signed it is `verified`'s."""
     try:
-        with open(path + RECORD_SUFFIX, encoding="utf-8") as fh:
-            whole = json.load(fh)
-        output = whole.get("output") or {}
-        trusted = verified(whole)
-    except (OSError, ValueError, AttributeError, RecursionError):
+        if path.startswith("/vsi"):
+            from gdal_mcp.engine import objects
+
+            parts: list[bytes] = []
+            objects.stream(path, parts.append, limit=MAX_RECORD_BYTES + 1)
+            data = b"".join(parts)
+        else:
+            if os.path.getsize(path) > MAX_RECORD_BYTES:
+                return None
+            with open(path, "rb") as fh:
+                data = fh.read()
+        found = json.loads(data) if len(data) <= MAX_RECORD_BYTES else None
+    except (OSError, ValueError, RecursionError, GdalMcpError):
         return None
+    return found if isinstance(found, dict) else None
+
+
+def _recorded_digest(path: str, now: str) -> str | None:
+    whole = read_record(path + RECORD_SUFFIX)
+    output = (whole or {}).get("output") or {}
     if (
         isinstance(output, dict)
-        and trusted
+        and verified(whole)
         and str(output.get("path", "")).rsplit("/", 1)[-1] == os.path.basename(path)
         and output.get(X + "state") == now
         and re.fullmatch(r"[0-9a-f]{64}", str(output.get("sha256", "")))
@@ -206,22 +238,9 @@ def object_digest(path: str, limit: int | None = REMOTE_HASH_LIMIT) -> str | Non
     listing = objects.folder_listing(folder)
     if name not in listing:
         return None
-    if name.lower().endswith(".shp"):
-        stem = name[:-4].lower()
-        parts = {
-            n[len(stem) :].lower(): n
-            for n in listing
-            if n.lower().startswith(stem) and n[len(stem) :].lower() in SHAPEFILE_MEMBERS
-        }
-    else:
-        parts = {"": name}
-    try:
-        parts_read: list[bytes] = []
-        objects.stream(f"{path}{RECORD_SUFFIX}", parts_read.append, limit=1024 * 1024)
-        beside = json.loads(b"".join(parts_read))
-        output = (beside.get("output") or {}) if verified(beside) else {}
-    except (GdalMcpError, ValueError, AttributeError, RecursionError):
-        output = {}
+    parts = (shapefile_parts(name, listing) if name.lower().endswith(".shp") else None) or {"": name}
+    beside = read_record(f"{path}{RECORD_SUFFIX}")
+    output = (beside.get("output") or {}) if beside is not None and verified(beside) else {}
     seen = listing[name]
     if (
         list(parts) == [""]
@@ -235,8 +254,7 @@ def object_digest(path: str, limit: int | None = REMOTE_HASH_LIMIT) -> str | Non
         return None
     if list(parts) == [""]:
         return objects.sha256(path)
-    text = "".join(f"{ext}\0{objects.sha256(f'{folder}/{n}')}\n" for ext, n in sorted(parts.items(), key=lambda i: i[0].encode()))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return listing_digest({ext: objects.sha256(f"{folder}/{n}") for ext, n in parts.items()})
 
 
 #: records kept inside a record for the bytes its output replaced, one in another (the oldest dropped)
@@ -265,14 +283,8 @@ def s3_etag(path: str, part: int = S3_PART) -> str:
 
 
 def earlier_record(path: str) -> dict[str, Any] | None:
-    """The record beside the file at `path` now (None when there is none, or it is not one)."""
-    try:
-        if os.path.getsize(path + RECORD_SUFFIX) > 1024 * 1024:
-            return None
-        with open(path + RECORD_SUFFIX, encoding="utf-8") as fh:
-            found = json.load(fh)
-    except (OSError, ValueError, RecursionError):
-        return None
+    """The record this server signed beside the file at `path` now (None when there is none)."""
+    found = read_record(path + RECORD_SUFFIX)
     return found if verified(found) else None
 
 

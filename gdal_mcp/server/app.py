@@ -6,7 +6,6 @@ import asyncio
 import atexit
 import dataclasses
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -25,7 +24,7 @@ from gdal_mcp.execution.local import LocalExecutor
 from gdal_mcp.jobs import Job
 from gdal_mcp.models import ReadsRemote, RemoteReads
 from gdal_mcp.sandbox import OutputTarget, ResolvedInput, Sandbox
-from gdal_mcp.sandbox.outputs import RECORD_SUFFIX, temporary_dir
+from gdal_mcp.sandbox.outputs import RECORD_SUFFIX
 from gdal_mcp.sandbox.remote import is_remote, parse_allowed
 from gdal_mcp.sandbox.temporaries import upload_journal
 from gdal_mcp.server import provenance
@@ -209,15 +208,7 @@ class App:
                 f"'{self.sandbox.display(remote_changes[0])}' is remote: it cannot be changed in place; write the result to "
                 "a new output instead",
             )
-        record_dir: Path | None = None
-        changed = job.modifies()
-        if output is not None and output.final.name and job.output_path() is not None:  # its provenance record
-            job = dataclasses.replace(job, provenance=provenance.context(self, job, output.display))
-        elif len(changed) == 1 and not is_remote(changed[0]) and job.RECORDED:  # a file changed in place: its new record
-            shown = self.sandbox.display(changed[0])
-            record_dir = temporary_dir(Path(changed[0]).parent, shown, [])
-            found = provenance.context(self, job, shown)
-            job = dataclasses.replace(job, provenance=found and {**found, "record_dir": str(record_dir)})
+        job, record_dir = provenance.attach(self, job, output)  # what the worker needs to write the provenance record
         if output is not None and output.remote is not None:  # the worker that runs the job uploads its output
             replace = await self._replacing(output.remote) if output.overwrite else None
             job = dataclasses.replace(job, upload=output.remote, replace=replace)
@@ -241,11 +232,8 @@ class App:
                 raise GdalMcpError(e.code, job.naming_input(e.message)) from None
             if isinstance(result, WithRemote):  # the job read remote data: its figures go to the tool's result
                 result = remote_figures(result)
-            if record_dir is not None:  # the changed file's record replaces its earlier one (which it keeps inside)
-                record = record_dir / (Path(changed[0]).name + RECORD_SUFFIX)
-                if record.is_file():
-                    self.digests.learn(job, str(record), changed[0])
-                    os.replace(record, changed[0] + RECORD_SUFFIX)
+            if record_dir is not None:
+                provenance.place_changed(self, job, record_dir)
             if output is not None and output.remote is not None:
                 committed = True  # an object-storage output: its worker uploaded it (Job.upload), nothing to place here
                 Path(upload_journal(str(output.tmp_dir))).unlink(missing_ok=True)

@@ -4,20 +4,25 @@ approval of the call. Never opens a dataset."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import threading
 import time
 import uuid
 from contextvars import ContextVar
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gdal_mcp.credentials import redact_obj
+from gdal_mcp.sandbox.outputs import RECORD_SUFFIX, temporary_dir
+from gdal_mcp.sandbox.remote import is_remote
 from gdal_mcp.server.audit import APPROVAL
 from gdal_mcp.server.jobboard import CURRENT_TOOL
 
 if TYPE_CHECKING:
     from gdal_mcp.jobs import Job
+    from gdal_mcp.sandbox.outputs import OutputTarget
     from gdal_mcp.server.app import App
 
 log = logging.getLogger("gdal_mcp.provenance")
@@ -103,6 +108,33 @@ class CallApprovals:
     def forget(self, approval: dict[str, Any]) -> None:
         with self._lock:
             self._items = [i for i in self._items if i[2] is not approval]
+
+
+def attach[J: Job[Any]](app: App, job: J, output: OutputTarget | None) -> tuple[J, Path | None]:
+    """`job` with the server's part of its provenance record: for its output, or, for a file it changes in place, with
+    a temporary directory (returned) in the file's folder where the worker writes the file's new record."""
+    changed = job.modifies()
+    if output is not None and output.final.name and job.output_path() is not None:
+        return dataclasses.replace(job, provenance=context(app, job, output.display)), None
+    if len(changed) == 1 and not is_remote(changed[0]) and job.RECORDED:
+        shown = app.sandbox.display(changed[0])
+        found = context(app, job, shown)
+        if found is not None:
+            record_dir = temporary_dir(Path(changed[0]).parent, shown, [])
+            return dataclasses.replace(job, provenance={**found, "record_dir": str(record_dir)}), record_dir
+    return job, None
+
+
+def place_changed(app: App, job: Job[Any], record_dir: Path) -> None:
+    """After a job changed a file in place: its new record (which keeps the earlier one inside) replaces the record
+    beside the file."""
+    import os
+
+    changed = job.modifies()[0]
+    record = record_dir / (Path(changed).name + RECORD_SUFFIX)
+    if record.is_file():
+        app.digests.learn(job, str(record), changed)
+        os.replace(record, changed + RECORD_SUFFIX)
 
 
 def context(app: App, job: Job[Any], output: str) -> dict[str, Any] | None:
