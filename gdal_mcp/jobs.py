@@ -1262,3 +1262,65 @@ class StacSearchJob(Job[StacSearchResult]):
         name = self.catalog.split("?", 1)[0]
         short = name.rstrip("/").rsplit("/", 1)[-1]
         return message if short and short in message else f"{name}: {message}"
+
+
+# ----- cubes: netCDF / HDF5 / Zarr variables with a time axis -----
+from gdal_mcp.models import CubeAggregateSummary, CubeInfo, CubeSeriesResult, CubeSubsetSummary  # noqa: E402
+
+
+@dataclass(frozen=True, kw_only=True)
+class CubeInfoJob(Job[CubeInfo]):
+    FUNC = "gdal_mcp.engine.cube.info:cube_info"
+    path: str
+    variable: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CubeAggregateJob(WriteJob[tuple[CubeAggregateSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.cube.aggregate:aggregate"
+    src: str
+    dst: str
+    variable: str | None = None
+    statistic: Literal["mean", "sum", "min", "max", "std", "count", "median", "percentile"] = "mean"
+    percentile: float | None = None
+    period: str = "month"
+    climatology: bool = False
+    start: str | None = None
+    end: str | None = None
+    level: float | str | None = None
+    reference: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CubeSeriesJob(Job[CubeSeriesResult]):
+    """cube_series; with `dst` (output=) every row also goes to that CSV."""
+
+    FUNC = "gdal_mcp.engine.cube.series:series"
+    OUTPUT = "dst"
+    src: str
+    variable: str | None = None
+    points: list[tuple[float, float]] | None = None
+    points_crs: str | None = None
+    zones: str | None = None
+    zones_layer: str | None = None
+    zone_field: str | None = None
+    start: str | None = None
+    end: str | None = None
+    level: float | str | None = None
+    max_rows: int = 1000
+    dst: str | None = None
+    plot: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class CubeSubsetJob(WriteJob[tuple[CubeSubsetSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.cube.subset:subset"
+    src: str
+    dst: str = ""
+    variable: str | None = None
+    start: str | None = None
+    end: str | None = None
+    level: float | str | None = None
+    bbox: BBox | None = None
+    bbox_crs: str | None = None
+    per_step: bool = False

@@ -1221,3 +1221,133 @@ class ReplayResult(Model):
     failed_step: int | None = Field(None, description="0-based index in `plan` of the call that failed (later ones did not run)")
     error: dict[str, Any] | None = Field(None, description="That call's error (code, message)")
     warnings: list[str] = Field(default_factory=list)
+
+
+# ----- cubes (netCDF, HDF5, Zarr variables with a time axis) ---------------------------------------------------------
+class CubeDimension(Model):
+    """One dimension of a cube variable."""
+
+    name: str
+    size: int
+    kind: Literal["time", "level", "y", "x", "other"]
+    units: str | None = None
+    calendar: str | None = Field(None, description="CF calendar of a time dimension (standard, noleap, 360_day …)")
+    values: list[str | float] = Field(
+        default_factory=list, description="Its values: ISO 8601 dates for time (decoded in the calendar), levels in units"
+    )
+    values_truncated: bool = Field(False, description="Only the first and last values are listed (too many to list)")
+    chunk: int | None = Field(None, description="Chunk length along this dimension in the file (null: not chunked / unknown)")
+
+
+class CubeVariable(Model):
+    name: str
+    path: str = Field(description="GDAL path of the variable (a subdataset)")
+    shape: list[int] = Field(default_factory=list)
+    description: str | None = None
+
+
+class CubeInfo(ReadsRemote):
+    """cube_info: a variable's dimensions, time axis, chunking, CRS and nodata (or the variables of a file)."""
+
+    path: str
+    driver: str | None = None
+    variables: list[CubeVariable] = Field(default_factory=list, description="The variables in the file")
+    variable: str | None = Field(None, description="The variable described below (null: give variable= to pick one)")
+    dimensions: list[CubeDimension] = Field(default_factory=list, description="Slowest-varying first (time, level, y, x)")
+    time_start: str | None = None
+    time_end: str | None = None
+    time_steps: int | None = None
+    time_step: str | None = Field(None, description="The typical spacing of the time steps (e.g. 1 day, 1 month)")
+    levels: list[str | float] = Field(default_factory=list)
+    dtype: str | None = None
+    units: str | None = None
+    long_name: str | None = None
+    nodata: NoData = None
+    scale: float | None = None
+    offset: float | None = None
+    crs: str | None = Field(None, description="EPSG:n or name; from the CF grid_mapping, or lon/lat axes (EPSG:4326)")
+    crs_source: str | None = Field(None, description="Where the CRS came from: grid_mapping, lon/lat axes, or none")
+    bounds: Bounds | None = None
+    resolution: tuple[float, float] | None = None
+    width: int | None = None
+    height: int | None = None
+    bands: int | None = Field(None, description="Bands GDAL's raster view gives (one per time step and level)")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class CubePeriod(Model):
+    band: int
+    label: str = Field(description="The period (ISO 8601: 2005, 2005-01, 2004-12/2005-02 …) or slot (January, DJF)")
+    first_step: str | None = Field(None, description="Time of the first step in it")
+    last_step: str | None = Field(None, description="Time of the last step in it")
+    steps: int = Field(description="Time steps it reduces")
+
+
+class CubeAggregateSummary(Model):
+    raster: RasterSummary
+    variable: str | None = None
+    statistic: str
+    period: str
+    climatology: bool = False
+    anomaly_reference: str | None = Field(None, description="start/end of the reference period anomalies are against")
+    level: str | float | None = None
+    calendar: str | None = None
+    periods: list[CubePeriod] = Field(description="One per band, in band order (also the band descriptions)")
+
+
+class CubeAggregateResult(ReadsRemote):
+    output: str = Field(description="Workspace-relative path of the file written")
+    uri: str = Field(description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: CubeAggregateSummary
+    warnings: list[str] = Field(default_factory=list)
+
+
+class CubeSeriesRow(Model):
+    time: str = Field(description="ISO 8601 date-time of the step")
+    values: list[float | None] = Field(description="One per point or zone, in order; null where nodata or outside")
+
+
+class CubeSeriesTarget(Model):
+    name: str = Field(description="point_1 … or the zone's name")
+    x: float | None = None
+    y: float | None = None
+    row: int | None = None
+    col: int | None = None
+    inside: bool = True
+    pixels: int | None = Field(None, description="Zones: pixels whose centre lies in the zone")
+    area_m2: float | None = Field(None, description="Zones: ground area of those pixels (the weights)")
+
+
+class CubeSeriesResult(ReadsRemote):
+    path: str
+    variable: str | None = None
+    level: str | float | None = None
+    units: str | None = None
+    statistic: str = Field(description="value (points) or the zones' statistic (area-weighted mean …)")
+    targets: list[CubeSeriesTarget] = Field(description="The points or zones, in column order of `rows[].values`")
+    rows: list[CubeSeriesRow] = Field(description="One per time step (up to max_rows; all of them go to output)")
+    total_rows: int
+    truncated: bool = Field(False, description="More steps than max_rows: give output= (a .csv) for all of them")
+    output: str | None = Field(None, description="The CSV written (time, one column per point or zone)")
+    uri: str | None = None
+    plot_png: bytes = Field(b"", exclude=True, repr=False)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class CubeSubsetSummary(Model):
+    variable: str | None = None
+    steps: int = Field(description="Time steps written")
+    first_step: str | None = None
+    last_step: str | None = None
+    level: str | float | None = None
+    files: list[str] = Field(default_factory=list, description="per_step: the files written, one per step")
+    raster: RasterSummary | None = Field(None, description="The cube or stack written (not per_step)")
+
+
+class CubeSubsetResult(ReadsRemote):
+    output: str = Field(description="Workspace-relative path of the file (or directory, per_step) written")
+    uri: str = Field(description="Resource URI")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: CubeSubsetSummary
+    warnings: list[str] = Field(default_factory=list)

@@ -31,6 +31,7 @@ from gdal_mcp.server.tools import analysis as analysis_tools  # noqa: E402
 from gdal_mcp.server.tools import approval as approval_tools  # noqa: E402
 from gdal_mcp.server.tools import compare as compare_tools  # noqa: E402
 from gdal_mcp.server.tools import crs as crs_tools  # noqa: E402
+from gdal_mcp.server.tools import cube as cube_tools  # noqa: E402
 from gdal_mcp.server.tools import datasets as dataset_tools  # noqa: E402
 from gdal_mcp.server.tools import focal as focal_tools  # noqa: E402
 from gdal_mcp.server.tools import footprints as footprints_tools  # noqa: E402
@@ -236,6 +237,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
         stac_tools,  # stac_search
         workspace_tools,
         provenance_tools,  # dataset_lineage, replay
+        cube_tools,  # cube_info, cube_aggregate, cube_series, cube_subset
         schemas=schemas,
     )
     register_resources(mcp, app, resource_tools)

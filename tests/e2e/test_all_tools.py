@@ -272,6 +272,32 @@ CALLS = [
         ),
     ),
     (
+        "cube_info",
+        {"input": "raster/tas_rectilinear_grid_2D.nc"},
+        lambda r: r["variable"] == "tas" and r["time_steps"] == 12 and r["dimensions"][0]["calendar"] == "proleptic_gregorian",
+    ),
+    (
+        "cube_aggregate",
+        {"input": "raster/tas_rectilinear_grid_2D.nc", "variable": "tas", "output": "out/tas_seasons.tif", "period": "season"},
+        lambda r: [p["label"] for p in r["summary"]["periods"]][:2] == ["2004-12/2005-02", "2005-03/2005-05"],
+    ),
+    (
+        "cube_series",
+        {"input": "raster/tas_rectilinear_grid_2D.nc", "variable": "tas", "points": [[10.0, 50.0]], "start": "2005-07"},
+        lambda r: r["total_rows"] == 6 and r["rows"][0]["time"] == "2005-07-16T12:00:00" and r["rows"][0]["values"][0] > 273,
+    ),
+    (
+        "cube_subset",
+        {
+            "input": "raster/tas_rectilinear_grid_2D.nc",
+            "variable": "tas",
+            "output": "out/tas_summer.nc",
+            "start": "2005-06",
+            "end": "2005-08",
+        },
+        lambda r: r["summary"]["steps"] == 3 and r["summary"]["raster"]["driver"] == "netCDF",
+    ),
+    (
         "workspace_copy",
         {"input": "vector/polygons.shp", "output": "out/scratch/zones.shp"},
         lambda r: r["output"] == "out/scratch/zones.shp" and "out/scratch/zones.dbf" in r["files"],

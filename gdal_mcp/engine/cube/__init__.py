@@ -1,0 +1,1 @@
+"""Cubes: variables of netCDF, HDF5 and Zarr files with a time (and level) dimension."""

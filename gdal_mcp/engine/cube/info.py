@@ -1,0 +1,194 @@
+"""cube_info: what a netCDF/HDF5/Zarr variable holds along time, levels and space, and how it is chunked."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from gdal_mcp.engine.crs import crs_label
+from gdal_mcp.engine.cube.source import Cube, build_cube, cube_crs, described_variables
+from gdal_mcp.engine.progress import Progress, no_progress
+from gdal_mcp.engine.raster.cf_time import canonical_calendar, day_number
+from gdal_mcp.engine.raster.info import nodata_value
+from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.errors import GdalMcpError
+from gdal_mcp.models import Bounds, CubeDimension, CubeInfo, CubeVariable
+
+MAX_VALUES = 400  # values listed per dimension; beyond, the first and last 10
+_SHAPE = re.compile(r"^\[([\dx]+)\]\s*(.*)$")
+
+
+def _shape(description: str | None) -> tuple[list[int], str | None]:
+    m = _SHAPE.match(description or "")
+    if not m:
+        return [], description
+    return [int(v) for v in m.group(1).split("x")], m.group(2) or None
+
+
+def _chunks(path: str, variable: str | None) -> dict[str, int]:
+    """Chunk length per dimension name, from GDAL's multidimensional view (`gdal mdim info`); {} when unknown."""
+    from gdal_mcp.engine.algorithms import algorithm
+
+    m = re.match(r'^[A-Za-z0-9_]+:"(.+)":/*(.+)$', path)
+    file, name = (m.group(1), m.group(2)) if m else (path, variable)
+    if not name:
+        return {}
+    try:
+        with algorithm(["mdim", "info"], ["--array", "/" + name.lstrip("/"), file]) as alg:
+            alg.run()
+            doc = alg.json()
+    except Exception:  # noqa: BLE001 - chunking is a nicety: a driver without a multidimensional view has none
+        return {}
+    arrays = doc.get("arrays") or {}
+    array = next(iter(arrays.values()), None) if len(arrays) == 1 else arrays.get(name.rsplit("/", 1)[-1])
+    if array is None or not isinstance(array, dict):
+        return {}
+    dims = [d.rsplit("/", 1)[-1] for d in array.get("dimensions", [])]
+    block = array.get("block_size") or []
+    return {d: int(b) for d, b in zip(dims, block, strict=False) if b}
+
+
+def _spacing(cube: Cube) -> str | None:
+    keys = [s.key for s in cube.steps if s.key is not None]
+    keys = sorted(dict.fromkeys(keys))  # type: ignore[arg-type]
+    if len(keys) < 2:
+        return None
+    cal = canonical_calendar(cube.calendar)
+    stamps = [day_number(k[0], k[1], k[2], cal) * 86400 + k[3] * 3600 + k[4] * 60 + k[5] for k in keys]  # type: ignore[index]
+    gaps = Counter(round(b - a) for a, b in zip(stamps, stamps[1:], strict=False))
+    gap = gaps.most_common(1)[0][0]
+    days = gap / 86400
+    if 27 <= days <= 31.5:
+        return "1 month"
+    if 88 <= days <= 93:
+        return "3 months"
+    if 359 <= days <= 366.5:
+        return "1 year"
+    if days >= 1 and float(days).is_integer():
+        return f"{int(days)} day" + ("s" if days != 1 else "")
+    hours = gap / 3600
+    if hours >= 1 and float(hours).is_integer():
+        return f"{int(hours)} hour" + ("s" if hours != 1 else "")
+    return f"{gap} s"
+
+
+def _listed(values: list[Any]) -> tuple[list[Any], bool]:
+    if len(values) <= MAX_VALUES:
+        return values, False
+    return values[:10] + values[-10:], True
+
+
+def cube_info(path: str, variable: str | None = None, progress: Progress = no_progress) -> CubeInfo:
+    """The variables of a file, and for one of them (given, or the only one with more than two dimensions) its
+    dimensions with their values, time axis, chunking, CRS, nodata and scale."""
+    found = described_variables(path)
+    listed = []
+    for name, sub, desc in found:
+        shape, text = _shape(desc)
+        listed.append(CubeVariable(name=name, path=sub, shape=shape, description=text))
+    warnings: list[str] = []
+    gdal_path = path
+    if found:
+        if variable is None:
+            cubes = [v for v in listed if len(v.shape) >= 3]
+            if len(cubes) != 1:
+                return CubeInfo(
+                    path=path,
+                    variables=listed,
+                    warnings=[
+                        f"{len(cubes)} of the {len(listed)} variables have a time or level dimension"
+                        " (three or more dimensions); give variable= to describe one"
+                    ],
+                )
+            variable = cubes[0].name
+            warnings.append(f"described '{variable}', the only variable with three or more dimensions")
+        match = [v for v in listed if v.name == variable or v.path.rsplit('":', 1)[-1].strip("/") == variable.strip("/")]
+        if not match:
+            raise GdalMcpError(
+                "invalid-argument", f"no variable {variable!r} in the file; its variables: {', '.join(v.name for v in listed)}"
+            )
+        gdal_path = match[0].path
+    progress(0.3, "cube_info: reading the dimensions")
+    with open_raster(gdal_path) as ds:
+        if ds.count == 0:
+            raise GdalMcpError("invalid-argument", "the dataset has no raster bands; give variable= (its variables are listed)")
+        cube = build_cube(ds, gdal_path, variable)
+        warnings += cube.warnings
+        chunks = _chunks(gdal_path, variable)
+        crs, crs_source = cube_crs(ds, variable)
+        dims: list[CubeDimension] = []
+        if cube.time_dim:
+            times = [s.time for s in cube.steps if s.time]
+            times = list(dict.fromkeys(times))
+            values, cut = _listed(times)
+            info = next(d for d in cube.dims.info if d.name == cube.time_dim)
+            dims.append(
+                CubeDimension(
+                    name=cube.time_dim,
+                    size=len(times),
+                    kind="time",
+                    units=info.units,
+                    calendar=info.calendar,
+                    values=values,
+                    values_truncated=cut,
+                    chunk=chunks.get(cube.time_dim),
+                )
+            )
+        if cube.level_dim:
+            levels = cube.levels()
+            values, cut = _listed(levels)
+            info = next(d for d in cube.dims.info if d.name == cube.level_dim)
+            dims.append(
+                CubeDimension(
+                    name=cube.level_dim,
+                    size=len(levels),
+                    kind="level",
+                    units=info.units,
+                    values=values,  # type: ignore[arg-type]
+                    values_truncated=cut,
+                    chunk=chunks.get(cube.level_dim),
+                )
+            )
+        tags = ds.tags()
+        spatial = [d for d in chunks if d not in (cube.time_dim, cube.level_dim)]
+        y_name = next((n for n in spatial if n.lower() in ("lat", "latitude", "y", "rlat", "yc", "nlat")), "y")
+        x_name = next((n for n in spatial if n.lower() in ("lon", "longitude", "x", "rlon", "xc", "nlon")), "x")
+        block = ds.block_shapes[0] if ds.block_shapes else (None, None)
+        dims.append(CubeDimension(name=y_name, size=ds.height, kind="y", chunk=chunks.get(y_name) or block[0]))
+        dims.append(CubeDimension(name=x_name, size=ds.width, kind="x", chunk=chunks.get(x_name) or block[1]))
+        band = ds.tags(1)
+        b = ds.bounds
+        keys = [s.time for s in cube.steps if s.time]
+        if not chunks:
+            warnings.append("the file does not say how the variable is chunked along time (contiguous or not reported)")
+        if crs is None:
+            warnings.append("no CRS: the file has no grid_mapping and its axes are not longitude/latitude")
+        return CubeInfo(
+            path=path,
+            driver=ds.driver,
+            variables=listed,
+            variable=variable or cube.variable,
+            dimensions=dims,
+            time_start=min(keys) if keys else None,
+            time_end=max(keys) if keys else None,
+            time_steps=len(set(keys)) if keys else None,
+            time_step=_spacing(cube),
+            levels=cube.levels(),  # type: ignore[arg-type]
+            dtype=ds.dtypes[0],
+            units=ds.units[0] or band.get("units") or None,
+            long_name=band.get("long_name") or tags.get(f"{variable}#long_name") or None,
+            nodata=nodata_value(ds.nodatavals[0]),
+            scale=ds.scales[0],
+            offset=ds.offsets[0],
+            crs=crs_label(crs),
+            crs_source=crs_source,
+            bounds=Bounds(left=b.left, bottom=b.bottom, right=b.right, top=b.top)
+            if crs is not None or not ds.transform.is_identity
+            else None,
+            resolution=(abs(ds.transform.a), abs(ds.transform.e)),
+            width=ds.width,
+            height=ds.height,
+            bands=ds.count,
+            warnings=warnings,
+        )

@@ -1,0 +1,285 @@
+"""A variable of a netCDF, HDF5 or Zarr file as a cube: its time steps and levels, read through GDAL's raster view.
+
+GDAL opens a variable of more than two dimensions (``NETCDF:"f.nc":tas``, ``HDF5:"f.h5"://t``, ``ZARR:"f.zarr":/t``)
+as a raster whose bands are the combinations of its extra dimensions; `dimensions.band_dimensions` says which band
+holds which time (decoded to ISO 8601 in the file's CF calendar) and which level. This module adds what the cube
+tools need on top: picking the variable in a file, one time and one level per band, selecting bands by a date range
+and a level, and reading a window of bands as float64 in physical units (scale and offset applied, nodata as NaN).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from rasterio.windows import Window
+
+from gdal_mcp.engine.raster.cf_time import US_PER_DAY, TimeUnits, canonical_calendar, day_number
+from gdal_mcp.engine.raster.dimensions import Dimensions, band_dimensions
+from gdal_mcp.engine.raster.opening import open_raster
+from gdal_mcp.errors import GdalMcpError
+
+_ISO = re.compile(r"^(-?\d+)-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2}):(\d{2}(?:\.\d+)?))?$")
+_DATE_ARG = re.compile(r"^(-?\d{1,6})(?:-(\d{1,2})(?:-(\d{1,2})(?:[T ](\d{1,2})(?::(\d{1,2})(?::(\d{1,2}(?:\.\d*)?))?)?)?)?)?Z?$")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One band of the cube: its time (ISO 8601, or None when the variable has no time) and level."""
+
+    band: int
+    time: str | None
+    key: tuple[int, int, int, int, int, float] | None  # (year, month, day, hour, minute, second) of `time`
+    level: float | str | None
+
+
+@dataclass
+class Cube:
+    """The bands of one variable, with what each holds."""
+
+    path: str  # what GDAL opened
+    variable: str | None
+    time_dim: str | None
+    level_dim: str | None
+    calendar: str | None
+    time_units: str | None
+    steps: list[Step]
+    dims: Dimensions
+    warnings: list[str] = field(default_factory=list)
+
+    def levels(self) -> list[float | str]:
+        return list(dict.fromkeys(s.level for s in self.steps if s.level is not None))
+
+    def select(self, start: str | None = None, end: str | None = None, level: float | str | None = None) -> list[Step]:
+        """Steps within [start, end] (inclusive, ISO dates or date-times; a date alone covers its whole day, a
+        year or year-month its whole year or month) at `level` (required when the variable has several)."""
+        steps = self.steps
+        if self.level_dim is not None:
+            levels = self.levels()
+            if level is None:
+                if len(levels) > 1:
+                    raise GdalMcpError(
+                        "invalid-argument",
+                        f"the variable has {len(levels)} levels along '{self.level_dim}' ({_listing(levels)}); "
+                        "give level= one of them",
+                    )
+                level = levels[0] if levels else None
+            else:
+                match = [v for v in levels if _same_level(v, level)]
+                if not match:
+                    raise GdalMcpError(
+                        "invalid-argument", f"level {level} is not among the levels of '{self.level_dim}': {_listing(levels)}"
+                    )
+                level = match[0]
+            steps = [s for s in steps if s.level == level]
+        elif level is not None:
+            raise GdalMcpError("invalid-argument", "the variable has no level dimension; omit level")
+        if start is not None or end is not None:
+            if self.time_dim is None or any(s.key is None for s in steps):
+                raise GdalMcpError("invalid-argument", "the variable has no decoded time dimension; omit start and end")
+            lo = date_bound(start, "start", upper=False) if start else None
+            hi = date_bound(end, "end", upper=True) if end else None
+            steps = [s for s in steps if (lo is None or s.key >= lo) and (hi is None or s.key <= hi)]  # type: ignore[operator]
+        if not steps:
+            span = f"{self.steps[0].time} .. {self.steps[-1].time}" if self.steps and self.steps[0].time else "none"
+            raise GdalMcpError("invalid-argument", f"no time step falls within the range asked; the variable's steps: {span}")
+        return steps
+
+
+def _listing(values: list[Any], limit: int = 20) -> str:
+    shown = ", ".join(str(v) for v in values[:limit])
+    return shown + (f" … ({len(values)} in all)" if len(values) > limit else "")
+
+
+def _same_level(a: float | str, b: float | str) -> bool:
+    try:
+        return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)))
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def time_key(iso: str) -> tuple[int, int, int, int, int, float]:
+    m = _ISO.match(iso)
+    if not m:
+        raise GdalMcpError("internal-error", f"not an ISO date-time: {iso!r}")
+    y, mo, d, h, mi, s = m.groups()
+    return int(y), int(mo), int(d), int(h or 0), int(mi or 0), float(s or 0)
+
+
+def date_bound(text: str, name: str, *, upper: bool) -> tuple[int, int, int, int, int, float]:
+    """A date argument as a key: '2005', '2005-03', '2005-03-15' or '2005-03-15T06:00' cover their whole span
+    (an upper bound is its span's last instant)."""
+    m = _DATE_ARG.match(str(text).strip())
+    if not m:
+        raise GdalMcpError(
+            "invalid-argument", f"{name} {text!r} is not a date; write e.g. 2005, 2005-03, 2005-03-15 or 2005-03-15T06:00"
+        )
+    parts = [int(g) if g is not None and i < 5 else g for i, g in enumerate(m.groups())]
+    year = int(parts[0])  # type: ignore[arg-type]
+    month = parts[1] if parts[1] is not None else (12 if upper else 1)
+    day = parts[2] if parts[2] is not None else (31 if upper else 1)
+    hour = parts[3] if parts[3] is not None else (23 if upper else 0)
+    minute = parts[4] if parts[4] is not None else (59 if upper else 0)
+    second = float(parts[5]) if parts[5] is not None else (60.0 if upper else 0.0)
+    if not (1 <= int(month) <= 12 and 1 <= int(day) <= 31):  # type: ignore[arg-type]
+        raise GdalMcpError("invalid-argument", f"{name} {text!r} is not a valid date")
+    return year, int(month), int(day), int(hour), int(minute), second  # type: ignore[arg-type]
+
+
+def _variable_name(subdataset: str) -> str:
+    """The variable a GDAL subdataset path names: tas in NETCDF:"f.nc":tas, data in HDF5:"f.h5"://grp/data."""
+    tail = subdataset.rsplit('":', 1)[-1] if '":' in subdataset else subdataset.rsplit(":", 1)[-1]
+    return tail.strip("/").rsplit("/", 1)[-1]
+
+
+def variables(path: str) -> list[tuple[str, str]]:
+    """(variable name, GDAL subdataset path) of each variable GDAL lists in a container file."""
+    return [(name, sub) for name, sub, _ in described_variables(path)]
+
+
+def described_variables(path: str) -> list[tuple[str, str, str | None]]:
+    """(variable name, GDAL subdataset path, GDAL's description '[12x96x192] tas (32-bit floating-point)')."""
+    with open_raster(path) as ds:
+        tags = ds.tags(ns="SUBDATASETS")
+    out = []
+    for i in range(1, len(tags) + 1):
+        sub = tags.get(f"SUBDATASET_{i}_NAME")
+        if sub is None:
+            break
+        out.append((_variable_name(sub), sub, tags.get(f"SUBDATASET_{i}_DESC")))
+    return out
+
+
+def resolve_variable(path: str, variable: str | None) -> tuple[str, str | None]:
+    """The GDAL path of `variable` in the file `path`, and the variable's name. A file of one variable (or a path
+    that already names one, NETCDF:"f.nc":tas) is opened as it is."""
+    found = variables(path)
+    if not found:
+        return path, variable if variable is not None else (_variable_name(path) if '":' in path else None)
+    names = [n for n, _ in found]
+    if variable is None:
+        raise GdalMcpError(
+            "invalid-argument",
+            f"the file holds {len(found)} variables ({_listing(names)}); give variable= one of them (cube_info lists "
+            "them with their dimensions)",
+        )
+    match = [s for n, s in found if n == variable or s.rsplit('":', 1)[-1].strip("/") == variable.strip("/")]
+    if not match:
+        raise GdalMcpError("invalid-argument", f"no variable {variable!r} in the file; its variables: {_listing(names)}")
+    return match[0], variable
+
+
+def build_cube(ds: Any, path: str, variable: str | None) -> Cube:
+    dims = band_dimensions(ds, list(range(1, ds.count + 1)))
+    time_dims = [d.name for d in dims.info if d.values == "iso_datetime"]
+    others = [d.name for d in dims.info if d.values != "iso_datetime"]
+    warnings = list(dims.warnings)
+    time_dim = time_dims[0] if time_dims else None
+    if len(time_dims) > 1:
+        warnings.append(f"several time dimensions ({', '.join(time_dims)}); {time_dim} is used as the time")
+        others += time_dims[1:]
+    if len(others) > 1:
+        raise GdalMcpError(
+            "unsupported",
+            f"the variable has {len(others) + (1 if time_dim else 0)} non-spatial dimensions ({', '.join(others)}"
+            f"{', ' + time_dim if time_dim else ''}); the cube tools handle a time and at most one level dimension",
+        )
+    level_dim = others[0] if others else None
+    info = {d.name: d for d in dims.info}
+    steps = []
+    for b in range(1, ds.count + 1):
+        values = dims.by_band.get(b, {})
+        t = values.get(time_dim) if time_dim else None
+        t_iso = t if isinstance(t, str) and _ISO.match(t) else None
+        steps.append(
+            Step(band=b, time=t_iso, key=time_key(t_iso) if t_iso else None, level=values.get(level_dim) if level_dim else None)
+        )
+    if time_dim and any(s.key is None for s in steps):
+        warnings.append(f"some bands have no decodable '{time_dim}' value; time selections are refused")
+    if time_dim and all(s.key is not None for s in steps):
+        steps.sort(key=lambda s: (s.key, s.band))
+    return Cube(
+        path=path,
+        variable=variable,
+        time_dim=time_dim,
+        level_dim=level_dim,
+        calendar=info[time_dim].calendar if time_dim else None,
+        time_units=info[time_dim].units if time_dim else None,
+        steps=steps,
+        dims=dims,
+        warnings=warnings,
+    )
+
+
+@contextlib.contextmanager
+def open_cube(path: str, variable: str | None = None) -> Iterator[tuple[Any, Cube]]:
+    """The open dataset of `variable` in `path` and its Cube."""
+    gdal_path, name = resolve_variable(path, variable)
+    with open_raster(gdal_path) as ds:
+        if ds.count == 0:
+            raise GdalMcpError("invalid-argument", "the dataset has no raster bands; give variable= (cube_info lists them)")
+        yield ds, build_cube(ds, gdal_path, name)
+
+
+def read_steps(ds: Any, bands: list[int], window: Window) -> np.ndarray:
+    """Bands (n, h, w) of `window` as float64 in physical units: nodata and NaN as NaN, then scale and offset."""
+    data = ds.read(bands, window=window, out_dtype="float64")
+    for i, b in enumerate(bands):
+        nodata = ds.nodatavals[b - 1]
+        if nodata is not None and not np.isnan(nodata):
+            plane = data[i]
+            plane[plane == nodata] = np.nan
+        scale, offset = ds.scales[b - 1], ds.offsets[b - 1]
+        if scale != 1.0 or offset != 0.0:
+            data[i] = data[i] * scale + offset
+    return data
+
+
+def windows(height: int, width: int, bytes_per_pixel: int, budget: int) -> list[Window]:
+    """Windows covering the grid, each of at most `budget` bytes at `bytes_per_pixel`: strips of whole rows, or
+    pieces of one row when even a row is too large."""
+    per_row = max(1, width * bytes_per_pixel)
+    rows = budget // per_row
+    if rows >= 1:
+        rows = min(rows, height)
+        return [Window(0, r, width, min(rows, height - r)) for r in range(0, height, rows)]
+    cols = max(1, budget // max(1, bytes_per_pixel))
+    return [Window(c, r, min(cols, width - c), 1) for r in range(height) for c in range(0, width, cols)]
+
+
+_LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese"}
+_LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
+
+
+def cube_crs(ds: Any, variable: str | None) -> tuple[Any, str]:
+    """The CRS of a cube and where it came from: GDAL's (from the CF grid_mapping or the file's own SRS), or
+    EPSG:4326 when the axes are longitude and latitude (CF: degrees_east / degrees_north) and nothing says more."""
+    from rasterio.crs import CRS
+
+    tags = ds.tags()
+    if ds.crs is not None and ds.crs.to_wkt():
+        mapped = variable and f"{variable}#grid_mapping" in tags
+        return ds.crs, "grid_mapping" if mapped else "file"
+    lon = lat = False
+    for key, value in tags.items():
+        name, _, attr = key.partition("#")
+        text = str(value).strip().lower()
+        if attr == "units" and text in _LON_UNITS or attr == "standard_name" and text == "longitude":
+            lon = True
+        if attr == "units" and text in _LAT_UNITS or attr == "standard_name" and text == "latitude":
+            lat = True
+    if lon and lat and ds.transform is not None and not ds.transform.is_identity:
+        return CRS.from_epsg(4326), "lon/lat axes"
+    return None, "none"
+
+
+def encode_time(units: str, calendar: str | None, key: tuple[int, int, int, int, int, float]) -> float:
+    """`key` as a number of `units` in `calendar` (the inverse of cf_time's decode), for a netCDF time coordinate."""
+    tu = TimeUnits.parse(units, calendar)
+    cal = canonical_calendar(calendar)
+    us = day_number(key[0], key[1], key[2], cal) * US_PER_DAY + round((key[3] * 3600 + key[4] * 60 + key[5]) * 1e6)
+    return (us - tu.reference_us) / tu.unit_us

@@ -1,0 +1,328 @@
+"""cube_info, cube_aggregate, cube_series and cube_subset through an MCP client, against numpy on the same pixels.
+
+References: a synthetic netCDF cube with known values (noleap calendar, nodata holes) whose dates the test computes
+itself; the CMIP5 file tas_rectilinear_grid_2D.nc (12 monthly means of 2005) read band by band with rasterio;
+pyproj.Geod for the zones' area weights.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import rasterio.shutil
+from fastmcp import Client
+from PIL import Image
+from rasterio.transform import from_origin
+
+from tests.helpers import call
+
+TAS = 'NETCDF:"{ws}/raster/tas_rectilinear_grid_2D.nc":tas'
+NOLEAP_MONTH_STARTS = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334, 365]
+T, H, W = 730, 5, 7  # two noleap years of daily steps
+NODATA = -9999.0
+
+
+def noleap_month(day: int) -> tuple[int, int]:
+    """(year offset, month 1..12) of day `day` since 2001-01-01 in the noleap calendar."""
+    year, doy = divmod(day, 365)
+    return year, next(m for m in range(1, 13) if doy < NOLEAP_MONTH_STARTS[m])
+
+
+@pytest.fixture(scope="module")
+def synthetic(ws: Path) -> tuple[str, np.ndarray]:
+    """cube/daily.nc: T daily steps (days since 2001-01-01, noleap) of H x W Float32 with a few nodata holes."""
+    rng = np.random.default_rng(29)
+    data = rng.normal(280, 10, size=(T, H, W)).astype("float32")
+    data[5, 1, 1] = NODATA
+    data[40:70, 2, 3] = NODATA  # most of February 2001 at one pixel
+    (ws / "cube").mkdir(exist_ok=True)
+    tif = ws / "cube" / "daily_src.tif"
+    profile = dict(driver="GTiff", width=W, height=H, count=T, dtype="float32", crs="EPSG:4326")
+    profile.update(transform=from_origin(10, 50, 1.0, 1.0), nodata=NODATA)
+    with rasterio.open(tif, "w", **profile) as dst:
+        dst.update_tags(
+            NETCDF_DIM_EXTRA="{time}",
+            NETCDF_DIM_time_DEF=f"{{{T},6}}",
+            NETCDF_DIM_time_VALUES="{" + ",".join(str(d) for d in range(T)) + "}",
+            **{"time#units": "days since 2001-01-01", "time#calendar": "noleap", "time#axis": "T"},
+        )
+        for b in range(T):
+            dst.update_tags(b + 1, NETCDF_DIM_time=str(b), NETCDF_VARNAME="t2m")
+        dst.write(data)
+    rasterio.shutil.copy(tif, ws / "cube" / "daily.nc", driver="netCDF", FORMAT="NC4")
+    tif.unlink()
+    masked = np.where(data == NODATA, np.nan, data.astype("float64"))
+    return "cube/daily.nc", masked
+
+
+def read_all(path: Path) -> tuple[np.ndarray, list[str]]:
+    with rasterio.open(path) as ds:
+        return ds.read().astype("float64"), list(ds.descriptions)
+
+
+async def test_info_of_synthetic_and_real_cubes(client: Client, ws: Path, synthetic: tuple[str, np.ndarray]) -> None:
+    err, res = await call(client, "cube_info", input=synthetic[0])
+    assert not err, res
+    time = res["dimensions"][0]
+    assert time["kind"] == "time" and time["size"] == T and time["calendar"] == "noleap"
+    assert time["values_truncated"] and time["values"][:2] == ["2001-01-01T00:00:00", "2001-01-02T00:00:00"]
+    assert res["time_end"] == "2002-12-31T00:00:00"  # 729 days after 2001-01-01 in a 365-day calendar
+    assert res["time_step"] == "1 day" and res["crs"] == "EPSG:4326" and res["nodata"] == NODATA
+    err, res = await call(client, "cube_info", input="raster/tas_rectilinear_grid_2D.nc")
+    assert not err, res
+    assert res["variable"] == "tas" and [v["name"] for v in res["variables"]] == ["lon_bnds", "lat_bnds", "time_bnds", "tas"]
+    assert res["time_steps"] == 12 and res["time_step"] == "1 month"
+    assert (
+        res["dimensions"][0]["values"][0] == "2005-01-16T12:00:00" and res["dimensions"][0]["calendar"] == "proleptic_gregorian"
+    )
+    assert res["crs"] == "EPSG:4326" and res["crs_source"] == "lon/lat axes" and res["units"] == "K"
+    err, res = await call(client, "cube_info", input="raster/PLANET_SCOPE_3D.nc", variable="green")
+    assert not err, res
+    assert res["crs"] == "EPSG:32722" and res["crs_source"] == "grid_mapping" and res["time_steps"] == 2
+    err, res = await call(client, "cube_info", input="raster/PLANET_SCOPE_3D.nc", variable="red")
+    assert err and res["error"]["code"] == "invalid-argument" and "blue" in res["error"]["message"]
+
+
+async def test_monthly_mean_equals_numpy(client: Client, ws: Path, synthetic: tuple[str, np.ndarray]) -> None:
+    path, data = synthetic
+    err, res = await call(client, "cube_aggregate", input=path, output="out/cube_monthly.tif", period="month")
+    assert not err, res
+    got, names = read_all(ws / "out" / "cube_monthly.tif")
+    keys = [noleap_month(d) for d in range(T)]
+    months = list(dict.fromkeys(keys))
+    assert names == [f"{2001 + y}-{m:02d}" for y, m in months]
+    for band, month in enumerate(months):
+        idx = [d for d in range(T) if keys[d] == month]
+        with np.errstate(invalid="ignore"):
+            expect = np.nanmean(data[idx], axis=0)
+        np.testing.assert_allclose(got[band], expect, rtol=1e-6)
+    assert res["summary"]["periods"][1]["steps"] == 28 and res["summary"]["periods"][1]["label"] == "2001-02"
+
+
+@pytest.mark.parametrize(
+    ("statistic", "extra", "reducer"),
+    [
+        ("sum", {}, lambda a: np.nansum(a, axis=0)),
+        ("std", {}, lambda a: np.nanstd(a, axis=0)),
+        ("max", {}, lambda a: np.nanmax(a, axis=0)),
+        ("count", {}, lambda a: np.sum(~np.isnan(a), axis=0)),
+        ("percentile", {"percentile": 90}, lambda a: np.nanpercentile(a, 90, axis=0)),
+    ],
+)
+async def test_seasonal_statistics_equal_numpy(client: Client, ws: Path, synthetic, statistic, extra, reducer) -> None:
+    path, data = synthetic
+    out = f"out/cube_season_{statistic}.tif"
+    err, res = await call(client, "cube_aggregate", input=path, output=out, period="season", statistic=statistic, **extra)
+    assert not err, res
+    got, names = read_all(ws / out)
+
+    def season(day: int) -> tuple[int, str]:
+        y, m = noleap_month(day)
+        name = {12: "DJF", 1: "DJF", 2: "DJF", 3: "MAM", 4: "MAM", 5: "MAM", 6: "JJA", 7: "JJA", 8: "JJA"}.get(m, "SON")
+        return (y + 1 if m == 12 else y), name
+
+    keys = [season(d) for d in range(T)]
+    order = list(dict.fromkeys(keys))
+    assert names[0] == "2000-12/2001-02" and names[1] == "2001-03/2001-05" and names[-1] == "2002-12/2003-02"
+    for band, key in enumerate(order):
+        idx = [d for d in range(T) if keys[d] == key]
+        np.testing.assert_allclose(got[band], reducer(data[idx]), rtol=1e-5, atol=1e-4)
+
+
+async def test_climatology_anomaly_equals_numpy(client: Client, ws: Path, synthetic: tuple[str, np.ndarray]) -> None:
+    """2002's monthly means minus the 2001 means of the same month (the reference period)."""
+    path, data = synthetic
+    err, res = await call(
+        client,
+        "cube_aggregate",
+        input=path,
+        output="out/cube_anom.nc",
+        start="2002",
+        end="2002",
+        anomaly_reference=["2001", "2001"],
+    )
+    assert not err, res
+    keys = [noleap_month(d) for d in range(T)]
+    with rasterio.open(ws / "out" / "cube_anom.nc") as ds:
+        assert ds.count == 12 and ds.tags()["time#calendar"] == "noleap"
+        got = ds.read().astype("float64")
+    for m in range(1, 13):
+        this = np.nanmean(data[[d for d in range(T) if keys[d] == (1, m)]], axis=0)
+        ref = np.nanmean(data[[d for d in range(T) if keys[d] == (0, m)]], axis=0)
+        np.testing.assert_allclose(got[m - 1], this - ref, rtol=1e-5, atol=1e-4)
+    err, res = await call(client, "cube_aggregate", input=path, output="out/cube_clim.tif", climatology=True, statistic="min")
+    assert not err, res
+    got, names = read_all(ws / "out" / "cube_clim.tif")
+    assert names == [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ]
+    for m in range(1, 13):
+        np.testing.assert_allclose(got[m - 1], np.nanmin(data[[d for d in range(T) if keys[d][1] == m]], axis=0), rtol=1e-6)
+
+
+async def test_real_netcdf_monthly_and_seasonal_means(client: Client, ws: Path) -> None:
+    """The repository's CMIP5 file: each month's mean is its own band; seasons and the year are means of months."""
+    with rasterio.open(TAS.format(ws=ws)) as ds:
+        months = ds.read().astype("float64")
+    err, res = await call(
+        client, "cube_aggregate", input="raster/tas_rectilinear_grid_2D.nc", variable="tas", output="out/tas_m.tif"
+    )
+    assert not err, res
+    got, names = read_all(ws / "out" / "tas_m.tif")
+    assert names == [f"2005-{m:02d}" for m in range(1, 13)]
+    np.testing.assert_allclose(got, months, rtol=1e-6)
+    err, res = await call(
+        client,
+        "cube_aggregate",
+        input="raster/tas_rectilinear_grid_2D.nc",
+        variable="tas",
+        output="out/tas_s.tif",
+        period="season",
+    )
+    assert not err, res
+    got, names = read_all(ws / "out" / "tas_s.tif")
+    assert names == ["2004-12/2005-02", "2005-03/2005-05", "2005-06/2005-08", "2005-09/2005-11", "2005-12/2006-02"]
+    np.testing.assert_allclose(got[0], months[0:2].mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(got[2], months[5:8].mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(got[4], months[11], rtol=1e-6)
+    assert any("fewer than half" in w for w in res["warnings"])
+    with rasterio.open(ws / "out" / "tas_s.tif") as ds:
+        assert ds.crs.to_epsg() == 4326 and ds.tags(1)["STEPS"] == "2"
+
+
+async def test_series_at_a_point_equals_pixel_values(client: Client, ws: Path) -> None:
+    with rasterio.open(TAS.format(ws=ws)) as ds:
+        row, col = ds.index(360 - 105.0, 40.0)  # Boulder, on the file's 0..360 longitudes
+        expect = ds.read()[:, row, col].astype("float64")
+    r = await client.call_tool(
+        "cube_series",
+        {"input": "raster/tas_rectilinear_grid_2D.nc", "variable": "tas", "points": [[-105.0, 40.0]], "plot": True},
+        raise_on_error=False,
+    )
+    assert not r.is_error, r
+    res = r.structured_content
+    assert res["targets"][0]["row"] == row and res["targets"][0]["col"] == col
+    assert [x["time"] for x in res["rows"]][:2] == ["2005-01-16T12:00:00", "2005-02-15T00:00:00"]
+    np.testing.assert_allclose([x["values"][0] for x in res["rows"]], expect, rtol=1e-7)
+    assert [c.type for c in r.content] == ["image", "text"], r.content
+    png = r.content[0]
+    assert Image.open(io.BytesIO(base64.b64decode(png.data))).size == (900, 420)
+    err, res = await call(
+        client,
+        "cube_series",
+        input="raster/tas_rectilinear_grid_2D.nc",
+        variable="tas",
+        points=[[10, 50]],
+        start="2005-06",
+        end="2005-07",
+        output="out/tas_point.csv",
+    )
+    assert not err, res
+    assert res["total_rows"] == 2 and (ws / "out" / "tas_point.csv").read_text().splitlines()[0] == "time,point_1"
+
+
+async def test_series_over_zones_is_area_weighted(client: Client, ws: Path, synthetic: tuple[str, np.ndarray]) -> None:
+    """A zone over three rows of the 1-degree synthetic grid: each row weighs its geodesic pixel area (pyproj)."""
+    import geopandas as gpd
+    import shapely
+    from pyproj import Geod
+
+    path, data = synthetic
+    poly = shapely.box(11.0, 46.0, 14.0, 49.0)  # columns 1..3, rows 1..3 (lat 49..46)
+    gpd.GeoDataFrame({"name": ["box"]}, geometry=[poly], crs="EPSG:4326").to_file(ws / "cube" / "zone.gpkg")
+    err, res = await call(client, "cube_series", input=path, zones="cube/zone.gpkg", zone_field="name", end="2001-01-10")
+    assert not err, res
+    geod = Geod(ellps="WGS84")
+    lons = list(np.linspace(11, 12, 2001))  # a pixel's top and bottom edges follow parallels: 2001 points along each
+
+    def area(lat: float) -> float:
+        return abs(geod.polygon_area_perimeter(lons + lons[::-1], [lat] * 2001 + [lat - 1] * 2001)[0])
+
+    areas = np.array([area(lat) for lat in (49, 48, 47)])
+    assert res["targets"][0]["pixels"] == 9 and res["targets"][0]["area_m2"] == pytest.approx(3 * areas.sum(), rel=1e-6)
+    for day in range(10):
+        block = data[day, 1:4, 1:4]
+        w = np.where(np.isnan(block), 0, areas[:, None])
+        expect = np.nansum(block * w) / w.sum()
+        assert res["rows"][day]["values"][0] == pytest.approx(expect, rel=1e-7)
+
+
+async def test_subset_netcdf_geotiff_and_per_step(client: Client, ws: Path) -> None:
+    with rasterio.open(TAS.format(ws=ws)) as ds:
+        # the bbox's pixels, rounded outwards (columns from lon 0, rows from lat 60 down to lat 40)
+        inv = ~ds.transform
+        c0, r0 = inv * (0, 60)
+        c1, r1 = inv * (30, 40)
+        window = rasterio.windows.Window(
+            int(np.floor(c0)), int(np.floor(r0)), int(np.ceil(c1)) - int(np.floor(c0)), int(np.ceil(r1)) - int(np.floor(r0))
+        )
+        expect = ds.read(window=window)[2:8]
+    err, res = await call(
+        client,
+        "cube_subset",
+        input="raster/tas_rectilinear_grid_2D.nc",
+        variable="tas",
+        output="out/tas_sub.nc",
+        start="2005-03",
+        end="2005-08",
+        bbox=[0, 40, 30, 60],
+    )
+    assert not err, res
+    assert res["summary"]["steps"] == 6 and res["summary"]["first_step"] == "2005-03-16T12:00:00"
+    err, info = await call(client, "cube_info", input="out/tas_sub.nc")
+    assert not err, info
+    assert info["time_start"] == "2005-03-16T12:00:00" and info["time_end"] == "2005-08-16T12:00:00"
+    with rasterio.open(ws / "out" / "tas_sub.nc") as ds:
+        got = ds.read()
+    assert got.shape[0] == 6 and got.shape[1:] == expect.shape[1:]
+    np.testing.assert_array_equal(got, expect)
+    err, res = await call(
+        client,
+        "cube_subset",
+        input="raster/tas_rectilinear_grid_2D.nc",
+        variable="tas",
+        output="out/tas_steps",
+        start="2005-11",
+        per_step=True,
+    )
+    assert not err, res
+    assert res["summary"]["files"] == ["tas_20051116.tif", "tas_20051216T120000.tif"]
+    with rasterio.open(ws / "out" / "tas_steps" / "tas_20051216T120000.tif") as ds, rasterio.open(TAS.format(ws=ws)) as src:
+        np.testing.assert_array_equal(ds.read(1), src.read(12))
+        assert ds.descriptions == ("2005-12-16T12:00:00",) and ds.crs.to_epsg() == 4326
+
+
+async def test_cube_argument_errors(client: Client, ws: Path, synthetic: tuple[str, np.ndarray]) -> None:
+    path, _ = synthetic
+    cases = [
+        ({"period": "fortnight"}, "period"),
+        ({"statistic": "percentile"}, "percentile"),
+        ({"start": "2003"}, "no time step"),
+        ({"start": "not-a-date"}, "not a date"),
+        ({"anomaly_reference": ["1990", "1991"]}, "no time step"),
+        ({"climatology": True, "period": "year"}, "climatology"),
+    ]
+    for args, words in cases:
+        err, res = await call(client, "cube_aggregate", input=path, output="out/never.tif", **args)
+        assert err and res["error"]["code"] == "invalid-argument" and words in res["error"]["message"], (args, res)
+    err, res = await call(client, "cube_aggregate", input="raster/tas_rectilinear_grid_2D.nc", output="out/never.tif")
+    assert err and "variable" in res["error"]["message"]
+    err, res = await call(client, "cube_aggregate", input=path, output="../escape.tif")
+    assert err and res["error"]["code"] == "out-of-root"
+    assert not (ws / "out" / "never.tif").exists()
