@@ -113,6 +113,9 @@ inside a sandboxed workspace.
   raster_viewshed (visibility from observers on a projected DEM), vector_interpolate (points to a grid: IDW,
   nearest, linear …), raster_footprint (valid-data outline), dataset_index (tile index of many files),
   raster_tiles (XYZ/TMS tiles or MBTiles), raster_compare (check a result: what differs, where, by how much).
+- Time series in netCDF/HDF5/Zarr (climate, ocean): cube_info (dimensions, dates in the file's calendar, levels),
+  then cube_aggregate (monthly/seasonal/yearly means or other statistics, climatology=true, anomaly_reference=
+  [start, end]), cube_series (values through time at points, or area-weighted over zones), cube_subset.
 - Finding imagery: stac_search queries a STAC API or a static STAC catalog (collections, bbox, datetime, query such
   as {"eo:cloud_cover": {"lt": 20}}, sortby) page by page; pass an asset's `input` to raster_info or any raster tool.
 - Questions about a layer's rows (features per continent, the ten largest, sums and means, any read-only SQL

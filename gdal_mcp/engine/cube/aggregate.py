@@ -29,7 +29,7 @@ import rasterio.shutil
 from rasterio.windows import Window
 
 from gdal_mcp.engine.cube.periods import Group, group_steps, reference_slots
-from gdal_mcp.engine.cube.source import Cube, cube_crs, encode_time, open_cube, read_steps, windows
+from gdal_mcp.engine.cube.source import Cube, Grid, encode_time, open_cube, read_steps, windows
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.output import record_options, summarize
 from gdal_mcp.errors import GdalMcpError
@@ -87,11 +87,11 @@ class _Acc:
         return out
 
 
-def _group_value(ds: Any, group: Group, window: Window, statistic: str, percentile: float | None) -> np.ndarray:
+def _group_value(ds: Any, grid: Grid, group: Group, window: Window, statistic: str, percentile: float | None) -> np.ndarray:
     bands = [s.band for s in group.steps]
     shape = (int(window.height), int(window.width))
     if statistic in ("median", "percentile"):
-        data = read_steps(ds, bands, window)
+        data = read_steps(ds, grid, bands, window)
         q = 50.0 if statistic == "median" else float(percentile)  # type: ignore[arg-type]
         valid = ~np.isnan(data)
         out = np.full(shape, np.nan)
@@ -101,7 +101,7 @@ def _group_value(ds: Any, group: Group, window: Window, statistic: str, percenti
         return out
     acc = _Acc.empty(shape)
     for i in range(0, len(bands), BATCH):
-        acc.add(read_steps(ds, bands[i : i + BATCH], window))
+        acc.add(read_steps(ds, grid, bands[i : i + BATCH], window))
     return acc.result(statistic)
 
 
@@ -166,8 +166,8 @@ def aggregate(
             "height": ds.height,
             "count": len(groups),
             "dtype": dtype,
-            "crs": cube_crs(ds, cube.variable)[0],
-            "transform": ds.transform,
+            "crs": cube.grid.crs,
+            "transform": cube.grid.transform,
             "nodata": float("nan"),
             "tiled": True,
             "blockxsize": 256,
@@ -190,7 +190,7 @@ def aggregate(
                         sums: dict[str, list[np.ndarray]] = {}
                         for g in ref_groups:
                             sums.setdefault(g.slot if slot_kind else "", []).append(
-                                _group_value(ds, g, win, statistic, percentile)
+                                _group_value(ds, cube.grid, g, win, statistic, percentile)
                             )
                             done += 1
                             progress(done / work, f"cube_aggregate: reference {g.label}")
@@ -198,7 +198,7 @@ def aggregate(
                             warnings_module.simplefilter("ignore", RuntimeWarning)  # an all-NaN pixel stays NaN
                             ref = {k: np.nanmean(np.stack(v), axis=0) for k, v in sums.items()}
                     for i, g in enumerate(groups):
-                        value = _group_value(ds, g, win, statistic, percentile)
+                        value = _group_value(ds, cube.grid, g, win, statistic, percentile)
                         if ref:
                             value = value - ref[g.slot if slot_kind else ""]
                         out.write(value.astype(dtype), i + 1, window=win)

@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from gdal_mcp.engine.crs import crs_label
-from gdal_mcp.engine.cube.source import Cube, build_cube, cube_crs, described_variables
+from gdal_mcp.engine.cube.source import Cube, build_cube, described_variables
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.cf_time import canonical_calendar, day_number
 from gdal_mcp.engine.raster.info import nodata_value
@@ -116,7 +116,7 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
         cube = build_cube(ds, gdal_path, variable)
         warnings += cube.warnings
         chunks = _chunks(gdal_path, variable)
-        crs, crs_source = cube_crs(ds, variable)
+        crs, crs_source = cube.grid.crs, cube.grid.crs_source
         dims: list[CubeDimension] = []
         if cube.time_dim:
             times = [s.time for s in cube.steps if s.time]
@@ -158,7 +158,7 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
         dims.append(CubeDimension(name=y_name, size=ds.height, kind="y", chunk=chunks.get(y_name) or block[0]))
         dims.append(CubeDimension(name=x_name, size=ds.width, kind="x", chunk=chunks.get(x_name) or block[1]))
         band = ds.tags(1)
-        b = ds.bounds
+        b = cube.grid.bounds
         keys = [s.time for s in cube.steps if s.time]
         if not chunks:
             warnings.append("the file does not say how the variable is chunked along time (contiguous or not reported)")

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import csv
 import math
-from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 from rasterio.windows import Window
 
-from gdal_mcp.engine.cube.source import cube_crs, open_cube, read_steps
+from gdal_mcp.engine.cube.source import Grid, open_cube, read_steps
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.pixel_areas import pixel_areas
 from gdal_mcp.engine.raster.region import points_in_raster_crs
@@ -27,7 +25,7 @@ BATCH = 64
 MAX_ZONE_PIXELS = 50_000_000
 
 
-def _zones(path: str, layer: str | None, name_field: str | None, crs: Any, ds: Any) -> list[tuple[str, np.ndarray, Window]]:
+def _zones(path: str, layer: str | None, name_field: str | None, grid: Grid) -> list[tuple[str, np.ndarray, Window]]:
     """(name, boolean mask, window) of each zone polygon on the cube's grid."""
     import pyogrio.raw
     import shapely
@@ -50,13 +48,13 @@ def _zones(path: str, layer: str | None, name_field: str | None, crs: Any, ds: A
     for i, g in enumerate(geoms):
         if g is None or g.is_empty or g.geom_type not in ("Polygon", "MultiPolygon"):
             continue
-        if src_crs is not None and crs is not None:
-            g = reproject_densified([g], src_crs, crs)[0]
+        if src_crs is not None and grid.crs is not None:
+            g = reproject_densified([g], src_crs, grid.crs)[0]
         label = str(fields[0][i]) if name_field else f"zone_{i + 1}"
-        win = from_bounds(*g.bounds, transform=ds.transform).round_offsets().round_lengths()
+        win = from_bounds(*g.bounds, transform=grid.transform).round_offsets().round_lengths()
         col0, row0 = max(0, int(win.col_off)), max(0, int(win.row_off))
-        col1 = min(ds.width, int(win.col_off + win.width) + 1)
-        row1 = min(ds.height, int(win.row_off + win.height) + 1)
+        col1 = min(grid.width, int(win.col_off + win.width) + 1)
+        row1 = min(grid.height, int(win.row_off + win.height) + 1)
         if col1 <= col0 or row1 <= row0:
             out.append((label, np.zeros((0, 0), bool), Window(0, 0, 0, 0)))
             continue
@@ -65,7 +63,7 @@ def _zones(path: str, layer: str | None, name_field: str | None, crs: Any, ds: A
             raise GdalMcpError(
                 "resource-limit", f"zone {label} covers {w.width * w.height} pixels; use smaller zones or cube_subset first"
             )
-        mask = ~geometry_mask([g], out_shape=(int(w.height), int(w.width)), transform=ds.window_transform(w))
+        mask = ~geometry_mask([g], out_shape=(int(w.height), int(w.width)), transform=grid.window_transform(w))
         out.append((label, mask, w))
     if not out:
         raise GdalMcpError("invalid-argument", "the zones layer has no polygons")
@@ -94,8 +92,8 @@ def series(
     with open_cube(src, variable) as (ds, cube):
         warnings = list(cube.warnings)
         steps = cube.select(start, end, level)
-        crs, _ = cube_crs(ds, cube.variable)
-        grid = SimpleNamespace(crs=crs, transform=ds.transform, height=ds.height, width=ds.width, bounds=ds.bounds)
+        grid = cube.grid
+        crs = grid.crs
         targets: list[CubeSeriesTarget] = []
         cells: list[tuple[int, int] | None] = []
         zone_masks: list[tuple[str, np.ndarray, Window]] = []
@@ -109,7 +107,7 @@ def series(
                 points="points",
                 raster="cube",
             )
-            inverse = ~ds.transform
+            inverse = ~grid.transform
             geographic = crs is not None and crs.is_geographic
             for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
                 c, r = inverse * (x, y) if math.isfinite(x) and math.isfinite(y) else (-1, -1)
@@ -137,7 +135,7 @@ def series(
                 warnings.append(f"{outside} point(s) lie outside the cube: their values are null")
             statistic = "value"
         else:
-            zone_masks = _zones(zones, zones_layer, zone_field, crs, ds)  # type: ignore[arg-type]
+            zone_masks = _zones(zones, zones_layer, zone_field, grid)  # type: ignore[arg-type]
             areas = pixel_areas(grid)
             warnings += areas.warnings
             weights = []
@@ -169,12 +167,12 @@ def series(
                 if big:
                     block = None
                 else:
-                    block = read_steps(ds, bands, Window(c0, r0, c1 - c0, r1 - r0))
+                    block = read_steps(ds, grid, bands, Window(c0, r0, c1 - c0, r1 - r0))
                 for j, cell in enumerate(cells):
                     if cell is None:
                         continue
                     if block is None:
-                        px = read_steps(ds, bands, Window(cell[1], cell[0], 1, 1))[:, 0, 0]
+                        px = read_steps(ds, grid, bands, Window(cell[1], cell[0], 1, 1))[:, 0, 0]
                     else:
                         px = block[:, cell[0] - r0, cell[1] - c0]
                     values[i : i + len(bands), j] = px
@@ -182,7 +180,7 @@ def series(
                     if not mask.size or not mask.any():
                         continue
                     if block is None:
-                        data = read_steps(ds, bands, win)
+                        data = read_steps(ds, grid, bands, win)
                     else:
                         ro, co = int(win.row_off) - r0, int(win.col_off) - c0
                         data = block[:, ro : ro + int(win.height), co : co + int(win.width)]

@@ -38,6 +38,49 @@ class Step:
 
 
 @dataclass
+class Grid:
+    """The cube's grid as the tools present it: north up (a file stored south up, as netCDF and Zarr often are,
+    is read flipped), with its CRS (cube_crs). Windows are in this grid's rows; `source` maps one to the file's."""
+
+    crs: Any
+    crs_source: str
+    transform: Any
+    width: int
+    height: int
+    flipped: bool
+
+    @property
+    def bounds(self) -> Any:
+        from rasterio.coords import BoundingBox
+
+        t = self.transform
+        x0, y0 = t.c, t.f
+        x1, y1 = t * (self.width, self.height)
+        return BoundingBox(min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1))
+
+    def window_transform(self, window: Window) -> Any:
+        from rasterio.windows import transform
+
+        return transform(window, self.transform)
+
+    def source(self, window: Window) -> Window:
+        if not self.flipped:
+            return window
+        return Window(window.col_off, self.height - window.row_off - window.height, window.width, window.height)
+
+
+def grid_of(ds: Any, variable: str | None) -> Grid:
+    from affine import Affine
+
+    crs, source = cube_crs(ds, variable)
+    t = ds.transform
+    flipped = t.e > 0 and t.b == 0 and t.d == 0
+    if flipped:
+        t = Affine(t.a, 0.0, t.c, 0.0, -t.e, t.f + t.e * ds.height)
+    return Grid(crs=crs, crs_source=source, transform=t, width=ds.width, height=ds.height, flipped=flipped)
+
+
+@dataclass
 class Cube:
     """The bands of one variable, with what each holds."""
 
@@ -49,6 +92,7 @@ class Cube:
     time_units: str | None
     steps: list[Step]
     dims: Dimensions
+    grid: Grid
     warnings: list[str] = field(default_factory=list)
 
     def levels(self) -> list[float | str]:
@@ -211,6 +255,7 @@ def build_cube(ds: Any, path: str, variable: str | None) -> Cube:
         time_units=info[time_dim].units if time_dim else None,
         steps=steps,
         dims=dims,
+        grid=grid_of(ds, variable),
         warnings=warnings,
     )
 
@@ -225,9 +270,18 @@ def open_cube(path: str, variable: str | None = None) -> Iterator[tuple[Any, Cub
         yield ds, build_cube(ds, gdal_path, name)
 
 
-def read_steps(ds: Any, bands: list[int], window: Window) -> np.ndarray:
-    """Bands (n, h, w) of `window` as float64 in physical units: nodata and NaN as NaN, then scale and offset."""
-    data = ds.read(bands, window=window, out_dtype="float64")
+def read_raw(ds: Any, grid: Grid, bands: list[int], window: Window) -> np.ndarray:
+    """Bands (n, h, w) of `window` (in the north-up grid's rows) as the file stores them."""
+    data = ds.read(bands, window=grid.source(window))
+    return data[:, ::-1, :] if grid.flipped else data
+
+
+def read_steps(ds: Any, grid: Grid, bands: list[int], window: Window) -> np.ndarray:
+    """Bands (n, h, w) of `window` (north-up rows) as float64 in physical units: nodata and NaN as NaN, then scale
+    and offset."""
+    data = ds.read(bands, window=grid.source(window), out_dtype="float64")
+    if grid.flipped:
+        data = np.ascontiguousarray(data[:, ::-1, :])
     for i, b in enumerate(bands):
         nodata = ds.nodatavals[b - 1]
         if nodata is not None and not np.isnan(nodata):

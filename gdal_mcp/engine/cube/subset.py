@@ -14,7 +14,7 @@ import rasterio
 from rasterio.windows import Window, from_bounds
 
 from gdal_mcp.engine.cube.aggregate import write_netcdf
-from gdal_mcp.engine.cube.source import Step, cube_crs, encode_time, open_cube, windows
+from gdal_mcp.engine.cube.source import Grid, Step, encode_time, open_cube, read_raw, windows
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.output import record_options, summarize
 from gdal_mcp.engine.raster.region import bbox_in_crs
@@ -25,17 +25,17 @@ BUDGET = 128 * 2**20
 MAX_FILES = 5000
 
 
-def _window(ds: object, grid: object, bbox: tuple[float, float, float, float] | None, bbox_crs: str | None) -> Window:
-    full = Window(0, 0, ds.width, ds.height)  # type: ignore[attr-defined]
+def _window(grid: Grid, bbox: tuple[float, float, float, float] | None, bbox_crs: str | None) -> Window:
+    full = Window(0, 0, grid.width, grid.height)
     if bbox is None:
         return full
     box = bbox_in_crs(grid, bbox, bbox_crs)
-    w = from_bounds(*box, transform=ds.transform)  # type: ignore[attr-defined]
+    w = from_bounds(*box, transform=grid.transform)
     col0, row0 = max(0, int(w.col_off)), max(0, int(w.row_off))
-    col1 = min(ds.width, int(-(-(w.col_off + w.width) // 1)))  # type: ignore[attr-defined]
-    row1 = min(ds.height, int(-(-(w.row_off + w.height) // 1)))  # type: ignore[attr-defined]
+    col1 = min(grid.width, int(-(-(w.col_off + w.width) // 1)))
+    row1 = min(grid.height, int(-(-(w.row_off + w.height) // 1)))
     if col1 <= col0 or row1 <= row0:
-        b = ds.bounds  # type: ignore[attr-defined]
+        b = grid.bounds
         raise GdalMcpError(
             "invalid-argument", f"bbox does not overlap the cube, whose bounds are [{b.left}, {b.bottom}, {b.right}, {b.top}]"
         )
@@ -64,12 +64,9 @@ def subset(
     with open_cube(src, variable) as (ds, cube):
         warnings = list(cube.warnings)
         steps = cube.select(start, end, level)
-        crs, crs_source = cube_crs(ds, cube.variable)
-        from types import SimpleNamespace
-
-        grid = SimpleNamespace(crs=crs, transform=ds.transform, width=ds.width, height=ds.height, bounds=ds.bounds)
-        win = _window(ds, grid, bbox, bbox_crs)
-        if crs_source == "lon/lat axes":
+        grid = cube.grid
+        win = _window(grid, bbox, bbox_crs)
+        if grid.crs_source == "lon/lat axes":
             warnings.append("the file has no grid_mapping; its longitude/latitude axes are written as EPSG:4326")
         first = steps[0].band
         nodata = ds.nodatavals[first - 1]
@@ -78,8 +75,8 @@ def subset(
             "width": int(win.width),
             "height": int(win.height),
             "dtype": ds.dtypes[first - 1],
-            "crs": crs,
-            "transform": ds.window_transform(win),
+            "crs": grid.crs,
+            "transform": grid.window_transform(win),
             "nodata": nodata,
             "compress": "deflate",
             "bigtiff": "if_safer",
@@ -97,7 +94,7 @@ def subset(
             for i, step in enumerate(steps):
                 name = _file_name(cube.variable, step)
                 with rasterio.open(os.path.join(dst, name), "w", count=1, **profile) as out:
-                    _copy(ds, out, [step], win, pieces)
+                    _copy(ds, grid, out, [step], win, pieces)
                     out.set_band_description(1, step.time or f"band {step.band}")
                     out.update_tags(1, TIME=step.time or "", LEVEL="" if step.level is None else str(step.level))
                     _scale(ds, out, [step])
@@ -119,7 +116,7 @@ def subset(
             with rasterio.open(tif, "w", count=len(steps), interleave="band", **profile) as out:
                 for i in range(0, len(steps), 16):
                     batch = steps[i : i + 16]
-                    _copy(ds, out, batch, win, pieces, first_index=i + 1)
+                    _copy(ds, grid, out, batch, win, pieces, first_index=i + 1)
                     progress(min(1.0, (i + len(batch)) / len(steps)), "cube_subset: copying steps")
                 for i, step in enumerate(steps):
                     out.set_band_description(i + 1, step.time or f"band {step.band}")
@@ -144,11 +141,13 @@ def subset(
         return summary, warnings
 
 
-def _copy(ds: object, out: object, steps: list[Step], win: Window, pieces: list[Window], first_index: int = 1) -> None:
+def _copy(
+    ds: object, grid: Grid, out: object, steps: list[Step], win: Window, pieces: list[Window], first_index: int = 1
+) -> None:
     bands = [s.band for s in steps]
     for piece in pieces:
         src_win = Window(win.col_off + piece.col_off, win.row_off + piece.row_off, piece.width, piece.height)
-        data = ds.read(bands, window=src_win)  # type: ignore[attr-defined]
+        data = read_raw(ds, grid, bands, src_win)
         out.write(data, list(range(first_index, first_index + len(bands))), window=piece)  # type: ignore[attr-defined]
 
 

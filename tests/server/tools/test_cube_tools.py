@@ -326,3 +326,40 @@ async def test_cube_argument_errors(client: Client, ws: Path, synthetic: tuple[s
     err, res = await call(client, "cube_aggregate", input=path, output="../escape.tif")
     assert err and res["error"]["code"] == "out-of-root"
     assert not (ws / "out" / "never.tif").exists()
+
+
+async def test_zarr_cube_gives_the_same_monthly_means(client: Client, ws: Path, synthetic: tuple[str, np.ndarray]) -> None:
+    """The synthetic cube copied to Zarr with GDAL's multidimensional API (gdal mdim convert): the calendar is read
+    from the time array's attributes, and the monthly means equal numpy's."""
+    from gdal_mcp.engine.algorithms import run
+
+    path, data = synthetic
+    run(["mdim", "convert"], [str(ws / path), str(ws / "cube" / "daily.zarr"), "--of", "ZARR"])
+    err, info = await call(client, "cube_info", input="cube/daily.zarr")
+    assert not err, info
+    assert info["driver"] == "Zarr" and info["variable"] == "t2m" and info["dimensions"][0]["calendar"] == "noleap"
+    err, res = await call(client, "cube_aggregate", input="cube/daily.zarr", variable="t2m", output="out/zarr_monthly.tif")
+    assert not err, res
+    got, names = read_all(ws / "out" / "zarr_monthly.tif")
+    keys = [noleap_month(d) for d in range(T)]
+    assert len(names) == 24 and names[23] == "2002-12"
+    for band, month in enumerate(dict.fromkeys(keys)):
+        np.testing.assert_allclose(got[band], np.nanmean(data[[d for d in range(T) if keys[d] == month]], axis=0), rtol=1e-6)
+    # the Zarr copy stores latitudes ascending (south up): points, zones and subsets still land on the same pixels
+    err, res = await call(client, "cube_series", input="cube/daily.zarr", variable="t2m", points=[[12.5, 48.5]], end="2001-01-05")
+    assert not err, res
+    assert (res["targets"][0]["row"], res["targets"][0]["col"]) == (1, 2)
+    np.testing.assert_allclose([r["values"][0] for r in res["rows"]], data[:5, 1, 2], rtol=1e-6)
+    err, res = await call(
+        client,
+        "cube_subset",
+        input="cube/daily.zarr",
+        variable="t2m",
+        output="out/zarr_sub.tif",
+        end="2001-01-03",
+        bbox=[11, 46, 13, 49],
+    )
+    assert not err, res
+    with rasterio.open(ws / "out" / "zarr_sub.tif") as ds:
+        assert ds.transform.e < 0 and ds.bounds == (11.0, 46.0, 13.0, 49.0)
+        np.testing.assert_array_equal(ds.read(), data[:3, 1:4, 1:3].astype("float32"))
