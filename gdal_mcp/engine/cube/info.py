@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from gdal_mcp.engine.crs import crs_label
-from gdal_mcp.engine.cube.source import Cube, build_cube, described_variables
+from gdal_mcp.engine.cube.source import Cube, build_cube, described_variables, netcdf_view
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.cf_time import canonical_calendar, day_number
 from gdal_mcp.engine.raster.info import nodata_value
@@ -82,13 +82,14 @@ def _listed(values: list[Any]) -> tuple[list[Any], bool]:
 def cube_info(path: str, variable: str | None = None, progress: Progress = no_progress) -> CubeInfo:
     """The variables of a file, and for one of them (given, or the only one with more than two dimensions) its
     dimensions with their values, time axis, chunking, CRS, nodata and scale."""
-    found = described_variables(path)
+    viewed = netcdf_view(path)
+    found = described_variables(viewed)
     listed = []
     for name, sub, desc in found:
         shape, text = _shape(desc)
         listed.append(CubeVariable(name=name, path=sub, shape=shape, description=text))
     warnings: list[str] = []
-    gdal_path = path
+    gdal_path = viewed
     if found:
         if variable is None:
             cubes = [v for v in listed if len(v.shape) >= 3]
@@ -110,6 +111,9 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
             )
         gdal_path = match[0].path
     progress(0.3, "cube_info: reading the dimensions")
+    chosen, gdal_path = gdal_path, netcdf_view(gdal_path)  # an HDF5 variable through the netCDF driver, when it reads it
+    if viewed != path or gdal_path != chosen:
+        warnings.append("read through the netCDF driver, which decodes the HDF5 dimension scales (times, levels)")
     with open_raster(gdal_path) as ds:
         if ds.count == 0:
             raise GdalMcpError("invalid-argument", "the dataset has no raster bands; give variable= (its variables are listed)")

@@ -218,6 +218,8 @@ def resolve_variable(path: str, variable: str | None) -> tuple[str, str | None]:
 
 
 def build_cube(ds: Any, path: str, variable: str | None) -> Cube:
+    if variable is None and ds.count:
+        variable = ds.tags(1).get("NETCDF_VARNAME") or None  # a file of one variable, opened as it is
     dims = band_dimensions(ds, list(range(1, ds.count + 1)))
     time_dims = [d.name for d in dims.info if d.values == "iso_datetime"]
     others = [d.name for d in dims.info if d.values != "iso_datetime"]
@@ -263,11 +265,41 @@ def build_cube(ds: Any, path: str, variable: str | None) -> Cube:
 @contextlib.contextmanager
 def open_cube(path: str, variable: str | None = None) -> Iterator[tuple[Any, Cube]]:
     """The open dataset of `variable` in `path` and its Cube."""
-    gdal_path, name = resolve_variable(path, variable)
+    gdal_path, name = resolve_variable(netcdf_view(path), variable)
+    gdal_path = netcdf_view(gdal_path)
     with open_raster(gdal_path) as ds:
         if ds.count == 0:
             raise GdalMcpError("invalid-argument", "the dataset has no raster bands; give variable= (cube_info lists them)")
         yield ds, build_cube(ds, gdal_path, name)
+
+
+_HDF5_NAME = re.compile(r'^HDF5:"(.+)":/*(.+)$', re.IGNORECASE)
+
+
+def netcdf_view(gdal_path: str) -> str:
+    """An HDF5 variable as the netCDF driver reads it when it can: GDAL's HDF5 driver gives its bands no dimension
+    values, while netCDF-C reads the HDF5 dimension scales (every netCDF-4 file, and HDF5 files that use them) as
+    CF coordinates, times included. The same file either way; else the HDF5 path as it was."""
+    m = _HDF5_NAME.match(gdal_path)
+    if m:
+        candidate = f'NETCDF:"{m.group(1)}":{m.group(2)}'
+    elif ":" in gdal_path.split("/", 1)[0] or gdal_path.startswith("/vsi"):
+        return gdal_path  # another driver's syntax, or a virtual file: as it is
+    else:
+        try:
+            with open_raster(gdal_path) as ds:
+                if not ds.driver.upper().startswith("HDF5"):
+                    return gdal_path
+        except GdalMcpError:
+            return gdal_path
+        candidate = f'NETCDF:"{gdal_path}"'
+    try:
+        with open_raster(candidate) as ds:
+            if ds.subdatasets or (ds.count and band_dimensions(ds, [1]).info):
+                return candidate
+    except GdalMcpError:
+        pass
+    return gdal_path
 
 
 def read_raw(ds: Any, grid: Grid, bands: list[int], window: Window) -> np.ndarray:

@@ -363,3 +363,24 @@ async def test_zarr_cube_gives_the_same_monthly_means(client: Client, ws: Path, 
     with rasterio.open(ws / "out" / "zarr_sub.tif") as ds:
         assert ds.transform.e < 0 and ds.bounds == (11.0, 46.0, 13.0, 49.0)
         np.testing.assert_array_equal(ds.read(), data[:3, 1:4, 1:3].astype("float32"))
+
+
+async def test_hdf5_cube_is_read_with_its_dimension_scales(client: Client, ws: Path, synthetic: tuple[str, np.ndarray]) -> None:
+    """A netCDF-4 file is HDF5: named .h5, GDAL's HDF5 driver opens it and gives its bands no times; the cube tools
+    read the same file through the netCDF driver, which decodes the HDF5 dimension scales."""
+    import shutil
+
+    path, data = synthetic
+    shutil.copy(ws / path, ws / "cube" / "daily.h5")
+    err, info = await call(client, "cube_info", input="cube/daily.h5")
+    assert not err, info
+    assert info["variable"] == "t2m" and info["driver"] == "netCDF"
+    assert info["time_steps"] == T and info["dimensions"][0]["calendar"] == "noleap"
+    assert any("netCDF driver" in w for w in info["warnings"])
+    err, res = await call(
+        client, "cube_aggregate", input='HDF5:"cube/daily.h5"://t2m', output="out/h5_year.tif", period="year", statistic="median"
+    )
+    assert not err, res
+    got, names = read_all(ws / "out" / "h5_year.tif")
+    assert names == ["2001", "2002"]
+    np.testing.assert_allclose(got[1], np.nanmedian(data[365:], axis=0), rtol=1e-6)
