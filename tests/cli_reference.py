@@ -44,3 +44,13 @@ def validate_cog(path: str) -> tuple[bool, str]:
         pytest.skip("GDAL's validate_cloud_optimized_geotiff.py not installed (apt-get install python3-gdal)")
     done = subprocess.run([python, COG_VALIDATOR, path], capture_output=True, text=True, timeout=120)
     return done.returncode == 0, done.stdout + done.stderr
+
+
+def gdalmdiminfo_json(*args: str) -> dict:
+    """`gdalmdiminfo` of a multidimensional dataset (Debian's GDAL), or skip without it."""
+    import json
+
+    if shutil.which("gdalmdiminfo") is None:
+        pytest.skip("gdalmdiminfo not on PATH: the GDAL CLI is an optional reference (apt-get install gdal-bin)")
+    out = subprocess.run(["gdalmdiminfo", *args], check=True, capture_output=True, text=True, timeout=120)
+    return json.loads(out.stdout)

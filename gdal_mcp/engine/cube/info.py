@@ -26,27 +26,27 @@ def _shape(description: str | None) -> tuple[list[int], str | None]:
     return [int(v) for v in m.group(1).split("x")], m.group(2) or None
 
 
-def _chunks(path: str, variable: str | None) -> dict[str, int]:
-    """Chunk length per dimension name, from GDAL's multidimensional view (`gdal mdim info`); {} when unknown."""
+def _layout(path: str, variable: str | None) -> tuple[list[str], dict[str, int]]:
+    """The variable's dimension names (slowest first) and chunk length per dimension, from GDAL's multidimensional
+    view (`gdal mdim info`); ([], {}) when unknown."""
     from gdal_mcp.engine.algorithms import algorithm
 
     m = re.match(r'^[A-Za-z0-9_]+:"(.+)":/*(.+)$', path)
     file, name = (m.group(1), m.group(2)) if m else (path, variable)
     if not name:
-        return {}
+        return [], {}
     try:
         with algorithm(["mdim", "info"], ["--array", "/" + name.lstrip("/"), file]) as alg:
             alg.run()
             doc = alg.json()
-    except Exception:  # noqa: BLE001 - chunking is a nicety: a driver without a multidimensional view has none
-        return {}
-    arrays = doc.get("arrays") or {}
-    array = next(iter(arrays.values()), None) if len(arrays) == 1 else arrays.get(name.rsplit("/", 1)[-1])
-    if array is None or not isinstance(array, dict):
-        return {}
-    dims = [d.rsplit("/", 1)[-1] for d in array.get("dimensions", [])]
+    except Exception:  # noqa: BLE001 - the layout is a nicety: a driver without a multidimensional view has none
+        return [], {}
+    array = doc if isinstance(doc, dict) and doc.get("type") == "array" else None
+    if array is None:
+        return [], {}
+    dims = [str(d.get("name") if isinstance(d, dict) else d).rsplit("/", 1)[-1] for d in array.get("dimensions", [])]
     block = array.get("block_size") or []
-    return {d: int(b) for d, b in zip(dims, block, strict=False) if b}
+    return dims, {d: int(b) for d, b in zip(dims, block, strict=False) if b}
 
 
 def _spacing(cube: Cube) -> str | None:
@@ -119,7 +119,7 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
             raise GdalMcpError("invalid-argument", "the dataset has no raster bands; give variable= (its variables are listed)")
         cube = build_cube(ds, gdal_path, variable)
         warnings += cube.warnings
-        chunks = _chunks(gdal_path, variable)
+        names, chunks = _layout(gdal_path, cube.variable)
         crs, crs_source = cube.grid.crs, cube.grid.crs_source
         dims: list[CubeDimension] = []
         if cube.time_dim:
@@ -155,16 +155,14 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
                 )
             )
         tags = ds.tags()
-        spatial = [d for d in chunks if d not in (cube.time_dim, cube.level_dim)]
-        y_name = next((n for n in spatial if n.lower() in ("lat", "latitude", "y", "rlat", "yc", "nlat")), "y")
-        x_name = next((n for n in spatial if n.lower() in ("lon", "longitude", "x", "rlon", "xc", "nlon")), "x")
-        block = ds.block_shapes[0] if ds.block_shapes else (None, None)
-        dims.append(CubeDimension(name=y_name, size=ds.height, kind="y", chunk=chunks.get(y_name) or block[0]))
-        dims.append(CubeDimension(name=x_name, size=ds.width, kind="x", chunk=chunks.get(x_name) or block[1]))
+        spatial = [d for d in names if d not in (cube.time_dim, cube.level_dim)]
+        y_name, x_name = spatial[-2:] if len(spatial) >= 2 else ("y", "x")  # CF order: (…, y, x)
+        dims.append(CubeDimension(name=y_name, size=ds.height, kind="y", chunk=chunks.get(y_name)))
+        dims.append(CubeDimension(name=x_name, size=ds.width, kind="x", chunk=chunks.get(x_name)))
         band = ds.tags(1)
         b = cube.grid.bounds
         keys = [s.time for s in cube.steps if s.time]
-        if not chunks:
+        if cube.time_dim and cube.time_dim not in chunks:
             warnings.append("the file does not say how the variable is chunked along time (contiguous or not reported)")
         if crs is None:
             warnings.append("no CRS: the file has no grid_mapping and its axes are not longitude/latitude")

@@ -54,7 +54,7 @@ def synthetic(ws: Path) -> tuple[str, np.ndarray]:
         for b in range(T):
             dst.update_tags(b + 1, NETCDF_DIM_time=str(b), NETCDF_VARNAME="t2m")
         dst.write(data)
-    rasterio.shutil.copy(tif, ws / "cube" / "daily.nc", driver="netCDF", FORMAT="NC4")
+    rasterio.shutil.copy(tif, ws / "cube" / "daily.nc", driver="netCDF", FORMAT="NC4", COMPRESS="DEFLATE")
     tif.unlink()
     masked = np.where(data == NODATA, np.nan, data.astype("float64"))
     return "cube/daily.nc", masked
@@ -384,3 +384,17 @@ async def test_hdf5_cube_is_read_with_its_dimension_scales(client: Client, ws: P
     got, names = read_all(ws / "out" / "h5_year.tif")
     assert names == ["2001", "2002"]
     np.testing.assert_allclose(got[1], np.nanmedian(data[365:], axis=0), rtol=1e-6)
+
+
+async def test_info_chunking_equals_gdalmdiminfo(client: Client, ws: Path, synthetic: tuple[str, np.ndarray]) -> None:
+    """cube_info's dimension names and chunk lengths against Debian's gdalmdiminfo (GDAL 3.6) on the same file."""
+    from tests.cli_reference import gdalmdiminfo_json
+
+    path, _ = synthetic
+    reference = gdalmdiminfo_json(str(ws / path), "-array", "t2m")
+    err, res = await call(client, "cube_info", input=path)
+    assert not err, res
+    names = [d.rsplit("/", 1)[-1] if isinstance(d, str) else d["name"] for d in reference["dimensions"]]
+    assert [d["name"] for d in res["dimensions"]] == names
+    assert reference["block_size"][0] == 1  # chunked (deflate), one step per chunk
+    assert [d["chunk"] for d in res["dimensions"]] == reference["block_size"]
