@@ -29,14 +29,14 @@ import rasterio.shutil
 from rasterio.windows import Window
 
 from gdal_mcp.engine.cube.periods import Group, group_steps, reference_slots
-from gdal_mcp.engine.cube.source import Cube, Grid, encode_time, open_cube, read_steps, windows
+from gdal_mcp.engine.cube.source import Cube, encode_time, open_cube, read_steps, windows
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.output import record_options, summarize
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import CubeAggregateSummary, CubePeriod
 
 Statistic = Literal["mean", "sum", "min", "max", "std", "count", "median", "percentile"]
-BUDGET = 256 * 2**20  # bytes of working set per window
+BUDGET = 192 * 2**20  # bytes of working set per window (the server and its idle workers take ~300 MB more)
 BATCH = 32  # bands read at once for the piecewise statistics
 
 
@@ -55,19 +55,23 @@ class _Acc:
         return cls(np.zeros(shape), np.zeros(shape), np.zeros(shape), np.full(shape, np.inf), np.full(shape, -np.inf))
 
     def add(self, block: np.ndarray) -> None:
+        """Fold a batch (n, h, w) of float64 values (NaN = none) in; `block` is used as scratch space."""
         valid = ~np.isnan(block)
         nb = valid.sum(axis=0).astype(float)
+        self.lo = np.fmin(self.lo, np.fmin.reduce(block, axis=0))  # fmin skips NaN (all NaN: lo stays)
+        self.hi = np.fmax(self.hi, np.fmax.reduce(block, axis=0))
+        np.copyto(block, 0.0, where=~valid)
+        del valid
         with np.errstate(invalid="ignore", divide="ignore"):
-            sb = np.where(valid, block, 0.0).sum(axis=0)
-            mb = np.where(nb > 0, sb / np.maximum(nb, 1), 0.0)
-            m2b = np.where(valid, (block - mb) ** 2, 0.0).sum(axis=0)
+            mb = np.where(nb > 0, block.sum(axis=0) / np.maximum(nb, 1), 0.0)
+            block -= mb  # deviations; the slots without a value hold -mb, taken back out below
+            block *= block
+            m2b = block.sum(axis=0) - (block.shape[0] - nb) * mb * mb
             n = self.n + nb
             delta = mb - self.mean
             self.mean = np.where(n > 0, self.mean + delta * nb / np.maximum(n, 1), 0.0)
             self.m2 = self.m2 + m2b + delta**2 * self.n * nb / np.maximum(n, 1)
         self.n = n
-        self.lo = np.fmin(self.lo, np.where(valid, block, np.inf).min(axis=0))
-        self.hi = np.fmax(self.hi, np.where(valid, block, -np.inf).max(axis=0))
 
     def result(self, statistic: str) -> np.ndarray:
         empty = self.n == 0
@@ -87,11 +91,11 @@ class _Acc:
         return out
 
 
-def _group_value(ds: Any, grid: Grid, group: Group, window: Window, statistic: str, percentile: float | None) -> np.ndarray:
+def _group_value(ds: Any, cube: Cube, group: Group, window: Window, statistic: str, percentile: float | None) -> np.ndarray:
     bands = [s.band for s in group.steps]
     shape = (int(window.height), int(window.width))
     if statistic in ("median", "percentile"):
-        data = read_steps(ds, grid, bands, window)
+        data = read_steps(ds, cube, bands, window)
         q = 50.0 if statistic == "median" else float(percentile)  # type: ignore[arg-type]
         valid = ~np.isnan(data)
         out = np.full(shape, np.nan)
@@ -101,7 +105,7 @@ def _group_value(ds: Any, grid: Grid, group: Group, window: Window, statistic: s
         return out
     acc = _Acc.empty(shape)
     for i in range(0, len(bands), BATCH):
-        acc.add(read_steps(ds, grid, bands[i : i + BATCH], window))
+        acc.add(read_steps(ds, cube, bands[i : i + BATCH], window))
     return acc.result(statistic)
 
 
@@ -153,9 +157,13 @@ def aggregate(
                     f"the reference period {reference[0]}..{reference[1]} has no data for {', '.join(missing[:12])}; "
                     "widen it so that it covers every month/season/day the output has",
                 )
-        per_pixel = 8 * ((max(len(g.steps) for g in groups) if statistic in ("median", "percentile") else BATCH) + 8)
-        if ref_groups and statistic in ("median", "percentile"):
-            per_pixel = max(per_pixel, 8 * (max(len(g.steps) for g in ref_groups) + 8))
+        # bytes per pixel of a window's working set: a batch read (its own type, then float64, one mask byte) and the
+        # accumulators; a percentile holds a whole period, which numpy copies twice while it partitions
+        if statistic in ("median", "percentile"):
+            longest = max(len(g.steps) for g in (*groups, *ref_groups))
+            per_pixel = 8 * 3 * longest + 64
+        else:
+            per_pixel = BATCH * (8 + 8 + 1) + 6 * 8
         slots = sorted({g.slot for g in ref_groups})
         per_pixel += 16 * len(slots)
         dtype = "float64" if any(ds.dtypes[s.band - 1] == "float64" for s in steps) else "float32"
@@ -190,7 +198,7 @@ def aggregate(
                         sums: dict[str, list[np.ndarray]] = {}
                         for g in ref_groups:
                             sums.setdefault(g.slot if slot_kind else "", []).append(
-                                _group_value(ds, cube.grid, g, win, statistic, percentile)
+                                _group_value(ds, cube, g, win, statistic, percentile)
                             )
                             done += 1
                             progress(done / work, f"cube_aggregate: reference {g.label}")
@@ -198,7 +206,7 @@ def aggregate(
                             warnings_module.simplefilter("ignore", RuntimeWarning)  # an all-NaN pixel stays NaN
                             ref = {k: np.nanmean(np.stack(v), axis=0) for k, v in sums.items()}
                     for i, g in enumerate(groups):
-                        value = _group_value(ds, cube.grid, g, win, statistic, percentile)
+                        value = _group_value(ds, cube, g, win, statistic, percentile)
                         if ref:
                             value = value - ref[g.slot if slot_kind else ""]
                         out.write(value.astype(dtype), i + 1, window=win)

@@ -167,12 +167,12 @@ def series(
                 if big:
                     block = None
                 else:
-                    block = read_steps(ds, grid, bands, Window(c0, r0, c1 - c0, r1 - r0))
+                    block = read_steps(ds, cube, bands, Window(c0, r0, c1 - c0, r1 - r0))
                 for j, cell in enumerate(cells):
                     if cell is None:
                         continue
                     if block is None:
-                        px = read_steps(ds, grid, bands, Window(cell[1], cell[0], 1, 1))[:, 0, 0]
+                        px = read_steps(ds, cube, bands, Window(cell[1], cell[0], 1, 1))[:, 0, 0]
                     else:
                         px = block[:, cell[0] - r0, cell[1] - c0]
                     values[i : i + len(bands), j] = px
@@ -180,7 +180,7 @@ def series(
                     if not mask.size or not mask.any():
                         continue
                     if block is None:
-                        data = read_steps(ds, grid, bands, win)
+                        data = read_steps(ds, cube, bands, win)
                     else:
                         ro, co = int(win.row_off) - r0, int(win.col_off) - c0
                         data = block[:, ro : ro + int(win.height), co : co + int(win.width)]

@@ -94,6 +94,7 @@ class Cube:
     dims: Dimensions
     grid: Grid
     warnings: list[str] = field(default_factory=list)
+    md: Any = None  # an mdarray.MDReader when GDAL's multidimensional API reads this variable (open_cube)
 
     def levels(self) -> list[float | str]:
         return list(dict.fromkeys(s.level for s in self.steps if s.level is not None))
@@ -265,12 +266,20 @@ def build_cube(ds: Any, path: str, variable: str | None) -> Cube:
 @contextlib.contextmanager
 def open_cube(path: str, variable: str | None = None) -> Iterator[tuple[Any, Cube]]:
     """The open dataset of `variable` in `path` and its Cube."""
+    from gdal_mcp.engine.cube.mdarray import open_reader
+
     gdal_path, name = resolve_variable(netcdf_view(path), variable)
     gdal_path = netcdf_view(gdal_path)
     with open_raster(gdal_path) as ds:
         if ds.count == 0:
             raise GdalMcpError("invalid-argument", "the dataset has no raster bands; give variable= (cube_info lists them)")
-        yield ds, build_cube(ds, gdal_path, name)
+        cube = build_cube(ds, gdal_path, name)
+        cube.md = open_reader(ds, gdal_path, cube.variable)
+        try:
+            yield ds, cube
+        finally:
+            if cube.md is not None:
+                cube.md.close()
 
 
 _HDF5_NAME = re.compile(r'^HDF5:"(.+)":/*(.+)$', re.IGNORECASE)
@@ -302,18 +311,25 @@ def netcdf_view(gdal_path: str) -> str:
     return gdal_path
 
 
-def read_raw(ds: Any, grid: Grid, bands: list[int], window: Window) -> np.ndarray:
-    """Bands (n, h, w) of `window` (in the north-up grid's rows) as the file stores them."""
-    data = ds.read(bands, window=grid.source(window))
-    return data[:, ::-1, :] if grid.flipped else data
+def _read(ds: Any, cube: Cube, bands: list[int], window: Window, dtype: str | None) -> np.ndarray:
+    source = cube.grid.source(window)
+    if cube.md is not None:
+        data = cube.md.read(bands, source, ds.height)
+        data = data if dtype is None or data.dtype == dtype else data.astype(dtype)
+    else:
+        data = ds.read(bands, window=source, out_dtype=dtype)
+    return np.ascontiguousarray(data[:, ::-1, :]) if cube.grid.flipped else data
 
 
-def read_steps(ds: Any, grid: Grid, bands: list[int], window: Window) -> np.ndarray:
+def read_raw(ds: Any, cube: Cube, bands: list[int], window: Window) -> np.ndarray:
+    """Bands (n, h, w) of `window` (in the north-up grid's rows) as the file stores them (its data type)."""
+    return _read(ds, cube, bands, window, ds.dtypes[bands[0] - 1])
+
+
+def read_steps(ds: Any, cube: Cube, bands: list[int], window: Window) -> np.ndarray:
     """Bands (n, h, w) of `window` (north-up rows) as float64 in physical units: nodata and NaN as NaN, then scale
     and offset."""
-    data = ds.read(bands, window=grid.source(window), out_dtype="float64")
-    if grid.flipped:
-        data = np.ascontiguousarray(data[:, ::-1, :])
+    data = _read(ds, cube, bands, window, "float64")
     for i, b in enumerate(bands):
         nodata = ds.nodatavals[b - 1]
         if nodata is not None and not np.isnan(nodata):

@@ -14,7 +14,7 @@ import rasterio
 from rasterio.windows import Window, from_bounds
 
 from gdal_mcp.engine.cube.aggregate import write_netcdf
-from gdal_mcp.engine.cube.source import Grid, Step, encode_time, open_cube, read_raw, windows
+from gdal_mcp.engine.cube.source import Cube, Grid, Step, encode_time, open_cube, read_raw, windows
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.output import record_options, summarize
 from gdal_mcp.engine.raster.region import bbox_in_crs
@@ -94,7 +94,7 @@ def subset(
             for i, step in enumerate(steps):
                 name = _file_name(cube.variable, step)
                 with rasterio.open(os.path.join(dst, name), "w", count=1, **profile) as out:
-                    _copy(ds, grid, out, [step], win, pieces)
+                    _copy(ds, cube, out, [step], win, pieces)
                     out.set_band_description(1, step.time or f"band {step.band}")
                     out.update_tags(1, TIME=step.time or "", LEVEL="" if step.level is None else str(step.level))
                     _scale(ds, out, [step])
@@ -116,7 +116,7 @@ def subset(
             with rasterio.open(tif, "w", count=len(steps), interleave="band", **profile) as out:
                 for i in range(0, len(steps), 16):
                     batch = steps[i : i + 16]
-                    _copy(ds, grid, out, batch, win, pieces, first_index=i + 1)
+                    _copy(ds, cube, out, batch, win, pieces, first_index=i + 1)
                     progress(min(1.0, (i + len(batch)) / len(steps)), "cube_subset: copying steps")
                 for i, step in enumerate(steps):
                     out.set_band_description(i + 1, step.time or f"band {step.band}")
@@ -142,12 +142,12 @@ def subset(
 
 
 def _copy(
-    ds: object, grid: Grid, out: object, steps: list[Step], win: Window, pieces: list[Window], first_index: int = 1
+    ds: object, cube: Cube, out: object, steps: list[Step], win: Window, pieces: list[Window], first_index: int = 1
 ) -> None:
     bands = [s.band for s in steps]
     for piece in pieces:
         src_win = Window(win.col_off + piece.col_off, win.row_off + piece.row_off, piece.width, piece.height)
-        data = read_raw(ds, grid, bands, src_win)
+        data = read_raw(ds, cube, bands, src_win)
         out.write(data, list(range(first_index, first_index + len(bands))), window=piece)  # type: ignore[attr-defined]
 
 

@@ -1,0 +1,123 @@
+"""The cube engine's two readers agree: GDAL's multidimensional API (one call per run of steps) and its raster view
+(block by block), on netCDF-3, netCDF-4 (chunked), Zarr and a variable with a level dimension."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import rasterio.shutil
+from rasterio.transform import from_origin
+from rasterio.windows import Window
+
+from gdal_mcp.engine.algorithms import run
+from gdal_mcp.engine.cube.source import open_cube, read_raw, read_steps
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "raster"
+
+
+def write_cube(path: Path, data: np.ndarray, levels: list[float] | None = None) -> None:
+    """A (time[, level], y, x) Float32 cube as netCDF-4 through GDAL (band order: time slowest, level fastest)."""
+    steps = data.shape[0]
+    planes = data.reshape(-1, *data.shape[-2:])
+    tif = path.with_suffix(".tif")
+    with rasterio.open(
+        tif,
+        "w",
+        driver="GTiff",
+        width=data.shape[-1],
+        height=data.shape[-2],
+        count=planes.shape[0],
+        dtype="float32",
+        crs="EPSG:4326",
+        transform=from_origin(0, 10, 1, 1),
+        nodata=-1.0,
+    ) as dst:
+        extra = "{time,level}" if levels else "{time}"
+        tags = {
+            "NETCDF_DIM_EXTRA": extra,
+            "NETCDF_DIM_time_DEF": f"{{{steps},6}}",
+            "NETCDF_DIM_time_VALUES": "{" + ",".join(str(d * 10) for d in range(steps)) + "}",
+            "time#units": "days since 2000-01-01",
+        }
+        if levels:
+            tags.update(
+                NETCDF_DIM_level_DEF=f"{{{len(levels)},6}}", NETCDF_DIM_level_VALUES="{" + ",".join(map(str, levels)) + "}"
+            )
+            tags["level#units"] = "hPa"
+        dst.update_tags(**tags)
+        for b in range(planes.shape[0]):
+            t, lv = divmod(b, len(levels)) if levels else (b, 0)
+            band = {"NETCDF_DIM_time": str(t * 10), "NETCDF_VARNAME": "v"}
+            if levels:
+                band["NETCDF_DIM_level"] = str(levels[lv])
+            dst.update_tags(b + 1, **band)
+        dst.write(planes)
+    rasterio.shutil.copy(tif, path, driver="netCDF", FORMAT="NC4", COMPRESS="DEFLATE")
+    tif.unlink()
+
+
+def both_readers(path: str, variable: str | None, **select) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    with open_cube(path, variable) as (ds, cube):
+        assert cube.md is not None, "the multidimensional reader should open here"
+        steps = cube.select(**select)
+        bands = [s.band for s in steps]
+        window = Window(1, 2, ds.width - 2, ds.height - 3)
+        fast = read_steps(ds, cube, bands, window)
+        raw = read_raw(ds, cube, bands, window)
+        md, cube.md = cube.md, None
+        try:
+            slow = read_steps(ds, cube, bands, window)
+            assert np.array_equal(read_raw(ds, cube, bands, window), raw)
+        finally:
+            cube.md = md
+    return fast, slow, raw
+
+
+def test_readers_agree_on_the_cmip5_netcdf3_file() -> None:
+    fast, slow, _ = both_readers(str(DATA / "tas_rectilinear_grid_2D.nc"), "tas", start="2005-02", end="2005-11")
+    assert fast.shape == (10, 93, 190)
+    np.testing.assert_array_equal(fast, slow)
+
+
+def test_readers_agree_with_levels_nodata_and_zarr(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    data = rng.normal(0, 1, (6, 3, 9, 11)).astype("float32")
+    data[2, 1, 4, 5] = -1.0  # nodata
+    write_cube(tmp_path / "lv.nc", data, levels=[1000.0, 850.0, 500.0])
+    fast, slow, raw = both_readers(str(tmp_path / "lv.nc"), None, level=850)
+    np.testing.assert_array_equal(fast, slow)
+    expect = data[:, 1, 2:8, 1:10].astype("float64")
+    assert np.array_equal(raw, expect.astype("float32"))
+    expect[expect == -1.0] = np.nan
+    np.testing.assert_array_equal(fast, expect)
+    run(["mdim", "convert"], [str(tmp_path / "lv.nc"), str(tmp_path / "lv.zarr"), "--of", "ZARR"])
+    fast, slow, _ = both_readers(str(tmp_path / "lv.zarr"), "v", level=500, start="2000-01-11")
+    np.testing.assert_array_equal(fast, slow)
+    np.testing.assert_array_equal(fast[0], np.where(data[1, 2, 2:8, 1:10] == -1.0, np.nan, data[1, 2, 2:8, 1:10]))
+
+
+def test_level_must_be_chosen(tmp_path: Path) -> None:
+    from gdal_mcp.errors import GdalMcpError
+
+    write_cube(tmp_path / "lv.nc", np.zeros((2, 2, 3, 4), "float32"), levels=[10.0, 20.0])
+    with open_cube(str(tmp_path / "lv.nc")) as (_, cube), pytest.raises(GdalMcpError) as e:
+        cube.select()
+    assert "give level=" in e.value.message and "10.0, 20.0" in e.value.message
+
+
+def test_symmetric_rows_leave_the_raster_view_in_charge(tmp_path: Path) -> None:
+    """Rows that read the same either way up cannot tell the orientation: the raster view reads (never a guess)."""
+    data = np.ones((3, 4, 5), "float32")
+    write_cube(tmp_path / "flat.nc", data)
+    with open_cube(str(tmp_path / "flat.nc")) as (_, cube):
+        assert cube.md is None
+
+
+def test_readers_agree_on_a_projected_netcdf4_file(tmp_path: Path) -> None:
+    shutil.copy(DATA / "PLANET_SCOPE_3D.nc", tmp_path / "p.nc")
+    fast, slow, _ = both_readers(str(tmp_path / "p.nc"), "green")
+    np.testing.assert_array_equal(fast, slow)
