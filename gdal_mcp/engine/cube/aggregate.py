@@ -29,7 +29,7 @@ import rasterio.shutil
 from rasterio.windows import Window
 
 from gdal_mcp.engine.cube.periods import Group, group_steps, reference_slots
-from gdal_mcp.engine.cube.source import Cube, encode_time, open_cube, read_steps, windows
+from gdal_mcp.engine.cube.source import Cube, encode_time, open_cube, read_steps, read_values, windows
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.output import record_options, summarize
 from gdal_mcp.errors import GdalMcpError
@@ -103,10 +103,58 @@ def _group_value(ds: Any, cube: Cube, group: Group, window: Window, statistic: s
         if has.any():
             out[has] = np.nanpercentile(data[:, has], q, axis=0)
         return out
+    if statistic != "std":
+        fast = _linear(ds, cube, bands, window, statistic)
+        if fast is not None:
+            return fast
     acc = _Acc.empty(shape)
     for i in range(0, len(bands), BATCH):
         acc.add(read_steps(ds, cube, bands[i : i + BATCH], window))
     return acc.result(statistic)
+
+
+def _linear(ds: Any, cube: Cube, bands: list[int], window: Window, statistic: str) -> np.ndarray | None:
+    """sum, mean, count, min or max folded on the values as stored (one pass or two per batch, no float64 copy of
+    them), the scale and offset applied once to the result (they commute with these statistics); None when the
+    bands' scales differ (then the general path)."""
+    shape = (int(window.height), int(window.width))
+    n = np.zeros(shape)
+    total = np.zeros(shape)
+    extreme: np.ndarray | None = None
+    scale = offset = None
+    for i in range(0, len(bands), BATCH):
+        read = read_values(ds, cube, bands[i : i + BATCH], window)
+        if read is None or (scale is not None and (read[1], read[2]) != (scale, offset)):
+            return None
+        block, scale, offset = read
+        if statistic in ("min", "max"):
+            low = (statistic == "min") == (scale >= 0)  # a negative scale turns the stored minimum into the maximum
+            reduced = np.fmin.reduce(block, axis=0) if low else np.fmax.reduce(block, axis=0)
+            extreme = reduced if extreme is None else np.fmin(extreme, reduced) if low else np.fmax(extreme, reduced)
+            n += block.shape[0] - np.isnan(block).sum(axis=0)
+            continue
+        missing = np.isnan(block)
+        if missing.any():
+            n += block.shape[0] - missing.sum(axis=0)
+            np.copyto(block, 0, where=missing)
+        else:
+            n += block.shape[0]
+        del missing
+        if statistic != "count":
+            total += block.sum(axis=0, dtype="float64")
+    assert scale is not None and offset is not None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if statistic == "count":
+            return n
+        if statistic == "sum":
+            out = total * scale + offset * n
+        elif statistic == "mean":
+            out = total / n * scale + offset
+        else:
+            assert extreme is not None
+            out = extreme.astype("float64") * scale + offset
+    out[n == 0] = np.nan
+    return out
 
 
 def _midpoint(cube: Cube, group: Group) -> float:

@@ -341,6 +341,28 @@ def read_steps(ds: Any, cube: Cube, bands: list[int], window: Window) -> np.ndar
     return data
 
 
+def read_values(ds: Any, cube: Cube, bands: list[int], window: Window) -> tuple[np.ndarray, float, float] | None:
+    """Bands (n, h, w) of `window` as stored but floating (float32 for types float32 holds exactly, else float64),
+    nodata as NaN, with the one (scale, offset) that turns them into physical units; None when the bands differ in
+    scale or offset (then read_steps). For statistics that commute with a linear map (sum, mean, min, max): applying
+    the scale to one plane of results instead of to every value read."""
+    scales = {(ds.scales[b - 1], ds.offsets[b - 1]) for b in bands}
+    if len(scales) != 1:
+        return None
+    dtype = ds.dtypes[bands[0] - 1]
+    target = "float32" if dtype in ("float32", "uint8", "int8", "uint16", "int16") else "float64"
+    data = _read(ds, cube, bands, window, None)
+    if data.dtype != target:
+        data = data.astype(target)
+    for i, b in enumerate(bands):
+        nodata = ds.nodatavals[b - 1]
+        if nodata is not None and not np.isnan(nodata):
+            plane = data[i]
+            plane[plane == np.asarray(nodata).astype(target)] = np.nan
+    scale, offset = scales.pop()
+    return data, float(scale), float(offset)
+
+
 def windows(height: int, width: int, bytes_per_pixel: int, budget: int) -> list[Window]:
     """Windows covering the grid, each of at most `budget` bytes at `bytes_per_pixel`: strips of whole rows, or
     pieces of one row when even a row is too large."""

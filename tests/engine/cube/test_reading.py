@@ -121,3 +121,47 @@ def test_readers_agree_on_a_projected_netcdf4_file(tmp_path: Path) -> None:
     shutil.copy(DATA / "PLANET_SCOPE_3D.nc", tmp_path / "p.nc")
     fast, slow, _ = both_readers(str(tmp_path / "p.nc"), "green")
     np.testing.assert_array_equal(fast, slow)
+
+
+@pytest.mark.parametrize("statistic", ["mean", "sum", "min", "max", "std", "count", "median"])
+def test_packed_values_are_unpacked_before_any_statistic(tmp_path: Path, statistic: str) -> None:
+    """Int16 packed with a negative scale_factor and an add_offset (as ERA-Interim's geopotential): every statistic
+    is of the physical values (a negative scale swaps minimum and maximum), nodata skipped."""
+    from gdal_mcp.engine.cube.aggregate import aggregate
+
+    rng = np.random.default_rng(5)
+    raw = rng.integers(-30000, 30000, (8, 4, 6)).astype("int16")
+    raw[3, 2, 2] = -32767  # nodata
+    tif = tmp_path / "packed.tif"
+    with rasterio.open(
+        tif,
+        "w",
+        driver="GTiff",
+        width=6,
+        height=4,
+        count=8,
+        dtype="int16",
+        crs="EPSG:4326",
+        transform=from_origin(0, 4, 1, 1),
+        nodata=-32767,
+    ) as dst:
+        dst.update_tags(
+            NETCDF_DIM_EXTRA="{time}",
+            NETCDF_DIM_time_DEF="{8,6}",
+            NETCDF_DIM_time_VALUES="{0,1,2,3,4,5,6,7}",
+            **{"time#units": "days since 2000-01-01"},
+        )
+        for b in range(8):
+            dst.update_tags(b + 1, NETCDF_DIM_time=str(b))
+        dst.scales = [-1.725] * 8
+        dst.offsets = [66825.5] * 8
+        dst.write(raw)
+    rasterio.shutil.copy(tif, tmp_path / "packed.nc", driver="netCDF", FORMAT="NC4")
+    with rasterio.open(tmp_path / "packed.nc") as ds:
+        assert ds.scales[0] == -1.725 and ds.offsets[0] == 66825.5 and ds.dtypes[0] == "int16"
+    values = np.where(raw == -32767, np.nan, raw * -1.725 + 66825.5)
+    summary, _ = aggregate(src=str(tmp_path / "packed.nc"), dst=str(tmp_path / "out.tif"), period="all", statistic=statistic)
+    reducer = {"mean": np.nanmean, "sum": np.nansum, "min": np.nanmin, "max": np.nanmax, "std": np.nanstd, "median": np.nanmedian}
+    expect = np.sum(~np.isnan(values), axis=0) if statistic == "count" else reducer[statistic](values, axis=0)
+    with rasterio.open(tmp_path / "out.tif") as out:
+        np.testing.assert_allclose(out.read(1), expect, rtol=1e-6)
