@@ -318,7 +318,7 @@ def _read(ds: Any, cube: Cube, bands: list[int], window: Window, dtype: str | No
         data = data if dtype is None or data.dtype == dtype else data.astype(dtype)
     else:
         data = ds.read(bands, window=source, out_dtype=dtype)
-    return np.ascontiguousarray(data[:, ::-1, :]) if cube.grid.flipped else data
+    return data[:, ::-1, :] if cube.grid.flipped else data  # a view: rows turned over without a copy
 
 
 def read_raw(ds: Any, cube: Cube, bands: list[int], window: Window) -> np.ndarray:
@@ -329,7 +329,7 @@ def read_raw(ds: Any, cube: Cube, bands: list[int], window: Window) -> np.ndarra
 def read_steps(ds: Any, cube: Cube, bands: list[int], window: Window) -> np.ndarray:
     """Bands (n, h, w) of `window` (north-up rows) as float64 in physical units: nodata and NaN as NaN, then scale
     and offset."""
-    data = _read(ds, cube, bands, window, "float64")
+    data = np.ascontiguousarray(_read(ds, cube, bands, window, "float64"))  # folded in place by _Acc.add
     for i, b in enumerate(bands):
         nodata = ds.nodatavals[b - 1]
         if nodata is not None and not np.isnan(nodata):
