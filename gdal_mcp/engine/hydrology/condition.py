@@ -41,8 +41,8 @@ class Conditioned:
 
 
 def _fill(dem: Dem) -> tuple[np.ndarray, np.ndarray]:
-    started = time.perf_counter()
     pyflwdir = import_pyflwdir()
+    started = time.perf_counter()
     filled, d8 = pyflwdir.dem.fill_depressions(np.ascontiguousarray(dem.z), outlets="edge", nodata=np.nan)
     record("first_fill_s", time.perf_counter() - started)
     return np.where(dem.valid, filled, np.nan), d8
