@@ -204,11 +204,16 @@ def write_array(
 
 
 def numba_cache() -> None:
-    """numba (pyflwdir's compiled kernels) caches what it compiles; a confined worker may write only its private
-    temporary directory (TMPDIR), so the cache goes there, set before numba is first imported."""
-    if "numba" in __import__("sys").modules:
+    """numba (pyflwdir's compiled kernels) caches what it compiles, by default beside pyflwdir's sources, which a
+    confined worker may not write: the cache goes to the worker's private temporary directory instead (CPL_TMPDIR,
+    set by the local pool's workers and by Dask workers alike; else TMPDIR), set before numba is first imported.
+    The local pool's workers share that directory, so a server compiles each kernel once (about 5 s for the fill);
+    a new worker process then loads the cache (about 2 s with the imports)."""
+    import sys
+
+    if "numba" in sys.modules:
         return
-    base = os.environ.get("TMPDIR") or tempfile.gettempdir()
+    base = os.environ.get("CPL_TMPDIR") or os.environ.get("TMPDIR") or tempfile.gettempdir()
     os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(base, "gdal-mcp-numba"))
 
 

@@ -257,7 +257,8 @@ async def stream_network(
     """Stream network: the cells draining at least the threshold (give threshold_km2 or threshold_cells), written as
     lines through the cell centres, one per segment between confluences, with fields strahler (Strahler order,
     pyflwdir's), length_m (geodesic on lon/lat), upstream_cells and upstream_km2 (at the segment's last cell). Returns a
-    PNG preview of the streams (blue, darker for higher orders) over a hillshade of the DEM, and the summary."""
+    PNG preview of the streams (blue, darker for higher orders) over a hillshade of the DEM (a plain grey
+    background for a flow-direction input), and the summary."""
     src = app.sandbox.resolve_input(input)
     job = jobs.StreamNetworkJob(
         src=src.gdal_path,
