@@ -95,7 +95,9 @@ def condition(dem: Dem, method: str) -> Conditioned:
         seeds = seeds[np.argsort(dem.z.ravel()[seeds], kind="stable")]
         flw = flwdir(np.where(dem.valid, fill_d8, np.uint8(247)).astype(np.uint8), dem)
         flat = np.where(dem.valid, dem.z, np.inf).ravel()
+        started = time.perf_counter()
         carved = _carve_kernel()(np.asarray(flw.idxs_ds, dtype=np.int64), seeds.astype(np.int64), flat)
+        record("first_carve_s", time.perf_counter() - started)
         z = np.where(dem.valid, carved.reshape(dem.shape), np.nan)
     diff = np.where(dem.valid, z - dem.z, 0.0)
     return Conditioned(
