@@ -180,6 +180,10 @@ def stream_network(
     paths = [p for p in paths if len(p) >= 2 and p[0] != p[1]]  # not pyflwdir's zero-length marks at outlets
     h, w = dem.shape
     t = dem.transform
+    idxs_ds = np.asarray(flw.idxs_ds)
+    streaming = np.flatnonzero(mask.ravel())
+    moving = streaming[idxs_ds[streaming] != streaming]
+    inflows = np.bincount(idxs_ds[moving], minlength=mask.size)  # stream cells flowing into each cell
     lines: list[np.ndarray] = []
     orders, ups, up_km2 = [], [], []
     for p in paths:
@@ -187,7 +191,10 @@ def stream_network(
         xs, ys = t @ (c + 0.5, r + 0.5)
         lines.append(np.column_stack([xs, ys]))
         orders.append(int(strord[r[0], c[0]]))
-        last = p[-2] if len(p) >= 2 else p[-1]  # the segment's own last cell (the last vertex is the confluence below)
+        # the segment's own last cell: the last vertex is the confluence below it, unless the segment ends at an
+        # outlet it reached as its own cell (pyflwdir's streams: a pit without two stream cells flowing into it)
+        end = int(p[-1])
+        last = end if idxs_ds[end] == end and inflows[end] <= 1 else int(p[-2])
         ups.append(int(cells.flat[last]))
         up_km2.append(None if km2 is None else float(km2.flat[last]))
     if lines:

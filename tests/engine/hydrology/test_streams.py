@@ -65,7 +65,8 @@ def test_streams_threshold_order_and_valleys(tmp_path):
         t = ds.transform
     with rasterio.open(DEM) as ds:
         z = ds.read(1).astype(float)
-    stream = upstream_counts(d8) >= threshold
+    counts = upstream_counts(d8)
+    stream = counts >= threshold
     assert result.stream_cells == int(stream.sum()) > 0
     order = strahler(d8, stream)
     assert result.max_order == order.max() >= 3
@@ -75,6 +76,16 @@ def test_streams_threshold_order_and_valleys(tmp_path):
         x, y = geom.coords[0]
         col, row = (int(v) for v in ~t @ (x, y))
         assert stream[row, col] and order[row, col] == value
+    # upstream_cells: at the segment's own last cell, the one before the confluence it ends at (or its outlet)
+    inflows = np.zeros_like(counts)
+    for r, c in zip(*np.nonzero(stream), strict=True):
+        if int(d8[r, c]) in STEP:
+            dr, dc = STEP[int(d8[r, c])]
+            inflows[r + dr, c + dc] += 1
+    for geom, value in zip(lines.geometry, lines["upstream_cells"], strict=True):
+        (row1, col1), (row0, col0) = (tuple(int(v) for v in (~t @ xy)[::-1]) for xy in (geom.coords[-1], geom.coords[-2]))
+        own = (row1, col1) if int(d8[row1, col1]) == 0 and inflows[row1, col1] <= 1 else (row0, col0)
+        assert counts[own] == value
     # every vertex is a stream cell's centre
     for geom in lines.geometry[:50]:
         for x, y in geom.coords:
@@ -105,3 +116,19 @@ def test_a_threshold_is_required(tmp_path):
     with pytest.raises(GdalMcpError) as e:
         stream_network(str(DEM), str(tmp_path / "s.gpkg"))
     assert e.value.code == "invalid-argument"
+
+
+def test_upstream_attributes_are_the_segments_last_own_cell(tmp_path):
+    """On a V-shaped valley (sides straight to the axis, the axis south to its outlet) with a threshold of 3 rows'
+    worth of cells, the one stream is the axis from row 2 down: upstream_cells at its outlet is every cell."""
+    from tests.engine.hydrology.dems import write_dem
+    from tests.engine.hydrology.test_flow import valley
+
+    h, w = 15, 11
+    src = write_dem(tmp_path / "v.tif", valley(h, w))
+    result, _ = stream_network(src, str(tmp_path / "s.gpkg"), threshold_cells=3 * w, condition="none")
+    lines = pyogrio.read_dataframe(tmp_path / "s.gpkg")
+    assert len(lines) == 1 == result.segments and list(lines["strahler"]) == [1]
+    assert list(lines["upstream_cells"]) == [h * w]
+    assert lines["length_m"][0] == pytest.approx((h - 3) * 10.0)
+    assert result.stream_cells == h - 2
