@@ -15,6 +15,8 @@ from gdal_mcp.models import HydroRasterResult, StreamNetworkResult, WatershedRes
 from gdal_mcp.server.app import App
 from gdal_mcp.server.results import with_links, write_output, write_result
 from gdal_mcp.server.tools.params import (
+    RASTER_EXAMPLES,
+    REMOTE_NOTE,
     Band,
     CreationOptions,
     CrsCheck,
@@ -38,7 +40,18 @@ D8_RULES = (
 CODES = "Codes (ESRI/pyflwdir D8): 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE, 0 outlet or pit, 247 nodata."
 LIMIT = "The whole DEM is held in memory: grids over 25 million cells are refused (resource-limit); clip or coarsen first."
 
-DemInput = Annotated[str, Field(description="DEM (elevation raster) to read, relative to the workspace")]
+DemInput = Annotated[
+    str, Field(description=f"DEM (elevation raster) to read, relative to the workspace ({RASTER_EXAMPLES}), {REMOTE_NOTE}")
+]
+FlowInput = Annotated[
+    str,
+    Field(
+        description=(
+            f"DEM to read, relative to the workspace ({RASTER_EXAMPLES}), {REMOTE_NOTE}; or a flow_direction output with "
+            "input_type='flow_direction'"
+        )
+    ),
+]
 Condition = Annotated[
     Literal["fill", "breach", "none"],
     Field(
@@ -113,7 +126,7 @@ flow_direction.__doc__ = f"{flow_direction.__doc__} {D8_RULES} {CODES} {LIMIT}"
 @tool(title="Flow accumulation", annotations=WRITE, tags={"raster", "hydrology"}, writes=True)
 async def flow_accumulation(
     app: App,
-    input: Annotated[str, Field(description="DEM, or a flow_direction output with input_type='flow_direction'")],
+    input: FlowInput,
     output: RasterOutput,
     measure: Annotated[
         Literal["cells", "m2", "km2"],
@@ -153,7 +166,7 @@ flow_accumulation.__doc__ = f"{flow_accumulation.__doc__} {D8_RULES} {LIMIT}"
 @tool(title="Watershed", annotations=WRITE, tags={"raster", "vector", "hydrology"}, writes=True)
 async def watershed(
     app: App,
-    input: Annotated[str, Field(description="DEM, or a flow_direction output with input_type='flow_direction'")],
+    input: FlowInput,
     output: Annotated[
         str,
         Field(
@@ -234,7 +247,7 @@ watershed.__doc__ = f"{watershed.__doc__} {D8_RULES} {LIMIT}"
 @tool(title="Stream network", annotations=WRITE, tags={"raster", "vector", "hydrology"}, writes=True)
 async def stream_network(
     app: App,
-    input: Annotated[str, Field(description="DEM, or a flow_direction output with input_type='flow_direction'")],
+    input: FlowInput,
     output: VectorOutput,
     threshold_km2: Annotated[
         float | None,
