@@ -22,6 +22,9 @@ from gdal_mcp.engine.vector.stream import output_layer_name, summarize_vector, v
 from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import StreamsOutput
 
+#: Most stream cells written (the lines hold one vertex per cell; a threshold of a cell or two makes nearly every cell a
+#: stream, millions of segments traced one by one in Python)
+MAX_STREAM_CELLS = 5_000_000
 #: stream colours by Strahler order, light to dark blue (order 1 first; higher orders take the last)
 ORDER_COLOURS = np.array(
     [[110, 210, 255], [40, 170, 255], [0, 120, 235], [0, 80, 200], [0, 45, 160], [20, 10, 120]], dtype=np.uint8
@@ -174,6 +177,12 @@ def stream_network(
     flw = routing.flw
     from pyflwdir import streams as pyflwdir_streams
 
+    if int(mask.sum()) > MAX_STREAM_CELLS:
+        raise GdalMcpError(
+            "resource-limit",
+            f"{int(mask.sum()):,} cells reach the threshold (more than {MAX_STREAM_CELLS:,}): that many streams would be "
+            "mostly one-cell rills and a huge file; give a larger threshold_km2 or threshold_cells",
+        )
     progress(0.6, "ordering and tracing streams")
     strord = np.asarray(flw.stream_order(type="strahler", mask=mask)).reshape(dem.shape)
     paths = pyflwdir_streams.streams(flw.idxs_ds, flw.idxs_seq, mask=mask.ravel())

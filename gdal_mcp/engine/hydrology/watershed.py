@@ -22,7 +22,7 @@ from gdal_mcp.errors import GdalMcpError
 from gdal_mcp.models import Basin, WatershedOutput
 
 OutputKind = Literal["polygons", "raster"]
-MAX_POINTS = 1000
+MAX_POINTS = 100  # each catchment is one pass over the grid and one polygonization of its extent
 WKB = {b"ARROW:extension:name": b"geoarrow.wkb"}
 
 

@@ -178,7 +178,7 @@ async def watershed(
     ],
     points: Annotated[
         list[Annotated[list[float], Field(min_length=2, max_length=2)]],
-        Field(min_length=1, max_length=1000, description="Pour points as [[x, y], …] (lon/lat order for geographic CRSs)"),
+        Field(min_length=1, max_length=100, description="Pour points as [[x, y], …] (lon/lat order for geographic CRSs)"),
     ],
     points_crs: Annotated[
         str | None, CrsCheck, Field(description="CRS of points; default the DEM's (use EPSG:4326 for lon/lat)")

@@ -132,3 +132,13 @@ def test_upstream_attributes_are_the_segments_last_own_cell(tmp_path):
     assert list(lines["upstream_cells"]) == [h * w]
     assert lines["length_m"][0] == pytest.approx((h - 3) * 10.0)
     assert result.stream_cells == h - 2
+
+
+def test_too_many_stream_cells_are_refused(tmp_path, monkeypatch):
+    import gdal_mcp.engine.hydrology.streams as streams_module
+
+    monkeypatch.setattr(streams_module, "MAX_STREAM_CELLS", 1000)
+    with pytest.raises(GdalMcpError) as e:
+        stream_network(str(DEM), str(tmp_path / "s.gpkg"), threshold_cells=2)
+    assert e.value.code == "resource-limit" and "larger threshold" in e.value.message
+    assert not (tmp_path / "s.gpkg").exists()
