@@ -159,6 +159,7 @@ def dem_condition(
         creation_options=creation_options,
         what="dem_condition",
         progress=report,
+        source=src,
     )
     summary = summarize(dst)
     return (

@@ -132,6 +132,7 @@ def flow_direction(
         creation_options=creation_options,
         what="flow_direction",
         progress=_report(progress, 0.7),
+        source=src,
     )
     summary = summarize(dst)
     return HydroRasterSummary(**summary.model_dump(), product="D8 flow direction", **routing.fields()), routing.warnings
@@ -171,6 +172,7 @@ def flow_accumulation(
         creation_options=creation_options,
         what="flow_accumulation",
         progress=_report(progress, 0.7),
+        source=src,
     )
     summary = summarize(dst)
     return (

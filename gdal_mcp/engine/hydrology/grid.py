@@ -169,13 +169,12 @@ def write_array(
     creation_options: dict[str, Any] | None,
     what: str,
     progress: Progress,
+    source: str | None = None,
 ) -> None:
-    """Write a (height, width) array on the DEM's grid to `dst` (GeoTIFF unless format or the extension says otherwise)."""
+    """Write a (height, width) array on the DEM's grid to `dst` (the format from `format` or the extension); without
+    COMPRESS in the creation options a GTiff/COG keeps the compression of `source` (the DEM read), as every writer does."""
     driver = pixel_driver(dst, format, what)
     options = normalize_options(creation_options)
-    if driver == "GTiff":
-        options.setdefault("COMPRESS", "DEFLATE")
-        options.setdefault("TILED", "YES")
     height, width = array.shape
 
     def compute(w: Window) -> np.ndarray:
@@ -197,6 +196,7 @@ def write_array(
         progress=progress,
         what=what,
         window_pixels=WINDOW_PIXELS,
+        source=source,
     )
 
 

@@ -226,6 +226,7 @@ def watershed(
             creation_options=None,
             what="watershed",
             progress=lambda f, m="": None,
+            source=src,
         )
         written = summarize(dst)
         if any(m.sum() != int((raster == b.id).sum()) for m, b in zip(masks, basins, strict=True)):

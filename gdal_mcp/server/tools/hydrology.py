@@ -97,7 +97,7 @@ async def dem_condition(
     return await write_result(app, ctx, job, model=HydroRasterResult, inputs=[src], output=output, overwrite=overwrite)
 
 
-dem_condition.__doc__ = (dem_condition.__doc__ or "") + LIMIT
+dem_condition.__doc__ = f"{dem_condition.__doc__} {LIMIT}"
 
 
 @tool(title="Flow direction", annotations=WRITE, tags={"raster", "hydrology"}, writes=True)

@@ -54,3 +54,18 @@ async def test_stream_network_answers_with_its_preview_image(client: Client, ws:
     assert kinds[0] == "image" and "resource_link" in kinds and "text" in kinds
     assert r.structured_content["max_order"] >= 2
     assert (ws / "out" / "hy_streams.gpkg").exists()
+
+
+async def test_rasters_keep_the_dems_codec_unless_told(client: Client, ws: Path) -> None:
+    with rasterio.open(ws / DEM) as src:
+        profile = src.profile | {"compress": "lzw", "predictor": 2, "tiled": True, "blockxsize": 128, "blockysize": 128}
+        with rasterio.open(ws / "out" / "hy_lzw.tif", "w", **profile) as out:
+            out.write(src.read())
+    err, res = await call(client, "dem_condition", input="out/hy_lzw.tif", output="out/hy_lzw_filled.tif")
+    assert not err and res["summary"]["creation_options"].get("COMPRESS") == "LZW"
+    err, res = await call(
+        client, "flow_direction", input="out/hy_lzw.tif", output="out/hy_d8_zstd.tif", creation_options={"COMPRESS": "ZSTD"}
+    )
+    assert not err
+    with rasterio.open(ws / "out" / "hy_lzw_filled.tif") as a, rasterio.open(ws / "out" / "hy_d8_zstd.tif") as b:
+        assert a.compression.name.upper() == "LZW" and b.compression.name.upper() == "ZSTD"
