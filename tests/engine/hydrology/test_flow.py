@@ -194,3 +194,20 @@ def test_output_is_uint8_with_nodata_247(tmp_path):
     flow_direction(src, str(tmp_path / "d8.tif"))
     with rasterio.open(tmp_path / "d8.tif") as ds:
         assert ds.dtypes[0] == "uint8" and ds.nodata == 247
+
+
+@pytest.mark.parametrize(
+    ("lower", "winner"),
+    [((1, 4), 1), ((4, 16), 4), ((16, 64), 16), ((1, 64), 1), ((2, 8), 2), ((8, 32), 8), ((32, 128), 32), ((2, 128), 2)],
+)
+def test_exact_ties_go_to_the_first_of_e_se_s_sw_w_nw_n_ne(tmp_path, lower, winner):
+    """The centre of a 5 x 5 block at 50 m has two neighbours at exactly the same drop over the same distance (both
+    cardinal or both diagonal), every other cell 100 m: the one first in the order E, SE, S, SW, W, NW, N, NE wins."""
+    z = np.full((5, 5), 100.0)
+    z[2, 2] = 50.0
+    for code in lower:
+        dr, dc = STEP[code]
+        z[2 + dr, 2 + dc] = 40.0
+    src = write_dem(tmp_path / "tie.tif", z)
+    flow_direction(src, str(tmp_path / "d8.tif"), condition="none")
+    assert read(tmp_path / "d8.tif")[2, 2] == winner
