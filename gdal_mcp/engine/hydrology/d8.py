@@ -95,10 +95,9 @@ def route_flats(z: np.ndarray, valid: np.ndarray, code: np.ndarray, outlet: np.n
         near |= _shift(todo, dr, dc, False) & (_shift(np.where(valid, z, np.nan), dr, dc, np.nan) == z)
     frontier = np.flatnonzero((near & drains).ravel())
     step = 0
-    rows_all = np.arange(h * w) // w
     while frontier.size:
         step += 1
-        r, c = rows_all[frontier], frontier % w
+        r, c = np.divmod(frontier, w)
         found = []
         for dr, dc in OFFSETS:
             rr, cc = r + dr, c + dc
