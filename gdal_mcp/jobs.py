@@ -24,6 +24,7 @@ from gdal_mcp.models import (
     DatasetList,
     FeaturePage,
     FromTableResult,
+    HydroRasterSummary,
     JoinResult,
     LineageResult,
     MeasureResult,
@@ -36,10 +37,12 @@ from gdal_mcp.models import (
     RasterStatsResult,
     RasterSummary,
     SampleResult,
+    StreamsOutput,
     TransformResult,
     ValidationReport,
     VectorInfo,
     VectorSummary,
+    WatershedOutput,
     ZonalResult,
 )
 
@@ -623,6 +626,77 @@ class FillNodataJob(WriteJob[tuple[RasterSummary, Warnings]]):
     band: int = 1
     format: str | None = None
     creation_options: Options | None = None
+
+
+# ----- hydrology (engine/hydrology/) -------------------------------------------------------------------------
+Conditioning = Literal["none", "fill", "breach"]
+HydroInput = Literal["dem", "flow_direction"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemConditionJob(WriteJob[tuple[HydroRasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.hydrology.condition:dem_condition"
+    src: str
+    dst: str = ""
+    method: Literal["fill", "breach"] = "fill"
+    band: int = 1
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlowDirectionJob(WriteJob[tuple[HydroRasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.hydrology.flow:flow_direction"
+    src: str
+    dst: str = ""
+    band: int = 1
+    condition: Conditioning = "fill"
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlowAccumulationJob(WriteJob[tuple[HydroRasterSummary, Warnings]]):
+    FUNC = "gdal_mcp.engine.hydrology.flow:flow_accumulation"
+    src: str
+    dst: str = ""
+    band: int = 1
+    input_type: HydroInput = "dem"
+    condition: Conditioning = "fill"
+    units: Literal["cells", "m2", "km2"] = "cells"
+    format: str | None = None
+    creation_options: Options | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatershedJob(WriteJob[tuple[WatershedOutput, Warnings]]):
+    FUNC = "gdal_mcp.engine.hydrology.watershed:watershed"
+    src: str
+    dst: str = ""
+    points: list[tuple[float, float]]
+    points_crs: str | None = None
+    snap_distance: float = 0.0
+    band: int = 1
+    input_type: HydroInput = "dem"
+    condition: Conditioning = "fill"
+    output_kind: Literal["polygons", "raster"] = "polygons"
+    format: str | None = None
+    output_layer: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamNetworkJob(WriteJob[tuple[StreamsOutput, Warnings]]):
+    FUNC = "gdal_mcp.engine.hydrology.streams:stream_network"
+    src: str
+    dst: str = ""
+    threshold_km2: float | None = None
+    threshold_cells: int | None = None
+    band: int = 1
+    input_type: HydroInput = "dem"
+    condition: Conditioning = "fill"
+    max_size: int = 768
+    format: str | None = None
+    output_layer: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

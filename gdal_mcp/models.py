@@ -1351,3 +1351,96 @@ class CubeSubsetResult(ReadsRemote):
     download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
     summary: CubeSubsetSummary
     warnings: list[str] = Field(default_factory=list)
+
+
+# ----- hydrology ------------------------------------------------------------------------------------------------
+class HydroRasterSummary(RasterSummary):
+    """A raster a hydrology tool wrote, with how its flow routing was made."""
+
+    product: str = Field(description="What the raster holds")
+    outlets: int | None = Field(None, description="Cells on the grid edge or next to nodata with no lower neighbour (code 0)")
+    pits: int | None = Field(None, description="Cells inside the grid that cannot drain (closed depressions; code 0)")
+    flat_cells: int | None = Field(None, description="Cells routed across flats")
+    cells_changed: int | None = Field(None, description="Conditioning: cells whose elevation changed")
+    cells_raised: int | None = Field(None, description="Conditioning: cells raised (fill)")
+    cells_lowered: int | None = Field(None, description="Conditioning: cells lowered (breach)")
+    max_change: float | None = Field(None, description="Conditioning: largest elevation change, in elevation units")
+    max_accumulation: float | None = Field(None, description="Accumulation: the largest value (at the main outlet)")
+    compile_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds this worker spent on its first pyflwdir import and first accumulation (numba compiling or "
+        "loading its cache); empty when it had done so before",
+    )
+
+
+class HydroRasterResult(ReadsRemote):
+    output: str = Field(description="Workspace-relative path of the file written")
+    uri: str = Field(description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: HydroRasterSummary
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Basin(Model):
+    """The catchment of one pour point."""
+
+    id: int = Field(description="1-based, in the order of the pour points")
+    x: float = Field(description="The pour point as given (points_crs)")
+    y: float
+    snapped_x: float = Field(description="Centre of the cell the pour point was snapped to, in the DEM's CRS")
+    snapped_y: float
+    moved_m: float = Field(description="Ground distance from the given point to that cell's centre, metres")
+    snapped_cells: int = Field(description="Upstream cells of the snapped cell (the catchment's size in cells)")
+    area_m2: float | None = Field(description="Catchment area, m² (geodesic on lon/lat; null without a CRS)")
+    area_km2: float | None
+
+
+class WatershedOutput(Model):
+    """What the watershed engine wrote and found."""
+
+    written: VectorSummary | RasterSummary
+    basins: list[Basin]
+    compile_seconds: dict[str, float] = Field(default_factory=dict)
+
+
+class WatershedResult(ReadsRemote):
+    output: str = Field(description="Workspace-relative path of the file written")
+    uri: str = Field(description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: VectorSummary | RasterSummary
+    basins: list[Basin] = Field(description="One per pour point, in order")
+    compile_seconds: dict[str, float] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class StreamsOutput(Model):
+    """What the stream_network engine wrote, with its preview."""
+
+    written: VectorSummary
+    segments: int = Field(description="Stream segments (lines between confluences)")
+    stream_cells: int = Field(description="Cells whose upstream area reaches the threshold")
+    threshold_cells: float = Field(description="The threshold as upstream cells (the first cell counted)")
+    threshold_km2: float | None = Field(description="The threshold as upstream area, km² (null without a CRS)")
+    max_order: int = Field(description="Highest Strahler order")
+    total_length_m: float | None = Field(description="Total length of the streams, metres (geodesic on lon/lat)")
+    png_base64: str = Field("", repr=False, description="The preview (PNG, base64); the tool returns it as an image")
+    preview_width: int = 0
+    preview_height: int = 0
+    compile_seconds: dict[str, float] = Field(default_factory=dict)
+
+
+class StreamNetworkResult(ReadsRemote):
+    output: str = Field(description="Workspace-relative path of the file written")
+    uri: str = Field(description="Resource URI to read the file through MCP")
+    download_url: str | None = Field(None, description=DOWNLOAD_URL_DOC)
+    summary: VectorSummary
+    segments: int
+    stream_cells: int
+    threshold_cells: float
+    threshold_km2: float | None
+    max_order: int
+    total_length_m: float | None
+    preview_width: int = Field(description="Size of the preview image returned with this result")
+    preview_height: int
+    compile_seconds: dict[str, float] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)

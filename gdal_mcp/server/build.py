@@ -35,6 +35,7 @@ from gdal_mcp.server.tools import cube as cube_tools  # noqa: E402
 from gdal_mcp.server.tools import datasets as dataset_tools  # noqa: E402
 from gdal_mcp.server.tools import focal as focal_tools  # noqa: E402
 from gdal_mcp.server.tools import footprints as footprints_tools  # noqa: E402
+from gdal_mcp.server.tools import hydrology as hydrology_tools  # noqa: E402
 from gdal_mcp.server.tools import interpolate as interpolate_tools  # noqa: E402
 from gdal_mcp.server.tools import join as join_tools  # noqa: E402
 from gdal_mcp.server.tools import pipeline as pipeline_tools  # noqa: E402
@@ -116,6 +117,8 @@ inside a sandboxed workspace.
 - Time series in netCDF/HDF5/Zarr (climate, ocean): cube_info (dimensions, dates in the file's calendar, levels),
   then cube_aggregate (monthly/seasonal/yearly means or other statistics, climatology=true, anomaly_reference=
   [start, end]), cube_series (values through time at points, or area-weighted over zones), cube_subset.
+- Hydrology on a DEM: dem_condition (fill/breach), flow_direction (D8), flow_accumulation, watershed (pour points,
+  snapped), stream_network (Strahler lines and a preview); each conditions the DEM itself by default (condition='fill').
 - Finding imagery: stac_search queries a STAC API or a static STAC catalog (collections, bbox, datetime, query such
   as {"eo:cloud_cover": {"lt": 20}}, sortby) page by page; pass an asset's `input` to raster_info or any raster tool.
 - Questions about a layer's rows (features per continent, the ten largest, sums and means, any read-only SQL
@@ -236,6 +239,7 @@ def build_server(settings: Settings, *, auth: Any = None, app: App | None = None
         interpolate_tools,  # vector_interpolate
         footprints_tools,  # raster_footprint, dataset_index
         compare_tools,  # raster_compare
+        hydrology_tools,  # dem_condition, flow_direction, flow_accumulation, watershed, stream_network
         crs_tools,
         stac_tools,  # stac_search
         workspace_tools,

@@ -198,6 +198,32 @@ CALLS = [
         {"input": "raster/jacksboro_dem.tif", "output": "out/filled.tif"},
         lambda r: (r["summary"]["width"], r["summary"]["height"]) == (403, 344),
     ),
+    # hydrology on the Jacksboro DEM (Int16, no nodata): a fill only raises; after it no cell is a pit
+    (
+        "dem_condition",
+        {"input": "raster/jacksboro_dem.tif", "output": "out/jack_filled.tif"},
+        lambda r: r["summary"]["dtype"] == "int16" and r["summary"]["cells_raised"] > 0 and r["summary"]["cells_lowered"] == 0,
+    ),
+    (
+        "flow_direction",
+        {"input": "raster/jacksboro_dem.tif", "output": "out/jack_d8.tif"},
+        lambda r: r["summary"]["dtype"] == "uint8" and r["summary"]["nodata"] == 247 and r["summary"]["pits"] == 0,
+    ),
+    (
+        "flow_accumulation",
+        {"input": "out/jack_d8.tif", "input_type": "flow_direction", "output": "out/jack_acc.tif", "measure": "km2"},
+        lambda r: r["summary"]["dtype"] == "float64" and 0 < r["summary"]["max_accumulation"] < 800,
+    ),
+    (
+        "watershed",
+        {"input": "raster/jacksboro_dem.tif", "output": "out/jack_ws.gpkg", "points": [[-84.25, 36.6]], "snap_distance": 300},
+        lambda r: r["summary"]["feature_count"] == 1 and r["basins"][0]["area_km2"] > 0 and r["basins"][0]["moved_m"] <= 300,
+    ),
+    (
+        "stream_network",
+        {"input": "raster/jacksboro_dem.tif", "output": "out/jack_streams.gpkg", "threshold_km2": 5},
+        lambda r: r["segments"] == r["summary"]["feature_count"] > 0 and r["max_order"] >= 2,
+    ),
     (
         "raster_sieve",
         {"input": "raster/shade.tif", "output": "out/sieved.tif", "threshold": 4},

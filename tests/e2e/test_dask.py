@@ -1,6 +1,6 @@
 """gdal-mcp on a Dask cluster of separate processes (`dask scheduler`, two `dask worker`s with nannies), over stdio,
-driven by the official MCP SDK: reproject (pixel-identical to the local executor's), mosaic, stats, a cancel, and a
-worker killed with SIGKILL mid-job (a clear error, then the server serves the next call)."""
+driven by the official MCP SDK: reproject and flow accumulation (pixel-identical to the local executor's), mosaic, stats,
+a cancel, and a worker killed with SIGKILL mid-job (a clear error, then the server serves the next call)."""
 
 from __future__ import annotations
 
@@ -154,9 +154,14 @@ async def test_tools_on_a_dask_cluster_of_separate_processes(
     local_ws = make_workspace(tmp_path / "local")
     reproject = {"input": "raster/RGB.byte.tif", "output": "out/rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}
 
+    # flow accumulation: numba (pyflwdir) compiles in confined task threads, its cache in their private directory
+    accumulate = {"input": "raster/jacksboro_dem.tif", "output": "out/acc.tif", "measure": "km2"}
+
     async with stdio_client(params(local_ws)) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         r = await session.call_tool("raster_reproject", reproject)
+        assert not r.is_error, r.structured_content
+        r = await session.call_tool("flow_accumulation", accumulate)
         assert not r.is_error, r.structured_content
 
     async with (
@@ -179,6 +184,11 @@ async def test_tools_on_a_dask_cluster_of_separate_processes(
         assert not r.is_error, r.structured_content
         with rasterio.open(ws / "out" / "mosaic.tif") as m, rasterio.open(ws / "raster" / "RGB.byte.tif") as o:
             assert m.shape == o.shape and np.array_equal(m.read(), o.read())
+
+        r = await session.call_tool("flow_accumulation", accumulate)
+        assert not r.is_error, r.structured_content
+        with rasterio.open(ws / "out" / "acc.tif") as a, rasterio.open(local_ws / "out" / "acc.tif") as b:
+            assert np.array_equal(a.read(), b.read())
 
         # raster_stats against numpy on the same pixels
         r = await session.call_tool("raster_stats", {"input": "raster/RGB.byte.tif"})
