@@ -63,7 +63,8 @@ class Dem:
         if self.areas is None:
             raise GdalMcpError(
                 "invalid-argument",
-                "the DEM has no CRS, so cell areas are unknown; use units='cells', or assign a CRS with raster_edit",
+                "the DEM has no CRS, so cell areas are unknown; use measure='cells' (flow_accumulation) or "
+                "threshold_cells (stream_network), or assign a CRS with raster_edit",
             )
         return np.where(self.valid, np.broadcast_to(self.areas, self.shape), 0.0)
 
@@ -74,7 +75,7 @@ def check_size(width: int, height: int) -> None:
             "resource-limit",
             f"the DEM is {width} x {height} = {width * height:,} cells; the hydrology tools hold the whole grid in memory "
             f"(about 90 bytes a cell) and take at most {MAX_CELLS:,} cells. Clip the DEM to the area of interest "
-            "(raster_clip) or coarsen it (raster_resize / raster_reproject with a larger resolution) first",
+            "(raster_clip) or coarsen it (raster_reproject or raster_pipeline's resize step, with a larger resolution) first",
         )
 
 
