@@ -188,6 +188,8 @@ def aggregate(
     with open_cube(src, variable) as (ds, cube):
         warnings = list(cube.warnings)
         steps = cube.select(start, end, level)
+        if period.strip().lower() != "all" or reference is not None:
+            cube.require_dates(f"period={period!r}" + (" and anomaly_reference" if reference else ""))
         groups = group_steps(steps, period, cube.calendar, climatology)
         ref_groups: list[Group] = []
         slot_kind = ""

@@ -123,8 +123,9 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
         crs, crs_source = cube.grid.crs, cube.grid.crs_source
         dims: list[CubeDimension] = []
         if cube.time_dim:
-            times = [s.time for s in cube.steps if s.time]
-            times = list(dict.fromkeys(times))
+            # dates, or the raw values of a time axis that could not be decoded (the warnings say why)
+            raw = [s.time or cube.dims.by_band.get(s.band, {}).get(cube.time_dim) for s in cube.steps]
+            times = list(dict.fromkeys(v for v in raw if v is not None))
             values, cut = _listed(times)
             info = next(d for d in cube.dims.info if d.name == cube.time_dim)
             dims.append(

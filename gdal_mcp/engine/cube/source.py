@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from rasterio.windows import Window
 
-from gdal_mcp.engine.raster.cf_time import US_PER_DAY, TimeUnits, canonical_calendar, day_number
+from gdal_mcp.engine.raster.cf_time import US_PER_DAY, TimeUnits, canonical_calendar, day_number, is_time_units
 from gdal_mcp.engine.raster.dimensions import Dimensions, band_dimensions
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.errors import GdalMcpError
@@ -96,6 +96,15 @@ class Cube:
     warnings: list[str] = field(default_factory=list)
     md: Any = None  # an mdarray.MDReader when GDAL's multidimensional API reads this variable (open_cube)
 
+    def require_dates(self, what: str) -> None:
+        """invalid-argument saying why, when some steps have no date (no time axis, or one not decodable)."""
+        if self.steps and all(s.key is not None for s in self.steps):
+            return
+        if self.time_dim is None:
+            raise GdalMcpError("invalid-argument", f"the variable has no time dimension, so {what} cannot apply")
+        why = next((w for w in self.warnings if self.time_dim in w), "its values could not be decoded")
+        raise GdalMcpError("invalid-argument", f"the time axis '{self.time_dim}' has no dates ({why}), so {what} cannot apply")
+
     def levels(self) -> list[float | str]:
         return list(dict.fromkeys(s.level for s in self.steps if s.level is not None))
 
@@ -124,8 +133,7 @@ class Cube:
         elif level is not None:
             raise GdalMcpError("invalid-argument", "the variable has no level dimension; omit level")
         if start is not None or end is not None:
-            if self.time_dim is None or any(s.key is None for s in steps):
-                raise GdalMcpError("invalid-argument", "the variable has no decoded time dimension; omit start and end")
+            self.require_dates("start and end")
             lo = date_bound(start, "start", upper=False) if start else None
             hi = date_bound(end, "end", upper=True) if end else None
             steps = [s for s in steps if (lo is None or s.key >= lo) and (hi is None or s.key <= hi)]  # type: ignore[operator]
@@ -222,8 +230,11 @@ def build_cube(ds: Any, path: str, variable: str | None) -> Cube:
     if variable is None and ds.count:
         variable = ds.tags(1).get("NETCDF_VARNAME") or None  # a file of one variable, opened as it is
     dims = band_dimensions(ds, list(range(1, ds.count + 1)))
-    time_dims = [d.name for d in dims.info if d.values == "iso_datetime"]
-    others = [d.name for d in dims.info if d.values != "iso_datetime"]
+    # a time axis whose units cf_time cannot decode ('months since …' outside the 360_day calendar) is still the time
+    # axis: its steps have no dates (dims.warnings says why), so selections and periods by date are refused
+    timelike = [d.name for d in dims.info if d.values == "iso_datetime" or is_time_units(d.units)]
+    time_dims = sorted(timelike, key=lambda n: next(d.values != "iso_datetime" for d in dims.info if d.name == n))
+    others = [d.name for d in dims.info if d.name not in timelike]
     warnings = list(dims.warnings)
     time_dim = time_dims[0] if time_dims else None
     if len(time_dims) > 1:

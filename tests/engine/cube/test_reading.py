@@ -165,3 +165,33 @@ def test_packed_values_are_unpacked_before_any_statistic(tmp_path: Path, statist
     expect = np.sum(~np.isnan(values), axis=0) if statistic == "count" else reducer[statistic](values, axis=0)
     with rasterio.open(tmp_path / "out.tif") as out:
         np.testing.assert_allclose(out.read(1), expect, rtol=1e-6)
+
+
+def test_a_time_axis_without_dates_is_still_the_time_axis(tmp_path: Path) -> None:
+    """'months since' in the standard calendar has no fixed length: cube_info lists the raw values and says why,
+    periods by date are refused saying why, the whole range still reduces (period='all')."""
+    from gdal_mcp.engine.cube.aggregate import aggregate
+    from gdal_mcp.engine.cube.info import cube_info
+    from gdal_mcp.errors import GdalMcpError
+
+    data = np.arange(4 * 3 * 5, dtype="float32").reshape(4, 3, 5)
+    write_cube(tmp_path / "m.nc", data)
+    tif = tmp_path / "m.tif"
+    with rasterio.open(tmp_path / "m.nc") as src:
+        profile = src.profile | {"driver": "GTiff"}
+        with rasterio.open(tif, "w", **profile) as dst:
+            dst.write(src.read())
+            tags = src.tags() | {"time#units": "months since 2000-01-01"}
+            dst.update_tags(**{k: v for k, v in tags.items() if k.startswith(("NETCDF_DIM", "time#"))})
+            for b in range(1, 5):
+                dst.update_tags(b, **src.tags(b))
+    rasterio.shutil.copy(tif, tmp_path / "months.nc", driver="netCDF", FORMAT="NC4")
+    info = cube_info(str(tmp_path / "months.nc"))
+    assert info.dimensions[0].kind == "time" and info.dimensions[0].values == [0.0, 10.0, 20.0, 30.0]
+    assert any("'months' is not a fixed length" in w for w in info.warnings)
+    with pytest.raises(GdalMcpError) as e:
+        aggregate(src=str(tmp_path / "months.nc"), dst=str(tmp_path / "o.tif"))
+    assert e.value.code == "invalid-argument" and "has no dates" in e.value.message and "months" in e.value.message
+    summary, _ = aggregate(src=str(tmp_path / "months.nc"), dst=str(tmp_path / "o.tif"), period="all")
+    with rasterio.open(tmp_path / "o.tif") as out:
+        np.testing.assert_allclose(out.read(1), data.mean(axis=0), rtol=1e-6)
