@@ -158,8 +158,12 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
         tags = ds.tags()
         spatial = [d for d in names if d not in (cube.time_dim, cube.level_dim)]
         y_name, x_name = spatial[-2:] if len(spatial) >= 2 else ("y", "x")  # CF order: (…, y, x)
-        dims.append(CubeDimension(name=y_name, size=ds.height, kind="y", chunk=chunks.get(y_name)))
-        dims.append(CubeDimension(name=x_name, size=ds.width, kind="x", chunk=chunks.get(x_name)))
+        dims.append(
+            CubeDimension(name=y_name, size=ds.height, kind="y", units=tags.get(f"{y_name}#units"), chunk=chunks.get(y_name))
+        )
+        dims.append(
+            CubeDimension(name=x_name, size=ds.width, kind="x", units=tags.get(f"{x_name}#units"), chunk=chunks.get(x_name))
+        )
         band = ds.tags(1)
         b = cube.grid.bounds
         keys = [s.time for s in cube.steps if s.time]
@@ -167,6 +171,11 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
             warnings.append("the file does not say how the variable is chunked along time (contiguous or not reported)")
         if crs is None:
             warnings.append("no CRS: the file has no grid_mapping and its axes are not longitude/latitude")
+        if cube.grid.shifted:
+            warnings.append(
+                "the file stores longitudes 0..360; the cube tools present them as -180..180 (bounds below), so outputs, "
+                "points, zones and bboxes line up with other lon/lat data"
+            )
         return CubeInfo(
             path=path,
             driver=ds.driver,

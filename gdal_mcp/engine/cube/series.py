@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+from typing import Any
 
 import numpy as np
 from rasterio.windows import Window
@@ -50,6 +51,8 @@ def _zones(path: str, layer: str | None, name_field: str | None, grid: Grid) -> 
             continue
         if src_crs is not None and grid.crs is not None:
             g = reproject_densified([g], src_crs, grid.crs)[0]
+        if grid.crs is not None and grid.crs.is_geographic and grid.bounds.right > 180:
+            g = _east_of_zero(g)  # a grid left in 0..360 (regional, across 180): western longitudes + 360
         label = str(fields[0][i]) if name_field else f"zone_{i + 1}"
         win = from_bounds(*g.bounds, transform=grid.transform).round_offsets().round_lengths()
         col0, row0 = max(0, int(win.col_off)), max(0, int(win.row_off))
@@ -68,6 +71,16 @@ def _zones(path: str, layer: str | None, name_field: str | None, grid: Grid) -> 
     if not out:
         raise GdalMcpError("invalid-argument", "the zones layer has no polygons")
     return out
+
+
+def _east_of_zero(g: Any) -> Any:
+    """A lon/lat geometry with its parts west of 0 moved by +360 (for a grid whose longitudes run 0..360)."""
+    import shapely
+    from shapely.affinity import translate
+
+    west = shapely.intersection(g, shapely.box(-540.0, -90.0, 0.0, 90.0))
+    east = shapely.intersection(g, shapely.box(0.0, -90.0, 540.0, 90.0))
+    return shapely.union(east, translate(west, xoff=360.0)) if not west.is_empty else g
 
 
 def series(

@@ -10,6 +10,7 @@ and a level, and reading a window of bands as float64 in physical units (scale a
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,8 +40,11 @@ class Step:
 
 @dataclass
 class Grid:
-    """The cube's grid as the tools present it: north up (a file stored south up, as netCDF and Zarr often are,
-    is read flipped), with its CRS (cube_crs). Windows are in this grid's rows; `source` maps one to the file's."""
+    """The cube's grid as the tools present it: north up (a file stored south up, as netCDF and Zarr often are, is read
+    flipped) and, on lon/lat grids stored with longitudes 0..360, with longitudes -180..180 (a global grid's columns
+    rolled so that the western hemisphere comes first; a grid wholly east of 180 shifted by -360), so that outputs,
+    points, zones and bboxes line up with everything else in lon/lat. Windows are in this grid's rows and columns;
+    `sources` maps one to the file's."""
 
     crs: Any
     crs_source: str
@@ -48,6 +52,8 @@ class Grid:
     width: int
     height: int
     flipped: bool
+    roll: int = 0  # presented column j is the file's column (j + roll) % width
+    shifted: bool = False  # longitudes moved from 0..360 to -180..180
 
     @property
     def bounds(self) -> Any:
@@ -64,9 +70,45 @@ class Grid:
         return transform(window, self.transform)
 
     def source(self, window: Window) -> Window:
+        """The file's rows of `window` (columns unchanged: see `sources` for rolled grids)."""
         if not self.flipped:
             return window
         return Window(window.col_off, self.height - window.row_off - window.height, window.width, window.height)
+
+    def sources(self, window: Window) -> list[Window]:
+        """The file's windows holding `window`, west to east: one, or two where a rolled grid's window crosses the
+        file's last column."""
+        rows = self.source(window)
+        c0, w = int(window.col_off), int(window.width)
+        start = (c0 + self.roll) % self.width
+        first = min(w, self.width - start)
+        out = [Window(start, rows.row_off, first, rows.height)]
+        if first < w:
+            out.append(Window(0, rows.row_off, w - first, rows.height))
+        return out
+
+
+def _longitudes(grid: Grid) -> Grid:
+    """Present a lon/lat grid stored with longitudes beyond 180 (0..360) as -180..180 (see Grid)."""
+    from affine import Affine
+
+    t = grid.transform
+    if grid.crs is None or not grid.crs.is_geographic or t.a <= 0 or t.b or t.d:
+        return grid
+    left, right = t.c, t.c + t.a * grid.width
+    if right <= 180 + t.a / 2:
+        return grid
+    if left >= 180 - t.a / 2:  # wholly east of 180: a shift
+        grid.transform = Affine(t.a, 0.0, t.c - 360.0, 0.0, t.e, t.f)
+        grid.shifted = True
+        return grid
+    if abs(grid.width * t.a - 360.0) > t.a / 2:
+        return grid  # a regional grid across 180: rolling would split it; left in 0..360
+    roll = math.ceil((180.0 - t.c) / t.a - 0.5)  # the first column whose centre is at or east of 180
+    grid.roll = roll % grid.width
+    grid.transform = Affine(t.a, 0.0, t.c + roll * t.a - 360.0, 0.0, t.e, t.f)
+    grid.shifted = True
+    return grid
 
 
 def grid_of(ds: Any, variable: str | None) -> Grid:
@@ -77,7 +119,8 @@ def grid_of(ds: Any, variable: str | None) -> Grid:
     flipped = t.e > 0 and t.b == 0 and t.d == 0
     if flipped:
         t = Affine(t.a, 0.0, t.c, 0.0, -t.e, t.f + t.e * ds.height)
-    return Grid(crs=crs, crs_source=source, transform=t, width=ds.width, height=ds.height, flipped=flipped)
+    grid = Grid(crs=crs, crs_source=source, transform=t, width=ds.width, height=ds.height, flipped=flipped)
+    return _longitudes(grid)
 
 
 @dataclass
@@ -323,13 +366,15 @@ def netcdf_view(gdal_path: str) -> str:
 
 
 def _read(ds: Any, cube: Cube, bands: list[int], window: Window, dtype: str | None) -> np.ndarray:
-    source = cube.grid.source(window)
-    if cube.md is not None:
-        data = cube.md.read(bands, source, ds.height)
-        data = data if dtype is None or data.dtype == dtype else data.astype(dtype)
-    else:
-        data = ds.read(bands, window=source, out_dtype=dtype)
-    return data[:, ::-1, :] if cube.grid.flipped else data  # a view: rows turned over without a copy
+    parts = []
+    for source in cube.grid.sources(window):
+        if cube.md is not None:
+            data = cube.md.read(bands, source, ds.height)
+            data = data if dtype is None or data.dtype == dtype else data.astype(dtype)
+        else:
+            data = ds.read(bands, window=source, out_dtype=dtype)
+        parts.append(data[:, ::-1, :] if cube.grid.flipped else data)  # a view: rows turned over without a copy
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=2)
 
 
 def read_raw(ds: Any, cube: Cube, bands: list[int], window: Window) -> np.ndarray:

@@ -60,6 +60,17 @@ def synthetic(ws: Path) -> tuple[str, np.ndarray]:
     return "cube/daily.nc", masked
 
 
+def tas_west_first(ws: Path) -> tuple[np.ndarray, float]:
+    """The CMIP5 file's 12 months with its 0..360 longitudes rolled to -180..180 (the columns whose centre is at or
+    east of 180 first), computed here from the file's geotransform; and the rolled grid's western edge."""
+    with rasterio.open(TAS.format(ws=ws)) as ds:
+        data = ds.read().astype("float64")
+        left, step = ds.transform.c, ds.transform.a
+    centres = left + step * (np.arange(data.shape[2]) + 0.5)
+    first = int(np.flatnonzero(centres >= 180)[0])
+    return np.roll(data, -first, axis=2), left + first * step - 360
+
+
 def read_all(path: Path) -> tuple[np.ndarray, list[str]]:
     with rasterio.open(path) as ds:
         return ds.read().astype("float64"), list(ds.descriptions)
@@ -177,9 +188,9 @@ async def test_climatology_anomaly_equals_numpy(client: Client, ws: Path, synthe
 
 
 async def test_real_netcdf_monthly_and_seasonal_means(client: Client, ws: Path) -> None:
-    """The repository's CMIP5 file: each month's mean is its own band; seasons and the year are means of months."""
-    with rasterio.open(TAS.format(ws=ws)) as ds:
-        months = ds.read().astype("float64")
+    """The repository's CMIP5 file: each month's mean is its own band; seasons and the year are means of months; the
+    file's 0..360 longitudes come out as -180..180."""
+    months, west = tas_west_first(ws)
     err, res = await call(
         client, "cube_aggregate", input="raster/tas_rectilinear_grid_2D.nc", variable="tas", output="out/tas_m.tif"
     )
@@ -204,12 +215,15 @@ async def test_real_netcdf_monthly_and_seasonal_means(client: Client, ws: Path) 
     assert any("fewer than half" in w for w in res["warnings"])
     with rasterio.open(ws / "out" / "tas_s.tif") as ds:
         assert ds.crs.to_epsg() == 4326 and ds.tags(1)["STEPS"] == "2"
+        assert ds.bounds.left == pytest.approx(west) and west == pytest.approx(-180.9375)
 
 
 async def test_series_at_a_point_equals_pixel_values(client: Client, ws: Path) -> None:
     with rasterio.open(TAS.format(ws=ws)) as ds:
         row, col = ds.index(360 - 105.0, 40.0)  # Boulder, on the file's 0..360 longitudes
         expect = ds.read()[:, row, col].astype("float64")
+        first = int(np.ceil((180 - ds.transform.c) / ds.transform.a - 0.5))  # the rolled grid's column 0
+        col = (col - first) % ds.width
     r = await client.call_tool(
         "cube_series",
         {"input": "raster/tas_rectilinear_grid_2D.nc", "variable": "tas", "points": [[-105.0, 40.0]], "plot": True},
@@ -264,15 +278,14 @@ async def test_series_over_zones_is_area_weighted(client: Client, ws: Path, synt
 
 
 async def test_subset_netcdf_geotiff_and_per_step(client: Client, ws: Path) -> None:
+    """A bbox across the prime meridian, on a file whose longitudes run 0..360: one box, west to east."""
+    months, west = tas_west_first(ws)
     with rasterio.open(TAS.format(ws=ws)) as ds:
-        # the bbox's pixels, rounded outwards (columns from lon 0, rows from lat 60 down to lat 40)
-        inv = ~ds.transform
-        c0, r0 = inv * (0, 60)
-        c1, r1 = inv * (30, 40)
-        window = rasterio.windows.Window(
-            int(np.floor(c0)), int(np.floor(r0)), int(np.ceil(c1)) - int(np.floor(c0)), int(np.ceil(r1)) - int(np.floor(r0))
-        )
-        expect = ds.read(window=window)[2:8]
+        step, top, dy = ds.transform.a, ds.transform.f, ds.transform.e
+    # the bbox's pixels, rounded outwards, on the rolled grid (columns from `west`, rows from the file's top)
+    c0, c1 = int(np.floor((-20 - west) / step)), int(np.ceil((30 - west) / step))
+    r0, r1 = int(np.floor((60 - top) / dy)), int(np.ceil((40 - top) / dy))
+    expect = months[2:8, r0:r1, c0:c1].astype("float32")
     err, res = await call(
         client,
         "cube_subset",
@@ -281,7 +294,7 @@ async def test_subset_netcdf_geotiff_and_per_step(client: Client, ws: Path) -> N
         output="out/tas_sub.nc",
         start="2005-03",
         end="2005-08",
-        bbox=[0, 40, 30, 60],
+        bbox=[-20, 40, 30, 60],
     )
     assert not err, res
     assert res["summary"]["steps"] == 6 and res["summary"]["first_step"] == "2005-03-16T12:00:00"
@@ -303,9 +316,11 @@ async def test_subset_netcdf_geotiff_and_per_step(client: Client, ws: Path) -> N
     )
     assert not err, res
     assert res["summary"]["files"] == ["tas_20051116.tif", "tas_20051216T120000.tif"]
-    with rasterio.open(ws / "out" / "tas_steps" / "tas_20051216T120000.tif") as ds, rasterio.open(TAS.format(ws=ws)) as src:
-        np.testing.assert_array_equal(ds.read(1), src.read(12))
+    months, west = tas_west_first(ws)
+    with rasterio.open(ws / "out" / "tas_steps" / "tas_20051216T120000.tif") as ds:
+        np.testing.assert_array_equal(ds.read(1), months[11])
         assert ds.descriptions == ("2005-12-16T12:00:00",) and ds.crs.to_epsg() == 4326
+        assert ds.bounds.left == pytest.approx(west)
 
 
 async def test_cube_argument_errors(client: Client, ws: Path, synthetic: tuple[str, np.ndarray]) -> None:
@@ -398,3 +413,45 @@ async def test_info_chunking_equals_gdalmdiminfo(client: Client, ws: Path, synth
     assert [d["name"] for d in res["dimensions"]] == names
     assert reference["block_size"][0] == 1  # chunked (deflate), one step per chunk
     assert [d["chunk"] for d in res["dimensions"]] == reference["block_size"]
+
+
+async def test_series_over_countries_on_a_0_360_grid(client: Client, ws: Path) -> None:
+    """Countries west of the prime meridian (Brazil, the USA) and across it (France) get their area-weighted means:
+    checked against a rasterization of the same polygons on the rolled grid, with pyproj's geodesic row areas."""
+    import geopandas as gpd
+    from pyproj import Geod
+    from rasterio.features import geometry_mask
+    from rasterio.transform import Affine
+
+    months, west = tas_west_first(ws)
+    with rasterio.open(TAS.format(ws=ws)) as ds:
+        transform = Affine(ds.transform.a, 0, west, 0, ds.transform.e, ds.transform.f)
+    countries = gpd.read_file(ws / "vector" / "naturalearth_lowres.shp")
+    (ws / "cube").mkdir(exist_ok=True)
+    countries[countries["name"].isin(["Brazil", "France", "United States of America"])].to_file(ws / "cube" / "three.gpkg")
+    err, res = await call(
+        client,
+        "cube_series",
+        input="raster/tas_rectilinear_grid_2D.nc",
+        variable="tas",
+        zones="cube/three.gpkg",
+        zone_field="name",
+    )
+    assert not err, res
+    geod = Geod(ellps="WGS84")
+    lats = transform.f + transform.e * np.arange(months.shape[1] + 1)
+    lons = list(np.linspace(0, transform.a, 201))
+    rows = np.array(
+        [
+            abs(geod.polygon_area_perimeter(lons + lons[::-1], [a] * 201 + [b] * 201)[0])
+            for a, b in zip(lats[:-1], lats[1:], strict=True)
+        ]
+    )
+    for i, target in enumerate(res["targets"]):
+        geom = countries.loc[countries["name"] == target["name"], "geometry"].iloc[0]
+        inside = ~geometry_mask([geom], out_shape=months.shape[1:], transform=transform)
+        assert target["pixels"] == inside.sum() > 20, target
+        weights = inside * rows[:, None]
+        expect = (months * weights).sum(axis=(1, 2)) / weights.sum()
+        np.testing.assert_allclose([r["values"][i] for r in res["rows"]], expect, rtol=1e-6)
+    assert res["warnings"] == []
