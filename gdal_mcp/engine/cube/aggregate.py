@@ -28,7 +28,7 @@ import rasterio
 import rasterio.shutil
 from rasterio.windows import Window
 
-from gdal_mcp.engine.cube.periods import Group, group_steps, reference_slots
+from gdal_mcp.engine.cube.periods import Group, group_steps, partial_periods, reference_slots
 from gdal_mcp.engine.cube.source import Cube, encode_time, open_cube, read_steps, read_values, windows
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.output import record_options, summarize
@@ -267,6 +267,9 @@ def aggregate(
                     out.update_tags(
                         i + 1, PERIOD=g.label, FIRST_STEP=g.start or "", LAST_STEP=g.end or "", STEPS=str(len(g.steps))
                     )
+                unit = "count" if statistic == "count" else (ds.units[steps[0].band - 1] or ds.tags(steps[0].band).get("units"))
+                if unit:
+                    out.units = [unit] * len(groups)
                 out.update_tags(
                     STATISTIC=statistic if statistic != "percentile" else f"percentile {percentile:g}",
                     VARIABLE=cube.variable or "",
@@ -293,11 +296,17 @@ def aggregate(
                 for i, g in enumerate(groups)
             ],
         )
-        short = [g.label for g in groups if len(g.steps) < max(len(x.steps) for x in groups) * 0.5]
-        if short and not climatology and period != "all":
+        partial = partial_periods(steps, period, cube.calendar)
+        if partial and not climatology:
             warnings.append(
-                f"{len(short)} period(s) have fewer than half the steps of the fullest ({', '.join(short[:6])}): "
-                "partial periods at the ends of the range?"
+                f"{len(partial)} period(s) only partly covered by the data: {', '.join(partial[:8])}"
+                f"{' …' if len(partial) > 8 else ''} (their statistic is of the steps there are; narrow start/end to "
+                "whole periods to leave them out)"
+            )
+        elif partial:
+            warnings.append(
+                f"the climatology includes {len(partial)} partly covered period(s) ({', '.join(partial[:8])}"
+                f"{' …' if len(partial) > 8 else ''}); narrow start/end to whole periods to leave them out"
             )
         return summary, warnings
 
@@ -327,7 +336,8 @@ def write_netcdf(tif: str, dst: str, cube: Cube, values: list[float]) -> None:
             },
         )
         for i, v in enumerate(values):
-            ds.update_tags(i + 1, NETCDF_DIM_time=repr(v), NETCDF_VARNAME=name)
+            extra = {"units": ds.units[i]} if ds.units[i] else {}  # the netCDF driver writes band items as attributes
+            ds.update_tags(i + 1, NETCDF_DIM_time=repr(v), NETCDF_VARNAME=name, **extra)
     options = {"FORMAT": "NC4", "COMPRESS": "DEFLATE"}
     rasterio.shutil.copy(tif, dst, driver="netCDF", **options)
     record_options(dst, options)

@@ -104,10 +104,20 @@ def parse_period(period: str) -> tuple[str, int, str]:
         return "named", 0, p.lower()
     m = _CUSTOM.match(p)
     if not m or int(m.group(1)) < 1:
+        hint = ""
+        if p.upper() in SEASON_FIRST:
+            first = SEASON_FIRST[p.upper()]
+            hint = (
+                f"; for {p.upper()} alone use period='season' with start and end around it (e.g. start='2005-"
+                f"{first:02d}', end='{'2006' if first == 12 else '2005'}-{(first + 1) % 12 + 1:02d}'), or climatology=true "
+                "for every year's together"
+            )
+        elif p.capitalize() in MONTHS or p.lower()[:3] in [m_[:3].lower() for m_ in MONTHS]:
+            hint = "; for one month use period='month' with start and end (e.g. start='2005-07', end='2005-07')"
         raise GdalMcpError(
             "invalid-argument",
             f"period {period!r} is not one of {', '.join(NAMED)} nor a frequency like 10D (days), 6h (hours), "
-            "3M (months) or 2Y (years)",
+            f"3M (months) or 2Y (years){hint}",
         )
     unit = {"D": "D", "h": "h", "H": "h", "M": "M", "MS": "M", "Y": "Y", "YS": "Y", "A": "Y", "AS": "Y"}[m.group(2)]
     return "custom", int(m.group(1)), unit
@@ -191,3 +201,53 @@ def reference_slots(period: str, climatology: bool) -> str:
     if kind == "named" and unit in ("month", "season", "day", "hour"):
         return unit
     return ""
+
+
+def _seconds(key: tuple[int, int, int, int, int, float], cal: str) -> float:
+    return day_number(key[0], key[1], key[2], cal) * 86400.0 + key[3] * 3600 + key[4] * 60 + key[5]
+
+
+def _bounds(unit: str, key: tuple[int, int, int, int, int, float], cal: str) -> tuple[float, float]:
+    """Start and end (exclusive), in seconds of `cal`, of the named period (month, season, year, day, hour) holding key."""
+    y, m, d, h = key[0], key[1], key[2], key[3]
+    if unit == "hour":
+        start = _seconds((y, m, d, h, 0, 0.0), cal)
+        return start, start + 3600
+    if unit == "day":
+        start = _seconds((y, m, d, 0, 0, 0.0), cal)
+        return start, start + 86400
+    if unit == "month":
+        first, months = (y, m), 1
+    elif unit == "year":
+        first, months = (y, 1), 12
+    else:  # season
+        f = SEASON_FIRST[SEASONS[m]]
+        first, months = ((y - 1 if m != 12 else y), 12) if f == 12 else (y, f), 3
+    end_m = first[0] * 12 + first[1] - 1 + months
+    return _seconds((first[0], first[1], 1, 0, 0, 0.0), cal), _seconds((end_m // 12, end_m % 12 + 1, 1, 0, 0, 0.0), cal)
+
+
+def partial_periods(steps: list[Step], period: str, calendar: str | None) -> list[str]:
+    """Labels of the month/season/year/day/hour periods the steps cover only in part: the data start after the period
+    starts, or end before it ends, by more than the steps' usual spacing (a mid-month monthly value is a whole month;
+    a January-February 'DJF' is not a season)."""
+    kind, _, unit = parse_period(period)
+    keys = [s.key for s in steps if s.key is not None]
+    if kind != "named" or unit == "all" or len(keys) < 2 or len(keys) != len(steps):
+        return []
+    cal = canonical_calendar(calendar)
+    stamps = [_seconds(k, cal) for k in keys]
+    gaps = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False) if b > a)
+    if not gaps:
+        return []
+    spacing = gaps[len(gaps) // 2] * 1.01
+    out: list[str] = []
+    by_label: dict[str, list[float]] = {}
+    for k, t in zip(keys, stamps, strict=True):
+        by_label.setdefault(_label(unit, k), []).append(t)
+    for label, times in by_label.items():
+        k = keys[stamps.index(times[0])]
+        start, end = _bounds(unit, k, cal)
+        if times[0] - start > spacing or end - times[-1] > spacing:
+            out.append(label)
+    return out

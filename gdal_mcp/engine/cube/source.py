@@ -253,11 +253,18 @@ def described_variables(path: str) -> list[tuple[str, str, str | None]]:
 def resolve_variable(path: str, variable: str | None) -> tuple[str, str | None]:
     """The GDAL path of `variable` in the file `path`, and the variable's name. A file of one variable (or a path
     that already names one, NETCDF:"f.nc":tas) is opened as it is."""
-    found = variables(path)
+    described = described_variables(path)
+    found = [(n, s) for n, s, _ in described]
     if not found:
         return path, variable if variable is not None else (_variable_name(path) if '":' in path else None)
     names = [n for n, _ in found]
     if variable is None:
+        # as cube_info: the only variable with a time or level dimension (three or more dimensions) is the cube
+        cubes = [
+            (n, s) for n, s, d in described if len(re.findall(r"\d+", (d or "").split("]")[0])) >= 3 and (d or "").startswith("[")
+        ]
+        if len(cubes) == 1:
+            return cubes[0][1], cubes[0][0]
         raise GdalMcpError(
             "invalid-argument",
             f"the file holds {len(found)} variables ({_listing(names)}); give variable= one of them (cube_info lists "
@@ -328,6 +335,8 @@ def open_cube(path: str, variable: str | None = None) -> Iterator[tuple[Any, Cub
         if ds.count == 0:
             raise GdalMcpError("invalid-argument", "the dataset has no raster bands; give variable= (cube_info lists them)")
         cube = build_cube(ds, gdal_path, name)
+        if variable is None and name is not None and described_variables(netcdf_view(path)):
+            cube.warnings.append(f"read '{name}', the only variable of the file with a time or level dimension")
         cube.md = open_reader(ds, gdal_path, cube.variable)
         try:
             yield ds, cube

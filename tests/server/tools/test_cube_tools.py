@@ -113,6 +113,7 @@ async def test_monthly_mean_equals_numpy(client: Client, ws: Path, synthetic: tu
             expect = np.nanmean(data[idx], axis=0)
         np.testing.assert_allclose(got[band], expect, rtol=1e-6)
     assert res["summary"]["periods"][1]["steps"] == 28 and res["summary"]["periods"][1]["label"] == "2001-02"
+    assert not any("partly" in w for w in res["warnings"])  # every month whole
 
 
 @pytest.mark.parametrize(
@@ -140,6 +141,7 @@ async def test_seasonal_statistics_equal_numpy(client: Client, ws: Path, synthet
     keys = [season(d) for d in range(T)]
     order = list(dict.fromkeys(keys))
     assert names[0] == "2000-12/2001-02" and names[1] == "2001-03/2001-05" and names[-1] == "2002-12/2003-02"
+    assert any("2 period(s) only partly covered by the data: 2000-12/2001-02, 2002-12/2003-02 (" in w for w in res["warnings"])
     for band, key in enumerate(order):
         idx = [d for d in range(T) if keys[d] == key]
         np.testing.assert_allclose(got[band], reducer(data[idx]), rtol=1e-5, atol=1e-4)
@@ -191,10 +193,9 @@ async def test_real_netcdf_monthly_and_seasonal_means(client: Client, ws: Path) 
     """The repository's CMIP5 file: each month's mean is its own band; seasons and the year are means of months; the
     file's 0..360 longitudes come out as -180..180."""
     months, west = tas_west_first(ws)
-    err, res = await call(
-        client, "cube_aggregate", input="raster/tas_rectilinear_grid_2D.nc", variable="tas", output="out/tas_m.tif"
-    )
+    err, res = await call(client, "cube_aggregate", input="raster/tas_rectilinear_grid_2D.nc", output="out/tas_m.tif")
     assert not err, res
+    assert "read 'tas', the only variable of the file with a time or level dimension" in res["warnings"]
     got, names = read_all(ws / "out" / "tas_m.tif")
     assert names == [f"2005-{m:02d}" for m in range(1, 13)]
     np.testing.assert_allclose(got, months, rtol=1e-6)
@@ -212,9 +213,11 @@ async def test_real_netcdf_monthly_and_seasonal_means(client: Client, ws: Path) 
     np.testing.assert_allclose(got[0], months[0:2].mean(axis=0), rtol=1e-6)
     np.testing.assert_allclose(got[2], months[5:8].mean(axis=0), rtol=1e-6)
     np.testing.assert_allclose(got[4], months[11], rtol=1e-6)
-    assert any("fewer than half" in w for w in res["warnings"])
+    # DJF 2005 has January and February only, DJF 2006 December only: both said; the whole seasons are not
+    partial = [w for w in res["warnings"] if "only partly covered" in w]
+    assert len(partial) == 1 and "2004-12/2005-02, 2005-12/2006-02 (" in partial[0]
     with rasterio.open(ws / "out" / "tas_s.tif") as ds:
-        assert ds.crs.to_epsg() == 4326 and ds.tags(1)["STEPS"] == "2"
+        assert ds.crs.to_epsg() == 4326 and ds.tags(1)["STEPS"] == "2" and ds.units == ("K",) * 5
         assert ds.bounds.left == pytest.approx(west) and west == pytest.approx(-180.9375)
 
 
@@ -336,8 +339,10 @@ async def test_cube_argument_errors(client: Client, ws: Path, synthetic: tuple[s
     for args, words in cases:
         err, res = await call(client, "cube_aggregate", input=path, output="out/never.tif", **args)
         assert err and res["error"]["code"] == "invalid-argument" and words in res["error"]["message"], (args, res)
-    err, res = await call(client, "cube_aggregate", input="raster/tas_rectilinear_grid_2D.nc", output="out/never.tif")
-    assert err and "variable" in res["error"]["message"]
+    err, res = await call(client, "cube_aggregate", input="raster/PLANET_SCOPE_3D.nc", output="out/never.tif")
+    assert err and "give variable=" in res["error"]["message"] and "blue, green" in res["error"]["message"]
+    err, res = await call(client, "cube_aggregate", input=path, output="out/never.tif", period="JJA")
+    assert err and "period='season'" in res["error"]["message"] and "start=" in res["error"]["message"]
     err, res = await call(client, "cube_aggregate", input=path, output="../escape.tif")
     assert err and res["error"]["code"] == "out-of-root"
     assert not (ws / "out" / "never.tif").exists()
