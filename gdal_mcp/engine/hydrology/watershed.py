@@ -132,11 +132,22 @@ def _write_polygons(
     return summarize_vector(dst, layer)
 
 
+#: a pour point's neighbourhood looked at for a stream it may have missed: this many cells' width around it
+NEAR_CELLS = 5
+#: ... and a cell there draining this many times more (and at least MIN_STREAM cells) is a stream it missed
+MISSED_RATIO, MIN_STREAM = 10, 100
+
+
 def catchments(
-    routing: Routing, points: list[tuple[float, float]], given: list[tuple[float, float]], snap_distance: float
+    routing: Routing,
+    points: list[tuple[float, float]],
+    given: list[tuple[float, float]],
+    snap_distance: float,
+    notes: list[str] | None = None,
 ) -> tuple[list[Basin], list[np.ndarray], list[int]]:
     """The basins of the pour points (in the DEM's CRS; `given` as the caller gave them), their cell masks and the
-    snapped cells' linear indices."""
+    snapped cells' linear indices. A point that lands beside a stream (a cell within NEAR_CELLS cells draining
+    MISSED_RATIO times more) is said in `notes`, with the snap_distance that would reach it."""
     from pyflwdir import basins as pyflwdir_basins
 
     dem = routing.dem
@@ -148,7 +159,17 @@ def catchments(
     idxs: list[int] = []
     h, w = dem.shape
     for i, ((x, y), (gx, gy)) in enumerate(zip(points, given, strict=True)):
-        r, c, moved = snap(dem, np.nan_to_num(cells, nan=-1.0), x, y, snap_distance, i)
+        filled = np.nan_to_num(cells, nan=-1.0)
+        r, c, moved = snap(dem, filled, x, y, snap_distance, i)
+        near = NEAR_CELLS * float(max(np.max(dem.dist[[0, 4]]), np.max(dem.dist[[2, 6]])))
+        if notes is not None and snap_distance < near:
+            r2, c2, d2 = snap(dem, filled, x, y, near, i)
+            if cells[r2, c2] >= max(MIN_STREAM, MISSED_RATIO * cells[r, c]):
+                notes.append(
+                    f"pour point {i + 1} drains only {int(cells[r, c])} cell(s): a cell {d2:.0f} m away drains "
+                    f"{int(cells[r2, c2])}. If the point is meant to be on that stream, give snap_distance={math.ceil(d2)} "
+                    "(metres) or more"
+                )
         idx = r * w + c
         ids = pyflwdir_basins.basins(flw.idxs_ds, np.array([idx], dtype=flw.idxs_ds.dtype), flw.idxs_seq, None)
         mask = ids.reshape(h, w) == 1
@@ -201,8 +222,10 @@ def watershed(
         )
     routing = route(src, band=band, condition_method=condition, input_type=input_type, progress=progress)
     progress(0.5, f"delineating {len(points)} catchment(s)")
-    basins, masks, idxs = catchments(routing, list(zip(xs, ys, strict=True)), [(p[0], p[1]) for p in points], snap_distance)
     warnings = list(routing.warnings)
+    basins, masks, idxs = catchments(
+        routing, list(zip(xs, ys, strict=True)), [(p[0], p[1]) for p in points], snap_distance, notes=warnings
+    )
     if len(set(idxs)) < len(idxs):
         warnings.append("several pour points snapped to the same cell: their catchments are the same")
     progress(0.8, "writing")

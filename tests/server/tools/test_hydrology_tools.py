@@ -69,3 +69,19 @@ async def test_rasters_keep_the_dems_codec_unless_told(client: Client, ws: Path)
     assert not err
     with rasterio.open(ws / "out" / "hy_lzw_filled.tif") as a, rasterio.open(ws / "out" / "hy_d8_zstd.tif") as b:
         assert a.compression.name.upper() == "LZW" and b.compression.name.upper() == "ZSTD"
+
+
+async def test_a_pour_point_beside_a_stream_is_told_how_far_to_snap(client: Client, ws: Path) -> None:
+    """A point two cells off a stream, without snap_distance: its few-cell catchment comes with a warning naming the
+    distance to the stream, and that distance gives the stream's catchment (found by an agent run)."""
+    err, res = await call(client, "watershed", input=DEM, output="out/hy_hill.gpkg", points=[[-84.25, 36.6]])
+    assert not err, res
+    hill = res["basins"][0]["snapped_cells"]
+    note = next(w for w in res["warnings"] if w.startswith("pour point 1 drains only"))
+    suggested = int(note.split("snap_distance=")[1].split(" ")[0])
+    err, res = await call(
+        client, "watershed", input=DEM, output="out/hy_stream.gpkg", points=[[-84.25, 36.6]], snap_distance=suggested
+    )
+    assert not err, res
+    assert res["basins"][0]["snapped_cells"] >= 10 * hill and res["basins"][0]["moved_m"] <= suggested
+    assert not any(w.startswith("pour point 1 drains only") for w in res["warnings"])
