@@ -112,8 +112,9 @@ async def cube_aggregate(
     """Reduce a netCDF/HDF5/Zarr variable over time: monthly/seasonal/yearly (or custom frequency) mean, sum, min,
     max, std, count, median or percentile; a climatology (by month or season of the year); anomalies against a
     reference period. Writes one band per period (band description = the period, e.g. 2005-01, 2004-12/2005-02) as a
-    GeoTIFF stack or netCDF. Scale/offset are applied (physical units), nodata skipped. Streamed: memory stays flat
-    however many time steps."""
+    GeoTIFF stack or netCDF. Scale/offset are applied (physical units), nodata skipped; a warning names periods the
+    data cover only in part; a lon/lat grid stored 0..360 comes out as -180..180. Streamed: memory stays flat however
+    many time steps."""
     src = app.sandbox.resolve_input(input)
     job = jobs.CubeAggregateJob(
         src=src.gdal_path,
@@ -239,7 +240,8 @@ async def cube_subset(
 ) -> CubeSubsetResult:
     """Cut a smaller cube out of a netCDF/HDF5/Zarr variable: a time range, one level, a bbox. Pixels are copied
     unchanged (data type, nodata, scale/offset kept). Writes netCDF (time axis kept), a GeoTIFF stack, or a GeoTIFF
-    per step (per_step, into a new directory)."""
+    per step (per_step, into a new directory). A lon/lat grid stored 0..360 is cut and written as -180..180, so a bbox
+    across the prime meridian is one box."""
     src = app.sandbox.resolve_input(input)
     job = jobs.CubeSubsetJob(
         src=src.gdal_path,
