@@ -201,6 +201,26 @@ def write_array(
     )
 
 
+def ground_distance(dem: Dem, x0: Any, y0: Any, x1: Any, y1: Any) -> np.ndarray:
+    """Element-wise ground distance (metres; CRS units without a CRS) between points (x0, y0) and (x1, y1) in the
+    DEM's CRS: geodesic on a lon/lat grid, Euclidean times the CRS's linear unit on a projected one."""
+    x0, y0, x1, y1 = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (x0, y0, x1, y1)))
+    if dem.geographic:
+        from pyproj import CRS
+
+        geod = CRS.from_wkt(dem.crs.to_wkt()).get_geod()
+        assert geod is not None  # read_dem refused a geographic CRS without an ellipsoid
+        _, _, d = geod.inv(x0.ravel(), y0.ravel(), x1.ravel(), y1.ravel())
+        return np.asarray(d, dtype=np.float64).reshape(x0.shape)
+    factor = 1.0
+    if dem.crs is not None and dem.crs.to_wkt():
+        try:
+            _, factor = dem.crs.linear_units_factor
+        except Exception:  # noqa: BLE001 - no linear unit: CRS units as they are
+            factor = 1.0
+    return np.hypot(x1 - x0, y1 - y0) * factor
+
+
 # ------------------------------------------------------------------------------------------------ pyflwdir
 
 

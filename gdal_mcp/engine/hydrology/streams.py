@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.hydrology.flow import Conditioning, InputType, Routing, route
-from gdal_mcp.engine.hydrology.grid import Dem, timings
+from gdal_mcp.engine.hydrology.grid import Dem, ground_distance, timings
 from gdal_mcp.engine.hydrology.watershed import WKB
 from gdal_mcp.engine.preview.png import encode_png
 from gdal_mcp.engine.preview.raster import preview_shape
@@ -34,21 +34,7 @@ ORDER_COLOURS = np.array(
 def _lengths(dem: Dem, xs: np.ndarray, ys: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Length of each polyline (vertices xs, ys; polyline k runs from starts[k] to starts[k + 1] - 1), metres:
     geodesic on lon/lat, Euclidean times the CRS's unit on a projected grid."""
-    if dem.geographic:
-        from pyproj import CRS
-
-        geod = CRS.from_wkt(dem.crs.to_wkt()).get_geod()
-        assert geod is not None
-        _, _, d = geod.inv(xs[:-1], ys[:-1], xs[1:], ys[1:])
-        d = np.asarray(d, dtype=np.float64)
-    else:
-        factor = 1.0
-        if dem.crs is not None and dem.crs.to_wkt():
-            try:
-                _, factor = dem.crs.linear_units_factor
-            except Exception:  # noqa: BLE001 - no linear unit
-                factor = 1.0
-        d = np.hypot(np.diff(xs), np.diff(ys)) * factor
+    d = ground_distance(dem, xs[:-1], ys[:-1], xs[1:], ys[1:])
     seg = np.concatenate([d, [0.0]])
     ends = np.append(starts[1:], xs.size) - 1
     seg[ends] = 0.0  # no step from one polyline's last vertex to the next one's first

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from gdal_mcp.engine.failures import wrap_gdal_errors
 from gdal_mcp.engine.hydrology.flow import Conditioning, InputType, Routing, route
-from gdal_mcp.engine.hydrology.grid import Dem, timings, write_array
+from gdal_mcp.engine.hydrology.grid import Dem, ground_distance, timings, write_array
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.engine.raster.output import summarize
@@ -27,22 +27,8 @@ WKB = {b"ARROW:extension:name": b"geoarrow.wkb"}
 
 
 def ground_distances(dem: Dem, x: float, y: float, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Ground distance (metres; CRS units without a CRS) from (x, y) to each of (xs, ys), all in the DEM's CRS:
-    geodesic on a lon/lat grid, Euclidean times the CRS's linear unit on a projected one."""
-    if dem.geographic:
-        from pyproj import CRS
-
-        geod = CRS.from_wkt(dem.crs.to_wkt()).get_geod()
-        assert geod is not None  # read_dem refused a geographic CRS without an ellipsoid
-        _, _, d = geod.inv(np.full(xs.size, x), np.full(ys.size, y), xs, ys)
-        return np.asarray(d, dtype=np.float64)
-    factor = 1.0
-    if dem.crs is not None and dem.crs.to_wkt():
-        try:
-            _, factor = dem.crs.linear_units_factor
-        except Exception:  # noqa: BLE001 - no linear unit
-            factor = 1.0
-    return np.hypot(xs - x, ys - y) * factor
+    """Ground distance from (x, y) to each of (xs, ys), all in the DEM's CRS (grid.ground_distance)."""
+    return ground_distance(dem, x, y, xs, ys)
 
 
 def snap(dem: Dem, cells: np.ndarray, x: float, y: float, distance: float, index: int) -> tuple[int, int, float]:
