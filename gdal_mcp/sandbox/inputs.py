@@ -336,6 +336,13 @@ def resolve_connection(
         )
     # Quoted file part: NETCDF:"f.nc":var, HDF5:"f.h5"://x, HDF4_EOS:EOS_GRID:"f.hdf":g:f
     q = re.search(r'"([^"]*)"', rest)
+    if q and '"' in rest[q.end() :]:
+        # one file per connection string: GDAL and the engine must not read a second quoted path the check did not see
+        raise GdalMcpError(
+            "invalid-argument",
+            f"{what} '{original}': a {driver}: connection string names one file, in one pair of quotes "
+            f'(e.g. {driver}:"data.nc":variable); a variable name needs no quotes',
+        )
     if q:
         g, files, net = resolve_gdal(sb, q.group(1), base=base, what=what, depth=depth + 1)
         return f'{driver}:{rest[: q.start()]}"{g}"{rest[q.end() :]}', files, net

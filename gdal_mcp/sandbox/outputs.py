@@ -350,6 +350,12 @@ def resolve_output(
     if not contained(sb.roots, parent):
         raise GdalMcpError("out-of-root", f"{what} '{path}' is outside the workspace; write inside it")
     final = parent / name
+    if not directory and (owner := side_file_owner(parent, name)) is not None:
+        raise GdalMcpError(
+            "invalid-argument",
+            f"{what} '{path}': GDAL would read a file of that name as a side file of '{sb.display(owner)}' (a world file, "
+            "header, PAM .aux.xml or a part of it), changing how that dataset reads; choose another name",
+        )
     if directory:
         check_directory_output(sb, final, path, overwrite=overwrite, what=what)
     elif final.is_symlink():
@@ -399,6 +405,35 @@ def resolve_output(
     return OutputTarget(
         final=final, display=sb.display(final), tmp_dir=tmp_dir, created_dirs=created, overwrite=overwrite, directory=directory
     )
+
+
+def side_file_owner(parent: Path, name: str) -> Path | None:
+    """The existing dataset file in `parent` that a file called `name` would be a side file of (formats.NAME_SUFFIXES:
+    dem.tif.aux.xml; formats.SIDE_EXTENSIONS: demo.wld beside demo.jpg, roads.dbf beside roads.shp), or None. A new
+    output of such a name would change how that dataset reads (a CSV named demo.wld georeferences demo.jpg)."""
+    import glob
+
+    from gdal_mcp.formats import NAME_SUFFIXES, SIDE_EXTENSIONS
+
+    low = name.lower()
+    for suffix in NAME_SUFFIXES:
+        if low.endswith(suffix) and len(name) > len(suffix):
+            owner = parent / name[: -len(suffix)]
+            if owner.is_file():
+                return owner
+    if "." not in name:
+        return None
+    for stem, ext in ((name.split(".", 1)[0], name.split(".", 1)[1]), tuple(name.rsplit(".", 1))):
+        if ext.lower() not in SIDE_EXTENSIONS or not stem:
+            continue
+        for found in sorted(glob.glob(os.path.join(glob.escape(str(parent)), glob.escape(stem) + ".*")))[:64]:
+            other = Path(found)
+            rest = other.name[len(stem) + 1 :].lower()
+            if rest in SIDE_EXTENSIONS or any(("." + rest).endswith(s) for s in NAME_SUFFIXES):
+                continue  # another side file, not a dataset
+            if other.name != name and other.is_file():
+                return other
+    return None
 
 
 #: the name ending of the provenance record beside a dataset (engine/provenance.py): written only by the workers

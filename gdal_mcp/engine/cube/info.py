@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from typing import Any
 
 from gdal_mcp.engine.crs import crs_label
-from gdal_mcp.engine.cube.source import Cube, build_cube, described_variables, netcdf_view
+from gdal_mcp.engine.cube.source import (
+    Cube,
+    build_cube,
+    check_sizes,
+    described_variables,
+    netcdf_view,
+    resolve_variable,
+    split_connection,
+)
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.cf_time import canonical_calendar, day_number
 from gdal_mcp.engine.raster.info import nodata_value
@@ -31,8 +40,7 @@ def _layout(path: str, variable: str | None) -> tuple[list[str], dict[str, int]]
     view (`gdal mdim info`); ([], {}) when unknown."""
     from gdal_mcp.engine.algorithms import algorithm
 
-    m = re.match(r'^[A-Za-z0-9_]+:"(.+)":/*(.+)$', path)
-    file, name = (m.group(1), m.group(2)) if m else (path, variable)
+    file, name = split_connection(path, variable)
     if not name:
         return [], {}
     try:
@@ -73,6 +81,10 @@ def _spacing(cube: Cube) -> str | None:
     return f"{gap} s"
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
 def _listed(values: list[Any]) -> tuple[list[Any], bool]:
     if len(values) <= MAX_VALUES:
         return values, False
@@ -82,6 +94,7 @@ def _listed(values: list[Any]) -> tuple[list[Any], bool]:
 def cube_info(path: str, variable: str | None = None, progress: Progress = no_progress) -> CubeInfo:
     """The variables of a file, and for one of them (given, or the only one with more than two dimensions) its
     dimensions with their values, time axis, chunking, CRS, nodata and scale."""
+    check_sizes(path)
     viewed = netcdf_view(path)
     found = described_variables(viewed)
     listed = []
@@ -90,6 +103,8 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
         listed.append(CubeVariable(name=name, path=sub, shape=shape, description=text))
     warnings: list[str] = []
     gdal_path = viewed
+    if not found and variable is not None:
+        gdal_path, variable = resolve_variable(viewed, variable)  # one variable: the name given must be its own
     if found:
         if variable is None:
             cubes = [v for v in listed if len(v.shape) >= 3]
@@ -124,8 +139,13 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
         dims: list[CubeDimension] = []
         if cube.time_dim:
             # dates, or the raw values of a time axis that could not be decoded (the warnings say why)
+            # dates, or the raw numbers of steps without one (a time axis that could not be decoded); never NaN
             raw = [s.time or cube.dims.by_band.get(s.band, {}).get(cube.time_dim) for s in cube.steps]
-            times = list(dict.fromkeys(v for v in raw if v is not None))
+            times = list(
+                dict.fromkeys(
+                    v for v in raw if v is not None and (isinstance(v, str) and v in {s.time for s in cube.steps} or _finite(v))
+                )
+            )
             values, cut = _listed(times)
             info = next(d for d in cube.dims.info if d.name == cube.time_dim)
             dims.append(
@@ -141,7 +161,7 @@ def cube_info(path: str, variable: str | None = None, progress: Progress = no_pr
                 )
             )
         if cube.level_dim:
-            levels = cube.levels()
+            levels = [v for v in cube.levels() if isinstance(v, str) or _finite(v)]
             values, cut = _listed(levels)
             info = next(d for d in cube.dims.info if d.name == cube.level_dim)
             dims.append(

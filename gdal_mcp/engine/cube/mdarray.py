@@ -50,6 +50,11 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     ),
     "GDALMDArrayRelease": (None, [c.c_void_p]),
     "GDALMDArrayGetDataType": (c.c_void_p, [c.c_void_p]),
+    "GDALGroupGetMDArrayNames": (c.POINTER(c.c_char_p), [c.c_void_p, c.c_void_p]),
+    "GDALGroupGetGroupNames": (c.POINTER(c.c_char_p), [c.c_void_p, c.c_void_p]),
+    "GDALGroupOpenGroup": (c.c_void_p, [c.c_void_p, c.c_char_p, c.c_void_p]),
+    "GDALGroupOpenMDArray": (c.c_void_p, [c.c_void_p, c.c_char_p, c.c_void_p]),
+    "CSLDestroy": (None, [c.c_void_p]),
     "GDALExtendedDataTypeGetNumericDataType": (c.c_int, [c.c_void_p]),
 }
 #: GDALDataType -> numpy type of the buffers read (the array's own type: GDAL converting to float64 element by element
@@ -164,10 +169,9 @@ def open_reader(ds: Any, path: str, variable: str | None) -> MDReader | None:
     driver, or when its layout cannot be matched to the raster view's bands with certainty."""
     if os.environ.get("GDAL_MCP_CUBE_RASTER_VIEW") or ds.driver not in ("netCDF", "Zarr") or ds.count < 1:
         return None
-    import re
+    from gdal_mcp.engine.cube.source import split_connection
 
-    m = re.match(r'^[A-Za-z0-9_]+:"(.+)":/*(.+)$', path)
-    file, name = (m.group(1), m.group(2)) if m else (path, variable)
+    file, name = split_connection(path, variable)
     if not name:
         return None
     try:
@@ -240,3 +244,66 @@ def _matches(reader: MDReader, ds: Any) -> bool:
         return False  # the probe rows cannot tell which way the rows run
     reader.flip_rows = orientation == {True}
     return True
+
+
+def _names(lib: Any, names: Any) -> list[str]:
+    out: list[str] = []
+    if not names:
+        return out
+    try:
+        i = 0
+        while names[i]:
+            out.append(names[i].decode("utf-8", "replace"))
+            i += 1
+    finally:
+        lib.CSLDestroy(c.cast(names, c.c_void_p))
+    return out
+
+
+def array_shapes(file: str, limit: int = 2000) -> dict[str, list[int]] | None:
+    """The shape of every array of a multidimensional file (groups walked to depth 3, at most `limit` arrays), read
+    from its header through GDAL's multidimensional API without opening any array's data: what a raster view of
+    each would cost is known before one is opened. None when GDAL has no multidimensional view of the file."""
+    import rasterio
+
+    try:
+        lib = _lib()
+    except Exception:  # noqa: BLE001 - no multidimensional API
+        return None
+    # a rasterio Env registers GDAL's drivers (those the allow-list keeps: engine/drivers.py) for a GDALOpenEx here
+    with rasterio.Env():
+        dataset = lib.GDALOpenEx(os.fsencode(file), GDAL_OF_MULTIDIM_RASTER, None, None, None)
+    if not dataset:
+        return None
+    shapes: dict[str, list[int]] = {}
+    try:
+        root = lib.GDALDatasetGetRootGroup(dataset)
+        if not root:
+            return None
+        todo: list[tuple[int, str, int]] = [(root, "", 0)]
+        while todo and len(shapes) < limit:
+            group, prefix, depth = todo.pop()
+            try:
+                for name in _names(lib, lib.GDALGroupGetMDArrayNames(group, None))[: limit - len(shapes)]:
+                    array = lib.GDALGroupOpenMDArray(group, name.encode(), None)
+                    if not array:
+                        continue
+                    try:
+                        count = c.c_size_t(0)
+                        handles = lib.GDALMDArrayGetDimensions(array, c.byref(count))
+                        shapes[f"{prefix}/{name}"] = [int(lib.GDALDimensionGetSize(handles[k])) for k in range(count.value)]
+                        lib.GDALReleaseDimensions(handles, count)
+                    finally:
+                        lib.GDALMDArrayRelease(array)
+                if depth < 3:
+                    for name in _names(lib, lib.GDALGroupGetGroupNames(group, None)):
+                        sub = lib.GDALGroupOpenGroup(group, name.encode(), None)
+                        if sub:
+                            todo.append((sub, f"{prefix}/{name}", depth + 1))
+            finally:
+                lib.GDALGroupRelease(group)
+        for group, _, _ in todo:
+            lib.GDALGroupRelease(group)
+        return shapes
+    finally:
+        lib.GDALClose(dataset)

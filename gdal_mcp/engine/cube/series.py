@@ -73,6 +73,12 @@ def _zones(path: str, layer: str | None, name_field: str | None, grid: Grid) -> 
     return out
 
 
+def _cell(text: str) -> str:
+    """A text cell a spreadsheet will not run as a formula (a zone named '=HYPERLINK(…)'): prefixed with an apostrophe
+    when it starts with = + - @ or a tab/carriage return (OWASP's CSV injection rule); numbers are written as numbers."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
 def _east_of_zero(g: Any) -> Any:
     """A lon/lat geometry with its parts west of 0 moved by +360 (for a grid whose longitudes run 0..360)."""
     import shapely
@@ -211,9 +217,9 @@ def series(
         if dst:
             with open(dst, "w", newline="", encoding="utf-8") as f:
                 writer = csv.writer(f)
-                writer.writerow(["time", *[t.name for t in targets]])
+                writer.writerow(["time", *[_cell(t.name) for t in targets]])
                 for row in rows:
-                    writer.writerow([row.time, *["" if v is None else repr(v) for v in row.values]])
+                    writer.writerow([_cell(row.time), *["" if v is None else repr(v) for v in row.values]])
         png = b""
         if plot:
             from gdal_mcp.engine.cube.plot import line_chart

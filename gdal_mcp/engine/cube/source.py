@@ -24,6 +24,7 @@ from gdal_mcp.engine.raster.dimensions import Dimensions, band_dimensions
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.errors import GdalMcpError
 
+MAX_YEAR = 100_000  # a date further out is a broken time axis, not a date (treated as not decoded)
 _ISO = re.compile(r"^(-?\d+)-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2}):(\d{2}(?:\.\d+)?))?$")
 _DATE_ARG = re.compile(r"^(-?\d{1,6})(?:-(\d{1,2})(?:-(\d{1,2})(?:[T ](\d{1,2})(?::(\d{1,2})(?::(\d{1,2}(?:\.\d*)?))?)?)?)?)?Z?$")
 
@@ -256,7 +257,18 @@ def resolve_variable(path: str, variable: str | None) -> tuple[str, str | None]:
     described = described_variables(path)
     found = [(n, s) for n, s, _ in described]
     if not found:
-        return path, variable if variable is not None else (_variable_name(path) if '":' in path else None)
+        named = _variable_name(path) if CONNECTION.match(path) else None
+        if named is None:
+            with open_raster(path) as ds:
+                named = (ds.tags(1).get("NETCDF_VARNAME") if ds.count else None) or None
+        if variable is not None and variable.strip("/") != (named or "").strip("/"):
+            raise GdalMcpError(
+                "invalid-argument",
+                f"no variable {variable!r} here: the dataset is one variable"
+                + (f", {named!r}" if named else "")
+                + "; omit variable",
+            )
+        return path, named
     names = [n for n, _ in found]
     if variable is None:
         # as cube_info: the only variable with a time or level dimension (three or more dimensions) is the cube
@@ -302,7 +314,7 @@ def build_cube(ds: Any, path: str, variable: str | None) -> Cube:
     for b in range(1, ds.count + 1):
         values = dims.by_band.get(b, {})
         t = values.get(time_dim) if time_dim else None
-        t_iso = t if isinstance(t, str) and _ISO.match(t) else None
+        t_iso = t if isinstance(t, str) and _ISO.match(t) and abs(time_key(t)[0]) <= MAX_YEAR else None
         steps.append(
             Step(band=b, time=t_iso, key=time_key(t_iso) if t_iso else None, level=values.get(level_dim) if level_dim else None)
         )
@@ -329,6 +341,7 @@ def open_cube(path: str, variable: str | None = None) -> Iterator[tuple[Any, Cub
     """The open dataset of `variable` in `path` and its Cube."""
     from gdal_mcp.engine.cube.mdarray import open_reader
 
+    check_sizes(path)
     gdal_path, name = resolve_variable(netcdf_view(path), variable)
     gdal_path = netcdf_view(gdal_path)
     with open_raster(gdal_path) as ds:
@@ -345,7 +358,48 @@ def open_cube(path: str, variable: str | None = None) -> Iterator[tuple[Any, Cub
                 cube.md.close()
 
 
-_HDF5_NAME = re.compile(r'^HDF5:"(.+)":/*(.+)$', re.IGNORECASE)
+_HDF5_NAME = re.compile(r'^HDF5:"([^"]+)":/*([^"]+)$', re.IGNORECASE)
+#: a variable as GDAL names it: DRIVER:"file":variable (one quoted file, as the sandbox checked it)
+CONNECTION = re.compile(r'^[A-Za-z0-9_]+:"([^"]+)":/*([^"]+)$')
+
+
+#: time steps (the product of a variable's dimensions beyond y and x) a cube tool reads at most, and pixels per step:
+#: GDAL's raster view makes an object per band when it opens a variable (a 400-byte netCDF header claiming 2e9 steps
+#: made it allocate 16 GB and abort), so a variable past these is refused before any raster view of it is opened
+MAX_STEPS = 2_000_000
+MAX_STEP_PIXELS = 2**34
+
+
+def check_sizes(path: str) -> None:
+    """resource-limit when a variable of the file `path` names (or, for a file, any of its variables) is larger than
+    the cube tools read, judged from the file's header alone (mdarray.array_shapes)."""
+    from gdal_mcp.engine.cube.mdarray import array_shapes
+
+    file, name = split_connection(path, None)
+    if file.startswith("/vsi"):
+        return  # a virtual file (an archive member, remote data) GDAL reads as it is
+    shapes = array_shapes(file)
+    if not shapes:
+        return
+    for array, shape in shapes.items():
+        if name is not None and array.strip("/") != name.strip("/") and array.rsplit("/", 1)[-1] != name.strip("/"):
+            continue
+        if len(shape) < 3:
+            continue
+        steps, pixels = math.prod(shape[:-2]), shape[-1] * shape[-2]
+        if steps > MAX_STEPS or pixels > MAX_STEP_PIXELS:
+            raise GdalMcpError(
+                "resource-limit",
+                f"variable {array.lstrip('/')} has {steps:,} steps of {shape[-1]:,} x {shape[-2]:,} pixels (shape "
+                f"{' x '.join(f'{v:,}' for v in shape)}); the cube tools read at most {MAX_STEPS:,} steps of "
+                f"{MAX_STEP_PIXELS:,} pixels. Split the file, or check its header: a dimension this large may be broken",
+            )
+
+
+def split_connection(path: str, variable: str | None) -> tuple[str, str | None]:
+    """(file, variable) of a GDAL variable path NETCDF:"f.nc":tas, or (path, variable) of a plain path."""
+    m = CONNECTION.match(path)
+    return (m.group(1), m.group(2)) if m else (path, variable)
 
 
 def netcdf_view(gdal_path: str) -> str:

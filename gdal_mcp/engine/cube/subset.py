@@ -42,9 +42,19 @@ def _window(grid: Grid, bbox: tuple[float, float, float, float] | None, bbox_crs
     return Window(col0, row0, col1 - col0, row1 - row0)
 
 
-def _file_name(variable: str | None, step: Step) -> str:
-    stamp = re.sub(r"[^0-9A-Za-z]+", "", (step.time or f"band{step.band}").replace("T00:00:00", ""))
-    return f"{variable or 'step'}_{stamp}.tif"
+def _file_name(variable: str | None, step: Step, taken: set[str]) -> str:
+    """<variable>_<time>.tif, from the variable's last name component and the step's time reduced to letters, digits
+    and '-' for a year before 0 (never a path: a variable's name comes from the file or the caller); a name already
+    taken gets the step's band number."""
+    base = re.sub(r"[^0-9A-Za-z_.-]+", "_", (variable or "step").replace("\\", "/").rsplit("/", 1)[-1]).strip("._-") or "step"
+    time = step.time or f"band{step.band}"
+    sign = "m" if time.startswith("-") else ""
+    stamp = sign + re.sub(r"[^0-9A-Za-z]+", "", time.lstrip("-").replace("T00:00:00", ""))
+    name = f"{base}_{stamp}.tif"
+    if name.lower() in taken:
+        name = f"{base}_{stamp}_band{step.band}.tif"
+    taken.add(name.lower())
+    return name
 
 
 def subset(
@@ -91,9 +101,13 @@ def subset(
                     "resource-limit", f"{len(steps)} steps would be {len(steps)} files (at most {MAX_FILES}); narrow start/end"
                 )
             os.makedirs(dst, exist_ok=True)
+            taken: set[str] = set()
             for i, step in enumerate(steps):
-                name = _file_name(cube.variable, step)
-                with rasterio.open(os.path.join(dst, name), "w", count=1, **profile) as out:
+                name = _file_name(cube.variable, step, taken)
+                target = os.path.join(dst, name)
+                if os.path.dirname(target) != dst.rstrip("/") or os.path.lexists(target):
+                    raise GdalMcpError("internal-error", f"cube_subset: step file {name!r} is not a new file of the output")
+                with rasterio.open(target, "w", count=1, **profile) as out:
                     _copy(ds, cube, out, [step], win, pieces)
                     out.set_band_description(1, step.time or f"band {step.band}")
                     out.update_tags(1, TIME=step.time or "", LEVEL="" if step.level is None else str(step.level))

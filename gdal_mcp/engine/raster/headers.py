@@ -58,6 +58,7 @@ def check_header(path: str) -> None:
 
 def _walk_netcdf(head: bytes, size: int) -> None:
     wide = head[3] == 5  # CDF-5 counts are 64-bit
+    numrecs = int.from_bytes(head[4 : 12 if wide else 8], "big")
     pos = 4 + (8 if wide else 4)  # magic, numrecs
 
     def count() -> int:
@@ -100,23 +101,40 @@ def _walk_netcdf(head: bytes, size: int) -> None:
             need(nbytes, 1, f"bytes of {where} attribute values")
             pos += nbytes + (-nbytes % 4)
 
+    lengths: list[int] = []
     tag, n = word(), count()
     if not (tag == 0 and n == 0):
         need(n, MIN_DIM, "dimensions")
         for _ in range(n):
             name("dimension")
-            count()
+            lengths.append(count())
     attributes("global")
     tag, n = word(), count()
     if tag == 0 and n == 0:
         return
     need(n, MIN_VAR, "variables")
+    records: list[tuple[int, int]] = []  # (vsize, begin) of each record variable (first dimension the unlimited one)
     for _ in range(n):
         name("variable")
         ndims = count()
         need(ndims, 8 if wide else 4, "dimensions of a variable")
+        first = int.from_bytes(head[pos : pos + (8 if wide else 4)], "big") if ndims else -1
         pos += ndims * (8 if wide else 4)
         attributes("variable")
         word()  # nc_type
-        count()  # vsize
-        pos += 4 if head[3] == 1 else 8  # begin
+        vsize = count()
+        width = 4 if head[3] == 1 else 8
+        begin = int.from_bytes(head[pos : pos + width], "big")
+        pos += width  # begin
+        if 0 <= first < len(lengths) and lengths[first] == 0:
+            records.append((vsize, begin))
+    streaming = (1 << (64 if wide else 32)) - 1  # numrecs not known (written while streaming)
+    if records and numrecs and numrecs != streaming:
+        # the records of all record variables follow each other; a header claiming more of them than the file holds
+        # (a 1 KB file claiming 2e9 records) made the library size its tables from the claim
+        per_record = max(1, sum(v for v, _ in records))
+        start = min(b for _, b in records)
+        if numrecs > (size - start) // per_record + 1:
+            raise _Corrupt(
+                f"declares {numrecs} records of {per_record} bytes while the file holds {max(0, size - start)} bytes of records"
+            )

@@ -192,6 +192,8 @@ async def cube_series(
     )
     target = None
     if output is not None:
+        if not output.lower().endswith(".csv"):
+            raise GdalMcpError("invalid-argument", f"output '{output}': cube_series writes CSV; name it .csv (e.g. series.csv)")
         app.require_writable("cube_series output")
         target, job = prepare_output(app, job, output=output, overwrite=overwrite, inputs=inputs)
     result = await app.execute(job, ctx=ctx, output=target)
