@@ -1361,6 +1361,9 @@ class HydroRasterSummary(RasterSummary):
     outlets: int | None = Field(None, description="Cells on the grid edge or next to nodata with no lower neighbour (code 0)")
     pits: int | None = Field(None, description="Cells inside the grid that cannot drain (closed depressions; code 0)")
     flat_cells: int | None = Field(None, description="Cells routed across flats")
+    pits_before: int | None = Field(
+        None, description="Conditioning: cells of the input that could not drain (closed depressions' bottoms); pits is after"
+    )
     cells_changed: int | None = Field(None, description="Conditioning: cells whose elevation changed")
     cells_raised: int | None = Field(None, description="Conditioning: cells raised (fill)")
     cells_lowered: int | None = Field(None, description="Conditioning: cells lowered (breach)")

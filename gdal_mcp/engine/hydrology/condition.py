@@ -14,6 +14,7 @@ Either way the output keeps the DEM's data type: both only copy existing elevati
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gdal_mcp.engine.failures import wrap_gdal_errors
+from gdal_mcp.engine.hydrology.d8 import d8_directions
 from gdal_mcp.engine.hydrology.grid import Dem, flwdir, import_pyflwdir, numba_cache, read_dem, record, timings, write_array
 from gdal_mcp.engine.progress import Progress, no_progress
 from gdal_mcp.engine.raster.opening import open_raster
@@ -139,7 +141,9 @@ def dem_condition(
     dem = read_dem(src, band, progress)
     warnings = [*dem.warnings, *float32_warning(src, band, dem)]
     progress(0.2, f"{method}ing depressions")
+    before = d8_directions(dem)
     result = condition(dem, method)
+    after = d8_directions(dataclasses.replace(dem, z=result.z))
     with open_raster(src) as ds:
         dtype, nodata = ds.dtypes[band - 1], ds.nodatavals[band - 1]
     if nodata is None and not dem.valid.all():
@@ -166,6 +170,10 @@ def dem_condition(
         HydroRasterSummary(
             **summary.model_dump(),
             product=f"conditioned DEM ({method})",
+            pits_before=before.pits,
+            pits=after.pits,
+            outlets=after.outlets,
+            flat_cells=after.flat_cells,
             cells_changed=result.raised + result.lowered,
             cells_raised=result.raised,
             cells_lowered=result.lowered,

@@ -65,3 +65,17 @@ def test_unknown_method_is_refused(tmp_path):
     with pytest.raises(GdalMcpError) as e:
         dem_condition(src, str(tmp_path / "x.tif"), method="smooth")  # type: ignore[arg-type]
     assert e.value.code == "invalid-argument"
+
+
+@pytest.mark.parametrize("method", ["fill", "breach"])
+def test_the_summary_counts_the_pits_before_and_after(tmp_path, method):
+    """Three single-cell pits punched into a plane falling east (so that nothing else is a pit): three before,
+    none after either method."""
+    from tests.engine.hydrology.dems import plane
+
+    z = plane((12, 15), 90.0)  # falling east: every cell drains east, the east column are outlets
+    for r, c in ((3, 4), (6, 9), (9, 2)):
+        z[r, c] -= 5.0
+    src = write_dem(tmp_path / "pits.tif", z)
+    summary, _ = dem_condition(src, str(tmp_path / "out.tif"), method=method)
+    assert summary.pits_before == 3 and summary.pits == 0
