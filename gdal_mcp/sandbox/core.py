@@ -232,7 +232,11 @@ class Sandbox:
         inputs: Iterable[ResolvedInput] = (),
         what: str = "output",
         directory: bool = False,
+        side_file: bool = False,
     ) -> OutputTarget:
         """Check an output path and prepare its temporary directory beside it (`directory`: the job writes a directory
-        there, committed whole; see outputs.py)."""
-        return _outputs.resolve_output(self, path, overwrite=overwrite, inputs=inputs, what=what, directory=directory)
+        there, committed whole; `side_file`: the output is meant to be a side file of its dataset, as raster_overviews'
+        external .ovr; see outputs.py)."""
+        return _outputs.resolve_output(
+            self, path, overwrite=overwrite, inputs=inputs, what=what, directory=directory, side_file=side_file
+        )

@@ -318,9 +318,10 @@ def resolve_output(
     inputs: Iterable[ResolvedInput] = (),
     what: str = "output",
     directory: bool = False,
+    side_file: bool = False,
 ) -> OutputTarget:
     """Check an output path and prepare its temporary directory beside it (`directory`: the output is a directory,
-    see the module docstring)."""
+    see the module docstring; `side_file`: the output is meant as a side file of a dataset, else refused as one)."""
     check_text(path, what)
     if (location := sb.bucket_location(path, what=what)) is not None:
         return remote_output(sb, location.url, overwrite=overwrite, what=what, directory=directory)
@@ -350,7 +351,7 @@ def resolve_output(
     if not contained(sb.roots, parent):
         raise GdalMcpError("out-of-root", f"{what} '{path}' is outside the workspace; write inside it")
     final = parent / name
-    if not directory and (owner := side_file_owner(parent, name)) is not None:
+    if not directory and not side_file and (owner := side_file_owner(parent, name)) is not None:
         raise GdalMcpError(
             "invalid-argument",
             f"{what} '{path}': GDAL would read a file of that name as a side file of '{sb.display(owner)}' (a world file, "

@@ -22,7 +22,14 @@ log = logging.getLogger("gdal_mcp.server")
 
 
 def prepare_output[J: Job[Any]](
-    app: App, job: J, *, output: str, overwrite: bool, inputs: list[ResolvedInput], final_dir_arg: str | None = None
+    app: App,
+    job: J,
+    *,
+    output: str,
+    overwrite: bool,
+    inputs: list[ResolvedInput],
+    final_dir_arg: str | None = None,
+    side_file: bool = False,
 ) -> tuple[OutputTarget, J]:
     """Resolve `output` (the sandbox's rules: in the workspace, no replacing without overwrite, not an input) and
     point the job at its temporary path; `App.execute(job, output=target)` commits or discards it.
@@ -30,7 +37,7 @@ def prepare_output[J: Job[Any]](
     `final_dir_arg` names a job field that receives the output's final directory (a VRT's sources
     are written relative to where it will live, not to the temporary directory).
     """
-    target = app.sandbox.resolve_output(output, overwrite=overwrite, inputs=inputs)
+    target = app.sandbox.resolve_output(output, overwrite=overwrite, inputs=inputs, side_file=side_file)
     job = job.writing_to(str(target.tmp_path))
     if final_dir_arg:
         changes: dict[str, Any] = {final_dir_arg: str(target.final.parent)}
@@ -167,6 +174,7 @@ async def write_output[S](
     output: str,
     overwrite: bool,
     final_dir_arg: str | None = None,
+    side_file: bool = False,
 ) -> tuple[OutputTarget, S, list[str]]:
     """Run a job that writes a file: atomic output, scrubbed result, clients told of the new file.
 
@@ -175,7 +183,9 @@ async def write_output[S](
     """
     import mcp.types as mt
 
-    target, job = prepare_output(app, job, output=output, overwrite=overwrite, inputs=inputs, final_dir_arg=final_dir_arg)
+    target, job = prepare_output(
+        app, job, output=output, overwrite=overwrite, inputs=inputs, final_dir_arg=final_dir_arg, side_file=side_file
+    )
     if target.remote is not None and not target.overwrite:
         await refuse_existing_object(app, target)
     result, warnings = await app.execute(job, ctx=ctx, output=target)

@@ -69,8 +69,8 @@ async def cube_aggregate(
     output: Annotated[
         str,
         Field(
-            description="File to write, relative to the workspace: .tif (a GeoTIFF stack, one band per period, band "
-            "descriptions = the periods) or .nc (netCDF with a time axis)"
+            description="File to write, relative to the workspace (.tif: a GeoTIFF stack, one band per period, band "
+            "descriptions = the periods; .nc: netCDF with a time axis)"
         ),
     ],
     variable: Variable = None,
@@ -158,7 +158,7 @@ async def cube_series(
     max_rows: Annotated[int, Field(ge=1, le=10000, description="Rows returned at most (all go to output)")] = 1000,
     output: Annotated[
         str | None,
-        Field(description="Also write every row to this CSV (time, a column per point/zone), relative to the workspace"),
+        Field(description="Also write every row to this .csv (time, a column per point/zone), relative to the workspace"),
     ] = None,
     overwrite: Overwrite = False,
     ctx: Context | None = None,

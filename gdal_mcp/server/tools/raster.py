@@ -463,7 +463,9 @@ async def raster_overviews(
                 "external applies to action=add; action=delete removes internal and external overviews alike",
             )
         ext_job = jobs.ExternalOverviewsJob(src=src.gdal_path, levels=levels, resampling=resampling)
-        ovr, ext_result, _ = await write_output(app, ctx, ext_job, inputs=[], output=src.display + ".ovr", overwrite=True)
+        ovr, ext_result, _ = await write_output(
+            app, ctx, ext_job, inputs=[], output=src.display + ".ovr", overwrite=True, side_file=True
+        )
         ext_result.path = src.display
         return ext_result
     job = jobs.OverviewsJob(src=src.gdal_path, action=action, levels=levels, resampling=resampling)

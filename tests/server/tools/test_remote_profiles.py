@@ -56,7 +56,7 @@ class Relay:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 key = re.search(r"Credential=([A-Z0-9]+)/", self.headers.get("Authorization", ""))
                 relay.seen.append((self.command, self.path, key.group(1) if key else ""))
-                for suffix, seconds in relay.slow_puts.items():
+                for suffix, seconds in list(relay.slow_puts.items()):  # the test thread changes it
                     if self.command == "PUT" and self.path.split("?")[0].endswith(suffix):
                         time.sleep(seconds)
                 conn = http.client.HTTPConnection(upstream, timeout=30)
