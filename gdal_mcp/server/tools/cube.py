@@ -225,9 +225,9 @@ async def cube_subset(
     output: Annotated[
         str,
         Field(
-            description="Where to write, relative to the workspace: .nc (a smaller netCDF cube with its time axis), "
-            ".tif (a GeoTIFF stack, a band per step named by its time), or with per_step a new directory of one "
-            "GeoTIFF per step (<variable>_<time>.tif)"
+            description="Where to write, relative to the workspace (.nc: a smaller netCDF cube with its time axis; "
+            ".tif: a GeoTIFF stack, a band per step named by its time); with per_step a new directory of one GeoTIFF "
+            "per step (<variable>_<time>.tif)"
         ),
     ],
     variable: Variable = None,
