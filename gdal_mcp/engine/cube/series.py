@@ -26,8 +26,11 @@ BATCH = 64
 MAX_ZONE_PIXELS = 50_000_000
 
 
-def _zones(path: str, layer: str | None, name_field: str | None, grid: Grid) -> list[tuple[str, np.ndarray, Window]]:
-    """(name, boolean mask, window) of each zone polygon on the cube's grid."""
+def _zones(
+    path: str, layer: str | None, name_field: str | None, grid: Grid, touched: list[str]
+) -> list[tuple[str, np.ndarray, Window]]:
+    """(name, boolean mask, window) of each zone polygon on the cube's grid: the pixels whose centre it holds, or for a
+    zone holding no pixel centre the pixels it touches (its name then goes into `touched`)."""
     import pyogrio.raw
     import shapely
     from rasterio.features import geometry_mask
@@ -66,7 +69,11 @@ def _zones(path: str, layer: str | None, name_field: str | None, grid: Grid) -> 
             raise GdalMcpError(
                 "resource-limit", f"zone {label} covers {w.width * w.height} pixels; use smaller zones or cube_subset first"
             )
-        mask = ~geometry_mask([g], out_shape=(int(w.height), int(w.width)), transform=grid.window_transform(w))
+        shape, transform = (int(w.height), int(w.width)), grid.window_transform(w)
+        mask = ~geometry_mask([g], out_shape=shape, transform=transform)
+        if not mask.any():  # smaller than a pixel (an island): the pixels it touches, rather than nothing
+            mask = ~geometry_mask([g], out_shape=shape, transform=transform, all_touched=True)
+            touched.append(label)
         out.append((label, mask, w))
     if not out:
         raise GdalMcpError("invalid-argument", "the zones layer has no polygons")
@@ -154,7 +161,8 @@ def series(
                 warnings.append(f"{outside} point(s) lie outside the cube: their values are null")
             statistic = "value"
         else:
-            zone_masks = _zones(zones, zones_layer, zone_field, grid)  # type: ignore[arg-type]
+            touched: list[str] = []
+            zone_masks = _zones(zones, zones_layer, zone_field, grid, touched)  # type: ignore[arg-type]
             areas = pixel_areas(grid)
             warnings += areas.warnings
             weights = []
@@ -165,9 +173,14 @@ def series(
                 targets.append(
                     CubeSeriesTarget(name=label, pixels=int(mask.sum()), area_m2=float(w.sum()) if a is not None else None)
                 )
+            if touched:
+                warnings.append(
+                    f"{len(touched)} zone(s) hold no pixel centre (smaller than a pixel): their values are of the pixels "
+                    f"they touch, area-weighted ({', '.join(touched[:10])}{' …' if len(touched) > 10 else ''})"
+                )
             empty = [t.name for t in targets if not t.pixels]
             if empty:
-                warnings.append(f"zone(s) {', '.join(empty[:10])} hold no pixel centre of the cube: their values are null")
+                warnings.append(f"zone(s) {', '.join(empty[:10])} lie outside the cube: their values are null")
             statistic = "area-weighted mean" if areas.method != "none" else "mean (no CRS: pixels weigh alike)"
         # one window holding every point / zone, read a batch of steps at a time
         spans = [(r, c, r + 1, c + 1) for cell in cells if cell for r, c in [cell]]
