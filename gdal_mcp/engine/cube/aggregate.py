@@ -133,15 +133,17 @@ def _linear(ds: Any, cube: Cube, bands: list[int], window: Window, statistic: st
             extreme = reduced if extreme is None else np.fmin(extreme, reduced) if low else np.fmax(extreme, reduced)
             n += block.shape[0] - np.isnan(block).sum(axis=0)
             continue
-        missing = np.isnan(block)
-        if missing.any():
-            n += block.shape[0] - missing.sum(axis=0)
-            np.copyto(block, 0, where=missing)
-        else:
-            n += block.shape[0]
-        del missing
+        # one pass: the sum of every pixel's steps (NaN where a step is missing), then only those pixels again
+        sums = block.sum(axis=0, dtype="float64")
+        gaps = np.isnan(sums)
+        n += block.shape[0]
+        if gaps.any():
+            part = block[:, gaps]  # the pixels with a missing step (a copy of those only)
+            missing = np.isnan(part)
+            n[gaps] -= missing.sum(axis=0)
+            sums[gaps] = np.where(missing, 0.0, part).sum(axis=0, dtype="float64")
         if statistic != "count":
-            total += block.sum(axis=0, dtype="float64")
+            total += sums
     assert scale is not None and offset is not None
     with np.errstate(invalid="ignore", divide="ignore"):
         if statistic == "count":
