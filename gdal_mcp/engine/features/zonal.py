@@ -503,6 +503,18 @@ def zonal_stats(
         elif zones_crs is None and raster_crs is not None:
             warnings.append("the zones have no CRS: their coordinates are taken to be in the raster's CRS")
         trans = transformer(zones_crs, raster_crs)
+        if raster_crs is not None and raster_crs.is_geographic and not categorical:
+            # each pixel counts once, but a lon/lat pixel's ground area shrinks with cos(latitude)
+            lat = sorted(abs(v) for v in (ds.bounds.bottom, ds.bounds.top))
+            lat_lo, lat_hi = (0.0 if ds.bounds.bottom < 0 < ds.bounds.top else lat[0]), min(lat[1], 89.9)
+            ratio = math.cos(math.radians(lat_lo)) / max(math.cos(math.radians(lat_hi)), 1e-9)
+            if ratio > 1.02:
+                warnings.append(
+                    f"lon/lat raster: each pixel counts once, while pixel areas differ up to {ratio:.2f}x between "
+                    f"latitudes {lat_lo:g} and {lat_hi:g} here, so means are not area-weighted; for area-weighted "
+                    "means use raster_stats weights='area' (a bbox), cube_series zones= (netCDF/HDF5/Zarr), or "
+                    "reproject to an equal-area CRS first"
+                )
         areas = None
         if categorical:
             check_categorical_dtype(dtype, band)
