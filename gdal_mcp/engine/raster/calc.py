@@ -351,15 +351,20 @@ def calc(
                 sources.append(source)
         else:
             assert isinstance(inputs, dict)
-            sources = [_open_source(stack, name, inputs[name], band)[0] for name in used]
+            for name in used:
+                source, chosen = _open_source(stack, name, inputs[name], band)
+                defaulted += not chosen and source.ds.count > 1
+                sources.append(source)
         ref = sources[0].ds
         for source in sources[1:]:
             if not _same_grid(ref, source.ds):
                 raise _grid_error(sources[0].label, ref, source.label, source.ds)
         if defaulted:
+            cube = any(src.ds.driver in ("netCDF", "Zarr", "HDF5Image") and src.ds.count > 1 for src in sources)
             warnings.append(
                 f"{defaulted} of the {len(sources)} inputs have several bands; band 1 of each was read "
                 '(pass band=N, or "path:N" per input, to choose another)'
+                + ("; a netCDF/HDF5/Zarr variable's bands are its time steps: cube_aggregate reduces over them" if cube else "")
             )
         area = bbox_window(ref, bbox, bbox_crs)
         origin = (int(area.col_off), int(area.row_off))

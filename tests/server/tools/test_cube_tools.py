@@ -485,3 +485,17 @@ async def test_a_zone_smaller_than_a_pixel_takes_the_pixels_it_touches(
     assert any("islet" in w and "touch" in w for w in res["warnings"]) and any(
         "far" in w and "outside" in w for w in res["warnings"]
     )
+
+
+async def test_band_math_on_a_cube_says_it_read_one_step(client: Client, ws: Path) -> None:
+    """raster_calc on a netCDF variable reads its band 1 (January) unless told: it says so and names cube_aggregate
+    (an agent's 'A - 273.15' wrote January alone without a word)."""
+    err, res = await call(
+        client,
+        "raster_calc",
+        expression="A - 273.15",
+        inputs={"A": 'NETCDF:"raster/tas_rectilinear_grid_2D.nc":tas'},
+        output="out/tas_c.tif",
+    )
+    assert not err, res
+    assert any("band 1 of each was read" in w and "cube_aggregate" in w for w in res["warnings"]), res["warnings"]
