@@ -15,10 +15,10 @@ from gdal_mcp.engine.cube.source import (
     described_variables,
     netcdf_view,
     resolve_variable,
+    seconds_of,
     split_connection,
 )
 from gdal_mcp.engine.progress import Progress, no_progress
-from gdal_mcp.engine.raster.cf_time import canonical_calendar, day_number
 from gdal_mcp.engine.raster.info import nodata_value
 from gdal_mcp.engine.raster.opening import open_raster
 from gdal_mcp.errors import GdalMcpError
@@ -62,8 +62,7 @@ def _spacing(cube: Cube) -> str | None:
     keys = sorted(dict.fromkeys(keys))  # type: ignore[arg-type]
     if len(keys) < 2:
         return None
-    cal = canonical_calendar(cube.calendar)
-    stamps = [day_number(k[0], k[1], k[2], cal) * 86400 + k[3] * 3600 + k[4] * 60 + k[5] for k in keys]  # type: ignore[index]
+    stamps = [seconds_of(k, cube.calendar) for k in keys]  # type: ignore[arg-type]
     gaps = Counter(round(b - a) for a, b in zip(stamps, stamps[1:], strict=False))
     gap = gaps.most_common(1)[0][0]
     days = gap / 86400

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gdal_mcp.engine.cube.source import Step
+from gdal_mcp.engine.cube.source import Step, seconds_of
 from gdal_mcp.engine.raster.cf_time import canonical_calendar, date_of, day_number
 from gdal_mcp.errors import GdalMcpError
 
@@ -203,18 +203,14 @@ def reference_slots(period: str, climatology: bool) -> str:
     return ""
 
 
-def _seconds(key: tuple[int, int, int, int, int, float], cal: str) -> float:
-    return day_number(key[0], key[1], key[2], cal) * 86400.0 + key[3] * 3600 + key[4] * 60 + key[5]
-
-
 def _bounds(unit: str, key: tuple[int, int, int, int, int, float], cal: str) -> tuple[float, float]:
     """Start and end (exclusive), in seconds of `cal`, of the named period (month, season, year, day, hour) holding key."""
     y, m, d, h = key[0], key[1], key[2], key[3]
     if unit == "hour":
-        start = _seconds((y, m, d, h, 0, 0.0), cal)
+        start = seconds_of((y, m, d, h, 0, 0.0), cal)
         return start, start + 3600
     if unit == "day":
-        start = _seconds((y, m, d, 0, 0, 0.0), cal)
+        start = seconds_of((y, m, d, 0, 0, 0.0), cal)
         return start, start + 86400
     if unit == "month":
         first, months = (y, m), 1
@@ -224,7 +220,7 @@ def _bounds(unit: str, key: tuple[int, int, int, int, int, float], cal: str) -> 
         f = SEASON_FIRST[SEASONS[m]]
         first, months = ((y - 1 if m != 12 else y), 12) if f == 12 else (y, f), 3
     end_m = first[0] * 12 + first[1] - 1 + months
-    return _seconds((first[0], first[1], 1, 0, 0, 0.0), cal), _seconds((end_m // 12, end_m % 12 + 1, 1, 0, 0, 0.0), cal)
+    return seconds_of((first[0], first[1], 1, 0, 0, 0.0), cal), seconds_of((end_m // 12, end_m % 12 + 1, 1, 0, 0, 0.0), cal)
 
 
 def partial_periods(steps: list[Step], period: str, calendar: str | None) -> list[str]:
@@ -236,7 +232,7 @@ def partial_periods(steps: list[Step], period: str, calendar: str | None) -> lis
     if kind != "named" or unit == "all" or len(keys) < 2 or len(keys) != len(steps):
         return []
     cal = canonical_calendar(calendar)
-    stamps = [_seconds(k, cal) for k in keys]
+    stamps = [seconds_of(k, cal) for k in keys]
     gaps = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False) if b > a)
     if not gaps:
         return []

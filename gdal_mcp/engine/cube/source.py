@@ -233,11 +233,6 @@ def _variable_name(subdataset: str) -> str:
     return tail.strip("/").rsplit("/", 1)[-1]
 
 
-def variables(path: str) -> list[tuple[str, str]]:
-    """(variable name, GDAL subdataset path) of each variable GDAL lists in a container file."""
-    return [(name, sub) for name, sub, _ in described_variables(path)]
-
-
 def described_variables(path: str) -> list[tuple[str, str, str | None]]:
     """(variable name, GDAL subdataset path, GDAL's description '[12x96x192] tas (32-bit floating-point)')."""
     with open_raster(path) as ds:
@@ -445,15 +440,21 @@ def read_raw(ds: Any, cube: Cube, bands: list[int], window: Window) -> np.ndarra
     return _read(ds, cube, bands, window, ds.dtypes[bands[0] - 1])
 
 
-def read_steps(ds: Any, cube: Cube, bands: list[int], window: Window) -> np.ndarray:
-    """Bands (n, h, w) of `window` (north-up rows) as float64 in physical units: nodata and NaN as NaN, then scale
-    and offset."""
-    data = np.ascontiguousarray(_read(ds, cube, bands, window, "float64"))  # folded in place by _Acc.add
+def _nodata_to_nan(ds: Any, data: np.ndarray, bands: list[int]) -> None:
+    """Each band's nodata value in `data` (floating, one plane per band) set to NaN, in place."""
     for i, b in enumerate(bands):
         nodata = ds.nodatavals[b - 1]
         if nodata is not None and not np.isnan(nodata):
             plane = data[i]
-            plane[plane == nodata] = np.nan
+            plane[plane == np.asarray(nodata).astype(data.dtype)] = np.nan
+
+
+def read_steps(ds: Any, cube: Cube, bands: list[int], window: Window) -> np.ndarray:
+    """Bands (n, h, w) of `window` (north-up rows) as float64 in physical units: nodata and NaN as NaN, then scale
+    and offset."""
+    data = np.ascontiguousarray(_read(ds, cube, bands, window, "float64"))  # folded in place by _Acc.add
+    _nodata_to_nan(ds, data, bands)
+    for i, b in enumerate(bands):
         scale, offset = ds.scales[b - 1], ds.offsets[b - 1]
         if scale != 1.0 or offset != 0.0:
             data[i] = data[i] * scale + offset
@@ -473,11 +474,7 @@ def read_values(ds: Any, cube: Cube, bands: list[int], window: Window) -> tuple[
     data = _read(ds, cube, bands, window, None)
     if data.dtype != target:
         data = data.astype(target)
-    for i, b in enumerate(bands):
-        nodata = ds.nodatavals[b - 1]
-        if nodata is not None and not np.isnan(nodata):
-            plane = data[i]
-            plane[plane == np.asarray(nodata).astype(target)] = np.nan
+    _nodata_to_nan(ds, data, bands)
     scale, offset = scales.pop()
     return data, float(scale), float(offset)
 
@@ -520,9 +517,17 @@ def cube_crs(ds: Any, variable: str | None) -> tuple[Any, str]:
     return None, "none"
 
 
+def seconds_of(key: tuple[int, int, int, int, int, float], calendar: str | None) -> float:
+    """A step's time key as seconds from the day 0 of its calendar (cf_time.day_number): what spacings, period
+    bounds and encoded times are computed from."""
+    cal = canonical_calendar(calendar)
+    return day_number(key[0], key[1], key[2], cal) * 86400.0 + key[3] * 3600 + key[4] * 60 + key[5]
+
+
 def encode_time(units: str, calendar: str | None, key: tuple[int, int, int, int, int, float]) -> float:
     """`key` as a number of `units` in `calendar` (the inverse of cf_time's decode), for a netCDF time coordinate."""
     tu = TimeUnits.parse(units, calendar)
     cal = canonical_calendar(calendar)
+    # integer microseconds (as cf_time decodes): day numbers are Julian days, too large for float microseconds
     us = day_number(key[0], key[1], key[2], cal) * US_PER_DAY + round((key[3] * 3600 + key[4] * 60 + key[5]) * 1e6)
     return (us - tu.reference_us) / tu.unit_us

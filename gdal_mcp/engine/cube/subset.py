@@ -114,15 +114,7 @@ def subset(
                     _scale(ds, out, [step])
                 files.append(name)
                 progress((i + 1) / len(steps), f"cube_subset: {name}")
-            summary = CubeSubsetSummary(
-                variable=cube.variable,
-                steps=len(steps),
-                first_step=steps[0].time,
-                last_step=steps[-1].time,
-                level=steps[0].level if cube.level_dim else None,
-                files=files,
-            )
-            return summary, warnings
+            return _summary(cube, steps, files=files), warnings
         tif = f"{dst}.stack.tif" if netcdf else dst
         if netcdf and cube.time_units is None:
             raise GdalMcpError("unsupported", "the variable has no time axis to write to netCDF; write a GeoTIFF (.tif)")
@@ -144,15 +136,20 @@ def subset(
         finally:
             if netcdf and os.path.exists(tif):
                 os.remove(tif)
-        summary = CubeSubsetSummary(
-            variable=cube.variable,
-            steps=len(steps),
-            first_step=steps[0].time,
-            last_step=steps[-1].time,
-            level=steps[0].level if cube.level_dim else None,
-            raster=summarize(dst),
-        )
+        summary = _summary(cube, steps, raster=summarize(dst))
         return summary, warnings
+
+
+def _summary(cube: Cube, steps: list[Step], **written: object) -> CubeSubsetSummary:
+    """What was written: the steps' span and level, and the files (per_step) or the raster's summary."""
+    return CubeSubsetSummary(
+        variable=cube.variable,
+        steps=len(steps),
+        first_step=steps[0].time,
+        last_step=steps[-1].time,
+        level=steps[0].level if cube.level_dim else None,
+        **written,  # type: ignore[arg-type]
+    )
 
 
 def _copy(
