@@ -130,8 +130,13 @@ async def test_timeout_stops_job_and_cleans_up(ws: Path) -> None:
             err, res = await call(c, "raster_convert", **BIG_JOB, output="out/timeout.tif")
             assert err and res["error"]["code"] == "timeout"
             await wait_clean(ws, "out/timeout.tif")
-            err, info = await call(c, "raster_info", path="raster/slope.tif")
-            assert not err
+            # the server answers the next call: with a 1 s limit, a worker started afresh on a loaded machine (four test
+            # processes on 2 cores) may itself need more than 1 s once, so a timeout is retried; any other error fails
+            for _ in range(5):
+                err, info = await call(c, "raster_info", path="raster/slope.tif")
+                if not err or info["error"]["code"] != "timeout":
+                    break
+            assert not err, info
     finally:
         app.executor.close()
 
