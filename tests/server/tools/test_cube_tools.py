@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import io
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +36,10 @@ def noleap_month(day: int) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def synthetic(ws: Path) -> tuple[str, np.ndarray]:
-    """cube/daily.nc: T daily steps (days since 2001-01-01, noleap) of H x W Float32 with a few nodata holes."""
+def synthetic(ws: Path) -> Iterator[tuple[str, np.ndarray]]:
+    """cube/daily.nc: T daily steps (days since 2001-01-01, noleap) of H x W Float32 with a few nodata holes. The
+    cube folder (a Zarr store of hundreds of files among it) goes when the module ends: the workspace is shared by the
+    test files of the process, and a bounded catalog listing of it must still reach raster/ and vector/."""
     rng = np.random.default_rng(29)
     data = rng.normal(280, 10, size=(T, H, W)).astype("float32")
     data[5, 1, 1] = NODATA
@@ -57,7 +61,8 @@ def synthetic(ws: Path) -> tuple[str, np.ndarray]:
     rasterio.shutil.copy(tif, ws / "cube" / "daily.nc", driver="netCDF", FORMAT="NC4", COMPRESS="DEFLATE")
     tif.unlink()
     masked = np.where(data == NODATA, np.nan, data.astype("float64"))
-    return "cube/daily.nc", masked
+    yield "cube/daily.nc", masked
+    shutil.rmtree(ws / "cube", ignore_errors=True)
 
 
 def tas_west_first(ws: Path) -> tuple[np.ndarray, float]:
@@ -388,8 +393,6 @@ async def test_zarr_cube_gives_the_same_monthly_means(client: Client, ws: Path, 
 async def test_hdf5_cube_is_read_with_its_dimension_scales(client: Client, ws: Path, synthetic: tuple[str, np.ndarray]) -> None:
     """A netCDF-4 file is HDF5: named .h5, GDAL's HDF5 driver opens it and gives its bands no times; the cube tools
     read the same file through the netCDF driver, which decodes the HDF5 dimension scales."""
-    import shutil
-
     path, data = synthetic
     shutil.copy(ws / path, ws / "cube" / "daily.h5")
     err, info = await call(client, "cube_info", input="cube/daily.h5")
